@@ -1,0 +1,27 @@
+//! blis: a discrete-event simulator of LLM inference serving clusters whose
+//! admission, routing and scoring policies are plugins.
+//!
+//! Data flows one way:
+//!
+//! ```text
+//! workload ──► cluster loop ──► admission ──► routing ──► instance engines
+//!                (one clock)                               │
+//!   JSON report ◄── metrics aggregation ◄── request records ┘
+//! ```
+//!
+//! * [`engine`] — the event queue and the clock.
+//! * [`instance`] — one vLLM-like server: wait queue, batch formation, KV cache, latency models.
+//! * [`cluster`] — the shared-clock pipeline, snapshots, weighted routing, decision traces.
+//! * [`workload`] — request generators, sessions, trace replay.
+//! * [`metrics`] — per-request records, aggregation, fitness, the JSON report.
+//! * [`config`] — the TOML run file.
+//! * [`plugins`] — loading policy libraries and the policy registry.
+//!
+//! Architecture invariant: only `metrics::report` writes the report and only
+//! `main.rs` writes to stdout; the engine and instances know nothing of
+//! plugins, TOML or JSON.
+
+pub mod engine;
+pub mod instance;
+pub mod request;
+pub mod workload;

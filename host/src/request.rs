@@ -1,0 +1,482 @@
+//! A request as the simulator carries it from the workload to the report.
+//!
+//! Prompts are not token arrays. A prompt is a list of [`Segment`]s (a shared
+//! prefix, the context of earlier session rounds, a unique part), each standing
+//! for `len` tokens whose content is a pure function of the segment's `seed`
+//! and the position inside it. Generated output is one more segment. Block
+//! hashes are then computed from segment runs without materialising token ids,
+//! and two requests get identical leading block hashes exactly when their
+//! leading tokens are identical (same segments, same alignment).
+//!
+//! The same hash chain serves the instance KV cache (prefix caching) and the
+//! router-side prefix index, so the two agree on what "the same prefix" means.
+
+use crate::engine::Tick;
+
+/// `len` tokens whose content is determined by `seed` (token `i` of the
+/// segment is a function of `(seed, i)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Segment {
+    pub seed: u64,
+    pub len: u32,
+}
+
+/// Service class of a request (from the workload). Maps to a scheduling priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SloClass {
+    Critical,
+    #[default]
+    Standard,
+    Batch,
+    Sheddable,
+    Background,
+}
+
+impl SloClass {
+    /// All classes, in report order.
+    pub const ALL: [SloClass; 5] = [
+        SloClass::Critical,
+        SloClass::Standard,
+        SloClass::Batch,
+        SloClass::Sheddable,
+        SloClass::Background,
+    ];
+
+    /// The name used in run files, traces and the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            SloClass::Critical => "critical",
+            SloClass::Standard => "standard",
+            SloClass::Batch => "batch",
+            SloClass::Sheddable => "sheddable",
+            SloClass::Background => "background",
+        }
+    }
+
+    /// Parse a class name (the reference's v1 names `realtime` and `interactive`
+    /// are accepted as `critical` and `standard`).
+    pub fn parse(s: &str) -> Option<SloClass> {
+        Some(match s {
+            "critical" | "realtime" => SloClass::Critical,
+            "standard" | "interactive" | "" => SloClass::Standard,
+            "batch" => SloClass::Batch,
+            "sheddable" => SloClass::Sheddable,
+            "background" => SloClass::Background,
+            _ => return None,
+        })
+    }
+
+    /// Scheduling priority: critical 4, standard 3, batch −1, sheddable −2,
+    /// background −3 (negative = sheddable).
+    pub fn priority(self) -> i32 {
+        match self {
+            SloClass::Critical => 4,
+            SloClass::Standard => 3,
+            SloClass::Batch => -1,
+            SloClass::Sheddable => -2,
+            SloClass::Background => -3,
+        }
+    }
+
+    /// Stable small integer used across the plugin ABI.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// Where a request is in its life. Transitions (INV-2):
+/// `Pipeline → Queued → Running → Completed`, `Running → Queued` on
+/// preemption, `Pipeline → Rejected` at admission, `Pipeline → Dropped` at
+/// enqueue when the request can never be served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RequestState {
+    /// Between cluster arrival and the instance's wait queue (admission,
+    /// routing, alpha queueing delay).
+    #[default]
+    Pipeline,
+    Queued,
+    Running,
+    Completed,
+    Rejected,
+    Dropped,
+}
+
+impl RequestState {
+    /// Name used in the per-request results file.
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestState::Pipeline => "in_pipeline",
+            RequestState::Queued => "queued",
+            RequestState::Running => "running",
+            RequestState::Completed => "completed",
+            RequestState::Rejected => "rejected",
+            RequestState::Dropped => "dropped",
+        }
+    }
+}
+
+/// Timestamp value meaning "has not happened".
+pub const UNSET: Tick = -1;
+
+/// One request: what the workload generated plus its lifecycle state.
+///
+/// Identity and content are set by the workload; the lifecycle fields are
+/// written by the cluster (routing) and by the instance engine.
+#[derive(Clone, Debug, Default)]
+pub struct Request {
+    // ---- identity and content (workload) ----
+    /// Position in arrival order, 0-based; unique in a run.
+    pub id: u64,
+    /// Cluster arrival time. Never modified; every latency is measured from it.
+    pub arrival: Tick,
+    /// Prompt length L in tokens (shared prefix and session context included).
+    pub input_len: u32,
+    /// Output length N in tokens (the simulator knows it in advance).
+    pub output_len: u32,
+    /// Prompt content; the segment lengths add up to `input_len`.
+    pub prompt: Vec<Segment>,
+    /// Content seed of the generated tokens (an implicit segment of length N).
+    pub output_seed: u64,
+    /// Index of the client (in workload order) that generated the request.
+    pub client: u32,
+    /// Interned tenant id (index into the workload's tenant names).
+    pub tenant: u32,
+    pub slo_class: SloClass,
+    /// Multi-turn session this request belongs to, and its round (0-based).
+    pub session: Option<(u32, u32)>,
+
+    // ---- lifecycle (cluster and instance) ----
+    pub state: RequestState,
+    /// Instance chosen by routing (`u32::MAX` before routing).
+    pub instance: u32,
+    /// Prompt block hashes (full blocks only), filled at routing.
+    pub prompt_hashes: Vec<u64>,
+    /// Tokens whose KV is computed (prompt, and outputs recomputed after a preemption).
+    pub computed: u32,
+    /// Output tokens emitted so far (the client has seen this many).
+    pub generated: u32,
+    /// Tokens granted in the step currently running (0 when not in a batch).
+    pub granted: u32,
+    /// Time the request entered the wait queue (first time).
+    pub enqueued_at: Tick,
+    /// Time of the last admission into a running batch.
+    pub scheduled_at: Tick,
+    /// Time the client saw the first output token.
+    pub first_token_at: Tick,
+    /// Time the client saw the latest output token.
+    pub last_token_at: Tick,
+    /// Time the client saw the last token (completion).
+    pub completed_at: Tick,
+    /// Prompt tokens served from the prefix cache at the first admission.
+    pub cached_tokens: u32,
+    /// Number of times this request was preempted.
+    pub preemptions: u32,
+    /// KV blocks held on its instance, in stream order (owned by the instance's KV cache).
+    pub kv_blocks: Vec<u32>,
+}
+
+impl Request {
+    /// Total tokens in the request's stream (prompt followed by output).
+    pub fn total_len(&self) -> u32 {
+        self.input_len + self.output_len
+    }
+}
+
+const HASH_SEED: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A fast, well-mixing 64-bit finaliser (splitmix64).
+#[inline]
+pub fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+#[inline]
+fn absorb(h: u64, v: u64) -> u64 {
+    mix64(h ^ mix64(v))
+}
+
+/// Iterates the hierarchical block hashes of a token stream made of segments.
+///
+/// Hash `k` covers tokens `[0, (k+1)·B)`: it chains hash `k−1` with the runs
+/// `(seed, offset, length)` of the segments that block `k` overlaps. Equal
+/// leading token content gives equal leading hashes; one differing token
+/// changes that block's hash and every later one.
+#[derive(Clone, Debug)]
+pub struct BlockHasher<'a> {
+    segments: &'a [Segment],
+    tail: Option<Segment>,
+    block_size: u32,
+    /// Index of the segment holding the next unread token (segments then tail).
+    seg: usize,
+    /// Offset of the next unread token inside that segment.
+    off: u32,
+    prev: u64,
+}
+
+impl<'a> BlockHasher<'a> {
+    /// Hasher over `segments`, optionally followed by `tail` (the output segment).
+    pub fn new(segments: &'a [Segment], tail: Option<Segment>, block_size: u32) -> Self {
+        assert!(block_size > 0, "block size must be positive");
+        BlockHasher {
+            segments,
+            tail,
+            block_size,
+            seg: 0,
+            off: 0,
+            prev: HASH_SEED,
+        }
+    }
+
+    fn segment(&self, i: usize) -> Option<Segment> {
+        if i < self.segments.len() {
+            Some(self.segments[i])
+        } else if i == self.segments.len() {
+            self.tail
+        } else {
+            None
+        }
+    }
+
+    /// Hash of the next full block, or `None` when fewer than B tokens remain.
+    pub fn next_block(&mut self) -> Option<u64> {
+        let mut need = self.block_size;
+        let mut h = self.prev;
+        let (mut seg, mut off) = (self.seg, self.off);
+        while need > 0 {
+            let s = self.segment(seg)?;
+            let avail = s.len - off;
+            if avail == 0 {
+                seg += 1;
+                off = 0;
+                continue;
+            }
+            let take = avail.min(need);
+            h = absorb(h, s.seed);
+            h = absorb(h, (u64::from(off) << 32) | u64::from(take));
+            need -= take;
+            off += take;
+        }
+        self.seg = seg;
+        self.off = off;
+        self.prev = h;
+        Some(h)
+    }
+}
+
+impl Iterator for BlockHasher<'_> {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        self.next_block()
+    }
+}
+
+/// Hash of block `k` of `req`'s stream (prompt, then output), given the hash
+/// of block `k − 1` (`None` for block 0). Costs O(number of segments).
+pub fn stream_block_hash(req: &Request, block_size: u32, k: u32, prev: Option<u64>) -> u64 {
+    let tail = Segment {
+        seed: req.output_seed,
+        len: req.output_len,
+    };
+    let mut h = BlockHasher::new(&req.prompt, Some(tail), block_size);
+    // Seek to token k·B.
+    let mut skip = u64::from(k) * u64::from(block_size);
+    while skip > 0 {
+        let Some(s) = h.segment(h.seg) else { break };
+        let avail = u64::from(s.len - h.off);
+        if avail <= skip {
+            skip -= avail;
+            h.seg += 1;
+            h.off = 0;
+        } else {
+            h.off += skip as u32;
+            skip = 0;
+        }
+    }
+    h.prev = prev.unwrap_or(HASH_SEED);
+    h.next_block()
+        .expect("stream_block_hash: block lies beyond the end of the stream")
+}
+
+/// Hashes of the first `count` full blocks of `req`'s stream (prompt, then
+/// output), appended to `out`. Stops early if the stream has fewer blocks.
+pub fn stream_block_hashes(req: &Request, block_size: u32, count: usize, out: &mut Vec<u64>) {
+    let tail = Segment {
+        seed: req.output_seed,
+        len: req.output_len,
+    };
+    out.extend(BlockHasher::new(&req.prompt, Some(tail), block_size).take(count));
+}
+
+/// Hashes of the prompt's full blocks (`floor(L / B)` of them), into `out` (cleared first).
+pub fn prompt_block_hashes(req: &Request, block_size: u32, out: &mut Vec<u64>) {
+    out.clear();
+    out.extend(BlockHasher::new(&req.prompt, None, block_size));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(seed: u64, len: u32) -> Segment {
+        Segment { seed, len }
+    }
+
+    #[test]
+    fn shared_prefix_shares_leading_hashes_only() {
+        let a: Vec<u64> = BlockHasher::new(&[seg(1, 64), seg(2, 40)], None, 16).collect();
+        let b: Vec<u64> = BlockHasher::new(&[seg(1, 64), seg(3, 40)], None, 16).collect();
+        assert_eq!(a.len(), 6);
+        assert_eq!(a[..4], b[..4]);
+        assert!(a[4..].iter().all(|h| !b.contains(h)));
+    }
+
+    #[test]
+    fn straddling_block_differs_and_alignment_matters() {
+        let a: Vec<u64> = BlockHasher::new(&[seg(1, 20), seg(2, 40)], None, 16).collect();
+        let b: Vec<u64> = BlockHasher::new(&[seg(1, 20), seg(3, 40)], None, 16).collect();
+        assert_eq!(a[0], b[0]);
+        assert_ne!(a[1], b[1]);
+        // Same seeds, different split point: different content.
+        let c: Vec<u64> = BlockHasher::new(&[seg(1, 21), seg(2, 39)], None, 16).collect();
+        assert_eq!(a[0], c[0]);
+        assert_ne!(a[1], c[1]);
+    }
+
+    #[test]
+    fn session_context_reproduces_previous_stream() {
+        // Round 1: prompt p1, output o1. Round 2's prompt is p1 ++ o1 ++ p2.
+        let r1 = Request {
+            prompt: vec![seg(10, 50)],
+            output_seed: 11,
+            output_len: 30,
+            input_len: 50,
+            ..Default::default()
+        };
+        let mut stream1 = Vec::new();
+        stream_block_hashes(&r1, 16, usize::MAX, &mut stream1);
+        assert_eq!(stream1.len(), 5); // 80 tokens / 16
+        let r2 = Request {
+            prompt: vec![seg(10, 50), seg(11, 30), seg(12, 25)],
+            input_len: 105,
+            ..Default::default()
+        };
+        let mut p2 = Vec::new();
+        prompt_block_hashes(&r2, 16, &mut p2);
+        assert_eq!(p2.len(), 6);
+        assert_eq!(p2[..5], stream1[..]);
+    }
+
+    #[test]
+    fn random_access_hash_matches_chain() {
+        let r = Request {
+            prompt: vec![seg(1, 37), seg(2, 5), seg(3, 60)],
+            input_len: 102,
+            output_seed: 9,
+            output_len: 70,
+            ..Default::default()
+        };
+        let mut all = Vec::new();
+        stream_block_hashes(&r, 16, usize::MAX, &mut all);
+        assert_eq!(all.len(), 172 / 16);
+        for k in 0..all.len() {
+            let prev = if k == 0 { None } else { Some(all[k - 1]) };
+            assert_eq!(
+                stream_block_hash(&r, 16, k as u32, prev),
+                all[k],
+                "block {k}"
+            );
+        }
+    }
+
+    #[test]
+    fn partial_trailing_block_is_ignored() {
+        assert_eq!(BlockHasher::new(&[seg(1, 15)], None, 16).count(), 0);
+        assert_eq!(BlockHasher::new(&[seg(1, 16)], None, 16).count(), 1);
+        assert_eq!(
+            BlockHasher::new(&[seg(1, 10), seg(2, 6)], None, 16).count(),
+            1
+        );
+    }
+}
+
+/// Slab of live requests. Queues and batches hold [`Slot`]s; a slot is
+/// recycled (with its vectors' capacity) once its request has been accounted
+/// for, so memory follows the requests in flight, not the requests in total.
+#[derive(Debug, Default)]
+pub struct RequestStore {
+    slots: Vec<Request>,
+    free: Vec<Slot>,
+    live: usize,
+}
+
+/// Index of a request in the [`RequestStore`].
+pub type Slot = u32;
+
+impl RequestStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Take a recycled (or new) slot; `fill` writes the request into it. The
+    /// request passed to `fill` is reset but keeps its vectors' capacity.
+    pub fn insert_with(&mut self, fill: impl FnOnce(&mut Request)) -> Slot {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slots.push(Request::default());
+                (self.slots.len() - 1) as Slot
+            }
+        };
+        fill(&mut self.slots[slot as usize]);
+        self.live += 1;
+        slot
+    }
+
+    /// Give a slot back. Its vectors keep their capacity for the next request.
+    pub fn release(&mut self, slot: Slot) {
+        let r = &mut self.slots[slot as usize];
+        let mut prompt = std::mem::take(&mut r.prompt);
+        let mut hashes = std::mem::take(&mut r.prompt_hashes);
+        let mut blocks = std::mem::take(&mut r.kv_blocks);
+        prompt.clear();
+        hashes.clear();
+        blocks.clear();
+        *r = Request {
+            prompt,
+            prompt_hashes: hashes,
+            kv_blocks: blocks,
+            ..Request::default()
+        };
+        self.free.push(slot);
+        self.live -= 1;
+    }
+
+    /// Number of requests currently held.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// Capacity in slots (high-water mark of requests in flight).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+impl std::ops::Index<Slot> for RequestStore {
+    type Output = Request;
+    #[inline]
+    fn index(&self, s: Slot) -> &Request {
+        &self.slots[s as usize]
+    }
+}
+
+impl std::ops::IndexMut<Slot> for RequestStore {
+    #[inline]
+    fn index_mut(&mut self, s: Slot) -> &mut Request {
+        &mut self.slots[s as usize]
+    }
+}
