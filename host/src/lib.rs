@@ -23,5 +23,6 @@
 
 pub mod engine;
 pub mod instance;
+pub mod plugins;
 pub mod request;
 pub mod workload;

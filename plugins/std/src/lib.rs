@@ -1,1 +1,2 @@
 //! placeholder
+blis_plugin_api::export_plugin! { library: "blis-std", admission: [], routers: [], scorers: [] }

@@ -1,0 +1,89 @@
+//! Errors about plugins, each a short paragraph a user can act on.
+
+use std::path::PathBuf;
+
+/// Something went wrong with a plugin library or a policy call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    /// The file given with `--plugin` or `[[plugins]]` does not exist.
+    #[error("plugin file not found: {path}\n  Check the path given with --plugin or in [[plugins]] (relative paths are relative to the current directory on the command line, and to the run file's folder in a run file).")]
+    NotFound { path: PathBuf },
+
+    /// The file exists but cannot be opened as a shared library.
+    #[error("cannot load plugin {path}: it is not a loadable shared library.\n  Expected: a .so built from a crate with crate-type = [\"cdylib\"] that depends on blis-plugin-api.\n  Found: {detail}")]
+    NotSharedLibrary { path: PathBuf, detail: String },
+
+    /// A shared library without a blis root module.
+    #[error("cannot load plugin {path}: it is a shared library but not a blis plugin.\n  Expected: an exported blis plugin root module ({expected}).\n  Found: {found}.\n  Build the library with `blis_plugin_api::export_plugin! {{ ... }}` at its crate root.")]
+    NotAPlugin {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+
+    /// A blis plugin built against an incompatible plugin API.
+    #[error("cannot load plugin {path}: it was built against an incompatible blis plugin ABI.\n  Expected: blis-plugin-api {expected}.\n  Found: {found}.\n  Rebuild the plugin against blis-plugin-api {expected} (the version this blis was built with).")]
+    IncompatibleAbi {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+
+    /// The library's root module failed to initialise.
+    #[error("cannot load plugin {path}: its initialisation failed: {detail}")]
+    InitFailed { path: PathBuf, detail: String },
+
+    /// No loaded library offers a policy of that kind and name.
+    #[error("unknown {kind} policy '{name}'{suggestion}.\n  Available {kind} policies: {available}.\n  Load more with --plugin PATH (see `blis plugins list`).")]
+    UnknownPolicy {
+        kind: &'static str,
+        name: String,
+        suggestion: String,
+        available: String,
+    },
+
+    /// Two libraries offer the same (kind, name) and the name was not qualified.
+    #[error("{kind} policy '{name}' is offered by two libraries: {first} and {second}.\n  Say which one with `library::policy`, e.g. '{first_lib}::{name}' or '{second_lib}::{name}'.")]
+    Ambiguous {
+        kind: &'static str,
+        name: String,
+        first: String,
+        second: String,
+        first_lib: String,
+        second_lib: String,
+    },
+
+    /// The library refused to create the policy (bad parameters, usually).
+    #[error("plugin {library}: cannot create {kind} '{name}': {message}")]
+    Create {
+        library: String,
+        kind: &'static str,
+        name: String,
+        message: String,
+    },
+
+    /// A policy panicked during a call (caught on the plugin side).
+    #[error(
+        "plugin {library}: {kind} '{name}' panicked in {call} for request {request}: {message}"
+    )]
+    Panicked {
+        library: String,
+        kind: &'static str,
+        name: String,
+        call: &'static str,
+        request: u64,
+        message: String,
+    },
+
+    /// A policy returned something the host cannot use.
+    #[error("plugin {library}: {kind} '{name}' {problem} (in {call} for request {request}).")]
+    BadOutput {
+        library: String,
+        kind: &'static str,
+        name: String,
+        call: &'static str,
+        request: u64,
+        problem: String,
+    },
+}

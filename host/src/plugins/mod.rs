@@ -1,0 +1,22 @@
+//! Plugin libraries: loading them, the policy registry, and the host side of
+//! every policy call.
+//!
+//! A library is either *embedded* (the standard library `blis-std`, linked in
+//! as a Rust crate so a bare `blis run` needs no files) or *loaded* from a
+//! shared library with `lib_header_from_path` + `init_root_module` (never
+//! `RootModule::load_from_file`, which caches the first library it loaded and
+//! would hand it back for every later path). Both are used through the same
+//! root module and the same ABI types.
+//!
+//! Everything a plugin returns is validated here ([`policy`]): a panic, a
+//! NaN or infinite score, a wrong number of scores or an out-of-range
+//! routing target is an error naming the plugin, never silently clamped.
+
+mod error;
+mod loader;
+pub mod policy;
+mod registry;
+
+pub use error::PluginError;
+pub use policy::{AdmissionPolicy, PolicyLabel, RouterPolicy, ScorerPolicy};
+pub use registry::{LibraryEntry, Origin, Registry};

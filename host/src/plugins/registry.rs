@@ -1,0 +1,353 @@
+//! The registry of loaded libraries and the policies they offer, keyed by
+//! (kind, name).
+
+use std::path::{Path, PathBuf};
+
+use abi_stable::std_types::RStr;
+use blis_plugin_api::{PluginModRef, PolicyKind, PolicyObject};
+
+use super::loader;
+use super::policy::{AdmissionPolicy, PolicyLabel, RouterPolicy, ScorerPolicy};
+use super::PluginError;
+
+/// Where a library came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Linked into the `blis` binary.
+    Embedded,
+    /// Loaded from this file.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Embedded => f.write_str("embedded"),
+            Origin::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// One policy a library offers.
+#[derive(Clone, Debug)]
+pub struct PolicyEntry {
+    pub kind: PolicyKind,
+    pub name: String,
+    pub summary: String,
+    pub params_doc: String,
+}
+
+/// One library in the registry.
+#[derive(Clone)]
+pub struct LibraryEntry {
+    pub name: String,
+    pub version: String,
+    pub origin: Origin,
+    pub policies: Vec<PolicyEntry>,
+    module: PluginModRef,
+}
+
+impl std::fmt::Debug for LibraryEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LibraryEntry")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("origin", &self.origin)
+            .field("policies", &self.policies)
+            .finish_non_exhaustive()
+    }
+}
+
+/// All libraries of a run, and the policies they offer.
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    libraries: Vec<LibraryEntry>,
+}
+
+/// What happened when a library file was added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Added {
+    /// A new library.
+    New,
+    /// The file replaced the embedded library of the same name.
+    ReplacedEmbedded,
+    /// The same file was already loaded; nothing changed.
+    AlreadyLoaded,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn empty() -> Self {
+        Self::default()
+    }
+
+    /// A registry holding the embedded standard library.
+    pub fn standard() -> Self {
+        let mut r = Self::empty();
+        r.add_module(blis_std::blis_plugin_module(), Origin::Embedded);
+        r
+    }
+
+    /// The libraries, in load order.
+    pub fn libraries(&self) -> &[LibraryEntry] {
+        &self.libraries
+    }
+
+    fn add_module(&mut self, module: PluginModRef, origin: Origin) -> usize {
+        let info = (module.describe())();
+        let entry = LibraryEntry {
+            name: info.name.to_string(),
+            version: info.version.to_string(),
+            origin,
+            policies: info
+                .policies
+                .iter()
+                .map(|p| PolicyEntry {
+                    kind: p.kind,
+                    name: p.name.to_string(),
+                    summary: p.summary.to_string(),
+                    params_doc: p.params_doc.to_string(),
+                })
+                .collect(),
+            module,
+        };
+        self.libraries.push(entry);
+        self.libraries.len() - 1
+    }
+
+    /// Load the library at `path`. A file whose library name equals an
+    /// embedded library's replaces it (so `--plugin libblis_std.so` runs the
+    /// standard policies from the file).
+    pub fn load(&mut self, path: &Path) -> Result<Added, PluginError> {
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        if self
+            .libraries
+            .iter()
+            .any(|l| l.origin == Origin::File(canonical.clone()))
+        {
+            return Ok(Added::AlreadyLoaded);
+        }
+        let module = loader::load_root_module(path)?;
+        let idx = self.add_module(module, Origin::File(canonical));
+        let name = self.libraries[idx].name.clone();
+        let same: Vec<usize> = (0..idx)
+            .filter(|&i| self.libraries[i].name == name)
+            .collect();
+        for &i in &same {
+            if self.libraries[i].origin != Origin::Embedded {
+                let other = self.libraries[i].origin.to_string();
+                let this = self.libraries[idx].origin.to_string();
+                self.libraries.pop();
+                return Err(PluginError::InitFailed {
+                    path: path.to_path_buf(),
+                    detail: format!(
+                        "another loaded library has the same name '{name}' ({other}); library names must be unique (this one is {this})"
+                    ),
+                });
+            }
+        }
+        if let Some(&i) = same.first() {
+            let lib = self.libraries.pop().expect("just pushed");
+            self.libraries[i] = lib;
+            return Ok(Added::ReplacedEmbedded);
+        }
+        Ok(Added::New)
+    }
+
+    /// Find the library offering `spec` (`name` or `library::name`) of `kind`.
+    pub fn resolve(&self, kind: PolicyKind, spec: &str) -> Result<(usize, String), PluginError> {
+        let (lib_filter, name) = match spec.split_once("::") {
+            Some((l, n)) => (Some(l), n),
+            None => (None, spec),
+        };
+        let hits: Vec<usize> = self
+            .libraries
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| lib_filter.is_none_or(|f| l.name == f))
+            .filter(|(_, l)| l.policies.iter().any(|p| p.kind == kind && p.name == name))
+            .map(|(i, _)| i)
+            .collect();
+        match hits.as_slice() {
+            [one] => Ok((*one, name.to_string())),
+            [a, b, ..] => Err(PluginError::Ambiguous {
+                kind: kind.name(),
+                name: name.to_string(),
+                first: format!(
+                    "{} ({})",
+                    self.libraries[*a].name, self.libraries[*a].origin
+                ),
+                second: format!(
+                    "{} ({})",
+                    self.libraries[*b].name, self.libraries[*b].origin
+                ),
+                first_lib: self.libraries[*a].name.clone(),
+                second_lib: self.libraries[*b].name.clone(),
+            }),
+            [] => {
+                let available = self.names(kind);
+                let suggestion = closest(name, &available)
+                    .map(|s| format!(" (did you mean '{s}'?)"))
+                    .unwrap_or_default();
+                Err(PluginError::UnknownPolicy {
+                    kind: kind.name(),
+                    name: spec.to_string(),
+                    suggestion,
+                    available: if available.is_empty() {
+                        "none".to_string()
+                    } else {
+                        available.join(", ")
+                    },
+                })
+            }
+        }
+    }
+
+    /// Names of all policies of `kind`, sorted, deduplicated.
+    pub fn names(&self, kind: PolicyKind) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .libraries
+            .iter()
+            .flat_map(|l| l.policies.iter())
+            .filter(|p| p.kind == kind)
+            .map(|p| p.name.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The entry of a policy (for `blis plugins show`).
+    pub fn find_any(&self, spec: &str) -> Vec<(&LibraryEntry, &PolicyEntry)> {
+        let (lib_filter, name) = match spec.split_once("::") {
+            Some((l, n)) => (Some(l), n),
+            None => (None, spec),
+        };
+        self.libraries
+            .iter()
+            .filter(|l| lib_filter.is_none_or(|f| l.name == f))
+            .flat_map(|l| l.policies.iter().map(move |p| (l, p)))
+            .filter(|(_, p)| p.name == name)
+            .collect()
+    }
+
+    fn create(
+        &self,
+        kind: PolicyKind,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<(PolicyLabel, PolicyObject), PluginError> {
+        let (idx, name) = self.resolve(kind, spec)?;
+        let lib = &self.libraries[idx];
+        let label = PolicyLabel {
+            library: lib.name.clone(),
+            kind: kind.name(),
+            name: name.clone(),
+        };
+        let created = (lib.module.create())(
+            kind,
+            RStr::from(name.as_str()),
+            RStr::from(params_toml),
+            seed,
+        );
+        match created.into_result() {
+            Ok(obj) => Ok((label, obj)),
+            Err(message) => Err(PluginError::Create {
+                library: label.library,
+                kind: label.kind,
+                name,
+                message: message.to_string(),
+            }),
+        }
+    }
+
+    /// Create an admission policy.
+    pub fn admission(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<AdmissionPolicy, PluginError> {
+        match self.create(PolicyKind::Admission, spec, params_toml, seed)? {
+            (label, PolicyObject::Admission(obj)) => Ok(AdmissionPolicy::new(label, obj)),
+            (label, _) => Err(wrong_kind(label)),
+        }
+    }
+
+    /// Create a routing policy.
+    pub fn router(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<RouterPolicy, PluginError> {
+        match self.create(PolicyKind::Router, spec, params_toml, seed)? {
+            (label, PolicyObject::Router(obj)) => Ok(RouterPolicy::new(label, obj)),
+            (label, _) => Err(wrong_kind(label)),
+        }
+    }
+
+    /// Create a scorer.
+    pub fn scorer(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<ScorerPolicy, PluginError> {
+        match self.create(PolicyKind::Scorer, spec, params_toml, seed)? {
+            (label, PolicyObject::Scorer(obj)) => Ok(ScorerPolicy::new(label, obj)),
+            (label, _) => Err(wrong_kind(label)),
+        }
+    }
+}
+
+fn wrong_kind(label: PolicyLabel) -> PluginError {
+    PluginError::Create {
+        message: format!(
+            "the library returned a policy of another kind than {}",
+            label.kind
+        ),
+        library: label.library,
+        kind: label.kind,
+        name: label.name,
+    }
+}
+
+/// The closest name by edit distance, if reasonably close.
+fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, c)| *d <= (c.len().max(name.len()) / 2).max(2))
+        .min()
+        .map(|(_, c)| c.as_str())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_name() {
+        let c = vec!["least-loaded".to_string(), "round-robin".to_string()];
+        assert_eq!(closest("least-load", &c), Some("least-loaded"));
+        assert_eq!(closest("roundrobin", &c), Some("round-robin"));
+        assert_eq!(closest("zzz", &c), None);
+    }
+}

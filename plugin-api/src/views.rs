@@ -1,0 +1,142 @@
+//! The `repr(C)` views a policy receives: the request being decided and the
+//! state of the cluster. They borrow host memory (no copies, no allocation
+//! per call) and are only valid for the duration of the call.
+
+use abi_stable::{
+    std_types::{RSlice, RStr},
+    StableAbi,
+};
+
+/// Service class of a request, as a stable one-byte code.
+///
+/// Codes: 0 critical, 1 standard, 2 batch, 3 sheddable, 4 background. Codes
+/// added in later versions are reported by [`SloClass::name`] as `"unknown"`.
+#[repr(transparent)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SloClass(pub u8);
+
+impl SloClass {
+    /// Latency-critical traffic (priority 4).
+    pub const CRITICAL: SloClass = SloClass(0);
+    /// Ordinary interactive traffic (priority 3).
+    pub const STANDARD: SloClass = SloClass(1);
+    /// Offline batch work (priority −1).
+    pub const BATCH: SloClass = SloClass(2);
+    /// Traffic that may be shed under load (priority −2).
+    pub const SHEDDABLE: SloClass = SloClass(3);
+    /// Best-effort background work (priority −3).
+    pub const BACKGROUND: SloClass = SloClass(4);
+
+    /// The class name used in run files and reports.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "critical",
+            1 => "standard",
+            2 => "batch",
+            3 => "sheddable",
+            4 => "background",
+            _ => "unknown",
+        }
+    }
+
+    /// Scheduling priority of the class; negative means sheddable.
+    pub fn priority(self) -> i32 {
+        match self.0 {
+            0 => 4,
+            1 => 3,
+            2 => -1,
+            3 => -2,
+            4 => -3,
+            _ => 0,
+        }
+    }
+
+    /// True for classes with negative priority (batch, sheddable, background).
+    pub fn is_sheddable(self) -> bool {
+        self.priority() < 0
+    }
+}
+
+/// The request a policy decides on.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct RequestView<'a> {
+    /// Unique request id (arrival order, 0-based).
+    pub id: u64,
+    /// Time the request reached the cluster, in microseconds.
+    pub arrival_us: i64,
+    /// Prompt length in tokens (shared prefix and session context included).
+    pub input_tokens: u32,
+    /// Service class.
+    pub slo_class: SloClass,
+    /// Tenant the request belongs to (empty when the workload names none).
+    pub tenant: RStr<'a>,
+    /// Hierarchical hashes of the prompt's full KV blocks: hash `k` identifies
+    /// the whole prefix up to block `k`, so two requests share their first `k`
+    /// hashes exactly when they share their first `k` blocks of tokens.
+    pub block_hashes: RSlice<'a, u64>,
+}
+
+/// What the router knows about one instance.
+///
+/// Freshness (INV-7): `pending_requests` is synchronous (Tier 1);
+/// `queue_depth` and `batch_size` are read live (Tier 2); `kv_utilization`,
+/// `free_kv_blocks` and `cache_hit_rate` may be as old as the run's
+/// `snapshot_refresh_interval_us` (Tier 3).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq)]
+pub struct InstanceSnapshot {
+    /// Requests waiting in the instance's wait queue.
+    pub queue_depth: u32,
+    /// Requests in the instance's running batch.
+    pub batch_size: u32,
+    /// Requests routed to the instance that have not reached its queue yet.
+    pub pending_requests: u32,
+    /// Always 0; keeps the layout explicit.
+    pub reserved: u32,
+    /// Used KV blocks / total KV blocks, in [0, 1].
+    pub kv_utilization: f64,
+    /// Free KV blocks.
+    pub free_kv_blocks: u64,
+    /// Cumulative prefix-cache hit rate (blocks hit / blocks looked up), in [0, 1].
+    pub cache_hit_rate: f64,
+}
+
+impl InstanceSnapshot {
+    /// Effective load = queue depth + batch size + pending requests. Every
+    /// load-based standard policy uses exactly this.
+    #[inline]
+    pub fn effective_load(&self) -> u64 {
+        u64::from(self.queue_depth) + u64::from(self.batch_size) + u64::from(self.pending_requests)
+    }
+}
+
+/// The cluster as a routing or admission decision sees it.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct ClusterView<'a> {
+    /// Current simulated time, in microseconds.
+    pub clock_us: i64,
+    /// One snapshot per instance, in instance index order.
+    pub instances: RSlice<'a, InstanceSnapshot>,
+}
+
+impl<'a> ClusterView<'a> {
+    /// Number of instances.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// True when the cluster has no instance (never the case in a run).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// The snapshots as a plain slice.
+    #[inline]
+    pub fn instances(&self) -> &'a [InstanceSnapshot] {
+        self.instances.as_slice()
+    }
+}
