@@ -1,2 +1,70 @@
-//! placeholder
-blis_plugin_api::export_plugin! { library: "blis-std", admission: [], routers: [], scorers: [] }
+//! # blis-std — the standard blis policies, as a plugin library
+//!
+//! Every policy the cluster architecture names, built against
+//! `blis-plugin-api` only, exactly like a third-party plugin:
+//!
+//! * admission: `always-admit`, `token-bucket`, `reject-all` ([`admission`]);
+//! * routing: `round-robin`, `least-loaded`, `prefix-affinity`,
+//!   `always-busiest` ([`routing`]);
+//! * scorers for the host's weighted router: `prefix-affinity`,
+//!   `queue-depth`, `kv-utilization`, `load-balance` ([`scorers`]).
+//!
+//! The crate builds as `cdylib` (`libblis_std.so`, loadable with
+//! `--plugin`) and as `rlib` (linked into the `blis` binary so a bare
+//! `blis run` needs no files). Both paths call the policies through the same
+//! ABI types, so they give byte-identical results.
+//!
+//! Effective load, used by every load-based policy, is
+//! `queue_depth + batch_size + pending_requests`
+//! ([`InstanceSnapshot::effective_load`](blis_plugin_api::InstanceSnapshot::effective_load)).
+
+pub mod admission;
+mod prefix_index;
+pub mod routing;
+pub mod scorers;
+
+use admission::{AlwaysAdmit, RejectAll, TokenBucket};
+use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
+use scorers::{KvUtilization, LoadBalance, PrefixAffinityScorer, QueueDepth};
+
+blis_plugin_api::export_plugin! {
+    library: "blis-std",
+    admission: [AlwaysAdmit, TokenBucket, RejectAll],
+    routers: [RoundRobin, LeastLoaded, PrefixAffinityRouter, AlwaysBusiest],
+    scorers: [PrefixAffinityScorer, QueueDepth, KvUtilization, LoadBalance],
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use blis_plugin_api::abi_stable::std_types::{RSlice, RStr};
+    use blis_plugin_api::{ClusterView, InstanceSnapshot, RequestView, SloClass};
+
+    /// A snapshot with the given effective-load parts and KV utilisation.
+    pub fn snap(queue: u32, batch: u32, pending: u32, kv: f64) -> InstanceSnapshot {
+        InstanceSnapshot {
+            queue_depth: queue,
+            batch_size: batch,
+            pending_requests: pending,
+            kv_utilization: kv,
+            ..Default::default()
+        }
+    }
+
+    pub fn cluster(clock_us: i64, snaps: &[InstanceSnapshot]) -> ClusterView<'_> {
+        ClusterView {
+            clock_us,
+            instances: RSlice::from_slice(snaps),
+        }
+    }
+
+    pub fn request(id: u64, input_tokens: u32, hashes: &[u64]) -> RequestView<'_> {
+        RequestView {
+            id,
+            arrival_us: 0,
+            input_tokens,
+            slo_class: SloClass::STANDARD,
+            tenant: RStr::from(""),
+            block_hashes: RSlice::from_slice(hashes),
+        }
+    }
+}

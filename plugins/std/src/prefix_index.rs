@@ -1,0 +1,284 @@
+//! The router-side prefix index: per instance, an LRU set of the block hashes
+//! of requests recently routed there (bounded capacity), plus one global map
+//! hash → bitset of instances holding it, so scoring a request costs one
+//! lookup per block whatever the number of instances.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Block hashes are already well mixed: hash them as themselves.
+#[derive(Default)]
+pub(crate) struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Node {
+    hash: u64,
+    prev: u32,
+    next: u32,
+}
+
+/// One instance's LRU set of block hashes.
+#[derive(Default)]
+struct Lru {
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    at: IdMap<u32>,
+    head: u32, // least recently used
+    tail: u32, // most recently used
+}
+
+impl Lru {
+    fn new() -> Self {
+        Lru {
+            head: NIL,
+            tail: NIL,
+            ..Default::default()
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.at.len()
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Node { prev, next, .. } = self.nodes[i as usize];
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.nodes[next as usize].prev = prev;
+        }
+    }
+
+    fn push_back(&mut self, i: u32) {
+        self.nodes[i as usize].prev = self.tail;
+        self.nodes[i as usize].next = NIL;
+        if self.tail == NIL {
+            self.head = i;
+        } else {
+            self.nodes[self.tail as usize].next = i;
+        }
+        self.tail = i;
+    }
+
+    /// Touch `hash`: refresh it if present (returns false), else insert it
+    /// (returns true).
+    fn touch(&mut self, hash: u64) -> bool {
+        if let Some(&i) = self.at.get(&hash) {
+            self.unlink(i);
+            self.push_back(i);
+            return false;
+        }
+        let node = Node {
+            hash,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.at.insert(hash, i);
+        self.push_back(i);
+        true
+    }
+
+    /// Remove and return the least recently used hash.
+    fn pop_lru(&mut self) -> Option<u64> {
+        let i = self.head;
+        if i == NIL {
+            return None;
+        }
+        self.unlink(i);
+        let h = self.nodes[i as usize].hash;
+        self.at.remove(&h);
+        self.free.push(i);
+        Some(h)
+    }
+}
+
+/// Per-instance bounded LRU sets with a shared hash → instances map.
+pub(crate) struct PrefixIndex {
+    capacity: usize,
+    words: usize,
+    lrus: Vec<Lru>,
+    /// hash → row in `bits` (a bitset of `words` u64 over instances).
+    rows: IdMap<u32>,
+    bits: Vec<u64>,
+    free_rows: Vec<u32>,
+}
+
+impl PrefixIndex {
+    /// An index holding at most `capacity` hashes per instance.
+    pub fn new(capacity: usize) -> Self {
+        PrefixIndex {
+            capacity,
+            words: 0,
+            lrus: Vec::new(),
+            rows: IdMap::default(),
+            bits: Vec::new(),
+            free_rows: Vec::new(),
+        }
+    }
+
+    fn ensure(&mut self, instances: usize) {
+        if self.lrus.len() < instances {
+            // Instance count is fixed for a run; size once (re-layout if it grows).
+            let words = instances.div_ceil(64);
+            if words != self.words && !self.rows.is_empty() {
+                let mut bits = vec![0u64; (self.bits.len() / self.words.max(1)) * words];
+                for (r, chunk) in self.bits.chunks(self.words).enumerate() {
+                    bits[r * words..r * words + chunk.len()].copy_from_slice(chunk);
+                }
+                self.bits = bits;
+            }
+            self.words = words;
+            self.lrus.resize_with(instances, Lru::new);
+        }
+    }
+
+    /// Hashes held for `instance`.
+    #[cfg(test)]
+    pub fn len(&self, instance: usize) -> usize {
+        self.lrus.get(instance).map_or(0, Lru::len)
+    }
+
+    /// Record `hashes` as routed to `instance` (the observer of the seed):
+    /// each hash is touched in order; the least recently used hash is evicted
+    /// when the instance's set is full.
+    pub fn record(&mut self, hashes: &[u64], instance: usize, instances: usize) {
+        self.ensure(instances.max(instance + 1));
+        let (word, bit) = (instance / 64, 1u64 << (instance % 64));
+        for &h in hashes {
+            if !self.lrus[instance].touch(h) {
+                continue;
+            }
+            let row = match self.rows.get(&h) {
+                Some(&r) => r,
+                None => {
+                    let r = match self.free_rows.pop() {
+                        Some(r) => r,
+                        None => {
+                            self.bits.resize(self.bits.len() + self.words, 0);
+                            (self.bits.len() / self.words - 1) as u32
+                        }
+                    };
+                    self.rows.insert(h, r);
+                    r
+                }
+            };
+            self.bits[row as usize * self.words + word] |= bit;
+            if self.lrus[instance].len() > self.capacity {
+                let old = self.lrus[instance].pop_lru().expect("non-empty");
+                self.clear_bit(old, word, bit);
+            }
+        }
+    }
+
+    fn clear_bit(&mut self, hash: u64, word: usize, bit: u64) {
+        if let Some(&r) = self.rows.get(&hash) {
+            let base = r as usize * self.words;
+            self.bits[base + word] &= !bit;
+            if self.bits[base..base + self.words].iter().all(|&w| w == 0) {
+                self.rows.remove(&hash);
+                self.free_rows.push(r);
+            }
+        }
+    }
+
+    /// For each instance, how many of `hashes` it holds, added into `counts`
+    /// (one entry per instance).
+    pub fn count_matches(&self, hashes: &[u64], counts: &mut [u32]) {
+        if self.words == 0 {
+            return;
+        }
+        for h in hashes {
+            if let Some(&r) = self.rows.get(h) {
+                let base = r as usize * self.words;
+                for (w, &word) in self.bits[base..base + self.words].iter().enumerate() {
+                    let mut m = word;
+                    while m != 0 {
+                        let i = w * 64 + m.trailing_zeros() as usize;
+                        if let Some(c) = counts.get_mut(i) {
+                            *c += 1;
+                        }
+                        m &= m - 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_least_recently_touched_and_keeps_bits_consistent() {
+        let mut idx = PrefixIndex::new(3);
+        idx.record(&[1, 2, 3], 0, 2);
+        idx.record(&[1], 0, 2); // 1 refreshed: LRU order 2, 3, 1
+        idx.record(&[4], 0, 2); // evicts 2
+        assert_eq!(idx.len(0), 3);
+        let mut c = [0u32; 2];
+        idx.count_matches(&[1, 2, 3, 4], &mut c);
+        assert_eq!(c, [3, 0]);
+        idx.record(&[2, 3], 1, 2);
+        let mut c = [0u32; 2];
+        idx.count_matches(&[2, 3], &mut c);
+        assert_eq!(c, [1, 2]);
+    }
+
+    #[test]
+    fn many_instances_use_several_words() {
+        let mut idx = PrefixIndex::new(10);
+        idx.record(&[7, 8], 100, 130);
+        idx.record(&[7], 3, 130);
+        let mut c = vec![0u32; 130];
+        idx.count_matches(&[7, 8, 9], &mut c);
+        assert_eq!(c[100], 2);
+        assert_eq!(c[3], 1);
+        assert_eq!(c.iter().sum::<u32>(), 3);
+    }
+
+    #[test]
+    fn capacity_is_never_exceeded() {
+        let mut idx = PrefixIndex::new(50);
+        for r in 0..100u64 {
+            let hs: Vec<u64> = (0..20).map(|k| r * 1000 + k).collect();
+            idx.record(&hs, (r % 3) as usize, 3);
+            for i in 0..3 {
+                assert!(idx.len(i) <= 50);
+            }
+        }
+    }
+}
