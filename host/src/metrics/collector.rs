@@ -1,0 +1,253 @@
+//! What the simulation records while it runs: per-instance latency
+//! populations, per-class and per-tenant counts, and per-request result lines.
+//!
+//! Memory per request is what exact percentiles need — TTFT, E2E and
+//! scheduling delay (8 bytes each, plus per-class copies of TTFT and E2E) —
+//! not request objects. ITL samples go into a value → count map.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use crate::engine::Tick;
+use crate::instance::InstanceObserver;
+use crate::request::{Request, RequestState, SloClass, Slot};
+
+use super::distribution::CountMap;
+
+/// Latency populations and counters of one instance.
+#[derive(Debug, Default)]
+pub struct InstanceRecord {
+    pub ttft: Vec<Tick>,
+    pub e2e: Vec<Tick>,
+    pub scheduling_delay: Vec<Tick>,
+    pub itl: CountMap,
+    pub completed: u64,
+    pub dropped: u64,
+    pub injected: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub preemptions: u64,
+    /// Time of the last event this instance executed.
+    pub last_event: Tick,
+}
+
+/// Latency populations and counters of one SLO class.
+#[derive(Debug, Default)]
+pub struct ClassRecord {
+    pub arrived: u64,
+    pub rejected: u64,
+    pub completed: u64,
+    pub ttft: Vec<Tick>,
+    pub e2e: Vec<Tick>,
+}
+
+/// Counters of one tenant.
+#[derive(Debug, Default, Clone)]
+pub struct TenantRecord {
+    pub arrived: u64,
+    pub rejected: u64,
+    pub completed: u64,
+    pub output_tokens: u64,
+}
+
+/// Per-request result lines, written in id order with a reorder buffer (so
+/// memory follows the requests in flight).
+pub struct ResultsWriter {
+    out: Box<dyn Write>,
+    next_id: u64,
+    pending: BTreeMap<u64, String>,
+}
+
+impl std::fmt::Debug for ResultsWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResultsWriter").field("next_id", &self.next_id).finish_non_exhaustive()
+    }
+}
+
+impl ResultsWriter {
+    /// Write lines to `out`.
+    pub fn new(out: Box<dyn Write>) -> Self {
+        ResultsWriter {
+            out,
+            next_id: 0,
+            pending: BTreeMap::new(),
+        }
+    }
+
+    fn push(&mut self, id: u64, line: String) -> std::io::Result<()> {
+        self.pending.insert(id, line);
+        while let Some(line) = self.pending.remove(&self.next_id) {
+            self.out.write_all(line.as_bytes())?;
+            self.out.write_all(b"\n")?;
+            self.next_id += 1;
+        }
+        Ok(())
+    }
+
+    /// Write whatever is left (ids with gaps cannot happen in a run) and flush.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        for (_, line) in std::mem::take(&mut self.pending) {
+            self.out.write_all(line.as_bytes())?;
+            self.out.write_all(b"\n")?;
+        }
+        self.out.flush()
+    }
+}
+
+/// Everything recorded during a run. Implements [`InstanceObserver`].
+#[derive(Debug)]
+pub struct Collector {
+    pub instances: Vec<InstanceRecord>,
+    pub classes: [ClassRecord; 5],
+    pub tenants: Vec<TenantRecord>,
+    /// Slots of requests that left an instance during the last event
+    /// (completed or dropped); the cluster releases them.
+    pub finished: Vec<(Slot, bool)>,
+    pub results: Option<ResultsWriter>,
+    /// Names for result lines.
+    pub tenant_names: Vec<String>,
+    pub client_names: Vec<String>,
+    pub write_error: Option<std::io::Error>,
+}
+
+fn class_index(c: SloClass) -> usize {
+    SloClass::ALL.iter().position(|&x| x == c).unwrap_or(1)
+}
+
+impl Collector {
+    /// A collector for `instances` instances.
+    pub fn new(instances: usize, tenant_names: Vec<String>, client_names: Vec<String>) -> Self {
+        Collector {
+            instances: (0..instances).map(|_| InstanceRecord::default()).collect(),
+            classes: Default::default(),
+            tenants: vec![TenantRecord::default(); tenant_names.len().max(1)],
+            finished: Vec::new(),
+            results: None,
+            tenant_names,
+            client_names,
+            write_error: None,
+        }
+    }
+
+    fn tenant(&mut self, t: u32) -> &mut TenantRecord {
+        let t = t as usize;
+        if t >= self.tenants.len() {
+            self.tenants.resize(t + 1, TenantRecord::default());
+        }
+        &mut self.tenants[t]
+    }
+
+    /// A request reached the cluster.
+    pub fn arrived(&mut self, req: &Request) {
+        self.classes[class_index(req.slo_class)].arrived += 1;
+        self.tenant(req.tenant).arrived += 1;
+    }
+
+    /// The admission policy rejected a request.
+    pub fn rejected(&mut self, req: &Request) {
+        self.classes[class_index(req.slo_class)].rejected += 1;
+        self.tenant(req.tenant).rejected += 1;
+        self.result_line(req);
+    }
+
+    /// A request entered an instance's wait queue (it is now "injected").
+    pub fn queued(&mut self, instance: u32, req: &Request) {
+        let rec = &mut self.instances[instance as usize];
+        rec.injected += 1;
+        rec.input_tokens += u64::from(req.input_len);
+    }
+
+    /// Note that an instance executed an event at `t`.
+    #[inline]
+    pub fn instance_event(&mut self, instance: u32, t: Tick) {
+        self.instances[instance as usize].last_event = t;
+    }
+
+    /// Write the result line of a request (at its end, or at the end of the run).
+    pub fn result_line(&mut self, req: &Request) {
+        let Some(w) = self.results.as_mut() else { return };
+        let line = result_json(req, &self.tenant_names, &self.client_names);
+        if let Err(e) = w.push(req.id, line) {
+            self.write_error.get_or_insert(e);
+        }
+    }
+}
+
+fn ms(t: Tick) -> f64 {
+    t as f64 / 1000.0
+}
+
+/// One per-request result as a JSON line (field order fixed).
+pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> String {
+    let opt = |cond: bool, v: f64| if cond { serde_json::json!(v) } else { serde_json::Value::Null };
+    let has_first = req.first_token_at >= 0;
+    let done = req.state == RequestState::Completed;
+    let itl = if done && req.generated > 1 {
+        Some(ms(req.completed_at - req.first_token_at) / f64::from(req.generated - 1))
+    } else {
+        None
+    };
+    let v = serde_json::json!({
+        "id": req.id,
+        "client_id": clients.get(req.client as usize).map(String::as_str).unwrap_or(""),
+        "tenant_id": tenants.get(req.tenant as usize).map(String::as_str).unwrap_or(""),
+        "slo_class": req.slo_class.name(),
+        "instance": if req.instance == u32::MAX { serde_json::Value::Null } else { serde_json::json!(req.instance) },
+        "arrival_us": req.arrival,
+        "input_tokens": req.input_len,
+        "output_tokens": req.output_len,
+        "status": req.state.name(),
+        "ttft_ms": opt(has_first, ms(req.first_token_at - req.arrival)),
+        "e2e_ms": opt(done, ms(req.completed_at - req.arrival)),
+        "itl_mean_ms": itl.map_or(serde_json::Value::Null, |x| serde_json::json!(x)),
+        "scheduling_delay_ms": opt(req.scheduled_at >= 0, ms(req.scheduled_at - req.arrival)),
+        "cached_tokens": req.cached_tokens,
+        "preemptions": req.preemptions,
+    });
+    v.to_string()
+}
+
+impl InstanceObserver for Collector {
+    #[inline]
+    fn first_token(&mut self, instance: u32, req: &Request, at: Tick) {
+        let ttft = at - req.arrival;
+        let rec = &mut self.instances[instance as usize];
+        rec.ttft.push(ttft);
+        rec.output_tokens += 1;
+        self.classes[class_index(req.slo_class)].ttft.push(ttft);
+    }
+
+    #[inline]
+    fn token_gap(&mut self, instance: u32, gap: Tick) {
+        let rec = &mut self.instances[instance as usize];
+        rec.itl.add(gap);
+        rec.output_tokens += 1;
+    }
+
+    fn completed(&mut self, instance: u32, slot: Slot, req: &Request, at: Tick) {
+        let e2e = at - req.arrival;
+        let rec = &mut self.instances[instance as usize];
+        rec.completed += 1;
+        rec.e2e.push(e2e);
+        if req.scheduled_at >= 0 {
+            rec.scheduling_delay.push(req.scheduled_at - req.arrival);
+        }
+        let class = &mut self.classes[class_index(req.slo_class)];
+        class.completed += 1;
+        class.e2e.push(e2e);
+        let out = u64::from(req.generated);
+        let t = self.tenant(req.tenant);
+        t.completed += 1;
+        t.output_tokens += out;
+        self.finished.push((slot, true));
+    }
+
+    fn dropped(&mut self, instance: u32, slot: Slot, _req: &Request, _at: Tick) {
+        self.instances[instance as usize].dropped += 1;
+        self.finished.push((slot, false));
+    }
+
+    fn preempted(&mut self, instance: u32, _req: &Request, _at: Tick) {
+        self.instances[instance as usize].preemptions += 1;
+    }
+}

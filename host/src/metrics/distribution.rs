@@ -1,0 +1,218 @@
+//! Exact summary statistics of a latency population.
+//!
+//! Percentiles use linear interpolation between closest ranks (R-7, Excel
+//! `PERCENTILE.INC`), as the reference simulator does: for `n` sorted values
+//! and percentile `p`, `rank = p/100 · (n − 1)`, and the result interpolates
+//! between `x[floor(rank)]` and `x[ceil(rank)]`.
+
+use std::collections::HashMap;
+
+use crate::engine::Tick;
+
+/// Mean, p50, p90, p95, p99, min and max of a population, in milliseconds.
+/// `None` when the population is empty.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub count: u64,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// Statistics in ticks, before unit conversion.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TickStats {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl TickStats {
+    /// Convert to milliseconds.
+    pub fn to_ms(self) -> Summary {
+        let ms = |v: f64| Some(v / 1000.0);
+        Summary {
+            count: self.count,
+            mean: ms(self.mean),
+            p50: ms(self.p50),
+            p90: ms(self.p90),
+            p95: ms(self.p95),
+            p99: ms(self.p99),
+            min: ms(self.min),
+            max: ms(self.max),
+        }
+    }
+}
+
+/// R-7 percentile of a sorted population given by an accessor.
+fn percentile(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
+    let rank = p / 100.0 * (n - 1) as f64;
+    let lo = rank.floor() as u64;
+    let hi = rank.ceil() as u64;
+    let (a, b) = (at(lo), at(hi));
+    if lo == hi {
+        a
+    } else {
+        a + (b - a) * (rank - lo as f64)
+    }
+}
+
+/// Statistics of `values` (sorted in place). `None` if empty.
+pub fn stats_of(values: &mut [Tick]) -> Option<TickStats> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_unstable();
+    let n = values.len() as u64;
+    let sum: f64 = values.iter().map(|&v| v as f64).sum();
+    let at = |i: u64| values[i as usize] as f64;
+    Some(TickStats {
+        count: n,
+        mean: sum / n as f64,
+        p50: percentile(n, 50.0, at),
+        p90: percentile(n, 90.0, at),
+        p95: percentile(n, 95.0, at),
+        p99: percentile(n, 99.0, at),
+        min: at(0),
+        max: at(n - 1),
+    })
+}
+
+/// A multiset of tick values stored as value → count: exact percentiles in
+/// memory proportional to the number of *distinct* values. Inter-token
+/// latencies are step durations, which repeat a lot.
+#[derive(Clone, Debug, Default)]
+pub struct CountMap {
+    counts: HashMap<Tick, u64>,
+    n: u64,
+    last: Option<(Tick, u64)>,
+}
+
+impl CountMap {
+    /// Add one sample.
+    #[inline]
+    pub fn add(&mut self, v: Tick) {
+        // Consecutive equal samples are common (one step, many requests).
+        match &mut self.last {
+            Some((lv, c)) if *lv == v => *c += 1,
+            _ => {
+                self.flush();
+                self.last = Some((v, 1));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some((v, c)) = self.last.take() {
+            *self.counts.entry(v).or_insert(0) += c;
+            self.n += c;
+        }
+    }
+
+    /// Merge another map into this one.
+    pub fn merge(&mut self, other: &CountMap) {
+        self.flush();
+        for (&v, &c) in &other.counts {
+            *self.counts.entry(v).or_insert(0) += c;
+        }
+        self.n += other.n;
+        if let Some((v, c)) = other.last {
+            *self.counts.entry(v).or_insert(0) += c;
+            self.n += c;
+        }
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> u64 {
+        self.n + self.last.map_or(0, |(_, c)| c)
+    }
+
+    /// True when no sample was added.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Exact statistics. `None` if empty.
+    pub fn stats(&self) -> Option<TickStats> {
+        let mut me = self.clone();
+        me.flush();
+        if me.n == 0 {
+            return None;
+        }
+        let mut pairs: Vec<(Tick, u64)> = me.counts.into_iter().collect();
+        pairs.sort_unstable();
+        let mut cum = Vec::with_capacity(pairs.len());
+        let mut acc = 0u64;
+        let mut sum = 0f64;
+        for &(v, c) in &pairs {
+            acc += c;
+            cum.push(acc);
+            sum += v as f64 * c as f64;
+        }
+        let n = acc;
+        let at = |i: u64| {
+            let k = cum.partition_point(|&c| c <= i);
+            pairs[k].0 as f64
+        };
+        Some(TickStats {
+            count: n,
+            mean: sum / n as f64,
+            p50: percentile(n, 50.0, at),
+            p90: percentile(n, 90.0, at),
+            p95: percentile(n, 95.0, at),
+            p99: percentile(n, 99.0, at),
+            min: pairs[0].0 as f64,
+            max: pairs[pairs.len() - 1].0 as f64,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r7_percentiles_match_the_reference_example() {
+        // core-engine.md §7.3: [1000, 2000, 3000, 4000], p90 → 3.7 ms.
+        let mut v = vec![4000, 1000, 3000, 2000];
+        let s = stats_of(&mut v).unwrap().to_ms();
+        assert_eq!(s.p90, Some(3.7));
+        assert_eq!(s.mean, Some(2.5));
+        assert_eq!(s.p50, Some(2.5));
+        assert_eq!(s.min, Some(1.0));
+        assert_eq!(s.max, Some(4.0));
+        assert_eq!(stats_of(&mut []), None);
+        let one = stats_of(&mut [7]).unwrap();
+        assert_eq!((one.p99, one.mean), (7.0, 7.0));
+    }
+
+    #[test]
+    fn count_map_equals_sorted_vector() {
+        let samples: Vec<Tick> = (0..5000).map(|i| ((i * 7919) % 97) * 10 + (i % 3)).collect();
+        let mut cm = CountMap::default();
+        for &s in &samples {
+            cm.add(s);
+        }
+        let mut v = samples.clone();
+        assert_eq!(cm.stats(), stats_of(&mut v));
+        let mut a = CountMap::default();
+        let mut b = CountMap::default();
+        for (i, &s) in samples.iter().enumerate() {
+            if i % 2 == 0 { a.add(s) } else { b.add(s) }
+        }
+        a.merge(&b);
+        assert_eq!(a.len(), 5000);
+        let (x, y) = (a.stats().unwrap(), cm.stats().unwrap());
+        assert_eq!((x.p50, x.p99, x.min, x.max, x.count), (y.p50, y.p99, y.min, y.max, y.count));
+        assert!((x.mean - y.mean).abs() < 1e-9);
+    }
+}
