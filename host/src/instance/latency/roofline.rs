@@ -20,7 +20,10 @@
 //! ```
 //!
 //! Weights are read once per phase present; prefill and decode are added, not
-//! overlapped; an empty batch costs the overheads only. The per-request
+//! overlapped; an empty batch costs the overheads only. The reference charges
+//! every decode request `T = 1` whatever its grant; blis's engine puts a
+//! request in the decode phase only when it computes exactly one token, so
+//! the decode sums are used as given. The per-request
 //! formulas are kept, term by term, in a test-only `request_cost` that the
 //! tests check the aggregate against.
 
