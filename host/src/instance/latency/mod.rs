@@ -2,11 +2,49 @@
 //!
 //! The engine summarises a batch as a [`BatchShape`] (sums per phase, built
 //! while the batch is formed) so a model costs O(1) per step, whatever the
-//! batch size. Two models: [`LatencyModel::Linear`] (alpha/beta coefficients)
-//! and [`LatencyModel::Roofline`] (FLOPs and bytes from a model config and a
-//! GPU's specs). Every float → tick conversion rounds to the nearest tick.
+//! batch size. Two models: [`LatencyModel::Linear`] (alpha/beta coefficients,
+//! `core-engine.md` §6.2) and [`LatencyModel::Roofline`] (FLOPs and bytes from
+//! a model config and a GPU's specs, §6.3). Every float → tick conversion
+//! rounds to the nearest tick (spec/README.md decision 20), and every model
+//! is validated when built, so evaluating one never fails.
+//!
+//! Around the models live the facts they need, all bundled as data under
+//! `host/data/` so a run needs no network:
+//!
+//! * [`ModelConfig`] — a transformer's shape from a HuggingFace `config.json`
+//!   (bundled ones via [`ModelConfig::bundled`], any file via
+//!   [`ModelConfig::from_path`]);
+//! * [`GpuSpec`] — a GPU's peaks and overheads ([`GpuSpec::bundled`]);
+//! * [`lookup_linear_coefficients`] — calibrated alpha/beta sets (§6.6);
+//! * [`derive_total_kv_blocks`] — KV capacity from GPU memory and model size.
+//!
+//! [`build_latency`] puts them together the way a run file asks
+//! ([`LatencySetup`] → [`BuiltLatency`]); the config layer needs nothing else.
+//! This module knows nothing of TOML, the CLI or the engine's event loop.
+
+mod coefficients;
+mod error;
+mod gpu;
+mod kv;
+mod model_config;
+mod roofline;
+mod setup;
+
+pub use coefficients::{
+    calibrated_setups, coefficient_entries, default_hardware, lookup_entry,
+    lookup_linear_coefficients, CoefficientEntry, DefaultHardware,
+};
+pub use error::LatencyError;
+pub use gpu::{bundled_gpu_names, same_gpu, GpuSpec};
+pub use kv::{derive_total_kv_blocks, DEFAULT_GPU_MEMORY_UTILIZATION};
+pub use model_config::{bundled_model_id, bundled_model_names, ModelConfig};
+pub use roofline::{kv_bytes_per_token, weight_bytes, RooflineModel};
+pub use setup::{build_latency, BuiltLatency, KvBlocksSource, LatencyKind, LatencySetup};
 
 use crate::engine::Tick;
+
+#[cfg(test)]
+mod tests;
 
 /// Sums over the requests of one phase (prefill or decode) of a batch.
 ///
@@ -41,53 +79,123 @@ impl PhaseSums {
 /// (including chunks and recompute after preemption).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BatchShape {
+    /// Requests computing prompt tokens (or recomputing after preemption).
     pub prefill: PhaseSums,
+    /// Requests computing the one token they emitted last.
     pub decode: PhaseSums,
 }
 
-/// A step-time model.
+/// A step-time model, validated when built.
 #[derive(Clone, Debug)]
 pub enum LatencyModel {
+    /// Calibrated alpha/beta model (§6.2).
     Linear(LinearModel),
+    /// Analytical FLOPs/bytes model (§6.3).
+    Roofline(RooflineModel),
 }
 
 /// `step = beta0 + beta1 · prefill_tokens + beta2 · decode_tokens`;
-/// queueing delay `alpha0 + alpha1 · L`; per-token output overhead `alpha2`.
+/// queueing delay `alpha0 + alpha1 · L`; per-token output overhead `alpha2`
+/// (all in µs).
+///
+/// Build it with [`LinearModel::new`], which rejects negative and non-finite
+/// coefficients; the fields are public for reading.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinearModel {
+    /// `[alpha0, alpha1, alpha2]`.
     pub alpha: [f64; 3],
+    /// `[beta0, beta1, beta2]`.
     pub beta: [f64; 3],
 }
 
-/// Round a non-negative duration in microseconds to the nearest tick.
+impl LinearModel {
+    /// A linear model, or an error naming the first coefficient that is
+    /// negative or not finite (e.g. `beta[1] = -3 must be a finite number ≥ 0`).
+    pub fn new(alpha: [f64; 3], beta: [f64; 3]) -> Result<Self, LatencyError> {
+        validate_alpha(&alpha)?;
+        validate_coefficients("beta", &beta)?;
+        Ok(LinearModel { alpha, beta })
+    }
+
+    /// Step time in microseconds before rounding.
+    #[inline]
+    fn step_us(&self, shape: &BatchShape) -> f64 {
+        self.beta[0]
+            + self.beta[1] * shape.prefill.new_tokens as f64
+            + self.beta[2] * shape.decode.new_tokens as f64
+    }
+}
+
+/// Round a non-negative duration in microseconds to the nearest tick (half
+/// away from zero).
 #[inline]
 pub fn round_tick(us: f64) -> Tick {
     us.round() as Tick
 }
 
+/// Check that every entry of `values` is finite and ≥ 0; the error names
+/// `name[i]`.
+pub fn validate_coefficients(name: &str, values: &[f64]) -> Result<(), LatencyError> {
+    match values.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+        None => Ok(()),
+        Some(i) => Err(LatencyError::InvalidCoefficient {
+            name: format!("{name}[{i}]"),
+            value: values[i],
+        }),
+    }
+}
+
+/// Check the alpha coefficients (finite, ≥ 0).
+pub fn validate_alpha(alpha: &[f64; 3]) -> Result<(), LatencyError> {
+    validate_coefficients("alpha", alpha)
+}
+
+/// Check that `model`, `gpu` and `tp` can drive the roofline model and the
+/// KV derivation (§6.4). Every problem is reported, in one error.
+pub fn validate_roofline(model: &ModelConfig, gpu: &GpuSpec, tp: u32) -> Result<(), LatencyError> {
+    let mut problems = model.problems();
+    problems.extend(gpu.problems());
+    if tp == 0 {
+        problems.push("tensor parallelism (tp) must be ≥ 1".into());
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(LatencyError::InvalidRoofline { problems })
+    }
+}
+
 impl LatencyModel {
-    /// Duration of one step over `shape`.
+    /// Duration of one step over `shape`, rounded to the nearest tick.
+    #[inline]
     pub fn step_time(&self, shape: &BatchShape) -> Tick {
         match self {
-            LatencyModel::Linear(m) => round_tick(
-                m.beta[0]
-                    + m.beta[1] * shape.prefill.new_tokens as f64
-                    + m.beta[2] * shape.decode.new_tokens as f64,
-            ),
+            LatencyModel::Linear(m) => round_tick(m.step_us(shape)),
+            LatencyModel::Roofline(m) => m.step_time(shape),
         }
     }
 
-    /// Delay between a request reaching the instance and entering its wait queue.
+    /// The alpha coefficients `[alpha0, alpha1, alpha2]` (both models have them).
+    #[inline]
+    pub fn alpha(&self) -> &[f64; 3] {
+        match self {
+            LatencyModel::Linear(m) => &m.alpha,
+            LatencyModel::Roofline(m) => &m.alpha,
+        }
+    }
+
+    /// Delay between a request reaching the instance and entering its wait
+    /// queue: `round(alpha0 + alpha1 · input_len)`.
+    #[inline]
     pub fn queueing_delay(&self, input_len: u32) -> Tick {
-        match self {
-            LatencyModel::Linear(m) => round_tick(m.alpha[0] + m.alpha[1] * f64::from(input_len)),
-        }
+        let a = self.alpha();
+        round_tick(a[0] + a[1] * f64::from(input_len))
     }
 
-    /// Per-token output processing overhead (added to every token's delivery time).
+    /// Per-token output processing overhead, `round(alpha2)` (added to every
+    /// token's delivery time).
+    #[inline]
     pub fn output_token_overhead(&self) -> Tick {
-        match self {
-            LatencyModel::Linear(m) => round_tick(m.alpha[2]),
-        }
+        round_tick(self.alpha()[2])
     }
 }
