@@ -21,8 +21,10 @@
 //! `main.rs` writes to stdout; the engine and instances know nothing of
 //! plugins, TOML or JSON.
 
+pub mod cluster;
 pub mod engine;
 pub mod instance;
+pub mod metrics;
 pub mod plugins;
 pub mod request;
 pub mod workload;

@@ -408,6 +408,7 @@ mod tests {
 #[derive(Debug, Default)]
 pub struct RequestStore {
     slots: Vec<Request>,
+    alive: Vec<bool>,
     free: Vec<Slot>,
     live: usize,
 }
@@ -428,9 +429,11 @@ impl RequestStore {
             Some(s) => s,
             None => {
                 self.slots.push(Request::default());
+                self.alive.push(false);
                 (self.slots.len() - 1) as Slot
             }
         };
+        self.alive[slot as usize] = true;
         fill(&mut self.slots[slot as usize]);
         self.live += 1;
         slot
@@ -451,8 +454,15 @@ impl RequestStore {
             kv_blocks: blocks,
             ..Request::default()
         };
+        debug_assert!(self.alive[slot as usize], "slot {slot} released twice");
+        self.alive[slot as usize] = false;
         self.free.push(slot);
         self.live -= 1;
+    }
+
+    /// True while `slot` holds a request.
+    pub fn is_live(&self, slot: Slot) -> bool {
+        self.alive.get(slot as usize).copied().unwrap_or(false)
     }
 
     /// Number of requests currently held.

@@ -11,6 +11,8 @@ pub use crate::request::Slot;
 /// every trigger of work is visible in one place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// The workload's next request(s) reach the cluster now (class 0).
+    Arrivals,
     /// A request reaches the cluster (class 0).
     ClusterArrival(Slot),
     /// The admission policy decides on a request (class 1).
@@ -29,7 +31,7 @@ impl Event {
     /// Ordering class at equal time: cluster events before instance events.
     fn class(&self) -> u8 {
         match self {
-            Event::ClusterArrival(_) => 0,
+            Event::Arrivals | Event::ClusterArrival(_) => 0,
             Event::Admission(_) => 1,
             Event::Routing(_) => 2,
             Event::InstanceArrival { .. } | Event::Queued { .. } | Event::Step { .. } => 3,

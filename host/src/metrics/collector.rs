@@ -60,7 +60,9 @@ pub struct ResultsWriter {
 
 impl std::fmt::Debug for ResultsWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResultsWriter").field("next_id", &self.next_id).finish_non_exhaustive()
+        f.debug_struct("ResultsWriter")
+            .field("next_id", &self.next_id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -165,7 +167,9 @@ impl Collector {
 
     /// Write the result line of a request (at its end, or at the end of the run).
     pub fn result_line(&mut self, req: &Request) {
-        let Some(w) = self.results.as_mut() else { return };
+        let Some(w) = self.results.as_mut() else {
+            return;
+        };
         let line = result_json(req, &self.tenant_names, &self.client_names);
         if let Err(e) = w.push(req.id, line) {
             self.write_error.get_or_insert(e);
@@ -179,7 +183,13 @@ fn ms(t: Tick) -> f64 {
 
 /// One per-request result as a JSON line (field order fixed).
 pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> String {
-    let opt = |cond: bool, v: f64| if cond { serde_json::json!(v) } else { serde_json::Value::Null };
+    let opt = |cond: bool, v: f64| {
+        if cond {
+            serde_json::json!(v)
+        } else {
+            serde_json::Value::Null
+        }
+    };
     let has_first = req.first_token_at >= 0;
     let done = req.state == RequestState::Completed;
     let itl = if done && req.generated > 1 {

@@ -197,7 +197,9 @@ mod tests {
 
     #[test]
     fn count_map_equals_sorted_vector() {
-        let samples: Vec<Tick> = (0..5000).map(|i| ((i * 7919) % 97) * 10 + (i % 3)).collect();
+        let samples: Vec<Tick> = (0..5000)
+            .map(|i| ((i * 7919) % 97) * 10 + (i % 3))
+            .collect();
         let mut cm = CountMap::default();
         for &s in &samples {
             cm.add(s);
@@ -207,12 +209,19 @@ mod tests {
         let mut a = CountMap::default();
         let mut b = CountMap::default();
         for (i, &s) in samples.iter().enumerate() {
-            if i % 2 == 0 { a.add(s) } else { b.add(s) }
+            if i % 2 == 0 {
+                a.add(s)
+            } else {
+                b.add(s)
+            }
         }
         a.merge(&b);
         assert_eq!(a.len(), 5000);
         let (x, y) = (a.stats().unwrap(), cm.stats().unwrap());
-        assert_eq!((x.p50, x.p99, x.min, x.max, x.count), (y.p50, y.p99, y.min, y.max, y.count));
+        assert_eq!(
+            (x.p50, x.p99, x.min, x.max, x.count),
+            (y.p50, y.p99, y.min, y.max, y.count)
+        );
         assert!((x.mean - y.mean).abs() < 1e-9);
     }
 }

@@ -1,0 +1,359 @@
+//! The cluster: N instances on one shared clock behind the admission →
+//! routing → instance pipeline (the request walkthrough of the cluster seed).
+//!
+//! ```text
+//! workload ─► Arrivals ─► Admission (+admission latency) ─► Routing (+routing latency)
+//!                              │ rejected                    │ pending[target] += 1
+//!                              ▼                             ▼
+//!                          (counted)              InstanceArrival ─► Queued (alpha delay;
+//!                                                 pending[target] −= 1) ─► Steps ─► completion
+//! ```
+//!
+//! One [`EventQueue`] holds every event; its key gives the seed's ordering
+//! rules (cluster events first at equal time, lowest instance index first,
+//! then FIFO). An event later than the horizon is not executed and ends the
+//! run. The cluster owns the request slab; instances and queues hold slots.
+
+mod routing;
+mod snapshot;
+mod trace;
+
+pub use routing::Routing;
+pub use snapshot::SnapshotProvider;
+pub use trace::TraceWriter;
+
+use abi_stable::std_types::{RSlice, RStr};
+use blis_plugin_api::{ClusterView, RequestView, SloClass as AbiSlo};
+
+use crate::engine::{Event, EventQueue, Tick};
+use crate::instance::Instance;
+use crate::metrics::Collector;
+use crate::plugins::{AdmissionPolicy, PluginError};
+use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
+use crate::workload::Workload;
+
+/// Everything a cluster run needs, assembled by the config layer.
+pub struct ClusterSetup {
+    pub instances: Vec<Instance>,
+    pub workload: Workload,
+    pub admission: AdmissionPolicy,
+    pub routing: Routing,
+    pub admission_latency: Tick,
+    pub routing_latency: Tick,
+    pub snapshot_refresh_interval: Tick,
+    pub horizon: Tick,
+    pub block_size: u32,
+    pub collector: Collector,
+    pub trace: Option<TraceWriter>,
+}
+
+/// End-of-run state handed to the report.
+pub struct ClusterOutcome {
+    pub instances: Vec<Instance>,
+    pub collector: Collector,
+    pub trace: Option<TraceWriter>,
+    /// Requests that reached the cluster.
+    pub arrived: u64,
+    pub rejected: u64,
+    /// Requests in admission, routing or the alpha queueing delay at the end.
+    pub still_in_pipeline: u64,
+    /// Time of the last executed event.
+    pub end_time: Tick,
+    pub events: u64,
+    /// Largest number of requests alive at once (memory high-water mark).
+    pub peak_live_requests: usize,
+}
+
+/// The running cluster.
+pub struct Cluster {
+    queue: EventQueue,
+    store: RequestStore,
+    instances: Vec<Instance>,
+    pending: Vec<u32>,
+    workload: Workload,
+    admission: AdmissionPolicy,
+    routing: Routing,
+    snapshots: SnapshotProvider,
+    admission_latency: Tick,
+    routing_latency: Tick,
+    horizon: Tick,
+    block_size: u32,
+    collector: Collector,
+    trace: Option<TraceWriter>,
+    /// Earliest pending `Arrivals` wake-up (to avoid scheduling duplicates).
+    next_wakeup: Option<Tick>,
+    arrived: u64,
+    rejected: u64,
+    events: u64,
+    end_time: Tick,
+    admission_desc: String,
+    tenant_names: Vec<String>,
+}
+
+/// Build the ABI view of a request.
+fn request_view<'a>(req: &'a Request, tenants: &'a [String]) -> RequestView<'a> {
+    RequestView {
+        id: req.id,
+        arrival_us: req.arrival,
+        input_tokens: req.input_len,
+        slo_class: AbiSlo(req.slo_class.code()),
+        tenant: RStr::from(
+            tenants
+                .get(req.tenant as usize)
+                .map(String::as_str)
+                .unwrap_or(""),
+        ),
+        block_hashes: RSlice::from_slice(&req.prompt_hashes),
+    }
+}
+
+impl Cluster {
+    /// Assemble a cluster.
+    pub fn new(setup: ClusterSetup) -> Self {
+        let n = setup.instances.len();
+        let tenant_names = setup.collector.tenant_names.clone();
+        let admission_desc = format!(
+            "{}::{}",
+            setup.admission.label().library,
+            setup.admission.label().name
+        );
+        Cluster {
+            queue: EventQueue::new(),
+            store: RequestStore::new(),
+            pending: vec![0; n],
+            snapshots: SnapshotProvider::new(n, setup.snapshot_refresh_interval),
+            instances: setup.instances,
+            workload: setup.workload,
+            admission: setup.admission,
+            routing: setup.routing,
+            admission_latency: setup.admission_latency,
+            routing_latency: setup.routing_latency,
+            horizon: setup.horizon,
+            block_size: setup.block_size,
+            collector: setup.collector,
+            trace: setup.trace,
+            next_wakeup: None,
+            arrived: 0,
+            rejected: 0,
+            events: 0,
+            end_time: 0,
+            admission_desc,
+            tenant_names,
+        }
+    }
+
+    /// Schedule an `Arrivals` wake-up for the workload's next request if it
+    /// is earlier than the one already scheduled.
+    fn schedule_arrivals(&mut self) {
+        if let Some(t) = self.workload.peek_time() {
+            let t = t.max(self.queue.now());
+            if self.next_wakeup.is_none_or(|w| t < w) {
+                self.queue.push(t, Event::Arrivals);
+                self.next_wakeup = Some(t);
+            }
+        }
+    }
+
+    /// Run until the horizon or until no event remains. `progress` is called
+    /// now and then with the current simulated time.
+    pub fn run(
+        mut self,
+        mut progress: impl FnMut(Tick, u64),
+    ) -> Result<ClusterOutcome, PluginError> {
+        self.schedule_arrivals();
+        let mut peak_live = 0usize;
+        while let Some(t) = self.queue.peek_time() {
+            if t > self.horizon {
+                break;
+            }
+            let ev = self.queue.pop().expect("peeked").event;
+            self.end_time = t;
+            self.events += 1;
+            if self.events & 0xffff == 0 {
+                progress(t, self.arrived);
+                peak_live = peak_live.max(self.store.live());
+            }
+            match ev {
+                Event::Arrivals => self.on_arrivals(t),
+                Event::Admission(slot) => self.on_admission(t, slot)?,
+                Event::Routing(slot) => self.on_routing(t, slot)?,
+                Event::InstanceArrival { instance, slot } => {
+                    self.collector.instance_event(instance, t);
+                    self.instances[instance as usize].on_arrival(
+                        t,
+                        slot,
+                        &mut self.store,
+                        &mut self.queue,
+                    );
+                }
+                Event::Queued { instance, slot } => {
+                    self.collector.instance_event(instance, t);
+                    let p = &mut self.pending[instance as usize];
+                    *p = p.saturating_sub(1);
+                    self.instances[instance as usize].on_queued(
+                        t,
+                        slot,
+                        &mut self.store,
+                        &mut self.queue,
+                        &mut self.collector,
+                    );
+                    if self.store[slot].state != RequestState::Dropped {
+                        self.collector.queued(instance, &self.store[slot]);
+                    }
+                    self.release_finished(t);
+                }
+                Event::Step { instance } => {
+                    self.collector.instance_event(instance, t);
+                    self.instances[instance as usize].on_step(
+                        t,
+                        &mut self.store,
+                        &mut self.queue,
+                        &mut self.collector,
+                    );
+                    self.release_finished(t);
+                }
+                Event::ClusterArrival(_) => {
+                    unreachable!("ClusterArrival is not scheduled by the cluster loop")
+                }
+            }
+        }
+        peak_live = peak_live.max(self.store.live());
+        Ok(self.finish(peak_live))
+    }
+
+    fn on_arrivals(&mut self, t: Tick) {
+        self.next_wakeup = None;
+        while self.workload.peek_time().is_some_and(|a| a <= t) {
+            let bs = self.block_size;
+            let wl = &mut self.workload;
+            let mut ok = true;
+            let slot = self.store.insert_with(|r| {
+                ok = wl.pop_into(r);
+                r.state = RequestState::Pipeline;
+                r.instance = u32::MAX;
+                r.enqueued_at = crate::request::UNSET;
+                r.scheduled_at = crate::request::UNSET;
+                r.first_token_at = crate::request::UNSET;
+                r.last_token_at = crate::request::UNSET;
+                r.completed_at = crate::request::UNSET;
+            });
+            if !ok {
+                self.store.release(slot);
+                break;
+            }
+            // Compute the prompt's block hashes once; admission and routing both see them.
+            let mut hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
+            prompt_block_hashes(&self.store[slot], bs, &mut hashes);
+            self.store[slot].prompt_hashes = hashes;
+            self.arrived += 1;
+            self.collector.arrived(&self.store[slot]);
+            self.queue
+                .push(t + self.admission_latency, Event::Admission(slot));
+        }
+        self.schedule_arrivals();
+    }
+
+    fn on_admission(&mut self, t: Tick, slot: Slot) -> Result<(), PluginError> {
+        let snaps = self.snapshots.build(t, &self.instances, &self.pending);
+        let view = ClusterView {
+            clock_us: t,
+            instances: RSlice::from_slice(snaps),
+        };
+        let req = &self.store[slot];
+        let rv = request_view(req, &self.tenant_names);
+        let admitted = self.admission.admit(&rv, &view)?;
+        if admitted {
+            self.queue
+                .push(t + self.routing_latency, Event::Routing(slot));
+        } else {
+            self.rejected += 1;
+            if let Some(tr) = self.trace.as_mut() {
+                tr.rejection(req.id, t, &self.admission_desc);
+            }
+            self.store[slot].state = RequestState::Rejected;
+            self.collector.rejected(&self.store[slot]);
+            self.workload.on_finished(&self.store[slot], t, false);
+            self.store.release(slot);
+            self.schedule_arrivals();
+        }
+        Ok(())
+    }
+
+    fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), PluginError> {
+        let snaps = self.snapshots.build(t, &self.instances, &self.pending);
+        let view = ClusterView {
+            clock_us: t,
+            instances: RSlice::from_slice(snaps),
+        };
+        let req = &self.store[slot];
+        let rv = request_view(req, &self.tenant_names);
+        let (chosen, composite) = self.routing.route(&rv, &view)?;
+        if let Some(tr) = self.trace.as_mut() {
+            tr.routing(req.id, t, chosen, composite, snaps);
+        }
+        self.routing.observe(&rv, &view, chosen)?;
+        self.admission.observe(&rv, &view, chosen)?;
+        self.pending[chosen as usize] += 1;
+        self.store[slot].instance = chosen;
+        self.queue.push(
+            t,
+            Event::InstanceArrival {
+                instance: chosen,
+                slot,
+            },
+        );
+        Ok(())
+    }
+
+    /// Account for requests that completed or were dropped during the last
+    /// instance event, and recycle their slots.
+    fn release_finished(&mut self, t: Tick) {
+        if self.collector.finished.is_empty() {
+            return;
+        }
+        let finished = std::mem::take(&mut self.collector.finished);
+        for &(slot, completed) in &finished {
+            self.collector.result_line(&self.store[slot]);
+            self.workload.on_finished(&self.store[slot], t, completed);
+            self.store.release(slot);
+        }
+        let mut finished = finished;
+        finished.clear();
+        self.collector.finished = finished;
+        self.schedule_arrivals();
+    }
+
+    fn finish(mut self, peak_live: usize) -> ClusterOutcome {
+        // Requests still in the system: write their result lines, count the pipeline.
+        let mut in_pipeline = 0;
+        let mut live: Vec<Slot> = (0..self.store.capacity() as Slot)
+            .filter(|&s| self.store.is_live(s))
+            .collect();
+        live.sort_by_key(|&s| self.store[s].id);
+        for s in live {
+            if self.store[s].state == RequestState::Pipeline {
+                in_pipeline += 1;
+            }
+            self.collector.result_line(&self.store[s]);
+        }
+        if let Some(w) = self.collector.results.as_mut() {
+            if let Err(e) = w.finish() {
+                self.collector.write_error.get_or_insert(e);
+            }
+        }
+        if let Some(tr) = self.trace.as_mut() {
+            tr.finish();
+        }
+        ClusterOutcome {
+            instances: self.instances,
+            collector: self.collector,
+            trace: self.trace,
+            arrived: self.arrived,
+            rejected: self.rejected,
+            still_in_pipeline: in_pipeline,
+            end_time: self.end_time,
+            events: self.events,
+            peak_live_requests: peak_live,
+        }
+    }
+}

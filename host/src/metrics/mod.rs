@@ -1,0 +1,12 @@
+//! Metrics: what a run records ([`Collector`]), exact summary statistics
+//! ([`distribution`]), fitness ([`fitness`]) and the JSON report
+//! ([`report`]) — the only place that knows the output format.
+
+mod collector;
+pub mod distribution;
+pub mod fitness;
+pub mod report;
+
+pub use collector::{
+    result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
+};
