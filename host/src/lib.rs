@@ -21,7 +21,9 @@
 //! `main.rs` writes to stdout; the engine and instances know nothing of
 //! plugins, TOML or JSON.
 
+pub mod cli;
 pub mod cluster;
+pub mod config;
 pub mod engine;
 pub mod instance;
 pub mod metrics;

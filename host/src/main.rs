@@ -1,6 +1,23 @@
-//! The `blis` command line: glue between clap, the run file and the library.
+//! The `blis` command line: glue between clap and the library. Prints the
+//! report (and only the report) on stdout, one error paragraph on stderr.
+
+use clap::Parser;
+
+use blis_host::cli::{self, Cli};
 
 fn main() {
-    eprintln!("blis: not yet wired");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    match cli::dispatch(cli) {
+        Ok(Some(text)) => {
+            if let Err(e) = cli::print_stdout(&text) {
+                eprintln!("error: cannot write to stdout: {e}");
+                std::process::exit(1);
+            }
+        }
+        Ok(None) => {}
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            std::process::exit(f.code);
+        }
+    }
 }

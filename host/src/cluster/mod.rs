@@ -159,7 +159,7 @@ impl Cluster {
     pub fn run(
         mut self,
         mut progress: impl FnMut(Tick, u64),
-    ) -> Result<ClusterOutcome, PluginError> {
+    ) -> Result<ClusterOutcome, Box<PluginError>> {
         self.schedule_arrivals();
         let mut peak_live = 0usize;
         while let Some(t) = self.queue.peek_time() {
@@ -253,7 +253,7 @@ impl Cluster {
         self.schedule_arrivals();
     }
 
-    fn on_admission(&mut self, t: Tick, slot: Slot) -> Result<(), PluginError> {
+    fn on_admission(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         let snaps = self.snapshots.build(t, &self.instances, &self.pending);
         let view = ClusterView {
             clock_us: t,
@@ -279,7 +279,7 @@ impl Cluster {
         Ok(())
     }
 
-    fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), PluginError> {
+    fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         let snaps = self.snapshots.build(t, &self.instances, &self.pending);
         let view = ClusterView {
             clock_us: t,

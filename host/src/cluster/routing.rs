@@ -46,7 +46,7 @@ impl Routing {
         &mut self,
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
-    ) -> Result<(u32, Option<&[f64]>), PluginError> {
+    ) -> Result<(u32, Option<&[f64]>), Box<PluginError>> {
         match self {
             Routing::Single(r) => Ok((r.route(req, cluster)?, None)),
             Routing::Weighted { scorers, composite } => {
@@ -75,7 +75,7 @@ impl Routing {
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
         chosen: u32,
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), Box<PluginError>> {
         match self {
             Routing::Single(r) => r.observe(req, cluster, chosen),
             Routing::Weighted { scorers, .. } => {

@@ -15,30 +15,30 @@ pub struct PolicyLabel {
 }
 
 impl PolicyLabel {
-    fn fail(&self, call: &'static str, request: u64, e: PolicyError) -> PluginError {
+    fn fail(&self, call: &'static str, request: u64, e: PolicyError) -> Box<PluginError> {
         if e.panicked {
-            PluginError::Panicked {
+            Box::new(PluginError::Panicked {
                 library: self.library.clone(),
                 kind: self.kind,
                 name: self.name.clone(),
                 call,
                 request,
                 message: e.message.to_string(),
-            }
+            })
         } else {
             self.bad(call, request, format!("returned an error: {}", e.message))
         }
     }
 
-    fn bad(&self, call: &'static str, request: u64, problem: String) -> PluginError {
-        PluginError::BadOutput {
+    fn bad(&self, call: &'static str, request: u64, problem: String) -> Box<PluginError> {
+        Box::new(PluginError::BadOutput {
             library: self.library.clone(),
             kind: self.kind,
             name: self.name.clone(),
             call,
             request,
             problem,
-        }
+        })
     }
 }
 
@@ -47,7 +47,7 @@ fn check<T>(
     call: &'static str,
     request: u64,
     r: RResult<T, PolicyError>,
-) -> Result<T, PluginError> {
+) -> Result<T, Box<PluginError>> {
     match r {
         RResult::ROk(v) => Ok(v),
         RResult::RErr(e) => Err(label.fail(call, request, e)),
@@ -76,7 +76,7 @@ impl AdmissionPolicy {
         &mut self,
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
-    ) -> Result<bool, PluginError> {
+    ) -> Result<bool, Box<PluginError>> {
         let r = self.obj.admit(req, cluster);
         check(&self.label, "admit", req.id, r)
     }
@@ -88,7 +88,7 @@ impl AdmissionPolicy {
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
         chosen: u32,
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), Box<PluginError>> {
         let r = self.obj.observe(req, cluster, chosen);
         check(&self.label, "observe", req.id, r)
     }
@@ -116,7 +116,7 @@ impl RouterPolicy {
         &mut self,
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
-    ) -> Result<u32, PluginError> {
+    ) -> Result<u32, Box<PluginError>> {
         let r = self.obj.route(req, cluster);
         let i = check(&self.label, "route", req.id, r)?;
         if (i as usize) < cluster.len() {
@@ -146,7 +146,7 @@ impl RouterPolicy {
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
         chosen: u32,
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), Box<PluginError>> {
         let r = self.obj.observe(req, cluster, chosen);
         check(&self.label, "observe", req.id, r)
     }
@@ -179,7 +179,7 @@ impl ScorerPolicy {
         &mut self,
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
-    ) -> Result<&[f64], PluginError> {
+    ) -> Result<&[f64], Box<PluginError>> {
         self.buf.clear();
         let r = self.obj.score(req, cluster, &mut self.buf);
         check(&self.label, "score", req.id, r)?;
@@ -217,7 +217,7 @@ impl ScorerPolicy {
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
         chosen: u32,
-    ) -> Result<(), PluginError> {
+    ) -> Result<(), Box<PluginError>> {
         let r = self.obj.observe(req, cluster, chosen);
         check(&self.label, "observe", req.id, r)
     }

@@ -11,11 +11,48 @@
 use crate::engine::Tick;
 use crate::request::Request;
 
+/// The `[workload]` table of a run file (skeleton; replaced by the workloads issue).
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadConfig {
+    pub aggregate_rate: Option<f64>,
+    pub num_requests: Option<u64>,
+}
+
+/// A workload that cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct WorkloadError(pub String);
+
 /// Stream of requests in arrival order.
 #[derive(Debug, Default)]
 pub struct Workload {}
 
 impl Workload {
+    /// Build the workload of a run.
+    pub fn new(
+        _config: &WorkloadConfig,
+        _seed: u64,
+        _base_dir: &std::path::Path,
+    ) -> Result<Workload, WorkloadError> {
+        todo!()
+    }
+
+    /// Tenant names (index = `Request::tenant`).
+    pub fn tenant_names(&self) -> &[String] {
+        todo!()
+    }
+
+    /// Client names (index = `Request::client`).
+    pub fn client_names(&self) -> &[String] {
+        todo!()
+    }
+
+    /// Requests the workload will generate, if bounded.
+    pub fn planned_requests(&self) -> Option<u64> {
+        todo!()
+    }
+
     /// Arrival time of the next request, if any.
     pub fn peek_time(&self) -> Option<Tick> {
         todo!()
@@ -33,4 +70,9 @@ impl Workload {
     pub fn on_finished(&mut self, _req: &Request, _at: Tick, _completed: bool) {
         todo!()
     }
+}
+
+/// Convert a reference v2 workload-spec YAML to `[workload]` TOML (skeleton).
+pub fn convert_workload_spec(_yaml: &str) -> Result<(String, Vec<String>), WorkloadError> {
+    Err(WorkloadError("not implemented yet".into()))
 }

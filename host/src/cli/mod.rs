@@ -1,0 +1,142 @@
+//! The command line: clap definitions and the commands. `main.rs` only
+//! dispatches and prints errors.
+//!
+//! Exit codes: 0 success; 1 the run failed while running (a plugin panicked
+//! or returned something invalid, an output file could not be written);
+//! 2 bad input (command line, run file, trace, plugin library) — nothing ran.
+
+mod commands;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use commands::{dispatch, print_stdout, Failure};
+
+/// blis: a discrete-event simulator of LLM inference serving clusters with plugin policies.
+#[derive(Debug, Parser)]
+#[command(name = "blis", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a simulation and print the JSON report on stdout.
+    Run(RunArgs),
+    /// Check a run file (including plugins and their parameters) without running it.
+    Validate(RunArgs),
+    /// List or describe plugin policies.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Convert other formats to blis run-file TOML.
+    #[command(subcommand)]
+    Convert(ConvertCommand),
+}
+
+/// `blis plugins …`
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// Every library (name, version, origin) and its policies.
+    List {
+        /// Also load this plugin library (repeatable).
+        #[arg(long = "plugin", value_name = "PATH")]
+        plugins: Vec<PathBuf>,
+    },
+    /// One policy's summary and parameter documentation.
+    Show {
+        /// Policy name, or `library::name`.
+        name: String,
+        /// Also load this plugin library (repeatable).
+        #[arg(long = "plugin", value_name = "PATH")]
+        plugins: Vec<PathBuf>,
+    },
+}
+
+/// `blis convert …`
+#[derive(Debug, Subcommand)]
+pub enum ConvertCommand {
+    /// Turn a reference-simulator v2 workload-spec YAML into a `[workload]` TOML table.
+    WorkloadSpec {
+        /// The YAML file.
+        file: PathBuf,
+    },
+}
+
+/// A run file plus command-line overrides.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// TOML run file (default: the built-in scenario — 4 instances, weighted routing, chat-like workload).
+    pub run_file: Option<PathBuf>,
+    /// Master random seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Number of instances (`instance.count`).
+    #[arg(long)]
+    pub num_instances: Option<u32>,
+    /// Aggregate request rate in requests/s (`workload.aggregate_rate`).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Number of requests (`workload.num_requests`).
+    #[arg(long)]
+    pub num_requests: Option<u64>,
+    /// Simulated time limit in µs (`horizon_us`).
+    #[arg(long)]
+    pub horizon: Option<i64>,
+    /// Admission policy (`admission.policy`).
+    #[arg(long)]
+    pub admission_policy: Option<String>,
+    /// Routing policy: `weighted` or a router name (`routing.policy`).
+    #[arg(long)]
+    pub routing_policy: Option<String>,
+    /// Weighted scorers as `name:weight,…` (sets `routing.scorers`, implies `--routing-policy weighted`).
+    #[arg(long)]
+    pub routing_scorers: Option<String>,
+    /// Load a plugin library (repeatable; added to `[[plugins]]`).
+    #[arg(long = "plugin", value_name = "PATH")]
+    pub plugins: Vec<PathBuf>,
+    /// Per-request results file (`output.results_path`).
+    #[arg(long)]
+    pub results_path: Option<PathBuf>,
+    /// Decision trace file (`output.trace_path`; implies trace level `decisions`).
+    #[arg(long)]
+    pub trace_path: Option<PathBuf>,
+    /// Workload preset: chatbot, contentgen, summarization, multidoc (`workload.preset`).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Mean prompt length in tokens (`workload.prompt_tokens`).
+    #[arg(long)]
+    pub prompt_tokens: Option<u32>,
+    /// Prompt length standard deviation (`workload.prompt_tokens_stdev`).
+    #[arg(long)]
+    pub prompt_tokens_stdev: Option<u32>,
+    /// Minimum prompt length (`workload.prompt_tokens_min`).
+    #[arg(long)]
+    pub prompt_tokens_min: Option<u32>,
+    /// Maximum prompt length (`workload.prompt_tokens_max`).
+    #[arg(long)]
+    pub prompt_tokens_max: Option<u32>,
+    /// Mean output length in tokens (`workload.output_tokens`).
+    #[arg(long)]
+    pub output_tokens: Option<u32>,
+    /// Output length standard deviation (`workload.output_tokens_stdev`).
+    #[arg(long)]
+    pub output_tokens_stdev: Option<u32>,
+    /// Minimum output length (`workload.output_tokens_min`).
+    #[arg(long)]
+    pub output_tokens_min: Option<u32>,
+    /// Maximum output length (`workload.output_tokens_max`).
+    #[arg(long)]
+    pub output_tokens_max: Option<u32>,
+    /// Shared prefix length in tokens (`workload.prefix_tokens`).
+    #[arg(long)]
+    pub prefix_tokens: Option<u32>,
+    /// Set any run-file key: `section.key=value` (TOML value syntax; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}

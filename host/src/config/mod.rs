@@ -1,0 +1,14 @@
+//! The TOML run file: what a run is, checked before anything runs.
+//!
+//! [`RunFile`] mirrors the file (`serde(deny_unknown_fields)` everywhere, so
+//! a misspelt key is an error naming the accepted keys, with
+//! `file:line:column`). Command-line flags override the file by editing its
+//! TOML table before it is deserialised ([`overrides`]). [`build`] validates
+//! the result and assembles a [`ClusterSetup`](crate::cluster::ClusterSetup).
+
+pub mod build;
+pub mod overrides;
+mod run_file;
+
+pub use build::{build, BuiltRun};
+pub use run_file::*;

@@ -1,0 +1,115 @@
+//! Command-line overrides of a run file, applied as edits of its TOML table
+//! (so a flag and the file key it overrides go through the same validation).
+
+/// Parse a TOML value as written on a command line: a TOML literal if it is
+/// one (`400`, `1.5`, `true`, `"x"`, `[1, 2]`), else a bare string.
+pub fn parse_value(raw: &str) -> toml::Value {
+    let wrapped = format!("v = {raw}");
+    match toml::from_str::<toml::Table>(&wrapped) {
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+/// Parse `section.key=value` (the `--set` flag).
+pub fn parse_set(arg: &str) -> Result<(String, toml::Value), String> {
+    let (path, raw) = arg.split_once('=').ok_or_else(|| {
+        format!("--set {arg}: expected section.key=value (e.g. --set instance.total_kv_blocks=400)")
+    })?;
+    let path = path.trim();
+    if path.is_empty() || path.split('.').any(str::is_empty) {
+        return Err(format!("--set {arg}: '{path}' is not a dotted key path"));
+    }
+    Ok((path.to_string(), parse_value(raw.trim())))
+}
+
+/// Set `path` (dotted) to `value` in `table`, creating tables on the way.
+pub fn set(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let last = parts.pop().expect("non-empty path");
+    let mut cur = table;
+    let mut walked = String::new();
+    for p in parts {
+        if !walked.is_empty() {
+            walked.push('.');
+        }
+        walked.push_str(p);
+        let entry = cur
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(format!("cannot set '{path}': '{walked}' is not a table")),
+        };
+    }
+    cur.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Append a table to the array at `path` (e.g. `plugins`).
+pub fn push(table: &mut toml::Table, key: &str, value: toml::Table) -> Result<(), String> {
+    let entry = table
+        .entry(key.to_string())
+        .or_insert_with(|| toml::Value::Array(Vec::new()));
+    match entry {
+        toml::Value::Array(a) => {
+            a.push(toml::Value::Table(value));
+            Ok(())
+        }
+        _ => Err(format!("cannot add to '{key}': it is not an array")),
+    }
+}
+
+/// `name:weight,name:weight` → an array of `{name, weight}` tables.
+pub fn parse_scorers(arg: &str) -> Result<toml::Value, String> {
+    let mut out = Vec::new();
+    for part in arg.split(',') {
+        let part = part.trim();
+        let (name, w) = part.split_once(':').ok_or_else(|| {
+            format!("--routing-scorers: '{part}' is not name:weight (e.g. \"prefix-affinity:3,queue-depth:2\")")
+        })?;
+        let weight: f64 = w.trim().parse().map_err(|_| {
+            format!(
+                "--routing-scorers: weight '{}' of '{}' is not a number",
+                w.trim(),
+                name.trim()
+            )
+        })?;
+        let mut t = toml::Table::new();
+        t.insert("name".into(), toml::Value::String(name.trim().to_string()));
+        t.insert("weight".into(), toml::Value::Float(weight));
+        out.push(toml::Value::Table(t));
+    }
+    Ok(toml::Value::Array(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_and_paths() {
+        assert_eq!(parse_value("400"), toml::Value::Integer(400));
+        assert_eq!(parse_value("1.5"), toml::Value::Float(1.5));
+        assert_eq!(
+            parse_value("weighted"),
+            toml::Value::String("weighted".into())
+        );
+        assert_eq!(parse_value("\"x\""), toml::Value::String("x".into()));
+        let mut t = toml::Table::new();
+        let (p, v) = parse_set("admission.params.capacity=1000").unwrap();
+        set(&mut t, &p, v).unwrap();
+        assert_eq!(
+            t["admission"]["params"]["capacity"],
+            toml::Value::Integer(1000)
+        );
+        assert!(parse_set("nokey").is_err());
+        assert!(parse_set("a..b=1").is_err());
+        let s = parse_scorers("a:3, b:2").unwrap();
+        assert_eq!(s.as_array().unwrap().len(), 2);
+        assert!(parse_scorers("a3").is_err());
+        assert!(parse_scorers("a:x").is_err());
+    }
+}

@@ -1,0 +1,362 @@
+//! The run file's structure, defaults and documentation.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::workload::WorkloadConfig;
+
+/// A run file: everything one simulation needs.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFile {
+    /// Master random seed (default 42). Same seed, same report (INV-6).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated time limit in µs; events later than this are not executed.
+    /// Absent = run until all work is done.
+    #[serde(default)]
+    pub horizon_us: Option<i64>,
+    #[serde(default)]
+    pub model: ModelSection,
+    #[serde(default)]
+    pub instance: InstanceSection,
+    #[serde(default)]
+    pub workload: WorkloadConfig,
+    #[serde(default)]
+    pub admission: AdmissionSection,
+    #[serde(default)]
+    pub routing: RoutingSection,
+    /// Plugin libraries to load, in order.
+    #[serde(default)]
+    pub plugins: Vec<PluginSection>,
+    #[serde(default)]
+    pub output: OutputSection,
+}
+
+fn default_seed() -> u64 {
+    42
+}
+
+/// `[model]`: the model served, the GPU, and the step-time model.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// Bundled model name or HF id (default `qwen3-14b`).
+    #[serde(default = "default_model")]
+    pub name: String,
+    /// A HuggingFace `config.json` (or its folder) to use instead of the bundled one.
+    #[serde(default)]
+    pub config_path: Option<PathBuf>,
+    /// GPU name (default `H100`).
+    #[serde(default)]
+    pub hardware: Option<String>,
+    /// A hardware JSON file with the GPU's specs instead of the bundled table.
+    #[serde(default)]
+    pub hardware_config: Option<PathBuf>,
+    /// Tensor parallelism (default: the model's calibrated default, else 1).
+    #[serde(default)]
+    pub tp: Option<u32>,
+    /// `roofline` (default) or `linear`.
+    #[serde(default = "default_latency_model")]
+    pub latency_model: String,
+    /// `[alpha0 µs, alpha1 µs/input token, alpha2 µs/output token]`: queueing
+    /// delay and per-token output overhead (default: calibrated, else zeros).
+    #[serde(default)]
+    pub alpha: Option<[f64; 3]>,
+    /// `[beta0 µs/step, beta1 µs/prefill token, beta2 µs/decode token]`
+    /// (linear only; default: calibrated).
+    #[serde(default)]
+    pub beta: Option<[f64; 3]>,
+    /// Fraction of GPU memory available for weights + KV cache when KV
+    /// blocks are derived (default 0.9).
+    #[serde(default)]
+    pub gpu_memory_utilization: Option<f64>,
+}
+
+fn default_model() -> String {
+    "qwen3-14b".to_string()
+}
+fn default_latency_model() -> String {
+    "roofline".to_string()
+}
+
+impl Default for ModelSection {
+    fn default() -> Self {
+        ModelSection {
+            name: default_model(),
+            config_path: None,
+            hardware: None,
+            hardware_config: None,
+            tp: None,
+            latency_model: default_latency_model(),
+            alpha: None,
+            beta: None,
+            gpu_memory_utilization: None,
+        }
+    }
+}
+
+/// `[instance]`: every instance of the (homogeneous) cluster.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceSection {
+    /// Number of instances (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Max requests in a running batch (default 256).
+    #[serde(default = "d_max_num_seqs")]
+    pub max_num_seqs: u32,
+    /// Token budget per step (default 2048).
+    #[serde(default = "d_max_num_batched_tokens")]
+    pub max_num_batched_tokens: u32,
+    /// Chunked-prefill threshold in tokens (default 0 = off).
+    #[serde(default)]
+    pub long_prefill_token_threshold: u32,
+    /// KV block size in tokens (default 16).
+    #[serde(default = "d_block_size")]
+    pub block_size: u32,
+    /// KV blocks per instance (absent = calibrated or derived from GPU memory).
+    #[serde(default)]
+    pub total_kv_blocks: Option<u64>,
+    /// Context limit, prompt + output tokens (absent = the model's
+    /// `max_position_embeddings` when known, else unlimited).
+    #[serde(default)]
+    pub max_model_len: Option<u32>,
+    /// `fcfs` (default), `priority-fcfs`, `sjf`, `reverse-priority`.
+    #[serde(default = "d_fcfs")]
+    pub scheduler: String,
+    /// `fcfs` (default: evict the batch tail) or `priority`.
+    #[serde(default = "d_fcfs")]
+    pub preemption: String,
+}
+
+fn one() -> u32 {
+    1
+}
+fn d_max_num_seqs() -> u32 {
+    256
+}
+fn d_max_num_batched_tokens() -> u32 {
+    2048
+}
+fn d_block_size() -> u32 {
+    16
+}
+fn d_fcfs() -> String {
+    "fcfs".to_string()
+}
+
+impl Default for InstanceSection {
+    fn default() -> Self {
+        InstanceSection {
+            count: 1,
+            max_num_seqs: d_max_num_seqs(),
+            max_num_batched_tokens: d_max_num_batched_tokens(),
+            long_prefill_token_threshold: 0,
+            block_size: d_block_size(),
+            total_kv_blocks: None,
+            max_model_len: None,
+            scheduler: d_fcfs(),
+            preemption: d_fcfs(),
+        }
+    }
+}
+
+/// `[admission]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionSection {
+    /// Admission policy name, or `library::name` (default `always-admit`).
+    #[serde(default = "d_admit")]
+    pub policy: String,
+    /// Delay between arrival and the admission decision, µs (default 0).
+    #[serde(default)]
+    pub latency_us: i64,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+fn d_admit() -> String {
+    "always-admit".to_string()
+}
+
+impl Default for AdmissionSection {
+    fn default() -> Self {
+        AdmissionSection {
+            policy: d_admit(),
+            latency_us: 0,
+            params: toml::Table::new(),
+        }
+    }
+}
+
+/// One scorer of a weighted routing profile.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScorerSection {
+    /// Scorer name, or `library::name`.
+    pub name: String,
+    /// Relative weight (≥ 0; weights are normalised to sum 1).
+    pub weight: f64,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+/// `[routing]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingSection {
+    /// `weighted` (host composition of scorers) or a router plugin name
+    /// (default `round-robin`).
+    #[serde(default = "d_route")]
+    pub policy: String,
+    /// Delay between admission and routing decision, µs (default 0).
+    #[serde(default)]
+    pub latency_us: i64,
+    /// Tier 3 snapshot refresh interval, µs (default 0 = always fresh).
+    #[serde(default)]
+    pub snapshot_refresh_interval_us: i64,
+    /// Parameters handed to a router plugin.
+    #[serde(default)]
+    pub params: toml::Table,
+    /// Scorers of the weighted policy (default profile
+    /// `prefix-affinity:3, queue-depth:2, kv-utilization:2`).
+    #[serde(default)]
+    pub scorers: Vec<ScorerSection>,
+}
+
+fn d_route() -> String {
+    "round-robin".to_string()
+}
+
+impl Default for RoutingSection {
+    fn default() -> Self {
+        RoutingSection {
+            policy: d_route(),
+            latency_us: 0,
+            snapshot_refresh_interval_us: 0,
+            params: toml::Table::new(),
+            scorers: Vec::new(),
+        }
+    }
+}
+
+/// `[[plugins]]`: a plugin library to load.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSection {
+    /// Path of the `.so` (relative to the run file's folder).
+    pub path: PathBuf,
+}
+
+/// `[output]`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSection {
+    /// Per-request results file (JSON lines, one per request in id order).
+    #[serde(default)]
+    pub results_path: Option<PathBuf>,
+    /// Decision trace file (JSON lines).
+    #[serde(default)]
+    pub trace_path: Option<PathBuf>,
+    /// `none` or `decisions` (default: `decisions` when `trace_path` is set, else `none`).
+    #[serde(default)]
+    pub trace_level: Option<String>,
+    /// Candidates recorded per routing decision (default 3).
+    #[serde(default)]
+    pub counterfactual_k: Option<u32>,
+    /// Fitness weights: metric → weight (keys in `metrics::fitness::KEYS`).
+    #[serde(default)]
+    pub fitness_weights: BTreeMap<String, f64>,
+}
+
+/// The scenario `blis run` runs without a file: 4 instances, weighted
+/// routing with the default scorer profile, a chat-like workload.
+pub const DEFAULT_RUN_FILE: &str = r#"# blis built-in default scenario
+seed = 42
+
+[model]
+name = "qwen3-14b"
+hardware = "H100"
+tp = 1
+latency_model = "roofline"
+
+[instance]
+count = 4
+
+[workload]
+preset = "chatbot"
+aggregate_rate = 40.0
+num_requests = 1000
+
+[routing]
+policy = "weighted"
+"#;
+
+/// A run file's text and where it came from.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// File name for messages (`<built-in default>` for the default scenario).
+    pub name: String,
+    /// Folder relative paths are resolved against.
+    pub base_dir: PathBuf,
+    pub text: String,
+}
+
+impl Source {
+    /// Read a run file.
+    pub fn read(path: &Path) -> Result<Source, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "cannot read run file {}: {e}\n  Give the path of a TOML run file (see README.md, \"Run file reference\"), or no file for the built-in default scenario.",
+                path.display()
+            )
+        })?;
+        Ok(Source {
+            name: path.display().to_string(),
+            base_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            text,
+        })
+    }
+
+    /// The built-in default scenario.
+    pub fn builtin() -> Source {
+        Source {
+            name: "<built-in default>".to_string(),
+            base_dir: PathBuf::from("."),
+            text: DEFAULT_RUN_FILE.to_string(),
+        }
+    }
+}
+
+/// Line and column (1-based) of byte `pos` in `text`.
+pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
+    let pos = pos.min(text.len());
+    let before = &text[..pos];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;
+    (line, col)
+}
+
+/// Turn a TOML/serde error into `file:line:column: message`.
+pub fn describe_toml_error(source_name: &str, text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim();
+    match e.span() {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            let snippet = text.lines().nth(line - 1).unwrap_or("").trim_end();
+            format!("{source_name}:{line}:{col}: {msg}\n  | {snippet}")
+        }
+        None => format!("{source_name}: {msg}"),
+    }
+}
+
+/// Parse a run file's text (the file alone, without command-line overrides).
+pub fn parse(source: &Source) -> Result<RunFile, String> {
+    toml::from_str::<RunFile>(&source.text)
+        .map_err(|e| describe_toml_error(&source.name, &source.text, &e))
+}
