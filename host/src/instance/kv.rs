@@ -29,6 +29,7 @@
 //! block's hash, so a later session round whose prompt repeats this stream
 //! hits the same blocks.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -221,6 +222,11 @@ impl KvCache {
         if fresh + u64::from(lookup.hits_free) > self.free() {
             return false;
         }
+        // Size the block list once for the whole stream (L + N − 1 computed
+        // tokens at most) instead of growing it while decoding.
+        let max_blocks = self.blocks_for(u64::from(req.total_len().saturating_sub(1)));
+        req.kv_blocks
+            .reserve((max_blocks as usize).saturating_sub(req.kv_blocks.len()));
         for &id in hits {
             let b = self.blocks[id as usize];
             if b.refs == 0 {
@@ -315,8 +321,10 @@ impl KvCache {
         if blk.hashed {
             let h = blk.hash;
             blk.hashed = false;
-            if self.index.get(&h) == Some(&id) {
-                self.index.remove(&h);
+            if let Entry::Occupied(o) = self.index.entry(h) {
+                if *o.get() == id {
+                    o.remove();
+                }
             }
         }
         self.blocks[id as usize].refs = 1;
@@ -330,16 +338,17 @@ impl KvCache {
             blk.hash = h;
             blk.hashed = true;
         }
-        match self.index.get(&h).copied() {
-            None => {
-                self.index.insert(h, id);
+        // One probe of the (large, cache-unfriendly) index per registration.
+        match self.index.entry(h) {
+            Entry::Vacant(v) => {
+                v.insert(id);
             }
-            Some(old) if old == id => {}
-            Some(old) => {
-                if self.blocks[old as usize].refs == 0 {
+            Entry::Occupied(mut o) => {
+                let old = *o.get();
+                if old != id && self.blocks[old as usize].refs == 0 {
                     // The old copy is only cached: point the index at the live
                     // copy and recycle the old one first (it is now unreachable).
-                    self.index.insert(h, id);
+                    o.insert(id);
                     self.blocks[old as usize].hashed = false;
                     self.lru_unlink(old);
                     self.lru_push_head(old);

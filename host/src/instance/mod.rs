@@ -321,6 +321,8 @@ impl Instance {
         let b = self.config.block_size;
         if req.prompt_hashes.len() != (req.input_len / b) as usize {
             let mut hashes = std::mem::take(&mut req.prompt_hashes);
+            hashes.clear();
+            hashes.reserve_exact((req.input_len / b) as usize);
             prompt_block_hashes(req, b, &mut hashes);
             req.prompt_hashes = hashes;
         }
