@@ -195,8 +195,10 @@ pub struct InstanceCounts {
     pub preemptions: u64,
     /// Batches executed (`Step` events that started a non-empty batch).
     pub steps: u64,
-    /// KV prefix-cache blocks hit / looked up (for a weighted hit rate).
+    /// KV prefix-cache blocks hit at admissions (numerator of the hit rate).
     pub cache_hit_blocks: u64,
+    /// KV prefix-cache blocks looked up at admissions: the full blocks of the
+    /// stream a hit could have covered (denominator, for a weighted hit rate).
     pub cache_lookup_blocks: u64,
     /// Largest number of KV blocks held at once.
     pub peak_kv_blocks: u64,
@@ -360,6 +362,12 @@ impl Instance {
 
     /// Finish the running step (tokens, completions, KV release) and start the
     /// next one (batch formation, step time); schedules the next `Step`.
+    ///
+    /// Tokens of the finished step reach the client at
+    /// `now + output_token_overhead()`; that is the time given to the
+    /// observer and stored in `first_token_at`, `last_token_at` and
+    /// `completed_at`. When nothing runs and nothing waits afterwards, no
+    /// step is scheduled (the instance idles until the next `Queued`).
     pub fn on_step(
         &mut self,
         now: Tick,
@@ -451,6 +459,17 @@ impl Instance {
 
     /// vLLM continuous batching: grant the running requests in batch order
     /// (preempting under KV pressure), then admit from the wait queue.
+    ///
+    /// A running request whose KV cannot grow preempts victims chosen by the
+    /// policy until it fits; a victim that already got a grant this step is
+    /// refunded. If the request is itself the victim it gets nothing and the
+    /// loop moves on to the next running request (vLLM stops the loop there;
+    /// with FCFS victims the request is then the tail, so the two agree, and
+    /// with priority victims continuing lets higher-priority requests later
+    /// in the batch progress). Running requests not reached because the budget
+    /// ran out stay in the batch with no grant. No request is admitted in a
+    /// step that preempted, and a head request that does not fit blocks the
+    /// queue (no skipping ahead).
     fn form_batch(&mut self, now: Tick, store: &mut RequestStore, obs: &mut impl InstanceObserver) {
         let threshold = self.config.long_prefill_token_threshold;
         let mut budget = self.config.max_num_batched_tokens;
