@@ -460,3 +460,23 @@ fn huge_cache_costs_nothing_up_front() {
     assert_eq!(sim.inst.free_kv_blocks(), 1_000_000);
     assert_eq!(sim.inst.kv_utilization(), 0.0);
 }
+
+/// INV-8 as the seed states it: one sequence per batch, two requests queued
+/// at the same tick; the second is not stranded when the first completes.
+#[test]
+fn work_conserving_with_one_sequence() {
+    let cfg = InstanceConfig {
+        max_num_seqs: 1,
+        ..config(16, 100)
+    };
+    let mut sim = Sim::new(cfg, linear([100.0, 0.0, 50.0], BETA));
+    sim.add_unique(0, 20, 2);
+    sim.add_unique(0, 20, 2);
+    // First: prefill 100..1300, decode 1300..2305 (token at 2355). Second is
+    // admitted by the step at 2305: prefill ..3505, decode ..4510 (+50).
+    sim.run();
+    assert_eq!(sim.req(0).completed_at, 2355);
+    assert_eq!(sim.req(1).scheduled_at, 2305);
+    assert_eq!(sim.req(1).completed_at, 4560);
+    assert_eq!(sim.inst.counts().steps, 4);
+}
