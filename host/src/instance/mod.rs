@@ -10,11 +10,47 @@
 //!
 //! Semantics follow `core-engine.md` with the blis decisions of
 //! `spec/README.md`; see `README.md` ("How blis differs") for the user view.
+//!
+//! # The model, and why
+//!
+//! * **One `Step` event ends one batch and starts the next.** A step's
+//!   effects (KV computed, tokens emitted, completions, KV released) happen at
+//!   its end, which is also the instant the next batch is formed. So the state
+//!   the cluster sees between two steps is the state of the batch in flight,
+//!   and there is never more than one pending `Step` per instance (spec
+//!   decision 2): an idle instance is woken by `Queued`, a busy one keeps its
+//!   single chain.
+//! * **Progress needs a grant.** A request advances only by the tokens batch
+//!   formation granted it *and* allocated KV for (decisions 4, 5). Its
+//!   progress is the vLLM rule: it must compute every token of its stream up
+//!   to the last emitted one (`target = L + generated`); a step that reaches
+//!   the target emits the next token. Decode is the special case "exactly one
+//!   token missing", and recompute after a preemption is the same rule
+//!   starting from zero (minus prefix-cache hits), so no phase flags can go
+//!   stale.
+//! * **Clients see tokens once.** `generated` never goes back, so a preempted
+//!   request recomputes its context without re-emitting tokens: TTFT is
+//!   recorded once, every ITL sample is a gap the client observes (N − 1 per
+//!   request) and E2E is completion − arrival (decision 8).
+//! * **Nothing is ever scanned per step beyond the batch.** The wait queue is
+//!   a heap on a static key, the KV cache is O(1) per block, the batch shape
+//!   is summed while forming the batch, and vectors are reused, so a step
+//!   costs O(batch + log queue) and allocates nothing in steady state.
 
+mod kv;
 pub mod latency;
+mod queue;
+#[cfg(test)]
+mod tests;
 
-use crate::engine::{EventQueue, Tick};
-use crate::request::{Request, RequestStore, Slot};
+use std::cmp::Reverse;
+
+use crate::engine::{Event, EventQueue, Tick};
+use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot, UNSET};
+
+use kv::KvCache;
+pub use kv::MAX_KV_BLOCKS;
+use queue::WaitQueue;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
 
@@ -57,8 +93,59 @@ pub struct InstanceConfig {
     pub total_kv_blocks: u64,
     /// Context limit (prompt + output); `None` = unlimited.
     pub max_model_len: Option<u32>,
+    /// Wait-queue order.
     pub scheduler: SchedulerKind,
+    /// Victim choice when KV blocks run out.
     pub preemption: PreemptionKind,
+}
+
+impl Default for InstanceConfig {
+    /// vLLM-like defaults: 256 sequences, 2048 tokens per step, no chunking
+    /// threshold, 16-token blocks, 1,000,000 blocks, no context limit, FCFS.
+    fn default() -> Self {
+        InstanceConfig {
+            max_num_seqs: 256,
+            max_num_batched_tokens: 2048,
+            long_prefill_token_threshold: 0,
+            block_size: 16,
+            total_kv_blocks: 1_000_000,
+            max_model_len: None,
+            scheduler: SchedulerKind::Fcfs,
+            preemption: PreemptionKind::Fcfs,
+        }
+    }
+}
+
+impl InstanceConfig {
+    /// Check the values an instance cannot work with. The config layer calls
+    /// this and reports the message; [`Instance::new`] panics on an invalid
+    /// configuration.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.block_size == 0 {
+            return Err("block_size must be greater than 0 (tokens per KV block)".into());
+        }
+        if self.max_num_seqs == 0 {
+            return Err("max_num_seqs must be greater than 0 (requests per batch)".into());
+        }
+        if self.max_num_batched_tokens == 0 {
+            return Err(
+                "max_num_batched_tokens must be greater than 0 (token budget per step)".into(),
+            );
+        }
+        if self.total_kv_blocks == 0 {
+            return Err("total_kv_blocks must be greater than 0".into());
+        }
+        if self.total_kv_blocks > MAX_KV_BLOCKS {
+            return Err(format!(
+                "total_kv_blocks must be at most {MAX_KV_BLOCKS}, got {}",
+                self.total_kv_blocks
+            ));
+        }
+        if self.max_model_len == Some(0) {
+            return Err("max_model_len must be greater than 0 when given".into());
+        }
+        Ok(())
+    }
 }
 
 /// What clients and the cluster observe from an instance. Implemented by the
@@ -81,26 +168,80 @@ pub trait InstanceObserver {
 #[derive(Debug)]
 pub struct Instance {
     index: u32,
-    // Fields are the engine's business (wait queue, batch, KV cache, latency model, counters).
+    config: InstanceConfig,
+    latency: LatencyModel,
+    kv: KvCache,
+    waiting: WaitQueue,
+    /// The batch in flight, in admission order.
+    running: Vec<Slot>,
+    /// A `Step` for this instance is in the event queue (at most one, ever).
+    step_pending: bool,
+    steps: u64,
+    preemptions: u64,
+    completed: u64,
+    dropped: u64,
+    /// Reused buffer for prefix-cache hits during admission.
+    hit_scratch: Vec<u32>,
 }
 
 /// End-of-run counts of one instance.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct InstanceCounts {
+    /// Requests in the wait queue (including preempted ones).
     pub still_queued: u64,
+    /// Requests in the running batch.
     pub still_running: u64,
+    /// Preemptions (a request preempted twice counts twice).
     pub preemptions: u64,
+    /// Batches executed (`Step` events that started a non-empty batch).
     pub steps: u64,
-    /// KV prefix-cache blocks hit / looked up (for a weighted hit rate).
+    /// KV prefix-cache blocks hit at admissions (numerator of the hit rate).
     pub cache_hit_blocks: u64,
+    /// KV prefix-cache blocks looked up at admissions: the full blocks of the
+    /// stream a hit could have covered (denominator, for a weighted hit rate).
     pub cache_lookup_blocks: u64,
+    /// Largest number of KV blocks held at once.
     pub peak_kv_blocks: u64,
+    /// Requests completed.
+    pub completed: u64,
+    /// Requests dropped at enqueue as unservable.
+    pub dropped: u64,
+}
+
+/// Tokens granted to a request that still needs `needed`: capped by the
+/// chunked-prefill threshold and the remaining step budget.
+#[inline]
+fn chunk(needed: u32, threshold: u32, budget: u32) -> u32 {
+    let mut n = needed;
+    if threshold > 0 && threshold < n {
+        n = threshold;
+    }
+    n.min(budget)
 }
 
 impl Instance {
     /// A fresh idle instance. Costs O(1) memory in `total_kv_blocks`.
-    pub fn new(_index: u32, _config: InstanceConfig, _latency: LatencyModel) -> Self {
-        todo!()
+    ///
+    /// # Panics
+    /// If `config` fails [`InstanceConfig::validate`].
+    pub fn new(index: u32, config: InstanceConfig, latency: LatencyModel) -> Self {
+        if let Err(e) = config.validate() {
+            panic!("invalid instance configuration: {e}");
+        }
+        Instance {
+            index,
+            kv: KvCache::new(config.block_size, config.total_kv_blocks),
+            waiting: WaitQueue::new(config.scheduler),
+            config,
+            latency,
+            running: Vec::new(),
+            step_pending: false,
+            steps: 0,
+            preemptions: 0,
+            completed: 0,
+            dropped: 0,
+            hit_scratch: Vec::new(),
+        }
     }
 
     /// Index of this instance in the cluster.
@@ -108,65 +249,482 @@ impl Instance {
         self.index
     }
 
+    /// The configuration this instance runs with.
+    pub fn config(&self) -> &InstanceConfig {
+        &self.config
+    }
+
     /// A routed request reached the instance at `now`: schedule its `Queued`
     /// event after the alpha queueing delay.
     pub fn on_arrival(
         &mut self,
-        _now: Tick,
-        _slot: Slot,
-        _store: &mut RequestStore,
-        _q: &mut EventQueue,
+        now: Tick,
+        slot: Slot,
+        store: &mut RequestStore,
+        q: &mut EventQueue,
     ) {
-        todo!()
+        let delay = self.latency.queueing_delay(store[slot].input_len).max(0);
+        q.push(
+            now + delay,
+            Event::Queued {
+                instance: self.index,
+                slot,
+            },
+        );
     }
 
     /// The request enters the wait queue at `now` (or is dropped as
     /// unservable); make sure a step is pending (work conservation, INV-8).
+    ///
+    /// Resets the request's engine-owned lifecycle fields (timestamps not yet
+    /// reached become [`UNSET`]). Applies `max_model_len`: a prompt of
+    /// `max_model_len` tokens or more is dropped, and a longer total is served
+    /// with the output capped to `max_model_len − L` (`output_len` is lowered;
+    /// the request completes early). A request whose prompt plus output can
+    /// never fit in the KV cache, even alone, or with an empty prompt, is
+    /// dropped (`state = Dropped`, [`InstanceObserver::dropped`]).
+    ///
+    /// `prompt_hashes` must hold the prompt's full-block hashes for this
+    /// instance's block size; they are computed here when the count does not
+    /// match `L / block_size` (for instance when the cluster left them empty).
     pub fn on_queued(
         &mut self,
-        _now: Tick,
-        _slot: Slot,
-        _store: &mut RequestStore,
-        _q: &mut EventQueue,
-        _obs: &mut impl InstanceObserver,
+        now: Tick,
+        slot: Slot,
+        store: &mut RequestStore,
+        q: &mut EventQueue,
+        obs: &mut impl InstanceObserver,
     ) {
-        todo!()
+        let req = &mut store[slot];
+        debug_assert_eq!(
+            req.state,
+            RequestState::Pipeline,
+            "INV-2: request {} queued from state {:?}",
+            req.id,
+            req.state
+        );
+        req.enqueued_at = now;
+        req.scheduled_at = UNSET;
+        req.first_token_at = UNSET;
+        req.last_token_at = UNSET;
+        req.completed_at = UNSET;
+        req.computed = 0;
+        req.generated = 0;
+        req.granted = 0;
+        req.cached_tokens = 0;
+        req.preemptions = 0;
+        debug_assert!(req.kv_blocks.is_empty());
+        if !self.admissible(req) {
+            req.state = RequestState::Dropped;
+            self.dropped += 1;
+            obs.dropped(self.index, slot, req, now);
+            return;
+        }
+        let b = self.config.block_size;
+        if req.prompt_hashes.len() != (req.input_len / b) as usize {
+            let mut hashes = std::mem::take(&mut req.prompt_hashes);
+            hashes.clear();
+            hashes.reserve_exact((req.input_len / b) as usize);
+            prompt_block_hashes(req, b, &mut hashes);
+            req.prompt_hashes = hashes;
+        }
+        req.state = RequestState::Queued;
+        self.waiting.push(slot, req);
+        if !self.step_pending {
+            self.step_pending = true;
+            q.push(
+                now,
+                Event::Step {
+                    instance: self.index,
+                },
+            );
+        }
+    }
+
+    /// The unservable guard and the `max_model_len` cap (may lower `output_len`).
+    fn admissible(&self, req: &mut Request) -> bool {
+        let l = u64::from(req.input_len);
+        if l == 0 {
+            return false;
+        }
+        if let Some(m) = self.config.max_model_len {
+            let m = u64::from(m);
+            if l >= m {
+                return false;
+            }
+            if l + u64::from(req.output_len) > m {
+                req.output_len = (m - l) as u32;
+            }
+        }
+        let total = l + u64::from(req.output_len);
+        total <= u64::from(u32::MAX) && self.kv.blocks_for(total) <= self.kv.total()
     }
 
     /// Finish the running step (tokens, completions, KV release) and start the
     /// next one (batch formation, step time); schedules the next `Step`.
+    ///
+    /// Tokens of the finished step reach the client at
+    /// `now + output_token_overhead()`; that is the time given to the
+    /// observer and stored in `first_token_at`, `last_token_at` and
+    /// `completed_at`. When nothing runs and nothing waits afterwards, no
+    /// step is scheduled (the instance idles until the next `Queued`).
     pub fn on_step(
         &mut self,
-        _now: Tick,
-        _store: &mut RequestStore,
-        _q: &mut EventQueue,
-        _obs: &mut impl InstanceObserver,
+        now: Tick,
+        store: &mut RequestStore,
+        q: &mut EventQueue,
+        obs: &mut impl InstanceObserver,
     ) {
-        todo!()
+        debug_assert!(
+            self.step_pending,
+            "a Step ran that the instance did not schedule"
+        );
+        self.step_pending = false;
+        self.finish_batch(now, store, obs);
+        self.form_batch(now, store, obs);
+        if self.running.is_empty() {
+            if self.waiting.is_empty() {
+                return; // idle until the next Queued
+            }
+            // Everything was preempted: retry after an empty step.
+            let dt = self.latency.step_time(&BatchShape::default()).max(1);
+            self.step_pending = true;
+            q.push(
+                now + dt,
+                Event::Step {
+                    instance: self.index,
+                },
+            );
+            return;
+        }
+        let shape = self.batch_shape(store);
+        let dt = self.latency.step_time(&shape).max(1);
+        self.steps += 1;
+        self.step_pending = true;
+        q.push(
+            now + dt,
+            Event::Step {
+                instance: self.index,
+            },
+        );
+    }
+
+    /// Apply the grants of the batch that ends at `now`: KV computed, tokens
+    /// emitted (seen by the client at `now + output_token_overhead`),
+    /// completions with their KV released.
+    fn finish_batch(
+        &mut self,
+        now: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+    ) {
+        let emit_at = now + self.latency.output_token_overhead().max(0);
+        let mut keep = 0;
+        for i in 0..self.running.len() {
+            let slot = self.running[i];
+            let req = &mut store[slot];
+            let mut done = false;
+            if req.granted > 0 {
+                req.computed += req.granted;
+                req.granted = 0;
+                let target = req.input_len + req.generated;
+                debug_assert!(req.computed <= target);
+                if req.computed == target {
+                    if req.generated < req.output_len {
+                        req.generated += 1;
+                        if req.generated == 1 {
+                            req.first_token_at = emit_at;
+                            obs.first_token(self.index, req, emit_at);
+                        } else {
+                            obs.token_gap(self.index, emit_at - req.last_token_at);
+                        }
+                        req.last_token_at = emit_at;
+                    }
+                    done = req.generated == req.output_len;
+                }
+            }
+            if done {
+                req.state = RequestState::Completed;
+                req.completed_at = emit_at;
+                self.kv.release(&mut req.kv_blocks);
+                self.completed += 1;
+                obs.completed(self.index, slot, req, emit_at);
+            } else {
+                self.running[keep] = slot;
+                keep += 1;
+            }
+        }
+        self.running.truncate(keep);
+    }
+
+    /// vLLM continuous batching: grant the running requests in batch order
+    /// (preempting under KV pressure), then admit from the wait queue.
+    ///
+    /// A running request whose KV cannot grow preempts victims chosen by the
+    /// policy until it fits; a victim that already got a grant this step is
+    /// refunded. If the request is itself the victim it gets nothing and the
+    /// loop moves on to the next running request (vLLM stops the loop there;
+    /// with FCFS victims the request is then the tail, so the two agree, and
+    /// with priority victims continuing lets higher-priority requests later
+    /// in the batch progress). Running requests not reached because the budget
+    /// ran out stay in the batch with no grant. No request is admitted in a
+    /// step that preempted, and a head request that does not fit blocks the
+    /// queue (no skipping ahead).
+    fn form_batch(&mut self, now: Tick, store: &mut RequestStore, obs: &mut impl InstanceObserver) {
+        let threshold = self.config.long_prefill_token_threshold;
+        let mut budget = self.config.max_num_batched_tokens;
+        let mut preempted = false;
+
+        // Running requests, in batch order.
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let slot = self.running[i];
+            let (computed, needed) = {
+                let r = &store[slot];
+                (r.computed, r.input_len + r.generated - r.computed)
+            };
+            debug_assert!(needed > 0);
+            let n = chunk(needed, threshold, budget);
+            loop {
+                if self.kv.extend(&mut store[slot], computed, n) {
+                    store[slot].granted = n;
+                    budget -= n;
+                    i += 1;
+                    break;
+                }
+                let v = self.victim(store);
+                let victim = self.running.remove(v);
+                budget += store[victim].granted; // refund a grant made earlier this step
+                self.preempt(victim, now, store, obs);
+                preempted = true;
+                if v == i {
+                    // The request itself was the victim: it gets nothing this
+                    // step; the next running request is now at index i.
+                    break;
+                }
+                if v < i {
+                    i -= 1;
+                }
+            }
+        }
+
+        // New requests, while there is room and no preemption happened.
+        if preempted {
+            return;
+        }
+        let b = self.config.block_size;
+        while self.running.len() < self.config.max_num_seqs as usize && budget > 0 {
+            let Some(slot) = self.waiting.peek() else {
+                break;
+            };
+            let req = &store[slot];
+            let target = req.input_len + req.generated;
+            // A fully cached stream still computes its last token (vLLM).
+            let lookup = self.kv.lookup(req, target - 1, &mut self.hit_scratch);
+            let cached = lookup.hits * b;
+            let n = chunk(target - cached, threshold, budget);
+            if !self
+                .kv
+                .admit(&mut store[slot], lookup, &self.hit_scratch, n)
+            {
+                break; // head-of-line blocking
+            }
+            self.waiting.pop();
+            let req = &mut store[slot];
+            debug_assert_eq!(req.state, RequestState::Queued);
+            req.state = RequestState::Running;
+            req.computed = cached;
+            req.granted = n;
+            if req.preemptions == 0 {
+                req.scheduled_at = now;
+                req.cached_tokens = cached;
+            }
+            budget -= n;
+            self.running.push(slot);
+        }
+    }
+
+    /// Index in the batch of the request to preempt.
+    fn victim(&self, store: &RequestStore) -> usize {
+        match self.config.preemption {
+            PreemptionKind::Fcfs => self.running.len() - 1,
+            PreemptionKind::Priority => {
+                let mut best = 0;
+                let key = |s: Slot| {
+                    let r = &store[s];
+                    (r.slo_class.priority(), Reverse(r.arrival), Reverse(r.id))
+                };
+                let mut best_key = key(self.running[0]);
+                for (j, &s) in self.running.iter().enumerate().skip(1) {
+                    let k = key(s);
+                    if k < best_key {
+                        best = j;
+                        best_key = k;
+                    }
+                }
+                best
+            }
+        }
+    }
+
+    /// Recompute preemption: free all KV (full blocks stay cached), forget
+    /// the computed context, keep the emitted tokens, back to the queue front.
+    fn preempt(
+        &mut self,
+        slot: Slot,
+        now: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+    ) {
+        let req = &mut store[slot];
+        self.kv.release(&mut req.kv_blocks);
+        req.computed = 0;
+        req.granted = 0;
+        req.state = RequestState::Queued;
+        req.preemptions += 1;
+        self.preemptions += 1;
+        self.waiting.push_front(slot);
+        obs.preempted(self.index, req, now);
+    }
+
+    /// The batch as the latency model sees it (granted requests only).
+    fn batch_shape(&self, store: &RequestStore) -> BatchShape {
+        let mut shape = BatchShape::default();
+        for &s in &self.running {
+            let r = &store[s];
+            if r.granted == 0 {
+                continue;
+            }
+            let needed = r.input_len + r.generated - r.computed;
+            if r.generated > 0 && needed == 1 {
+                shape.decode.add(r.computed, r.granted);
+            } else {
+                shape.prefill.add(r.computed, r.granted);
+            }
+        }
+        shape
     }
 
     /// Requests waiting in the wait queue (Tier 2 signal).
     pub fn queue_depth(&self) -> u32 {
-        todo!()
+        self.waiting.len() as u32
     }
     /// Requests in the running batch (Tier 2 signal).
     pub fn batch_size(&self) -> u32 {
-        todo!()
+        self.running.len() as u32
     }
     /// Used KV blocks / total (Tier 3 signal).
     pub fn kv_utilization(&self) -> f64 {
-        todo!()
+        self.kv.used() as f64 / self.kv.total() as f64
     }
-    /// Free KV blocks (Tier 3 signal).
+    /// Free KV blocks (Tier 3 signal). Includes free blocks that still cache a prefix.
     pub fn free_kv_blocks(&self) -> u64 {
-        todo!()
+        self.kv.free()
     }
-    /// Cumulative prefix-cache hit rate in blocks (Tier 3 signal).
+    /// KV blocks held by requests.
+    pub fn used_kv_blocks(&self) -> u64 {
+        self.kv.used()
+    }
+    /// Cumulative prefix-cache hit rate in blocks (Tier 3 signal): blocks hit
+    /// over blocks looked up at admissions, 0 before any lookup.
     pub fn cache_hit_rate(&self) -> f64 {
-        todo!()
+        match self.kv.lookup_blocks() {
+            0 => 0.0,
+            n => self.kv.hit_blocks() as f64 / n as f64,
+        }
+    }
+    /// True when a `Step` of this instance is in the event queue.
+    pub fn step_pending(&self) -> bool {
+        self.step_pending
+    }
+    /// KV blocks that have ever been handed out (memory is proportional to this).
+    pub fn kv_blocks_ever_used(&self) -> u64 {
+        self.kv.blocks_ever_used()
+    }
+    /// The running batch, in batch order.
+    pub fn running_slots(&self) -> &[Slot] {
+        &self.running
+    }
+    /// Every waiting request: preempted ones first, in queue order, then the
+    /// rest in no particular order (use it for end-of-run records, not order).
+    pub fn waiting_slots(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.waiting.iter()
     }
     /// Counts for the report.
     pub fn counts(&self) -> InstanceCounts {
-        todo!()
+        InstanceCounts {
+            still_queued: self.waiting.len() as u64,
+            still_running: self.running.len() as u64,
+            preemptions: self.preemptions,
+            steps: self.steps,
+            cache_hit_blocks: self.kv.hit_blocks(),
+            cache_lookup_blocks: self.kv.lookup_blocks(),
+            peak_kv_blocks: self.kv.peak_used(),
+            completed: self.completed,
+            dropped: self.dropped,
+        }
+    }
+
+    /// Check the instance's internal consistency against `store`, O(state):
+    /// the KV cache structure (INV-4 included), every running request in
+    /// state `Running` holding exactly the blocks covering its computed and
+    /// granted tokens, every waiting request `Queued` with no blocks and
+    /// nothing computed, block reference counts equal to the number of
+    /// holders, and INV-8 (a step pending whenever requests wait or run).
+    /// Meant for tests and debugging; returns the first violation found.
+    pub fn check_invariants(&self, store: &RequestStore) -> Result<(), String> {
+        self.kv.check()?;
+        let mut holders: std::collections::HashMap<u32, u32> = Default::default();
+        for &s in &self.running {
+            let r = &store[s];
+            if r.state != RequestState::Running {
+                return Err(format!("running request {} in state {:?}", r.id, r.state));
+            }
+            let want = self
+                .kv
+                .blocks_for(u64::from(r.computed) + u64::from(r.granted));
+            if r.kv_blocks.len() as u64 != want {
+                return Err(format!(
+                    "request {} holds {} blocks for {} tokens",
+                    r.id,
+                    r.kv_blocks.len(),
+                    r.computed + r.granted
+                ));
+            }
+            for &b in &r.kv_blocks {
+                *holders.entry(b).or_default() += 1;
+            }
+        }
+        for s in self.waiting.iter() {
+            let r = &store[s];
+            if r.state != RequestState::Queued || !r.kv_blocks.is_empty() || r.computed != 0 {
+                return Err(format!(
+                    "waiting request {} in state {:?} with {} blocks, {} computed",
+                    r.id,
+                    r.state,
+                    r.kv_blocks.len(),
+                    r.computed
+                ));
+            }
+        }
+        if holders.len() as u64 != self.kv.used() {
+            return Err(format!(
+                "{} blocks held by running requests, KV says {} used",
+                holders.len(),
+                self.kv.used()
+            ));
+        }
+        for (&b, &n) in &holders {
+            if self.kv.refs_of(b) != n {
+                return Err(format!(
+                    "block {b}: {n} holders, {} refs",
+                    self.kv.refs_of(b)
+                ));
+            }
+        }
+        if (!self.waiting.is_empty() || !self.running.is_empty()) && !self.step_pending {
+            return Err("INV-8: work present but no step pending".into());
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,188 @@
+//! One instance at saturation: 20,000 requests arriving far faster than the
+//! instance serves them (prompt and output lengths uniform in 1..=1023, mean
+//! 512), linear latency model with realistic coefficients. Reports simulated
+//! events per second of wall time.
+//!
+//! `CARGO_TARGET_DIR=/work/main/target cargo bench -p blis-host --bench instance`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use rand::{RngExt, SeedableRng};
+
+use blis_host::engine::{Event, EventQueue, Tick};
+use blis_host::instance::latency::LinearModel;
+use blis_host::instance::{Instance, InstanceConfig, InstanceObserver, LatencyModel};
+use blis_host::request::{Request, RequestStore, Segment, Slot};
+
+const REQUESTS: u64 = 20_000;
+
+/// Counts heap allocations (and reallocations) so the benchmark can show
+/// that steps do not allocate once the simulation is warm.
+struct CountingAlloc;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards every call unchanged to the system allocator.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Counts what the instance reports, as a metrics collector would.
+#[derive(Default)]
+struct Counter {
+    tokens: u64,
+    completed: u64,
+    preemptions: u64,
+    gap_sum: Tick,
+}
+
+impl InstanceObserver for Counter {
+    fn first_token(&mut self, _: u32, _: &Request, _: Tick) {
+        self.tokens += 1;
+    }
+    fn token_gap(&mut self, _: u32, gap: Tick) {
+        self.tokens += 1;
+        self.gap_sum += gap;
+    }
+    fn completed(&mut self, _: u32, _: Slot, _: &Request, _: Tick) {
+        self.completed += 1;
+    }
+    fn dropped(&mut self, _: u32, _: Slot, _: &Request, _: Tick) {}
+    fn preempted(&mut self, _: u32, _: &Request, _: Tick) {
+        self.preemptions += 1;
+    }
+}
+
+fn latency() -> LatencyModel {
+    LatencyModel::Linear(LinearModel {
+        alpha: [232.46, 1.7524, 3357.44],
+        beta: [5752.71, 17.2509, 5.9991],
+    })
+}
+
+/// The workload: 20,000 requests at 1,000 req/s (about 30 times what the
+/// instance can serve), 10% of them sharing a 256-token system prompt.
+fn workload() -> (RequestStore, EventQueue) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    let mut store = RequestStore::new();
+    let mut q = EventQueue::new();
+    for id in 0..REQUESTS {
+        let l: u32 = rng.random_range(1..1024);
+        let n: u32 = rng.random_range(1..1024);
+        let shared = rng.random_bool(0.1) && l > 256;
+        let slot = store.insert_with(|r| {
+            r.id = id;
+            r.arrival = id as Tick * 1000;
+            r.input_len = l;
+            r.output_len = n;
+            if shared {
+                r.prompt.push(Segment { seed: 1, len: 256 });
+                r.prompt.push(Segment {
+                    seed: 100 + id,
+                    len: l - 256,
+                });
+            } else {
+                r.prompt.push(Segment {
+                    seed: 100 + id,
+                    len: l,
+                });
+            }
+            r.output_seed = 1_000_000 + id;
+            r.instance = 0;
+        });
+        q.push(
+            id as Tick * 1000,
+            Event::InstanceArrival { instance: 0, slot },
+        );
+    }
+    (store, q)
+}
+
+/// Run to completion; returns (events executed, observer).
+fn simulate(config: &InstanceConfig, mut store: RequestStore, mut q: EventQueue) -> (u64, Counter) {
+    let mut inst = Instance::new(0, config.clone(), latency());
+    let mut obs = Counter::default();
+    let mut events = 0u64;
+    while let Some(ev) = q.pop() {
+        events += 1;
+        match ev.event {
+            Event::InstanceArrival { slot, .. } => {
+                inst.on_arrival(ev.time, slot, &mut store, &mut q)
+            }
+            Event::Queued { slot, .. } => {
+                inst.on_queued(ev.time, slot, &mut store, &mut q, &mut obs)
+            }
+            Event::Step { .. } => inst.on_step(ev.time, &mut store, &mut q, &mut obs),
+            _ => unreachable!(),
+        }
+    }
+    assert_eq!(obs.completed, REQUESTS);
+    (events, obs)
+}
+
+fn bench(c: &mut Criterion) {
+    let configs = [
+        (
+            "kv_pressure_7463_blocks",
+            InstanceConfig {
+                total_kv_blocks: 7463,
+                ..InstanceConfig::default()
+            },
+        ),
+        (
+            "ample_kv_1m_blocks",
+            InstanceConfig {
+                total_kv_blocks: 1_000_000,
+                ..InstanceConfig::default()
+            },
+        ),
+    ];
+    let mut group = c.benchmark_group("instance_saturated_20k");
+    group.sample_size(10);
+    for (name, config) in configs {
+        let (store, q) = workload();
+        let allocs = ALLOCATIONS.load(Ordering::Relaxed);
+        let start = std::time::Instant::now();
+        let (events, obs) = simulate(&config, store, q);
+        let wall = start.elapsed().as_secs_f64();
+        let allocs = ALLOCATIONS.load(Ordering::Relaxed) - allocs;
+        eprintln!(
+            "{name}: {events} events, {} tokens, {} preemptions; one run {wall:.3} s wall, \
+             {:.0} events/s; {allocs} heap allocations in the run ({:.4} per event)",
+            obs.tokens,
+            obs.preemptions,
+            events as f64 / wall,
+            allocs as f64 / events as f64,
+        );
+        group.throughput(Throughput::Elements(events));
+        group.bench_function(name, |b| {
+            b.iter_batched(
+                workload,
+                |(store, q)| simulate(&config, store, q),
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

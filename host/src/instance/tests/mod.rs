@@ -1,0 +1,9 @@
+//! Tests of the instance engine: exact hand-computed timelines, the KV cache
+//! on its own, bad input, and property tests of the invariants over random
+//! workloads. They drive the instance through a small event loop over the
+//! real [`EventQueue`], as the cluster does.
+
+mod harness;
+mod kv_cache;
+mod props;
+mod timeline;

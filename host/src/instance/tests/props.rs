@@ -1,0 +1,261 @@
+//! Property tests: random configurations (including tiny KV caches, every
+//! scheduler and preemption policy) and random workloads (shared prefixes,
+//! session rounds that repeat earlier output), checked against INV-1..5 and
+//! INV-8 after every event (see [`Sim`]) and at the end.
+
+use proptest::prelude::*;
+
+use super::harness::*;
+use crate::engine::Tick;
+use crate::instance::{InstanceConfig, LatencyModel, PreemptionKind, SchedulerKind};
+use crate::request::{RequestState, Segment, SloClass, UNSET};
+
+/// One generated request: arrival gap, shared prefix (index, length), unique
+/// length, output length, class, and whether it continues the previous
+/// request's stream (a session round).
+#[derive(Clone, Debug)]
+struct Spec {
+    gap: Tick,
+    prefix: Option<(u64, u32)>,
+    unique: u32,
+    n: u32,
+    class: usize,
+    session: bool,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        prop_oneof![3 => 0i64..50, 2 => 0i64..3000],
+        prop::option::weighted(0.5, (0u64..3, 1u32..60)),
+        0u32..60,
+        prop_oneof![1 => Just(0u32), 10 => 1u32..40],
+        0usize..5,
+        prop::bool::weighted(0.15),
+    )
+        .prop_map(|(gap, prefix, unique, n, class, session)| Spec {
+            gap,
+            prefix,
+            unique,
+            n,
+            class,
+            session,
+        })
+}
+
+fn config_strategy() -> impl Strategy<Value = InstanceConfig> {
+    (
+        prop::sample::select(vec![1u32, 2, 4, 16]),
+        prop_oneof![1 => 1u64..12, 2 => 12u64..60, 1 => 60u64..400],
+        1u32..6,
+        prop::sample::select(vec![1u32, 7, 32, 128, 2048]),
+        prop::sample::select(vec![0u32, 0, 5, 16]),
+        0usize..4,
+        prop::bool::ANY,
+        prop::option::weighted(0.2, 10u32..150),
+    )
+        .prop_map(
+            |(block_size, blocks, seqs, budget, threshold, sched, prio, mml)| InstanceConfig {
+                max_num_seqs: seqs,
+                max_num_batched_tokens: budget,
+                long_prefill_token_threshold: threshold,
+                block_size,
+                total_kv_blocks: blocks,
+                max_model_len: mml,
+                scheduler: [
+                    SchedulerKind::Fcfs,
+                    SchedulerKind::PriorityFcfs,
+                    SchedulerKind::Sjf,
+                    SchedulerKind::ReversePriority,
+                ][sched],
+                preemption: if prio {
+                    PreemptionKind::Priority
+                } else {
+                    PreemptionKind::Fcfs
+                },
+            },
+        )
+}
+
+fn latency_strategy() -> impl Strategy<Value = LatencyModel> {
+    (
+        0.0f64..300.0,
+        0.0f64..3.0,
+        0.0f64..100.0,
+        1.0f64..2000.0,
+        0.0f64..20.0,
+        0.0f64..20.0,
+    )
+        .prop_map(|(a0, a1, a2, b0, b1, b2)| linear([a0, a1, a2], [b0, b1, b2]))
+}
+
+/// Build the simulation; returns it and the effective output length of
+/// every request (after the `max_model_len` cap) or `None` if it must be
+/// dropped as unservable.
+fn build(cfg: &InstanceConfig, lat: LatencyModel, specs: &[Spec]) -> (Sim, Vec<Option<u32>>) {
+    let mut sim = Sim::new(cfg.clone(), lat);
+    let mut t = 0;
+    let mut prev: Option<(Vec<Segment>, u64, u32)> = None;
+    let mut expect = Vec::new();
+    for s in specs {
+        t += s.gap;
+        let mut prompt = Vec::new();
+        if let (true, Some((p, seed, n))) = (s.session, prev.as_ref()) {
+            prompt.extend_from_slice(p);
+            prompt.push(Segment {
+                seed: *seed,
+                len: *n,
+            });
+        } else if let Some((idx, len)) = s.prefix {
+            prompt.push(seg(idx, len));
+        }
+        let id = sim.slots.len() as u64;
+        prompt.push(seg(10_000 + id, s.unique));
+        prompt.retain(|x| x.len > 0);
+        let id = sim.add(t, &prompt, s.n);
+        let slot = sim.slots[id as usize];
+        sim.store[slot].slo_class = SloClass::ALL[s.class];
+        let r = &sim.store[slot];
+        prev = Some((r.prompt.clone(), r.output_seed, r.output_len));
+        // Expected fate, computed independently of the engine.
+        let l = u64::from(r.input_len);
+        let mut n = u64::from(r.output_len);
+        let mut ok = l > 0;
+        if let Some(m) = cfg.max_model_len {
+            let m = u64::from(m);
+            ok &= l < m;
+            if l + n > m {
+                n = m.saturating_sub(l);
+            }
+        }
+        let b = u64::from(cfg.block_size);
+        ok &= (l + n).div_ceil(b) <= cfg.total_kv_blocks;
+        expect.push(ok.then_some(n as u32));
+    }
+    (sim, expect)
+}
+
+/// INV-5 on the timestamps that are set.
+fn check_causality(sim: &Sim) {
+    for &slot in &sim.slots {
+        let r = &sim.store[slot];
+        if r.state == RequestState::Pipeline {
+            continue;
+        }
+        assert!(r.arrival <= r.enqueued_at, "INV-5 arrival/enqueue {r:?}");
+        let mut last = r.enqueued_at;
+        for t in [r.scheduled_at, r.first_token_at, r.completed_at] {
+            if t != UNSET {
+                assert!(last <= t, "INV-5 order for request {}: {r:?}", r.id);
+                last = t;
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    /// With unlimited time every servable request completes with exactly its
+    /// (capped) output, the others are dropped, tokens are seen once, and the
+    /// KV cache ends empty.
+    #[test]
+    fn everything_completes(
+        cfg in config_strategy(),
+        lat in latency_strategy(),
+        specs in prop::collection::vec(spec(), 1..30),
+    ) {
+        let (mut sim, expect) = build(&cfg, lat, &specs);
+        sim.run();
+        let mut want_gaps = 0usize;
+        let mut gap_sum: Tick = 0;
+        for (i, e) in expect.iter().enumerate() {
+            let r = sim.req(i as u64);
+            match e {
+                None => prop_assert_eq!(r.state, RequestState::Dropped),
+                Some(n) => {
+                    prop_assert_eq!(r.state, RequestState::Completed);
+                    prop_assert_eq!(r.output_len, *n);
+                    prop_assert_eq!(r.generated, *n);
+                    prop_assert!(r.kv_blocks.is_empty());
+                    if *n > 0 {
+                        want_gaps += *n as usize - 1;
+                        gap_sum += r.last_token_at - r.first_token_at;
+                        prop_assert_eq!(r.completed_at, r.last_token_at);
+                    }
+                }
+            }
+        }
+        check_causality(&sim);
+        prop_assert_eq!(sim.obs.gaps.len(), want_gaps);
+        prop_assert_eq!(sim.obs.gaps.iter().sum::<Tick>(), gap_sum);
+        prop_assert!(sim.obs.gaps.iter().all(|&g| g > 0));
+        let firsts = sim.first_token_counts();
+        prop_assert!(firsts.values().all(|&c| c == 1));
+        let c = sim.inst.counts();
+        let servable = expect.iter().filter(|e| e.is_some()).count() as u64;
+        prop_assert_eq!(c.completed, servable);
+        prop_assert_eq!(c.dropped, expect.len() as u64 - servable);
+        prop_assert_eq!((c.still_queued, c.still_running), (0, 0));
+        prop_assert_eq!(sim.inst.used_kv_blocks(), 0);
+        prop_assert!(!sim.inst.step_pending());
+        prop_assert!(c.peak_kv_blocks <= cfg.total_kv_blocks);
+        prop_assert!(c.cache_hit_blocks <= c.cache_lookup_blocks);
+    }
+
+    /// INV-1 at any horizon: every request that reached the instance's queue
+    /// is in exactly one of completed, wait queue, running batch, dropped, and
+    /// its state says which.
+    #[test]
+    fn conservation_at_any_horizon(
+        cfg in config_strategy(),
+        lat in latency_strategy(),
+        specs in prop::collection::vec(spec(), 1..30),
+        cut in 0.0f64..1.0,
+    ) {
+        let (mut sim, _) = build(&cfg, lat, &specs);
+        // Horizon somewhere in the run (estimate its length from a full copy).
+        let span = {
+            let (mut full, _) = build(&cfg, sim.inst.latency.clone(), &specs);
+            full.deep_checks = false;
+            full.run();
+            full.completed_at_max()
+        };
+        let horizon = (span as f64 * cut) as Tick;
+        sim.run_until(horizon, 2_000_000);
+        let waiting: Vec<_> = sim.inst.waiting_slots().collect();
+        let running = sim.inst.running_slots().to_vec();
+        let mut places = 0;
+        for (i, &slot) in sim.slots.iter().enumerate() {
+            let id = i as u64;
+            let r = &sim.store[slot];
+            let done = sim.obs.completed.iter().filter(|c| c.0 == id).count();
+            let dropped = sim.obs.dropped.iter().filter(|c| c.0 == id).count();
+            let queued = waiting.iter().filter(|&&s| s == slot).count();
+            let run = running.iter().filter(|&&s| s == slot).count();
+            let total = done + dropped + queued + run;
+            if r.state == RequestState::Pipeline {
+                prop_assert_eq!(total, 0);
+                continue;
+            }
+            prop_assert_eq!(total, 1, "request {} in {} places", id, total);
+            let expected = match (done, dropped, queued) {
+                (1, _, _) => RequestState::Completed,
+                (_, 1, _) => RequestState::Dropped,
+                (_, _, 1) => RequestState::Queued,
+                _ => RequestState::Running,
+            };
+            prop_assert_eq!(r.state, expected);
+            places += 1;
+        }
+        let c = sim.inst.counts();
+        prop_assert_eq!(c.completed + c.dropped + c.still_queued + c.still_running, places);
+        check_causality(&sim);
+    }
+}
+
+impl Sim {
+    /// Time of the last completion (0 if none).
+    fn completed_at_max(&self) -> Tick {
+        self.obs.completed.iter().map(|c| c.1).max().unwrap_or(0)
+    }
+}
