@@ -159,7 +159,7 @@ pub struct Request {
     pub granted: u32,
     /// Time the request entered the wait queue (first time).
     pub enqueued_at: Tick,
-    /// Time of the last admission into a running batch.
+    /// Time of the first admission into a running batch (INV-5: ≤ first token).
     pub scheduled_at: Tick,
     /// Time the client saw the first output token.
     pub first_token_at: Tick,
