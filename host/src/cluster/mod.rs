@@ -197,9 +197,7 @@ impl Cluster {
                         &mut self.queue,
                         &mut self.collector,
                     );
-                    if self.store[slot].state != RequestState::Dropped {
-                        self.collector.queued(instance, &self.store[slot]);
-                    }
+                    self.collector.queued(instance, &self.store[slot]);
                     self.release_finished(t);
                 }
                 Event::Step { instance } => {

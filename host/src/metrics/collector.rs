@@ -152,11 +152,14 @@ impl Collector {
         self.result_line(req);
     }
 
-    /// A request entered an instance's wait queue (it is now "injected").
+    /// A request reached an instance's wait queue (it is now "injected"),
+    /// or was dropped there as unservable (injected too, INV-1).
     pub fn queued(&mut self, instance: u32, req: &Request) {
         let rec = &mut self.instances[instance as usize];
         rec.injected += 1;
-        rec.input_tokens += u64::from(req.input_len);
+        if req.state != RequestState::Dropped {
+            rec.input_tokens += u64::from(req.input_len);
+        }
     }
 
     /// Note that an instance executed an event at `t`.
