@@ -81,7 +81,7 @@ struct Block {
 
 /// Result of a prefix-cache lookup (see [`KvCache::lookup`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Lookup {
+pub struct Lookup {
     /// Leading blocks of the stream found in the cache.
     pub hits: u32,
     /// How many of them currently sit on the free list (attaching them uses free blocks).
@@ -92,7 +92,7 @@ pub(crate) struct Lookup {
 
 /// Paged KV cache with prefix caching. See the module documentation.
 #[derive(Debug)]
-pub(crate) struct KvCache {
+pub struct KvCache {
     block_size: u32,
     total: u64,
     /// Metadata of blocks `0 .. blocks.len()` (the blocks ever used).

@@ -48,8 +48,11 @@ use std::cmp::Reverse;
 use crate::engine::{Event, EventQueue, Tick};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot, UNSET};
 
-use kv::KvCache;
 pub use kv::MAX_KV_BLOCKS;
+/// The KV cache, public for the benchmarks only (`host/benches/kv.rs`);
+/// simulations reach it through [`Instance`].
+#[doc(hidden)]
+pub use kv::{KvCache, Lookup};
 use queue::WaitQueue;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
