@@ -223,7 +223,7 @@ pub fn build(
         let mut ls = LatencySetup::new(kind, &run.model.name);
         ls.model_config = run.model.config_path.as_ref().map(|p| resolve(base_dir, p));
         ls.hardware = run.model.hardware.clone();
-        if ls.hardware.is_none() && kind == LatencyKind::Roofline {
+        if ls.hardware.is_none() {
             ls.hardware = Some("H100".to_string());
         }
         ls.hardware_config = run
