@@ -40,7 +40,8 @@ use blis_plugin_api::{
     export_plugin, Admission, ClusterView, InstanceSnapshot, Params, PolicyDef, RequestView,
     Scorer, Scores,
 };
-use serde::Deserialize;
+// serde comes through blis-plugin-api, so the plugin has a single dependency.
+use blis_plugin_api::serde::Deserialize;
 
 // ---------------------------------------------------------------------------
 // Scorer `queue-aware-load`
@@ -51,7 +52,7 @@ use serde::Deserialize;
 /// `deny_unknown_fields` turns a typo (`queue_wieght`) into an error instead
 /// of a silently ignored key; `default` fills absent keys from [`Default`].
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(crate = "blis_plugin_api::serde", deny_unknown_fields, default)]
 struct QueueAwareLoadParams {
     queue_weight: f64,
     running_weight: f64,
@@ -154,7 +155,7 @@ fn non_negative(key: &str, value: f64) -> Result<f64, String> {
 /// out gives the explanatory error written in `create` rather than serde's
 /// bare "missing field".
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(crate = "blis_plugin_api::serde", deny_unknown_fields)]
 struct MaxQueueParams {
     max_load: Option<u64>,
     #[serde(default)]

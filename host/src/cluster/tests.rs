@@ -36,12 +36,15 @@ fn run_text(text: &str, dir: &Path) -> Value {
     let mut reg = Registry::standard();
     let built = config::build(&run, dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
     let fw = built.fitness_weights.clone();
-    let outcome = Cluster::new(built.setup).run(|_, _| {}).unwrap_or_else(|e| panic!("{e}"));
+    let outcome = Cluster::new(built.setup)
+        .run(|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
     report::build(&outcome, fw.as_ref())
 }
 
 fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 /// INV-1 at every level: the pipeline and each instance.
@@ -55,13 +58,22 @@ fn check_conservation(r: &Value) {
     for b in std::iter::once(c).chain(r["instances"].as_array().unwrap()) {
         assert_eq!(
             u(b, "injected_requests"),
-            u(b, "completed_requests") + u(b, "still_queued") + u(b, "still_running") + u(b, "dropped_unservable"),
+            u(b, "completed_requests")
+                + u(b, "still_queued")
+                + u(b, "still_running")
+                + u(b, "dropped_unservable"),
             "INV-1: {b}"
         );
     }
     let inst = r["instances"].as_array().unwrap();
     let sum = |k: &str| inst.iter().map(|b| u(b, k)).sum::<u64>();
-    for k in ["completed_requests", "injected_requests", "still_queued", "still_running", "dropped_unservable"] {
+    for k in [
+        "completed_requests",
+        "injected_requests",
+        "still_queued",
+        "still_running",
+        "dropped_unservable",
+    ] {
         assert_eq!(sum(k), u(c, k), "cluster {k} is the sum over instances");
     }
 }
@@ -182,7 +194,11 @@ fn cluster_events_run_before_instance_events_at_the_same_tick() {
         .collect();
     assert_eq!(decisions.len(), 2);
     assert_eq!(decisions[1]["time_us"], 2000);
-    assert_eq!(decisions[1]["candidates"][0]["batch_size"], 1, "{}", decisions[1]);
+    assert_eq!(
+        decisions[1]["candidates"][0]["batch_size"], 1,
+        "{}",
+        decisions[1]
+    );
     assert_eq!(r["cluster"]["e2e_max_ms"], 2.0);
 }
 
@@ -203,7 +219,9 @@ fn weighted_routing_has_zero_regret_round_robin_does_not() {
     assert_eq!(r["cluster"]["max_regret"], 0.0);
     let w = read_lines(&dir.join("w.jsonl"));
     assert_eq!(w.len(), 300);
-    assert!(w.iter().all(|d| d["regret"] == 0.0 && d["chosen"] == d["candidates"][0]["instance"]));
+    assert!(w
+        .iter()
+        .all(|d| d["regret"] == 0.0 && d["chosen"] == d["candidates"][0]["instance"]));
     let r = run_text(&mk("round-robin", "rr.jsonl"), &dir);
     let rr = read_lines(&dir.join("rr.jsonl"));
     assert!(r["cluster"]["max_regret"].as_f64().unwrap() > 0.0);
@@ -259,7 +277,10 @@ fn tier3_signals_come_from_the_last_refresh() {
 
     // Before the interval: Tier 3 is stale, Tier 2 is live.
     let s1 = snaps.build(5_000, &inst, &[2])[0];
-    assert_eq!(s1.kv_utilization, 0.0, "Tier 3 must come from the refresh at t=0");
+    assert_eq!(
+        s1.kv_utilization, 0.0,
+        "Tier 3 must come from the refresh at t=0"
+    );
     assert_eq!(s1.free_kv_blocks, s0.free_kv_blocks);
     assert_eq!(s1.batch_size, 1, "Tier 2 is read live");
     assert_eq!(s1.pending_requests, 2, "Tier 1 is synchronous");

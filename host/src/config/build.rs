@@ -349,13 +349,14 @@ pub fn build(
     let mut trace = None;
     if open_outputs {
         if let Some(p) = &run.output.results_path {
-            let f = File::create(p)
+            let p = resolve(base_dir, p);
+            let f = File::create(&p)
                 .map_err(|e| format!("cannot create results file {}: {e}", p.display()))?;
             collector.results = Some(ResultsWriter::new(Box::new(BufWriter::new(f))));
         }
         if trace_level {
-            let p = run.output.trace_path.as_ref().expect("checked");
-            let f = File::create(p)
+            let p = resolve(base_dir, run.output.trace_path.as_ref().expect("checked"));
+            let f = File::create(&p)
                 .map_err(|e| format!("cannot create trace file {}: {e}", p.display()))?;
             trace = Some(TraceWriter::new(
                 Box::new(BufWriter::new(f)),
