@@ -155,7 +155,7 @@ fn read_lines(path: &Path) -> Vec<Value> {
 #[test]
 fn pending_requests_prevent_pile_on_at_a_burst() {
     let dir = scratch("burst");
-    write_trace(&dir, &vec![(1000, 100, 10); 10]);
+    write_trace(&dir, &[(1000, 100, 10); 10]);
     let text = format!(
         "{}\n[instance]\ncount = 4\n[workload]\ntrace = \"trace.csv\"\n[routing]\npolicy = \"least-loaded\"\n[output]\nresults_path = \"{}\"\n",
         linear_model_section(),
