@@ -63,6 +63,10 @@ pub mod views;
 
 pub use abi_stable;
 pub use abi_stable::std_types::RVec;
+/// serde, re-exported so a plugin's only dependency is this crate: write
+/// `#[derive(serde::Deserialize)] #[serde(crate = "blis_plugin_api::serde")]`
+/// after `use blis_plugin_api::serde;`.
+pub use serde;
 
 pub use abi::{
     AdmissionBox, LibraryInfo, PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyKind,

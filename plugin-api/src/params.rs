@@ -33,6 +33,8 @@ impl<'a> Params<'a> {
         toml::from_str::<T>(self.toml).map_err(|e| {
             let msg = e.message().trim().to_string();
             match e.span() {
+                // A missing field is reported over the whole table: no key to blame.
+                _ if msg.starts_with("missing field") => format!("params: {msg}"),
                 Some(span) if !self.toml.is_empty() => {
                     let key = key_at(self.toml, span.start);
                     match key {
@@ -99,6 +101,14 @@ mod tests {
         let err = Params::new("capacty = 5.0\n").parse::<P>().unwrap_err();
         assert!(err.contains("capacty"), "{err}");
         assert!(Params::new("").parse::<P>().is_ok());
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct R {
+            required: f64,
+            other: bool,
+        }
+        let err = Params::new("other = true\n").parse::<R>().unwrap_err();
+        assert_eq!(err, "params: missing field `required`");
         assert!(Params::new("x = 1").expect_none().is_err());
     }
 }

@@ -18,6 +18,9 @@ mod routing;
 mod snapshot;
 mod trace;
 
+#[cfg(test)]
+mod tests;
+
 pub use routing::Routing;
 pub use snapshot::SnapshotProvider;
 pub use trace::TraceWriter;

@@ -223,7 +223,7 @@ pub fn build(
         let mut ls = LatencySetup::new(kind, &run.model.name);
         ls.model_config = run.model.config_path.as_ref().map(|p| resolve(base_dir, p));
         ls.hardware = run.model.hardware.clone();
-        if ls.hardware.is_none() && kind == LatencyKind::Roofline {
+        if ls.hardware.is_none() {
             ls.hardware = Some("H100".to_string());
         }
         ls.hardware_config = run
@@ -349,13 +349,14 @@ pub fn build(
     let mut trace = None;
     if open_outputs {
         if let Some(p) = &run.output.results_path {
-            let f = File::create(p)
+            let p = resolve(base_dir, p);
+            let f = File::create(&p)
                 .map_err(|e| format!("cannot create results file {}: {e}", p.display()))?;
             collector.results = Some(ResultsWriter::new(Box::new(BufWriter::new(f))));
         }
         if trace_level {
-            let p = run.output.trace_path.as_ref().expect("checked");
-            let f = File::create(p)
+            let p = resolve(base_dir, run.output.trace_path.as_ref().expect("checked"));
+            let f = File::create(&p)
                 .map_err(|e| format!("cannot create trace file {}: {e}", p.display()))?;
             trace = Some(TraceWriter::new(
                 Box::new(BufWriter::new(f)),

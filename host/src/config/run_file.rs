@@ -257,10 +257,11 @@ pub struct PluginSection {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputSection {
-    /// Per-request results file (JSON lines, one per request in id order).
+    /// Per-request results file (JSON lines, one per request in id order;
+    /// relative to the run file's folder).
     #[serde(default)]
     pub results_path: Option<PathBuf>,
-    /// Decision trace file (JSON lines).
+    /// Decision trace file (JSON lines; relative to the run file's folder).
     #[serde(default)]
     pub trace_path: Option<PathBuf>,
     /// `none` or `decisions` (default: `decisions` when `trace_path` is set, else `none`).

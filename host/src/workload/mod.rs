@@ -1,78 +1,577 @@
 //! Workloads: where requests come from.
 //!
 //! A [`Workload`] is a stream the cluster pulls from in arrival order and
-//! notifies when requests finish (so multi-turn sessions can schedule their
-//! next round). Requests are generated lazily: memory is O(requests in
-//! flight), never O(num_requests).
+//! notifies when requests finish. It is a stream rather than a precomputed
+//! list for two reasons: multi-turn sessions must react to completions (round
+//! k+1 arrives after round k finished plus think time), and memory must stay
+//! O(requests in flight), never O(num_requests), so that ten-million-request
+//! runs cost what their percentiles need and nothing more.
 //!
-//! (Skeleton: the generators, distributions, sessions and trace replay are
-//! built in the workloads issue.)
+//! Prompts are segments, not token arrays (see [`crate::request`]): a shared
+//! group prefix is the same segment in every request of the group, and a
+//! session round's prompt is the previous prompt, the previous output and a
+//! new segment, so block hashes of earlier rounds reappear and the KV cache
+//! and the prefix-affinity router have something to find.
+//!
+//! The user-facing reference (TOML keys, trace format, differences from the
+//! reference simulator) follows.
+#![doc = include_str!("README.md")]
+
+mod config;
+mod convert;
+mod generator;
+mod sampler;
+mod trace;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+
+pub use config::{
+    defaults, ArrivalProcess, ArrivalSpec, ClientSpec, ContextGrowth, GaussianLengths, LengthDist,
+    Preset, SessionSpec, Window, WorkloadConfig,
+};
+pub use convert::convert_workload_spec;
+pub use generator::Footprint;
+pub use sampler::MAX_TOKENS;
 
 use crate::engine::Tick;
-use crate::request::Request;
+use crate::request::{Request, Segment, SloClass};
+use generator::{client_seed, prefix_seed, ClientPlan, Generator};
+use sampler::{ArrivalSampler, LengthSampler};
+use trace::{TraceReplay, DEFAULT_TENANT};
 
-/// The `[workload]` table of a run file (skeleton; replaced by the workloads issue).
-#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct WorkloadConfig {
-    pub aggregate_rate: Option<f64>,
-    pub num_requests: Option<u64>,
+/// Why a workload could not be built (nothing is simulated).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// An invalid or inconsistent `[workload]` table (the caller names the
+    /// table when it prints the message).
+    #[error("{0}")]
+    Config(String),
+    /// A malformed trace row: `file:line: column NAME: problem`.
+    #[error("{file}:{line}: {message}")]
+    Trace {
+        /// The trace path as configured.
+        file: String,
+        /// 1-based line number in the file.
+        line: u64,
+        /// What is wrong (starts with `column NAME:` when one column is at fault).
+        message: String,
+    },
+    /// A trace file that cannot be read as a whole.
+    #[error("{file}: {message}")]
+    File {
+        /// The trace path as configured.
+        file: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A reference workload-spec YAML that cannot be converted (the caller
+    /// names the file when it prints the message).
+    #[error("{0}")]
+    Spec(String),
 }
 
-/// A workload that cannot be built.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct WorkloadError(pub String);
+fn cfg_err(msg: impl Into<String>) -> WorkloadError {
+    WorkloadError::Config(msg.into())
+}
+
+#[derive(Debug, Default)]
+enum Source {
+    #[default]
+    Empty,
+    Generated(Box<Generator>),
+    Trace(Box<TraceReplay>),
+    List(VecDeque<Request>),
+}
 
 /// Stream of requests in arrival order.
 #[derive(Debug, Default)]
-pub struct Workload {}
+pub struct Workload {
+    source: Source,
+    /// Global cap on requests yielded (`None` = unlimited).
+    cap: Option<u64>,
+    yielded: u64,
+    tenants: Vec<String>,
+    clients: Vec<String>,
+    error: Option<WorkloadError>,
+}
 
 impl Workload {
-    /// Build the workload of a run.
+    /// Builds the workload described by `config` (the `[workload]` table or
+    /// the CLI flags written into one). `seed` is the run seed; a relative
+    /// `trace` path is resolved against `base_dir` (the run file's folder).
+    /// Every problem is reported here, before anything is simulated.
     pub fn new(
-        _config: &WorkloadConfig,
-        _seed: u64,
-        _base_dir: &std::path::Path,
+        config: &WorkloadConfig,
+        seed: u64,
+        base_dir: &Path,
     ) -> Result<Workload, WorkloadError> {
-        todo!()
+        let cap = config.num_requests.filter(|&n| n > 0);
+        if let Some(trace) = &config.trace {
+            check_trace_exclusive(config)?;
+            let (replay, tenants) = TraceReplay::open(&base_dir.join(trace), trace, seed, cap)?;
+            return Ok(Workload {
+                cap: Some(replay.total_rows()),
+                source: Source::Trace(Box::new(replay)),
+                yielded: 0,
+                tenants,
+                clients: vec!["trace".to_string()],
+                error: None,
+            });
+        }
+        let rate = config.aggregate_rate.unwrap_or(defaults::RATE);
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(cfg_err(format!(
+                "aggregate_rate must be a finite number > 0 (req/s), got {rate}"
+            )));
+        }
+        let specs = client_specs(config)?;
+        let (plans, clients, tenants) = plan_clients(&specs, rate, seed)?;
+        Ok(Workload {
+            source: Source::Generated(Box::new(Generator::new(plans))),
+            cap,
+            yielded: 0,
+            tenants,
+            clients,
+            error: None,
+        })
     }
 
-    /// Tenant names (index = `Request::tenant`).
-    pub fn tenant_names(&self) -> &[String] {
-        todo!()
+    /// A workload replaying `requests` as given (sorted by arrival, stable;
+    /// ids reassigned in that order). For tests and tools: it holds every
+    /// request in memory. Tenant and client names are synthesised
+    /// (`tenant-<i>`, `client-<i>`) up to the largest index used.
+    pub fn from_requests(mut requests: Vec<Request>) -> Workload {
+        requests.sort_by_key(|r| r.arrival);
+        let tenants = requests.iter().map(|r| r.tenant + 1).max().unwrap_or(0);
+        let clients = requests.iter().map(|r| r.client + 1).max().unwrap_or(0);
+        Workload {
+            cap: Some(requests.len() as u64),
+            source: Source::List(requests.into()),
+            yielded: 0,
+            tenants: (0..tenants).map(|i| format!("tenant-{i}")).collect(),
+            clients: (0..clients).map(|i| format!("client-{i}")).collect(),
+            error: None,
+        }
     }
 
-    /// Client names (index = `Request::client`).
-    pub fn client_names(&self) -> &[String] {
-        todo!()
-    }
-
-    /// Requests the workload will generate, if bounded.
-    pub fn planned_requests(&self) -> Option<u64> {
-        todo!()
-    }
-
-    /// Arrival time of the next request, if any.
+    /// Arrival time of the next request, if any. It can move earlier after
+    /// [`Workload::on_finished`] schedules a session round, but never before
+    /// the `at` of that call.
     pub fn peek_time(&self) -> Option<Tick> {
-        todo!()
+        if self.cap.is_some_and(|c| self.yielded >= c) {
+            return None;
+        }
+        match &self.source {
+            Source::Empty => None,
+            Source::Generated(g) => g.peek_time(),
+            Source::Trace(t) => t.peek_time(),
+            Source::List(l) => l.front().map(|r| r.arrival),
+        }
     }
 
     /// Write the next request into `req` (a recycled record: overwrite every
     /// identity/content field, reuse the `prompt` vector). Assigns `id` in
     /// arrival order. Returns false when the stream is exhausted.
-    pub fn pop_into(&mut self, _req: &mut Request) -> bool {
-        todo!()
+    pub fn pop_into(&mut self, req: &mut Request) -> bool {
+        if self.cap.is_some_and(|c| self.yielded >= c) {
+            return false;
+        }
+        let got = match &mut self.source {
+            Source::Empty => false,
+            Source::Generated(g) => g.pop_into(req),
+            Source::Trace(t) => {
+                let got = t.pop_into(req);
+                if let Some(e) = t.take_error() {
+                    self.error = Some(e);
+                }
+                got
+            }
+            Source::List(l) => match l.pop_front() {
+                Some(r) => {
+                    req.arrival = r.arrival;
+                    req.input_len = r.input_len;
+                    req.output_len = r.output_len;
+                    req.prompt.clear();
+                    req.prompt.extend_from_slice(&r.prompt);
+                    req.output_seed = r.output_seed;
+                    req.client = r.client;
+                    req.tenant = r.tenant;
+                    req.slo_class = r.slo_class;
+                    req.session = r.session;
+                    true
+                }
+                None => false,
+            },
+        };
+        if got {
+            req.id = self.yielded;
+            self.yielded += 1;
+        }
+        got
     }
 
     /// A request left the system at `at`: `completed` is false when it was
-    /// rejected or dropped. Multi-turn sessions schedule their next round here.
-    pub fn on_finished(&mut self, _req: &Request, _at: Tick, _completed: bool) {
-        todo!()
+    /// rejected or dropped. Multi-turn sessions schedule their next round
+    /// here (arriving at `at + think_time_us`); a round that did not complete
+    /// ends its session.
+    pub fn on_finished(&mut self, req: &Request, at: Tick, completed: bool) {
+        // Once the cap is reached no round can be yielded: end the session.
+        let exhausted = self.cap.is_some_and(|c| self.yielded >= c);
+        if let Source::Generated(g) = &mut self.source {
+            g.on_finished(req, at, completed && !exhausted);
+        }
+    }
+
+    /// Tenant names; `Request::tenant` indexes this list.
+    pub fn tenant_names(&self) -> &[String] {
+        &self.tenants
+    }
+
+    /// Client names in configuration order; `Request::client` indexes this list.
+    pub fn client_names(&self) -> &[String] {
+        &self.clients
+    }
+
+    /// The most requests this stream yields (`num_requests`, or the number
+    /// of trace rows), or `None` when unbounded: the caller must then bound
+    /// the run with a horizon.
+    pub fn planned_requests(&self) -> Option<u64> {
+        self.cap
+    }
+
+    /// Requests yielded so far.
+    pub fn yielded(&self) -> u64 {
+        self.yielded
+    }
+
+    /// An error met while streaming (a trace file changed during the run);
+    /// the stream ended early. Check after the run.
+    pub fn take_error(&mut self) -> Option<WorkloadError> {
+        self.error.take()
+    }
+
+    /// Sizes of the generator's internal structures (zero for other sources).
+    pub fn footprint(&self) -> Footprint {
+        match &self.source {
+            Source::Generated(g) => g.footprint(),
+            _ => Footprint {
+                client_heap: 0,
+                client_heap_capacity: 0,
+                pending_rounds: 0,
+                active_sessions: 0,
+            },
+        }
     }
 }
 
-/// Convert a reference v2 workload-spec YAML to `[workload]` TOML (skeleton).
-pub fn convert_workload_spec(_yaml: &str) -> Result<(String, Vec<String>), WorkloadError> {
-    Err(WorkloadError("not implemented yet".into()))
+/// `trace` excludes every other source key and `aggregate_rate`.
+fn check_trace_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
+    let mut others: Vec<&str> = Vec::new();
+    if c.clients.is_some() {
+        others.push("clients");
+    }
+    if c.preset.is_some() {
+        others.push("preset");
+    }
+    others.extend(c.length_keys_set());
+    if c.prefix_tokens.is_some() {
+        others.push("prefix_tokens");
+    }
+    if c.arrival.is_some() {
+        others.push("arrival");
+    }
+    if c.aggregate_rate.is_some() {
+        others.push("aggregate_rate");
+    }
+    if let Some(k) = others.first() {
+        return Err(cfg_err(format!(
+            "`trace` and `{k}` are both set: a trace gives every request's arrival time and lengths; \
+             use exactly one workload source (trace, clients, preset, or the distribution keys)"
+        )));
+    }
+    Ok(())
+}
+
+/// The client list of a config: explicit, or synthesised from a preset or
+/// the distribution keys.
+fn client_specs(c: &WorkloadConfig) -> Result<Vec<ClientSpec>, WorkloadError> {
+    let conflict = |a: &str, b: &str| {
+        cfg_err(format!(
+            "`{a}` and `{b}` are both set; use exactly one workload source (trace, clients, preset, or the distribution keys)"
+        ))
+    };
+    if let Some(clients) = &c.clients {
+        if c.preset.is_some() {
+            return Err(conflict("clients", "preset"));
+        }
+        if let Some(k) = c
+            .length_keys_set()
+            .into_iter()
+            .chain(c.prefix_tokens.map(|_| "prefix_tokens"))
+            .chain(c.arrival.map(|_| "arrival"))
+            .next()
+        {
+            return Err(conflict("clients", k));
+        }
+        if clients.is_empty() {
+            return Err(cfg_err("`clients` is empty: give at least one client"));
+        }
+        return Ok(clients.clone());
+    }
+    let (id, prompt, output) = if let Some(p) = c.preset {
+        if let Some(k) = c.length_keys_set().first() {
+            return Err(conflict("preset", k));
+        }
+        let (i, o) = p.lengths();
+        (p.name(), i, o)
+    } else {
+        let g = |mean: Option<u32>,
+                 sd: Option<u32>,
+                 min: Option<u32>,
+                 max: Option<u32>,
+                 d: [u32; 4]| GaussianLengths {
+            mean: mean.unwrap_or(d[0]),
+            stdev: sd.unwrap_or(d[1]),
+            min: min.unwrap_or(d[2]),
+            max: max.unwrap_or(d[3]),
+        };
+        use defaults::*;
+        let i = g(
+            c.prompt_tokens,
+            c.prompt_tokens_stdev,
+            c.prompt_tokens_min,
+            c.prompt_tokens_max,
+            [
+                PROMPT_TOKENS,
+                PROMPT_TOKENS_STDEV,
+                PROMPT_TOKENS_MIN,
+                PROMPT_TOKENS_MAX,
+            ],
+        );
+        let o = g(
+            c.output_tokens,
+            c.output_tokens_stdev,
+            c.output_tokens_min,
+            c.output_tokens_max,
+            [
+                OUTPUT_TOKENS,
+                OUTPUT_TOKENS_STDEV,
+                OUTPUT_TOKENS_MIN,
+                OUTPUT_TOKENS_MAX,
+            ],
+        );
+        for (name, l) in [("prompt_tokens", i), ("output_tokens", o)] {
+            if l.min > l.max {
+                return Err(cfg_err(format!(
+                    "{name}_min {} is greater than {name}_max {}",
+                    l.min, l.max
+                )));
+            }
+            if l.mean < l.min || l.mean > l.max {
+                return Err(cfg_err(format!(
+                    "{name} {} lies outside [{name}_min {}, {name}_max {}]",
+                    l.mean, l.min, l.max
+                )));
+            }
+        }
+        ("distribution", i, o)
+    };
+    let prefix = c.prefix_tokens.filter(|&p| p > 0);
+    Ok(vec![ClientSpec {
+        id: id.to_string(),
+        rate_fraction: None,
+        arrival: Some(
+            c.arrival
+                .unwrap_or(ArrivalSpec::new(ArrivalProcess::Constant)),
+        ),
+        input: LengthDist::gaussian(prompt),
+        output: LengthDist::gaussian(output),
+        prefix_group: prefix.map(|_| "shared".to_string()),
+        prefix_length: prefix,
+        slo_class: None,
+        tenant_id: None,
+        windows: None,
+        session: None,
+    }])
+}
+
+type Planned = (Vec<ClientPlan>, Vec<String>, Vec<String>);
+
+/// Validates every client and resolves rates, prefixes, tenants and streams.
+fn plan_clients(
+    specs: &[ClientSpec],
+    aggregate_rate: f64,
+    seed: u64,
+) -> Result<Planned, WorkloadError> {
+    let mut names: Vec<String> = Vec::with_capacity(specs.len());
+    let mut tenants: Vec<String> = Vec::new();
+    let mut tenant_idx: HashMap<String, u32> = HashMap::new();
+    // group → (segment, id of the client that set it)
+    let mut groups: HashMap<&str, (Segment, &str)> = HashMap::new();
+    let mut fractions = Vec::with_capacity(specs.len());
+    let mut partial = Vec::with_capacity(specs.len());
+    for (i, s) in specs.iter().enumerate() {
+        let at = |msg: String| cfg_err(format!("clients[{i}] (id \"{}\"): {msg}", s.id));
+        if s.id.is_empty() {
+            return Err(cfg_err(format!(
+                "clients[{i}]: id is empty (every client needs a unique id)"
+            )));
+        }
+        if names.contains(&s.id) {
+            return Err(at(
+                "duplicate id (ids must be unique: they seed each client's random stream)".into(),
+            ));
+        }
+        names.push(s.id.clone());
+        let f = s.rate_fraction.unwrap_or(1.0);
+        if !(f.is_finite() && f > 0.0) {
+            return Err(at(format!(
+                "rate_fraction must be a finite number > 0, got {f}"
+            )));
+        }
+        fractions.push(f);
+        let arrival = s
+            .arrival
+            .unwrap_or(ArrivalSpec::new(ArrivalProcess::Poisson));
+        sampler::validate_arrival(&arrival).map_err(|e| at(format!("arrival: {e}")))?;
+        let input = LengthSampler::new(&s.input).map_err(|e| at(format!("input: {e}")))?;
+        let output = LengthSampler::new(&s.output).map_err(|e| at(format!("output: {e}")))?;
+        let prefix = match (&s.prefix_group, s.prefix_length) {
+            (None, Some(_)) => {
+                return Err(at("prefix_length is set without a prefix_group".into()))
+            }
+            (None, None) => None,
+            (Some(g), len) => {
+                if g.is_empty() {
+                    return Err(at("prefix_group is empty".into()));
+                }
+                if len == Some(0) || len.is_some_and(|l| l > MAX_TOKENS) {
+                    return Err(at(format!(
+                        "prefix_length must lie in [1, {MAX_TOKENS}], got {}",
+                        len.unwrap_or(0)
+                    )));
+                }
+                match groups.get(g.as_str()) {
+                    Some((seg, owner)) => {
+                        if len.is_some_and(|l| l != seg.len) {
+                            return Err(at(format!(
+                                "prefix_length {} differs from the length {} of prefix group \"{g}\", set by its first client \"{owner}\" (a group has one prefix)",
+                                len.unwrap_or(0),
+                                seg.len
+                            )));
+                        }
+                        Some(*seg)
+                    }
+                    None => {
+                        let seg = Segment {
+                            seed: prefix_seed(seed, g),
+                            len: len.unwrap_or(defaults::PREFIX_LENGTH),
+                        };
+                        groups.insert(g, (seg, &s.id));
+                        Some(seg)
+                    }
+                }
+            }
+        };
+        let slo = match &s.slo_class {
+            None => SloClass::Standard,
+            Some(c) => SloClass::parse(c).ok_or_else(|| {
+                at(format!(
+                    "unknown slo_class \"{c}\" (accepted: critical, standard, batch, sheddable, background)"
+                ))
+            })?,
+        };
+        let tenant_name = s.tenant_id.as_deref().unwrap_or(DEFAULT_TENANT);
+        if tenant_name.is_empty() {
+            return Err(at("tenant_id is empty".into()));
+        }
+        let tenant = match tenant_idx.get(tenant_name) {
+            Some(&t) => t,
+            None => {
+                let t = tenants.len() as u32;
+                tenants.push(tenant_name.to_string());
+                tenant_idx.insert(tenant_name.to_string(), t);
+                t
+            }
+        };
+        let windows = match &s.windows {
+            None => Vec::new(),
+            Some(ws) => {
+                if ws.is_empty() {
+                    return Err(at(
+                        "windows is empty (omit it for an always-active client)".into()
+                    ));
+                }
+                let mut v: Vec<(Tick, Tick)> = Vec::with_capacity(ws.len());
+                for w in ws {
+                    if w.start_us >= w.end_us || w.end_us > i64::MAX as u64 {
+                        return Err(at(format!(
+                            "window [{}, {}) is empty or out of range (need start_us < end_us)",
+                            w.start_us, w.end_us
+                        )));
+                    }
+                    v.push((w.start_us as Tick, w.end_us as Tick));
+                }
+                merge_windows(v)
+            }
+        };
+        if let Some(sess) = s.session {
+            if sess.max_rounds == 0 {
+                return Err(at("session max_rounds must be ≥ 1".into()));
+            }
+        }
+        partial.push((
+            arrival,
+            input,
+            output,
+            prefix,
+            slo,
+            tenant,
+            windows,
+            s.session,
+            client_seed(seed, &s.id),
+        ));
+    }
+    let total: f64 = fractions.iter().sum();
+    let mut plans = Vec::with_capacity(specs.len());
+    for (i, (arrival, input, output, prefix, slo, tenant, windows, session, cseed)) in
+        partial.into_iter().enumerate()
+    {
+        let rate_per_us = aggregate_rate * (fractions[i] / total) / 1e6;
+        let arrival = ArrivalSampler::new(&arrival, rate_per_us).map_err(|e| {
+            cfg_err(format!(
+                "clients[{i}] (id \"{}\"): arrival: {e}",
+                specs[i].id
+            ))
+        })?;
+        plans.push(ClientPlan {
+            seed: cseed,
+            arrival,
+            input,
+            output,
+            prefix,
+            tenant,
+            slo,
+            windows,
+            session,
+        });
+    }
+    Ok((plans, names, tenants))
+}
+
+/// Sorts windows and merges overlapping or touching ones.
+fn merge_windows(mut v: Vec<(Tick, Tick)>) -> Vec<(Tick, Tick)> {
+    v.sort_unstable();
+    let mut out: Vec<(Tick, Tick)> = Vec::with_capacity(v.len());
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
 }

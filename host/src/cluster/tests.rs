@@ -1,0 +1,291 @@
+//! Cluster-level behaviour through the library: conservation (INV-1) over
+//! random configurations, determinism (INV-6), signal freshness (INV-7),
+//! cluster-before-instance ordering, pending-request accounting and regret.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use crate::cluster::{Cluster, SnapshotProvider};
+use crate::config::{self, RunFile, Source};
+use crate::engine::{EventQueue, Tick};
+use crate::instance::latency::LinearModel;
+use crate::instance::{Instance, InstanceConfig, InstanceObserver, LatencyModel};
+use crate::metrics::report;
+use crate::plugins::Registry;
+use crate::request::{Request, RequestStore, Segment, Slot};
+
+/// A scratch directory under the target folder, unique per test.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("blis-cluster-tests-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Run a run file given as text (relative paths against `dir`); returns the
+/// report and the outcome's raw counts.
+fn run_text(text: &str, dir: &Path) -> Value {
+    let source = Source {
+        name: "test.toml".into(),
+        base_dir: dir.to_path_buf(),
+        text: text.to_string(),
+    };
+    let run: RunFile = config::parse(&source).unwrap_or_else(|e| panic!("{e}"));
+    let mut reg = Registry::standard();
+    let built = config::build(&run, dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
+    let fw = built.fitness_weights.clone();
+    let outcome = Cluster::new(built.setup)
+        .run(|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    report::build(&outcome, fw.as_ref())
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+/// INV-1 at every level: the pipeline and each instance.
+fn check_conservation(r: &Value) {
+    let c = &r["cluster"];
+    assert_eq!(
+        u(c, "num_requests"),
+        u(c, "injected_requests") + u(c, "rejected_requests") + u(c, "still_in_pipeline"),
+        "pipeline conservation: {c}"
+    );
+    for b in std::iter::once(c).chain(r["instances"].as_array().unwrap()) {
+        assert_eq!(
+            u(b, "injected_requests"),
+            u(b, "completed_requests")
+                + u(b, "still_queued")
+                + u(b, "still_running")
+                + u(b, "dropped_unservable"),
+            "INV-1: {b}"
+        );
+    }
+    let inst = r["instances"].as_array().unwrap();
+    let sum = |k: &str| inst.iter().map(|b| u(b, k)).sum::<u64>();
+    for k in [
+        "completed_requests",
+        "injected_requests",
+        "still_queued",
+        "still_running",
+        "dropped_unservable",
+    ] {
+        assert_eq!(sum(k), u(c, k), "cluster {k} is the sum over instances");
+    }
+}
+
+fn linear_model_section() -> &'static str {
+    "[model]\nlatency_model = \"linear\"\nalpha = [100.0, 0.5, 20.0]\nbeta = [2000.0, 5.0, 30.0]\n"
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn conservation_holds_for_random_configs_and_horizons(
+        seed in 0u64..1000,
+        count in 1u32..5,
+        policy in prop::sample::select(vec!["round-robin", "least-loaded", "always-busiest", "prefix-affinity", "weighted"]),
+        admission in prop::sample::select(vec!["always-admit", "token-bucket", "reject-all"]),
+        adm_lat in prop::sample::select(vec![0i64, 500, 3000]),
+        rt_lat in prop::sample::select(vec![0i64, 700]),
+        blocks in prop::sample::select(vec![40u64, 200, 100_000]),
+        horizon in prop::option::of(1_000i64..3_000_000),
+        rate in prop::sample::select(vec![5.0f64, 50.0, 500.0]),
+        scheduler in prop::sample::select(vec!["fcfs", "priority-fcfs", "sjf", "reverse-priority"]),
+    ) {
+        let dir = scratch(&format!("inv1-{seed}-{count}"));
+        let horizon = horizon.map(|h| format!("horizon_us = {h}\n")).unwrap_or_default();
+        let params = if admission == "token-bucket" { "[admission.params]\ncapacity = 3000.0\nrefill_rate = 20000.0\n" } else { "" };
+        let text = format!(
+            "seed = {seed}\n{horizon}{}\n[instance]\ncount = {count}\ntotal_kv_blocks = {blocks}\nmax_num_seqs = 8\nscheduler = \"{scheduler}\"\n\n\
+             [workload]\naggregate_rate = {rate}\nnum_requests = 60\nprompt_tokens = 200\nprompt_tokens_stdev = 150\nprompt_tokens_min = 2\nprompt_tokens_max = 600\n\
+             output_tokens = 40\noutput_tokens_stdev = 30\noutput_tokens_min = 1\noutput_tokens_max = 200\nprefix_tokens = 64\n\n\
+             [admission]\npolicy = \"{admission}\"\nlatency_us = {adm_lat}\n{params}\n[routing]\npolicy = \"{policy}\"\nlatency_us = {rt_lat}\n",
+            linear_model_section()
+        );
+        let r = run_text(&text, &dir);
+        check_conservation(&r);
+        if horizon.is_empty() {
+            let c = &r["cluster"];
+            prop_assert_eq!(u(c, "num_requests"), 60);
+            prop_assert_eq!(u(c, "still_in_pipeline") + u(c, "still_queued") + u(c, "still_running"), 0, "everything finishes without a horizon: {}", c);
+        }
+    }
+}
+
+#[test]
+fn same_seed_same_report_different_seed_different_report() {
+    let dir = scratch("inv6");
+    let text = |seed: u64| {
+        format!(
+            "seed = {seed}\n{}\n[instance]\ncount = 3\n[workload]\naggregate_rate = 80.0\nnum_requests = 200\n\
+             prompt_tokens = 300\noutput_tokens = 50\nprefix_tokens = 32\n[routing]\npolicy = \"weighted\"\n",
+            linear_model_section()
+        )
+    };
+    let a = serde_json::to_string_pretty(&run_text(&text(7), &dir)).unwrap();
+    let b = serde_json::to_string_pretty(&run_text(&text(7), &dir)).unwrap();
+    let c = serde_json::to_string_pretty(&run_text(&text(8), &dir)).unwrap();
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+/// Writes `rows` (arrival_us, input, output) as a trace CSV.
+fn write_trace(dir: &Path, rows: &[(i64, u32, u32)]) {
+    let mut s = String::from("arrival_us,input_tokens,output_tokens\n");
+    for (a, i, o) in rows {
+        s.push_str(&format!("{a},{i},{o}\n"));
+    }
+    std::fs::write(dir.join("trace.csv"), s).unwrap();
+}
+
+fn read_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn pending_requests_prevent_pile_on_at_a_burst() {
+    let dir = scratch("burst");
+    write_trace(&dir, &[(1000, 100, 10); 10]);
+    let text = format!(
+        "{}\n[instance]\ncount = 4\n[workload]\ntrace = \"trace.csv\"\n[routing]\npolicy = \"least-loaded\"\n[output]\nresults_path = \"{}\"\n",
+        linear_model_section(),
+        dir.join("results.jsonl").display()
+    );
+    let r = run_text(&text, &dir);
+    check_conservation(&r);
+    let mut per = [0u32; 4];
+    for rec in read_lines(&dir.join("results.jsonl")) {
+        per[rec["instance"].as_u64().unwrap() as usize] += 1;
+    }
+    // All ten decisions happen at the same tick, before any instance event:
+    // only the pending counts (Tier 1) spread them.
+    assert_eq!(per, [3, 3, 2, 2]);
+}
+
+#[test]
+fn cluster_events_run_before_instance_events_at_the_same_tick() {
+    let dir = scratch("order");
+    // Step time is exactly 1000 µs (beta0 only), no alpha delay. A arrives at 0
+    // (L = 16, N = 2): steps 0→1000 (prefill) and 1000→2000 (decode, done).
+    // B arrives at 2000, the tick of A's final Step event: the routing
+    // decision must still see A in the batch.
+    write_trace(&dir, &[(0, 16, 2), (2000, 16, 2)]);
+    let text = format!(
+        "[model]\nlatency_model = \"linear\"\nalpha = [0.0, 0.0, 0.0]\nbeta = [1000.0, 0.0, 0.0]\n\
+         [instance]\ncount = 1\n[workload]\ntrace = \"trace.csv\"\n[routing]\npolicy = \"round-robin\"\n\
+         [output]\ntrace_path = \"{}\"\n",
+        dir.join("trace.jsonl").display()
+    );
+    let r = run_text(&text, &dir);
+    check_conservation(&r);
+    let decisions: Vec<Value> = read_lines(&dir.join("trace.jsonl"))
+        .into_iter()
+        .filter(|d| d["kind"] == "routing")
+        .collect();
+    assert_eq!(decisions.len(), 2);
+    assert_eq!(decisions[1]["time_us"], 2000);
+    assert_eq!(
+        decisions[1]["candidates"][0]["batch_size"], 1,
+        "{}",
+        decisions[1]
+    );
+    assert_eq!(r["cluster"]["e2e_max_ms"], 2.0);
+}
+
+#[test]
+fn weighted_routing_has_zero_regret_round_robin_does_not() {
+    let dir = scratch("regret");
+    let mk = |policy: &str, trace: &str| {
+        format!(
+            "seed = 3\n{}\n[instance]\ncount = 4\n[workload]\naggregate_rate = 400.0\nnum_requests = 300\n\
+             prompt_tokens = 400\nprompt_tokens_stdev = 390\nprompt_tokens_min = 2\nprompt_tokens_max = 2000\n\
+             output_tokens = 100\noutput_tokens_stdev = 99\noutput_tokens_min = 1\noutput_tokens_max = 1000\n\
+             [routing]\npolicy = \"{policy}\"\n[output]\ntrace_path = \"{}\"\n",
+            linear_model_section(),
+            dir.join(trace).display()
+        )
+    };
+    let r = run_text(&mk("weighted", "w.jsonl"), &dir);
+    assert_eq!(r["cluster"]["max_regret"], 0.0);
+    let w = read_lines(&dir.join("w.jsonl"));
+    assert_eq!(w.len(), 300);
+    assert!(w
+        .iter()
+        .all(|d| d["regret"] == 0.0 && d["chosen"] == d["candidates"][0]["instance"]));
+    let r = run_text(&mk("round-robin", "rr.jsonl"), &dir);
+    let rr = read_lines(&dir.join("rr.jsonl"));
+    assert!(r["cluster"]["max_regret"].as_f64().unwrap() > 0.0);
+    assert!(rr.iter().any(|d| d["regret"].as_f64().unwrap() > 0.0));
+    assert!(rr.iter().all(|d| d["regret"].as_f64().unwrap() >= 0.0));
+}
+
+struct Nothing;
+impl InstanceObserver for Nothing {
+    fn first_token(&mut self, _: u32, _: &Request, _: Tick) {}
+    fn token_gap(&mut self, _: u32, _: Tick) {}
+    fn completed(&mut self, _: u32, _: Slot, _: &Request, _: Tick) {}
+    fn dropped(&mut self, _: u32, _: Slot, _: &Request, _: Tick) {}
+    fn preempted(&mut self, _: u32, _: &Request, _: Tick) {}
+}
+
+#[test]
+fn tier3_signals_come_from_the_last_refresh() {
+    let cfg = InstanceConfig {
+        block_size: 16,
+        total_kv_blocks: 100,
+        ..InstanceConfig::default()
+    };
+    let lat = LatencyModel::Linear(LinearModel {
+        alpha: [0.0; 3],
+        beta: [1000.0, 0.0, 0.0],
+    });
+    let mut inst = vec![Instance::new(0, cfg, lat)];
+    let mut store = RequestStore::new();
+    let mut q = EventQueue::new();
+    let mut snaps = SnapshotProvider::new(1, 10_000);
+
+    // First snapshot at t=0 refreshes: empty cache.
+    let s0 = snaps.build(0, &inst, &[0])[0];
+    assert_eq!(s0.kv_utilization, 0.0);
+
+    // A request of 160 tokens takes 10 blocks once admitted.
+    let slot = store.insert_with(|r| {
+        r.id = 0;
+        r.input_len = 160;
+        r.output_len = 4;
+        r.prompt = vec![Segment { seed: 1, len: 160 }];
+        r.instance = 0;
+    });
+    let mut h = Vec::new();
+    crate::request::prompt_block_hashes(&store[slot], 16, &mut h);
+    store[slot].prompt_hashes = h;
+    inst[0].on_queued(0, slot, &mut store, &mut q, &mut Nothing);
+    let ev = q.pop().unwrap();
+    assert_eq!(ev.time, 0);
+    inst[0].on_step(0, &mut store, &mut q, &mut Nothing);
+    assert!(inst[0].kv_utilization() > 0.0);
+
+    // Before the interval: Tier 3 is stale, Tier 2 is live.
+    let s1 = snaps.build(5_000, &inst, &[2])[0];
+    assert_eq!(
+        s1.kv_utilization, 0.0,
+        "Tier 3 must come from the refresh at t=0"
+    );
+    assert_eq!(s1.free_kv_blocks, s0.free_kv_blocks);
+    assert_eq!(s1.batch_size, 1, "Tier 2 is read live");
+    assert_eq!(s1.pending_requests, 2, "Tier 1 is synchronous");
+    // At the interval: refreshed.
+    let s2 = snaps.build(10_000, &inst, &[0])[0];
+    assert_eq!(s2.kv_utilization, inst[0].kv_utilization());
+    assert!(s2.kv_utilization > 0.0);
+}

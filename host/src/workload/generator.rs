@@ -1,0 +1,385 @@
+//! Synthetic clients merged lazily in arrival order, and multi-turn sessions.
+//!
+//! Each client owns one ChaCha stream seeded from (run seed, client id) and
+//! keeps only its *next* arrival time; the generator keeps a binary heap of
+//! those (one entry per client) plus a heap of session rounds waiting for
+//! their arrival time. A request's content is drawn when it is popped. Memory
+//! is therefore O(clients + active sessions), independent of how many
+//! requests the run yields.
+//!
+//! Partitioned randomness: a client's stream depends only on the run seed,
+//! its id and its own parameters, and its draws happen in a fixed per-client
+//! order (inter-arrival time, then content), so adding, removing or changing
+//! another client never changes its requests. Session rounds after the first
+//! draw from a stream keyed by (client stream seed, session index in the
+//! client, round), so their content does not depend on when the cluster
+//! happens to finish the previous round.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::config::{ContextGrowth, SessionSpec};
+use super::sampler::{ArrivalSampler, LengthSampler};
+use crate::engine::Tick;
+use crate::request::{mix64, Request, Segment, SloClass};
+
+const DOMAIN_CLIENT: u64 = 0x636c_6965_6e74_0001;
+const DOMAIN_PREFIX: u64 = 0x7072_6566_6978_0002;
+const DOMAIN_SESSION: u64 = 0x7365_7373_696f_0003;
+const DOMAIN_TRACE: u64 = 0x7472_6163_6500_0004;
+
+/// Arrivals later than this (µs, about 146,000 years) end a client's stream.
+const MAX_TIME_US: f64 = (1u64 << 62) as f64;
+/// A session whose next prompt would exceed this many tokens ends instead.
+const MAX_CONTEXT_TOKENS: u64 = (u32::MAX / 2) as u64;
+
+/// FNV-1a 64 of a name, for seeding (stable across platforms and releases).
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Seed of a client's stream: a function of the run seed and the client id only.
+pub(crate) fn client_seed(run_seed: u64, id: &str) -> u64 {
+    mix64(mix64(run_seed ^ DOMAIN_CLIENT) ^ fnv1a(id))
+}
+
+/// Content seed of a prefix group's shared prefix.
+pub(crate) fn prefix_seed(run_seed: u64, group: &str) -> u64 {
+    mix64(mix64(run_seed ^ DOMAIN_PREFIX) ^ fnv1a(group))
+}
+
+/// Seed of the stream a trace replay draws its content seeds from.
+pub(crate) fn trace_seed(run_seed: u64) -> u64 {
+    mix64(run_seed ^ DOMAIN_TRACE)
+}
+
+fn round_rng(client_seed: u64, session_index: u64, round: u32) -> ChaCha8Rng {
+    let s = mix64(mix64(mix64(client_seed ^ DOMAIN_SESSION) ^ session_index) ^ u64::from(round));
+    ChaCha8Rng::seed_from_u64(s)
+}
+
+/// Everything a client needs, resolved and validated by `Workload::new`.
+#[derive(Clone, Debug)]
+pub(crate) struct ClientPlan {
+    pub seed: u64,
+    pub arrival: ArrivalSampler,
+    pub input: LengthSampler,
+    pub output: LengthSampler,
+    pub prefix: Option<Segment>,
+    pub tenant: u32,
+    pub slo: SloClass,
+    /// Disjoint, sorted activity windows `[start, end)` in ticks; empty = always.
+    pub windows: Vec<(Tick, Tick)>,
+    pub session: Option<SessionSpec>,
+}
+
+#[derive(Debug)]
+struct ClientGen {
+    plan: ClientPlan,
+    rng: ChaCha8Rng,
+    /// Continuous time of the pending arrival, µs.
+    clock: f64,
+    /// The pending arrival, rounded to a tick.
+    next: Tick,
+    /// First window whose end is after `next`.
+    window: usize,
+    sessions_started: u64,
+}
+
+impl ClientGen {
+    fn new(plan: ClientPlan) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(plan.seed);
+        ClientGen {
+            plan,
+            rng,
+            clock: 0.0,
+            next: 0,
+            window: 0,
+            sessions_started: 0,
+        }
+    }
+
+    /// Moves to the next arrival that lies inside an activity window.
+    /// Returns false when the client will never produce another arrival.
+    fn advance(&mut self) -> bool {
+        loop {
+            self.clock += self.plan.arrival.sample(&mut self.rng);
+            if self.clock.is_nan() || self.clock >= MAX_TIME_US {
+                return false;
+            }
+            let t = self.clock.round() as Tick;
+            let w = &self.plan.windows;
+            if w.is_empty() {
+                self.next = t;
+                return true;
+            }
+            while self.window < w.len() && t >= w[self.window].1 {
+                self.window += 1;
+            }
+            if self.window == w.len() {
+                return false;
+            }
+            if t >= w[self.window].0 {
+                self.next = t;
+                return true;
+            }
+        }
+    }
+}
+
+/// Draws a request's lengths and content seeds from `rng` and writes them.
+fn fill<R: Rng>(plan: &ClientPlan, rng: &mut R, req: &mut Request) {
+    let input = plan.input.sample(rng);
+    let output = plan.output.sample(rng);
+    let unique = rng.next_u64();
+    req.output_seed = rng.next_u64();
+    req.output_len = output;
+    req.prompt.clear();
+    let mut len = 0;
+    if let Some(p) = plan.prefix {
+        req.prompt.push(p);
+        len += p.len;
+    }
+    req.prompt.push(Segment {
+        seed: unique,
+        len: input,
+    });
+    req.input_len = len + input;
+}
+
+/// A session round waiting for its arrival time.
+#[derive(Debug)]
+struct PendingRound {
+    at: Tick,
+    seq: u64,
+    client: u32,
+    session: u32,
+    round: u32,
+    prompt: Vec<Segment>,
+    input_len: u32,
+    output_len: u32,
+    output_seed: u64,
+}
+
+impl PartialEq for PendingRound {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for PendingRound {}
+impl PartialOrd for PendingRound {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for PendingRound {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// A session whose next round has not been scheduled yet.
+#[derive(Clone, Copy, Debug)]
+struct ActiveSession {
+    client: u32,
+    /// Index of the session among its client's sessions (keys its streams).
+    index: u64,
+}
+
+/// Sizes of the generator's internal structures (for memory tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// Entries in the next-arrival heap (at most one per client).
+    pub client_heap: usize,
+    /// Allocated capacity of that heap.
+    pub client_heap_capacity: usize,
+    /// Session rounds waiting for their arrival time.
+    pub pending_rounds: usize,
+    /// Sessions whose next round is not yet scheduled.
+    pub active_sessions: usize,
+}
+
+/// The merged stream of all synthetic clients.
+#[derive(Debug)]
+pub(crate) struct Generator {
+    clients: Vec<ClientGen>,
+    /// Next arrival of each client that has one: (time, client index).
+    ready: BinaryHeap<Reverse<(Tick, u32)>>,
+    rounds: BinaryHeap<Reverse<PendingRound>>,
+    sessions: HashMap<u32, ActiveSession>,
+    next_session: u32,
+    round_seq: u64,
+}
+
+impl Generator {
+    pub(crate) fn new(plans: Vec<ClientPlan>) -> Self {
+        let mut clients: Vec<ClientGen> = plans.into_iter().map(ClientGen::new).collect();
+        let mut ready = BinaryHeap::with_capacity(clients.len());
+        for (i, c) in clients.iter_mut().enumerate() {
+            if c.advance() {
+                ready.push(Reverse((c.next, i as u32)));
+            }
+        }
+        Generator {
+            clients,
+            ready,
+            rounds: BinaryHeap::new(),
+            sessions: HashMap::new(),
+            next_session: 0,
+            round_seq: 0,
+        }
+    }
+
+    pub(crate) fn footprint(&self) -> Footprint {
+        Footprint {
+            client_heap: self.ready.len(),
+            client_heap_capacity: self.ready.capacity(),
+            pending_rounds: self.rounds.len(),
+            active_sessions: self.sessions.len(),
+        }
+    }
+
+    /// Arrival time of the next request (new arrivals win ties over session rounds).
+    pub(crate) fn peek_time(&self) -> Option<Tick> {
+        let c = self.ready.peek().map(|r| r.0 .0);
+        let r = self.rounds.peek().map(|r| r.0.at);
+        match (c, r) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Writes the next request's identity and content (all but `id`).
+    pub(crate) fn pop_into(&mut self, req: &mut Request) -> bool {
+        let c = self.ready.peek().map(|r| r.0 .0);
+        let r = self.rounds.peek().map(|r| r.0.at);
+        let from_client = match (c, r) {
+            (Some(a), Some(b)) => a <= b,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return false,
+        };
+        if from_client {
+            let Reverse((at, ci)) = self.ready.pop().expect("peeked");
+            self.emit_new(ci, at, req);
+            let cl = &mut self.clients[ci as usize];
+            if cl.advance() {
+                self.ready.push(Reverse((cl.next, ci)));
+            }
+        } else {
+            let Reverse(round) = self.rounds.pop().expect("peeked");
+            let cl = &self.clients[round.client as usize];
+            req.arrival = round.at;
+            req.input_len = round.input_len;
+            req.output_len = round.output_len;
+            req.output_seed = round.output_seed;
+            req.prompt.clear();
+            req.prompt.extend_from_slice(&round.prompt);
+            req.client = round.client;
+            req.tenant = cl.plan.tenant;
+            req.slo_class = cl.plan.slo;
+            req.session = Some((round.session, round.round));
+        }
+        true
+    }
+
+    /// A new arrival of client `ci` (a plain request or a session's round 0).
+    fn emit_new(&mut self, ci: u32, at: Tick, req: &mut Request) {
+        let cl = &mut self.clients[ci as usize];
+        req.arrival = at;
+        req.client = ci;
+        req.tenant = cl.plan.tenant;
+        req.slo_class = cl.plan.slo;
+        match cl.plan.session {
+            None => {
+                fill(&cl.plan, &mut cl.rng, req);
+                req.session = None;
+            }
+            Some(spec) => {
+                let index = cl.sessions_started;
+                cl.sessions_started += 1;
+                let sid = self.next_session;
+                self.next_session = self.next_session.wrapping_add(1);
+                let mut rng = round_rng(cl.plan.seed, index, 0);
+                fill(&cl.plan, &mut rng, req);
+                req.session = Some((sid, 0));
+                if spec.max_rounds > 1 {
+                    self.sessions
+                        .insert(sid, ActiveSession { client: ci, index });
+                }
+            }
+        }
+    }
+
+    /// Schedules the next round of `req`'s session, or ends the session.
+    pub(crate) fn on_finished(&mut self, req: &Request, at: Tick, completed: bool) {
+        let Some((sid, round)) = req.session else {
+            return;
+        };
+        let Some(&active) = self.sessions.get(&sid) else {
+            return;
+        };
+        let cl = &self.clients[active.client as usize];
+        let spec = cl.plan.session.expect("session client");
+        let next = round + 1;
+        if !completed || next >= spec.max_rounds {
+            self.sessions.remove(&sid);
+            return;
+        }
+        let mut rng = round_rng(cl.plan.seed, active.index, next);
+        let input = cl.plan.input.sample(&mut rng);
+        let output_len = cl.plan.output.sample(&mut rng);
+        let unique = rng.next_u64();
+        let output_seed = rng.next_u64();
+        let mut prompt = Vec::new();
+        match spec.context_growth {
+            ContextGrowth::Accumulate => {
+                // What the client saw: the whole output, or the part emitted
+                // before a forced completion.
+                let seen = if req.generated > 0 && req.generated < req.output_len {
+                    req.generated
+                } else {
+                    req.output_len
+                };
+                prompt.reserve(req.prompt.len() + 2);
+                prompt.extend_from_slice(&req.prompt);
+                prompt.push(Segment {
+                    seed: req.output_seed,
+                    len: seen,
+                });
+            }
+            ContextGrowth::None => prompt.extend(cl.plan.prefix),
+        }
+        prompt.push(Segment {
+            seed: unique,
+            len: input,
+        });
+        let total: u64 = prompt.iter().map(|s| u64::from(s.len)).sum();
+        if total > MAX_CONTEXT_TOKENS {
+            self.sessions.remove(&sid);
+            return;
+        }
+        let pending = PendingRound {
+            at: at.saturating_add(spec.think_time_us.min(i64::MAX as u64) as Tick),
+            seq: self.round_seq,
+            client: active.client,
+            session: sid,
+            round: next,
+            prompt,
+            input_len: total as u32,
+            output_len,
+            output_seed,
+        };
+        self.round_seq += 1;
+        self.rounds.push(Reverse(pending));
+        if next + 1 >= spec.max_rounds {
+            // The last round is scheduled: nothing more to remember.
+            self.sessions.remove(&sid);
+        }
+    }
+}
