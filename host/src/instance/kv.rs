@@ -30,7 +30,7 @@
 //! block's hash, so a later session round whose prompt repeats this stream
 //! hits the same blocks.
 
-use crate::request::{stream_block_hash, Request};
+use crate::request::{output_block_hash, stream_block_hash, Request};
 
 /// Sentinel for "no block" in the intrusive LRU links.
 const NIL: u32 = u32::MAX;
@@ -340,10 +340,25 @@ impl KvCache {
     /// Hash of block `k` of `req`'s stream, given the hash of block `k − 1`.
     #[inline]
     fn block_hash(&self, req: &Request, k: u32, prev: Option<u64>) -> u64 {
-        match req.prompt_hashes.get(k as usize) {
-            Some(&h) => h,
-            None => stream_block_hash(req, self.block_size, k, prev),
+        if let Some(&h) = req.prompt_hashes.get(k as usize) {
+            return h;
         }
+        // A block wholly inside the output segment is one run of it: no need
+        // to walk (and fetch) the prompt's segments.
+        let start = u64::from(k) * u64::from(self.block_size);
+        if let Some(p) = prev {
+            if start >= u64::from(req.input_len) {
+                let h = output_block_hash(
+                    p,
+                    req,
+                    (start - u64::from(req.input_len)) as u32,
+                    self.block_size,
+                );
+                debug_assert_eq!(h, stream_block_hash(req, self.block_size, k, prev));
+                return h;
+            }
+        }
+        stream_block_hash(req, self.block_size, k, prev)
     }
 
     /// Prefix-cache lookup for a request about to be admitted with nothing
