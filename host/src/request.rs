@@ -486,6 +486,20 @@ pub type Slot = u32;
 
 const NOT_HOT: u32 = u32::MAX;
 
+/// Hint the CPU to fetch the cache line holding `*p` (never faults, never
+/// changes behaviour; a no-op off x86-64).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it does not dereference `p` and cannot
+    // fault, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Reset a request for reuse, keeping its vectors' capacity.
 fn recycle(r: &mut Request) {
     let mut prompt = std::mem::take(&mut r.prompt);
@@ -598,6 +612,17 @@ impl RequestStore {
     #[inline]
     pub fn hot_mut(&mut self, h: u32) -> &mut Request {
         &mut self.hot[h as usize]
+    }
+
+    /// Start fetching the fields of the request at hot index `h` that an
+    /// instance step reads (a hint; no effect on behaviour).
+    #[inline]
+    pub fn prefetch_hot(&self, h: u32) {
+        if let Some(r) = self.hot.get(h as usize) {
+            prefetch(&r.computed);
+            prefetch(&r.last_token_at);
+            prefetch(&r.kv_blocks);
+        }
     }
 
     /// The slot of the request at hot index `h`.

@@ -30,7 +30,7 @@
 //! block's hash, so a later session round whose prompt repeats this stream
 //! hits the same blocks.
 
-use crate::request::{output_block_hash, stream_block_hash, Request};
+use crate::request::{output_block_hash, prefetch, stream_block_hash, Request};
 
 /// Sentinel for "no block" in the intrusive LRU links.
 const NIL: u32 = u32::MAX;
@@ -134,6 +134,14 @@ impl BlockIndex {
                 }
             }
             i = (i + 1) & mask;
+        }
+    }
+
+    /// Start fetching the slot where the probe for `hash` begins.
+    #[inline]
+    fn prefetch(&self, hash: u64) {
+        if !self.slots.is_empty() {
+            prefetch(&self.slots[self.home(Self::tag(hash))]);
         }
     }
 
@@ -494,6 +502,37 @@ impl KvCache {
         true
     }
 
+    /// Prefetch what [`KvCache::extend`]`(req, computed, n)` will touch when it
+    /// fills exactly one already allocated block of output tokens (the decode
+    /// case at a block boundary): that block's metadata and the index slot
+    /// of its hash. A hint, called ahead of the extensions of a step so that
+    /// their cache misses overlap.
+    #[inline]
+    pub fn prefetch_extend(&self, req: &Request, computed: u32, n: u32) {
+        let b = self.block_size;
+        let end = computed + n;
+        if end % b != 0 || end / b == 0 {
+            return;
+        }
+        let k = end / b - 1;
+        let start = u64::from(k) * u64::from(b);
+        if k == 0
+            || k != computed / b
+            || start < u64::from(req.input_len)
+            || k as usize >= req.kv_blocks.len()
+        {
+            return; // not one allocated block of output tokens
+        }
+        let h = output_block_hash(
+            req.kv_last_hash,
+            req,
+            (start - u64::from(req.input_len)) as u32,
+            b,
+        );
+        self.index.prefetch(h);
+        prefetch(&self.blocks[req.kv_blocks[k as usize] as usize]);
+    }
+
     /// Release all of a request's blocks (last to first, so its leading,
     /// most shareable blocks are freed last and evicted last).
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
@@ -531,6 +570,17 @@ impl KvCache {
         let id = self.lru_head;
         assert!(id != NIL, "KV free list empty after a successful pre-check");
         self.lru_unlink(id);
+        // The next head was just touched by the unlink: start fetching what
+        // taking it will need (its index slot and its successor's metadata),
+        // so the next eviction finds them in cache.
+        let next = self.lru_head;
+        if next != NIL {
+            let nb = self.blocks[next as usize];
+            self.index.prefetch(nb.hash);
+            if nb.next != NIL {
+                prefetch(&self.blocks[nb.next as usize]);
+            }
+        }
         if self.lru_unhashed > 0 {
             // The head is an unhashed block: nothing to forget.
             self.lru_unhashed -= 1;

@@ -221,6 +221,22 @@ pub struct InstanceCounts {
     pub dropped: u64,
 }
 
+/// Add a request to the batch shape: nothing if it got no grant, to
+/// `decode` if its grant computes exactly the one token it emitted last,
+/// else to `prefill`.
+#[inline]
+fn add_to_shape(shape: &mut BatchShape, r: &Request) {
+    if r.granted == 0 {
+        return;
+    }
+    let needed = r.input_len + r.generated - r.computed;
+    if r.generated > 0 && needed == 1 {
+        shape.decode.add(r.computed, r.granted);
+    } else {
+        shape.prefill.add(r.computed, r.granted);
+    }
+}
+
 /// Tokens granted to a request that still needs `needed`: capped by the
 /// chunked-prefill threshold and the remaining step budget.
 #[inline]
@@ -386,7 +402,7 @@ impl Instance {
         );
         self.step_pending = false;
         self.finish_batch(now, store, obs);
-        self.form_batch(now, store, obs);
+        let shape = self.form_batch(now, store, obs);
         if self.running.is_empty() {
             if self.waiting.is_empty() {
                 return; // idle until the next Queued
@@ -402,7 +418,6 @@ impl Instance {
             );
             return;
         }
-        let shape = self.batch_shape(store);
         let dt = self.latency.step_time(&shape).max(1);
         self.steps += 1;
         self.step_pending = true;
@@ -425,7 +440,17 @@ impl Instance {
     ) {
         let emit_at = now + self.latency.output_token_overhead().max(0);
         let mut keep = 0;
+        // This is the step's first touch of its requests, which other
+        // instances' steps have pushed out of the near caches: fetch a few
+        // requests ahead so the misses overlap.
+        const AHEAD: usize = 6;
+        for run in self.running.iter().take(AHEAD) {
+            store.prefetch_hot(run.hot);
+        }
         for i in 0..self.running.len() {
+            if let Some(ahead) = self.running.get(i + AHEAD) {
+                store.prefetch_hot(ahead.hot);
+            }
             let run = self.running[i];
             let req = store.hot_mut(run.hot);
             let mut done = false;
@@ -455,6 +480,11 @@ impl Instance {
                 self.completed += 1;
                 obs.completed(self.index, run.slot, req, emit_at);
             } else {
+                if req.generated > 0 && req.input_len + req.generated - req.computed == 1 {
+                    // Likely a decode grant next: start fetching the KV data
+                    // it touches if it fills a block.
+                    self.kv.prefetch_extend(req, req.computed, 1);
+                }
                 self.running[keep] = run;
                 keep += 1;
             }
@@ -475,10 +505,20 @@ impl Instance {
     /// ran out stay in the batch with no grant. No request is admitted in a
     /// step that preempted, and a head request that does not fit blocks the
     /// queue (no skipping ahead).
-    fn form_batch(&mut self, now: Tick, store: &mut RequestStore, obs: &mut impl InstanceObserver) {
+    ///
+    /// Returns the batch's shape (see [`Instance::batch_shape`]), summed
+    /// while granting when nothing was preempted (same requests, same order,
+    /// so the same floating-point sums), recomputed otherwise.
+    fn form_batch(
+        &mut self,
+        now: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+    ) -> BatchShape {
         let threshold = self.config.long_prefill_token_threshold;
         let mut budget = self.config.max_num_batched_tokens;
         let mut preempted = false;
+        let mut shape = BatchShape::default();
 
         // Running requests, in batch order.
         let mut i = 0;
@@ -494,6 +534,7 @@ impl Instance {
                 let r = store.hot_mut(h);
                 if self.kv.extend(r, computed, n) {
                     r.granted = n;
+                    add_to_shape(&mut shape, r);
                     budget -= n;
                     i += 1;
                     break;
@@ -516,7 +557,7 @@ impl Instance {
 
         // New requests, while there is room and no preemption happened.
         if preempted {
-            return;
+            return self.batch_shape(store);
         }
         let b = self.config.block_size;
         while self.running.len() < self.config.max_num_seqs as usize && budget > 0 {
@@ -551,9 +592,12 @@ impl Instance {
                 req.scheduled_at = now;
                 req.cached_tokens = cached;
             }
+            add_to_shape(&mut shape, req);
             budget -= n;
             self.running.push(Run { slot, hot: h });
         }
+        debug_assert_eq!(shape, self.batch_shape(store));
+        shape
     }
 
     /// Index in the batch of the request to preempt.
@@ -603,16 +647,7 @@ impl Instance {
     fn batch_shape(&self, store: &RequestStore) -> BatchShape {
         let mut shape = BatchShape::default();
         for run in &self.running {
-            let r = store.hot(run.hot);
-            if r.granted == 0 {
-                continue;
-            }
-            let needed = r.input_len + r.generated - r.computed;
-            if r.generated > 0 && needed == 1 {
-                shape.decode.add(r.computed, r.granted);
-            } else {
-                shape.prefill.add(r.computed, r.granted);
-            }
+            add_to_shape(&mut shape, store.hot(run.hot));
         }
         shape
     }
