@@ -137,11 +137,14 @@ impl BlockIndex {
         }
     }
 
-    /// Start fetching the slot where the probe for `hash` begins.
+    /// Start fetching the slots where the probe for `hash` begins (the home
+    /// slot's cache line and, as probes often run on, the next one).
     #[inline]
     fn prefetch(&self, hash: u64) {
         if !self.slots.is_empty() {
-            prefetch(&self.slots[self.home(Self::tag(hash))]);
+            let i = self.home(Self::tag(hash));
+            prefetch(&self.slots[i]);
+            prefetch(&self.slots[(i + 7) & self.mask()]);
         }
     }
 
@@ -472,13 +475,21 @@ impl KvCache {
         if fresh > self.free() {
             return false;
         }
+        let first_full = u64::from(computed) / b;
+        let last_full = end / b;
+        if last_full > first_full + 1 {
+            // A prefill registers many prompt blocks at random index slots:
+            // start all those fetches now so the misses overlap.
+            let hashes = &req.prompt_hashes;
+            for k in first_full as usize..(last_full as usize).min(hashes.len()) {
+                self.index.prefetch(hashes[k]);
+            }
+        }
         for _ in 0..fresh {
             let id = self.take_free_block();
             req.kv_blocks.push(id);
         }
         // Register the blocks that become full with this extension.
-        let first_full = u64::from(computed) / b;
-        let last_full = end / b;
         for k in first_full..last_full {
             let k = k as u32;
             let prev = if k == 0 {
@@ -536,6 +547,10 @@ impl KvCache {
     /// Release all of a request's blocks (last to first, so its leading,
     /// most shareable blocks are freed last and evicted last).
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
+        // The blocks lie at random places: start fetching them all at once.
+        for &id in blocks.iter() {
+            prefetch(&self.blocks[id as usize]);
+        }
         for &id in blocks.iter().rev() {
             let blk = &mut self.blocks[id as usize];
             debug_assert!(blk.held() && blk.refs() > 0, "releasing a free block");
