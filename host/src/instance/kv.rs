@@ -481,8 +481,9 @@ impl KvCache {
             // A prefill registers many prompt blocks at random index slots:
             // start all those fetches now so the misses overlap.
             let hashes = &req.prompt_hashes;
-            for k in first_full as usize..(last_full as usize).min(hashes.len()) {
-                self.index.prefetch(hashes[k]);
+            let upto = (last_full as usize).min(hashes.len());
+            for &h in hashes.get(first_full as usize..upto).unwrap_or(&[]) {
+                self.index.prefetch(h);
             }
         }
         for _ in 0..fresh {
