@@ -514,35 +514,28 @@ impl KvCache {
         true
     }
 
-    /// Prefetch what [`KvCache::extend`]`(req, computed, n)` will touch when it
-    /// fills exactly one already allocated block of output tokens (the decode
-    /// case at a block boundary): that block's metadata and the index slot
-    /// of its hash. A hint, called ahead of the extensions of a step so that
-    /// their cache misses overlap.
+    /// Prefetch what a one-token extension of `req` (which has `computed`
+    /// tokens) will touch when it fills an allocated block of output tokens
+    /// (the decode case at a block boundary): that block's metadata and the
+    /// index slot of its hash. A hint, called ahead of the extensions of a
+    /// step so that their cache misses overlap.
     #[inline]
-    pub fn prefetch_extend(&self, req: &Request, computed: u32, n: u32) {
-        let b = self.block_size;
-        let end = computed + n;
-        if end % b != 0 || end / b == 0 {
+    pub fn prefetch_decode(&self, req: &Request, computed: u32) {
+        let len = req.kv_blocks.len();
+        let b = u64::from(self.block_size);
+        let cap = len as u64 * b;
+        // The extension fills block len − 1 exactly when it ends at `cap`.
+        if u64::from(computed) + 1 != cap || len < 2 {
             return;
         }
-        let k = end / b - 1;
-        let start = u64::from(k) * u64::from(b);
-        if k == 0
-            || k != computed / b
-            || start < u64::from(req.input_len)
-            || k as usize >= req.kv_blocks.len()
-        {
-            return; // not one allocated block of output tokens
+        let start = cap - b;
+        if start < u64::from(req.input_len) {
+            return; // a prompt or straddling block: not worth the walk
         }
-        let h = output_block_hash(
-            req.kv_last_hash,
-            req,
-            (start - u64::from(req.input_len)) as u32,
-            b,
-        );
+        let off = (start - u64::from(req.input_len)) as u32;
+        let h = output_block_hash(req.kv_last_hash, req, off, self.block_size);
         self.index.prefetch(h);
-        prefetch(&self.blocks[req.kv_blocks[k as usize] as usize]);
+        prefetch(&self.blocks[req.kv_blocks[len - 1] as usize]);
     }
 
     /// Release all of a request's blocks (last to first, so its leading,
