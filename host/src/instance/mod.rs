@@ -219,9 +219,24 @@ struct Run {
     /// Tokens the request's KV blocks can hold (blocks × block size).
     kv_cap: u64,
     last_token_at: Tick,
+    /// Copies of the request's KV state for prefetching without reading
+    /// the record: the hash of its last full block, its last block, and
+    /// its output seed.
+    kv_last_hash: u64,
+    last_block: u32,
+    output_seed: u64,
 }
 
 impl Run {
+    /// Refresh the copies of the request's KV state after the KV cache
+    /// changed it.
+    #[inline]
+    fn read_kv(&mut self, r: &Request, block_size: u32) {
+        self.kv_cap = r.kv_blocks.len() as u64 * u64::from(block_size);
+        self.kv_last_hash = r.kv_last_hash;
+        self.last_block = r.kv_blocks.last().copied().unwrap_or(0);
+    }
+
     /// Write the progress to the request's record.
     #[inline]
     fn write_back(&self, r: &mut Request) {
@@ -436,6 +451,7 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
+        self.prefetch_boundaries(store);
         self.finish_batch(now, store, obs);
         let shape = self.form_batch(now, store, obs);
         if self.running.is_empty() {
@@ -479,7 +495,9 @@ impl Instance {
         let (mut gap, mut gaps) = (0, 0u64);
         let index = self.index;
         let mut running = std::mem::take(&mut self.running);
-        running.retain_mut(|run| {
+        let mut keep = 0;
+        for i in 0..running.len() {
+            let mut run = running[i];
             let mut done = false;
             if run.granted > 0 {
                 run.computed += run.granted;
@@ -516,21 +534,50 @@ impl Instance {
                 self.kv.release(&mut req.kv_blocks);
                 self.completed += 1;
                 obs.completed(index, run.slot, req, emit_at);
-                return false;
+                continue;
             }
-            if run.generated > 0
-                && run.input_len + run.generated - run.computed == 1
-                && u64::from(run.computed) + 1 == run.kv_cap
-            {
-                // A decode that fills its last block next step: start
-                // fetching the KV data that will touch.
-                self.kv.prefetch_decode(store.hot(run.hot), run.computed);
+            if run.generated > 0 && u64::from(run.computed) + 1 == run.kv_cap {
+                // Its next (decode) grant fills its last block: the record
+                // was prefetched at the start of the step, now fetch the
+                // tail of its block list too.
+                store.prefetch_kv_tail(run.hot);
             }
-            true
-        });
+            running[keep] = run;
+            keep += 1;
+        }
+        running.truncate(keep);
         self.running = running;
         if gaps > 0 {
             obs.token_gaps(index, gap, gaps);
+        }
+    }
+
+    /// A decoding request reaches a KV block boundary every B steps, where
+    /// the KV cache touches its record, its block list, a block and the
+    /// index: all cold, since every other instance stepped in between.
+    /// Before finishing the batch, start fetching them for the decodes whose
+    /// next grant will fill their last block or need a fresh one, so the
+    /// misses overlap with the rest of the step. Reads only the batch.
+    fn prefetch_boundaries(&self, store: &RequestStore) {
+        let b = u64::from(self.config.block_size);
+        for run in &self.running {
+            if run.granted != 1 || run.generated == 0 {
+                continue; // not a decode in flight
+            }
+            // After this step's token, the next grant extends to c + 1.
+            let c = u64::from(run.computed) + 1;
+            if c + 1 == run.kv_cap {
+                store.prefetch_hot(run.hot);
+                self.kv.prefetch_fill(
+                    run.kv_last_hash,
+                    run.output_seed,
+                    run.input_len,
+                    run.kv_cap - b,
+                    run.last_block,
+                );
+            } else if c == run.kv_cap {
+                store.prefetch_hot(run.hot);
+            }
         }
     }
 
@@ -585,9 +632,8 @@ impl Instance {
             loop {
                 let req = store.hot_mut(h);
                 if self.kv.extend(req, computed, n) {
-                    let cap = req.kv_blocks.len() as u64 * b;
                     let run = &mut self.running[i];
-                    run.kv_cap = cap;
+                    run.read_kv(req, self.config.block_size);
                     run.granted = n;
                     run.write_back(req);
                     add_to_shape(&mut shape, run);
@@ -648,7 +694,7 @@ impl Instance {
                 req.scheduled_at = now;
                 req.cached_tokens = cached;
             }
-            let run = Run {
+            let mut run = Run {
                 slot,
                 hot: h,
                 input_len: req.input_len,
@@ -656,9 +702,13 @@ impl Instance {
                 computed: cached,
                 generated: req.generated,
                 granted: n,
-                kv_cap: req.kv_blocks.len() as u64 * u64::from(b),
+                kv_cap: 0,
                 last_token_at: req.last_token_at,
+                kv_last_hash: 0,
+                last_block: 0,
+                output_seed: req.output_seed,
             };
+            run.read_kv(req, b);
             add_to_shape(&mut shape, &run);
             budget -= n;
             self.running.push(run);
@@ -815,7 +865,10 @@ impl Instance {
                 return Err(format!("running request {} in state {:?}", r.id, r.state));
             }
             if (r.input_len, r.output_len) != (run.input_len, run.output_len) {
-                return Err(format!("request {}: batch copy of its lengths differs", r.id));
+                return Err(format!(
+                    "request {}: batch copy of its lengths differs",
+                    r.id
+                ));
             }
             let want = self
                 .kv
