@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_yaml_ng::Value;
 
 use super::config::{
@@ -281,13 +281,108 @@ pub fn convert_workload_spec(yaml_text: &str) -> Result<(String, Vec<String>), W
     // Validate by building the workload (no file is read for a client list).
     Workload::new(&config, 0, Path::new("."))
         .map_err(|e| spec_err(format!("converted spec is invalid: {e}")))?;
-    #[derive(Serialize)]
-    struct Out<'a> {
-        workload: &'a WorkloadConfig,
-    }
-    let toml = toml::to_string(&Out { workload: &config })
-        .map_err(|e| spec_err(format!("cannot write TOML: {e}")))?;
+    let toml = to_toml(&config)?;
     Ok((toml, notes))
+}
+
+/// Writes `[workload]` with one `[[workload.clients]]` table per client and
+/// nested values as inline tables (the style of the run-file docs).
+fn to_toml(config: &WorkloadConfig) -> Result<String, WorkloadError> {
+    let value =
+        toml::Value::try_from(config).map_err(|e| spec_err(format!("cannot write TOML: {e}")))?;
+    let toml::Value::Table(mut table) = value else {
+        return Err(spec_err("cannot write TOML: [workload] is not a table"));
+    };
+    let clients = table.remove("clients");
+    let mut out = String::from("[workload]\n");
+    for (k, v) in ordered(&table) {
+        out.push_str(&format!("{} = {}\n", key(k), inline(v)));
+    }
+    if let Some(toml::Value::Array(clients)) = clients {
+        for c in &clients {
+            out.push_str("\n[[workload.clients]]\n");
+            if let toml::Value::Table(t) = c {
+                for (k, v) in ordered(t) {
+                    out.push_str(&format!("{} = {}\n", key(k), inline(v)));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Keys in declaration order of the config structs; other keys (empirical
+/// bins) after them, numerically.
+fn ordered(t: &toml::Table) -> Vec<(&String, &toml::Value)> {
+    const ORDER: [&str; 32] = [
+        "aggregate_rate",
+        "num_requests",
+        "id",
+        "rate_fraction",
+        "arrival",
+        "input",
+        "output",
+        "prefix_group",
+        "prefix_length",
+        "slo_class",
+        "tenant_id",
+        "windows",
+        "session",
+        "type",
+        "process",
+        "cv",
+        "mean",
+        "std_dev",
+        "min",
+        "max",
+        "alpha",
+        "xm",
+        "mu",
+        "sigma",
+        "mix_weight",
+        "value",
+        "bins",
+        "start_us",
+        "end_us",
+        "max_rounds",
+        "think_time_us",
+        "context_growth",
+    ];
+    let mut entries: Vec<(&String, &toml::Value)> = t.iter().collect();
+    entries.sort_by_key(|(k, _)| {
+        let rank = ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len());
+        (rank, k.parse::<u64>().unwrap_or(u64::MAX), k.to_string())
+    });
+    entries
+}
+
+fn key(k: &str) -> String {
+    if !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !k.bytes().all(|b| b.is_ascii_digit())
+    {
+        k.to_string()
+    } else {
+        toml::Value::String(k.to_string()).to_string()
+    }
+}
+
+fn inline(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Table(t) => {
+            let body: Vec<String> = ordered(t)
+                .iter()
+                .map(|(k, v)| format!("{} = {}", key(k), inline(v)))
+                .collect();
+            format!("{{ {} }}", body.join(", "))
+        }
+        toml::Value::Array(a) => {
+            let body: Vec<String> = a.iter().map(inline).collect();
+            format!("[{}]", body.join(", "))
+        }
+        other => other.to_string(),
+    }
 }
 
 fn slo(where_: &str, s: &Option<String>) -> Result<Option<String>, WorkloadError> {
@@ -535,8 +630,13 @@ fn convert_client(
                 context_growth: growth,
             });
             notes.push(format!(
-                "{w}: multi-turn rounds arrive think_time_us after the previous round completes (the reference: after its arrival plus its output length), and the client's prefix_group and lifecycle windows apply (the reference ignores them for multi-turn clients)"
+                "{w}: multi-turn rounds arrive think_time_us after the previous round completes (the reference: after its arrival plus its output length)"
             ));
+            if c.prefix_group.is_some() || c.lifecycle.is_some() {
+                notes.push(format!(
+                    "{w}: prefix_group and lifecycle windows apply to this multi-turn client (the reference ignores them for multi-turn clients)"
+                ));
+            }
         }
     }
     let win = match &c.lifecycle {

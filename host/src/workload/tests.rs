@@ -920,6 +920,19 @@ servegen_data: { path: /data }
     ] {
         assert!(joined.contains(needle), "notes lack {needle:?}:\n{joined}");
     }
+    assert!(toml_text.starts_with("[workload]\n"), "{toml_text}");
+    assert!(
+        toml_text.contains("\n[[workload.clients]]\nid = \"chat\"\n"),
+        "{toml_text}"
+    );
+    assert!(
+        toml_text.contains("arrival = { process = \"gamma\", cv = 2.5 }"),
+        "{toml_text}"
+    );
+    assert!(
+        toml_text.contains("bins = { \"128\" = 0.5, \"1024\" = 0.5 }"),
+        "{toml_text}"
+    );
     let cfg = parse(&toml_text);
     assert_eq!(cfg.aggregate_rate, Some(40.0));
     assert_eq!(cfg.num_requests, Some(1000));
