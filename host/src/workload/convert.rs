@@ -350,9 +350,8 @@ fn expand_inference_perf(
         return Err(spec_err(format!("{w}: needs at least one stage")));
     }
     for (i, st) in ip.stages.iter().enumerate() {
-        if !(st.rate.is_finite() && st.rate > 0.0)
-            || !(st.duration.is_finite() && st.duration > 0.0)
-        {
+        let valid = |x: f64| x.is_finite() && x > 0.0;
+        if !(valid(st.rate) && valid(st.duration)) {
             return Err(spec_err(format!(
                 "{w}: stages[{i}] needs a finite rate > 0 and duration > 0 (s), got rate {} duration {}",
                 st.rate, st.duration
