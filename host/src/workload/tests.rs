@@ -473,6 +473,25 @@ fn activity_windows_gate_arrivals() {
             || (5_000_000..6_000_000).contains(&r.arrival)));
     // Two seconds of activity at 1000 req/s, and the stream then ends by itself.
     within_2pct("requests in windows", reqs.len() as f64, 2000.0);
+    // A long gap costs nothing: the process restarts when a window opens.
+    let cfg = r#"
+        [workload]
+        aggregate_rate = 1000000.0
+        [[workload.clients]]
+        id = "w"
+        arrival = { process = "constant" }
+        input = { type = "constant", value = 4 }
+        output = { type = "constant", value = 4 }
+        windows = [{ start_us = 0, end_us = 3 }, { start_us = 1000000000000000, end_us = 1000000000000003 }]
+    "#;
+    let arrivals: Vec<Tick> = take(&mut build(cfg, 4), 100)
+        .iter()
+        .map(|r| r.arrival)
+        .collect();
+    assert_eq!(
+        arrivals,
+        [1, 2, 1_000_000_000_000_001, 1_000_000_000_000_002]
+    );
 }
 
 #[test]
