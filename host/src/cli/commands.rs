@@ -70,6 +70,25 @@ fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
         .parse()
         .map_err(|e: toml::de::Error| usage(e.to_string()))?;
     let mut changed = false;
+    // A policy given on the command line replaces the file's policy together
+    // with the parameters that belonged to it.
+    if let Some(v) = &args.admission_policy {
+        if *v != parsed.admission.policy && drop_keys(&mut table, "admission", &["params"]) {
+            eprintln!("note: --admission-policy {v} replaces the run file's policy and its params");
+        }
+    }
+    if let Some(v) = &args.routing_policy {
+        if *v != parsed.routing.policy {
+            let keys: &[&str] = if v == "weighted" {
+                &["params"]
+            } else {
+                &["params", "scorers"]
+            };
+            if drop_keys(&mut table, "routing", keys) {
+                eprintln!("note: --routing-policy {v} replaces the run file's policy and its params/scorers");
+            }
+        }
+    }
     let mut set = |path: &str, v: toml::Value| -> Result<(), Failure> {
         changed = true;
         overrides::set(&mut table, path, v).map_err(usage)
@@ -159,6 +178,18 @@ fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
         ))
     })?;
     Ok((run, source))
+}
+
+/// Remove `keys` from table `section`; true if something was removed.
+fn drop_keys(table: &mut toml::Table, section: &str, keys: &[&str]) -> bool {
+    let Some(toml::Value::Table(t)) = table.get_mut(section) else {
+        return false;
+    };
+    let mut removed = false;
+    for k in keys {
+        removed |= t.remove(*k).is_some();
+    }
+    removed
 }
 
 fn validate(args: &RunArgs) -> Result<(), Failure> {

@@ -315,7 +315,13 @@ impl Cluster {
         let finished = std::mem::take(&mut self.collector.finished);
         for &(slot, completed) in &finished {
             self.collector.result_line(&self.store[slot]);
-            self.workload.on_finished(&self.store[slot], t, completed);
+            // A session's think time starts when the client saw the last token.
+            let at = if completed {
+                self.store[slot].completed_at.max(t)
+            } else {
+                t
+            };
+            self.workload.on_finished(&self.store[slot], at, completed);
             self.store.release(slot);
         }
         let mut finished = finished;
