@@ -248,7 +248,8 @@ fn run(args: &RunArgs) -> Result<String, Failure> {
             "cannot write the decision trace file: {e}"
         )));
     }
-    let report = report::build(&outcome, fitness.as_ref());
+    let mut outcome = outcome;
+    let report = report::build(&mut outcome, fitness.as_ref());
     let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
     let wall = started.elapsed().as_secs_f64();
     eprintln!(

@@ -36,10 +36,10 @@ fn run_text(text: &str, dir: &Path) -> Value {
     let mut reg = Registry::standard();
     let built = config::build(&run, dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
     let fw = built.fitness_weights.clone();
-    let outcome = Cluster::new(built.setup)
+    let mut outcome = Cluster::new(built.setup)
         .run(|_, _| {})
         .unwrap_or_else(|e| panic!("{e}"));
-    report::build(&outcome, fw.as_ref())
+    report::build(&mut outcome, fw.as_ref())
 }
 
 fn u(v: &Value, k: &str) -> u64 {
