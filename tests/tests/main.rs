@@ -13,3 +13,11 @@ mod util;
 // Plugin libraries loaded from disk: ABI calls, isolation of libraries,
 // panics, output validation, load errors, name resolution, embedded vs loaded.
 mod plugins;
+
+// The `blis` command end to end: report shape, determinism across processes,
+// embedded vs loaded standard library, subcommands, bad input.
+mod cli;
+
+// Every example in examples/ runs (with its plugins) and conserves requests;
+// the plugin template builds on its own and changes routing decisions.
+mod examples;

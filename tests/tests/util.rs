@@ -22,6 +22,7 @@ const PACKAGES: &[&str] = &[
     "fixture-not-a-plugin",
     "blis-std",
     "blis-host",
+    "blis-p2c-router",
 ];
 
 /// Paths of the built artifacts.
@@ -65,6 +66,21 @@ impl Artifacts {
     /// The standard library `blis-std`, as a loadable file.
     pub fn blis_std(&self) -> PathBuf {
         self.library("blis_std")
+    }
+
+    /// The p2c router example plugin.
+    pub fn p2c(&self) -> PathBuf {
+        self.library("blis_p2c_router")
+    }
+
+    /// The target dir (for builds of crates outside the workspace).
+    pub fn target_dir(&self) -> &Path {
+        self.profile_dir.parent().expect("profile dir has a parent")
+    }
+
+    /// The profile folder name (`debug` or `release`).
+    pub fn profile_dir(&self) -> &Path {
+        &self.profile_dir
     }
 
     /// The `blis` executable.
