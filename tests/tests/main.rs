@@ -21,3 +21,6 @@ mod cli;
 // Every example in examples/ runs (with its plugins) and conserves requests;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
+
+// Project conventions: file headers, no skipped or crash-expecting tests.
+mod tidy;

@@ -438,17 +438,26 @@ fn validate_rejects_zeroes() {
     }
 }
 
+/// An invalid config is a programming error past validation: `new` refuses it.
 #[test]
-#[should_panic(expected = "block_size")]
 fn new_panics_on_invalid_config() {
-    let _ = crate::instance::Instance::new(
-        0,
-        InstanceConfig {
-            block_size: 0,
-            ..InstanceConfig::default()
-        },
-        linear([0.0; 3], BETA),
-    );
+    let r = std::panic::catch_unwind(|| {
+        crate::instance::Instance::new(
+            0,
+            InstanceConfig {
+                block_size: 0,
+                ..InstanceConfig::default()
+            },
+            linear([0.0; 3], BETA),
+        )
+    });
+    let msg = r.err().expect("new must refuse block_size 0");
+    let msg = msg
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("block_size"), "{msg}");
 }
 
 /// A million-block instance allocates next to nothing: block metadata exists
