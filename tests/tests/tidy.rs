@@ -37,7 +37,10 @@ fn every_source_file_has_a_header_and_no_skipped_tests() {
             bad.push(format!("{}: does not start with a //! header", f.display()));
         }
         if text.contains(&ignore) || text.contains(&should_panic) {
-            bad.push(format!("{}: uses #[ignore] or #[should_panic]", f.display()));
+            bad.push(format!(
+                "{}: uses #[ignore] or #[should_panic]",
+                f.display()
+            ));
         }
     }
     assert!(bad.is_empty(), "convention violations:\n{}", bad.join("\n"));

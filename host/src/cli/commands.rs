@@ -89,6 +89,37 @@ fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
             }
         }
     }
+    // Workload flags override the file's workload source of the same kind:
+    // length flags replace a preset, `--workload NAME` replaces length keys.
+    let length_flags = [
+        args.prompt_tokens,
+        args.prompt_tokens_stdev,
+        args.prompt_tokens_min,
+        args.prompt_tokens_max,
+        args.output_tokens,
+        args.output_tokens_stdev,
+        args.output_tokens_min,
+        args.output_tokens_max,
+    ];
+    const LENGTH_KEYS: [&str; 8] = [
+        "prompt_tokens",
+        "prompt_tokens_stdev",
+        "prompt_tokens_min",
+        "prompt_tokens_max",
+        "output_tokens",
+        "output_tokens_stdev",
+        "output_tokens_min",
+        "output_tokens_max",
+    ];
+    if args.workload.is_none()
+        && length_flags.iter().any(Option::is_some)
+        && drop_keys(&mut table, "workload", &["preset"])
+    {
+        eprintln!("note: the --prompt-tokens/--output-tokens flags replace the run file's workload preset");
+    }
+    if args.workload.is_some() && drop_keys(&mut table, "workload", &LENGTH_KEYS) {
+        eprintln!("note: --workload replaces the run file's prompt/output length keys");
+    }
     let mut set = |path: &str, v: toml::Value| -> Result<(), Failure> {
         changed = true;
         overrides::set(&mut table, path, v).map_err(usage)
