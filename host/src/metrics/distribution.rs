@@ -54,7 +54,7 @@ impl TickStats {
 }
 
 /// R-7 percentile of a sorted population given by an accessor.
-fn percentile(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
+fn percentile(n: u64, p: f64, at: &impl Fn(u64) -> f64) -> f64 {
     let rank = p / 100.0 * (n - 1) as f64;
     let lo = rank.floor() as u64;
     let hi = rank.ceil() as u64;
@@ -66,6 +66,21 @@ fn percentile(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
     }
 }
 
+/// Statistics of a sorted population of `n > 0` values with sum `sum`,
+/// given the value at any rank.
+fn summarize(n: u64, sum: f64, at: impl Fn(u64) -> f64) -> TickStats {
+    TickStats {
+        count: n,
+        mean: sum / n as f64,
+        p50: percentile(n, 50.0, &at),
+        p90: percentile(n, 90.0, &at),
+        p95: percentile(n, 95.0, &at),
+        p99: percentile(n, 99.0, &at),
+        min: at(0),
+        max: at(n - 1),
+    }
+}
+
 /// Statistics of `values` (sorted in place). `None` if empty.
 pub fn stats_of(values: &mut [Tick]) -> Option<TickStats> {
     if values.is_empty() {
@@ -74,17 +89,7 @@ pub fn stats_of(values: &mut [Tick]) -> Option<TickStats> {
     values.sort_unstable();
     let n = values.len() as u64;
     let sum: f64 = values.iter().map(|&v| v as f64).sum();
-    let at = |i: u64| values[i as usize] as f64;
-    Some(TickStats {
-        count: n,
-        mean: sum / n as f64,
-        p50: percentile(n, 50.0, at),
-        p90: percentile(n, 90.0, at),
-        p95: percentile(n, 95.0, at),
-        p99: percentile(n, 99.0, at),
-        min: at(0),
-        max: at(n - 1),
-    })
+    Some(summarize(n, sum, |i| values[i as usize] as f64))
 }
 
 /// A multiset of tick values stored as value → count: exact percentiles in
@@ -158,21 +163,9 @@ impl CountMap {
             cum.push(acc);
             sum += v as f64 * c as f64;
         }
-        let n = acc;
-        let at = |i: u64| {
-            let k = cum.partition_point(|&c| c <= i);
-            pairs[k].0 as f64
-        };
-        Some(TickStats {
-            count: n,
-            mean: sum / n as f64,
-            p50: percentile(n, 50.0, at),
-            p90: percentile(n, 90.0, at),
-            p95: percentile(n, 95.0, at),
-            p99: percentile(n, 99.0, at),
-            min: pairs[0].0 as f64,
-            max: pairs[pairs.len() - 1].0 as f64,
-        })
+        Some(summarize(acc, sum, |i| {
+            pairs[cum.partition_point(|&c| c <= i)].0 as f64
+        }))
     }
 }
 
@@ -301,17 +294,9 @@ pub fn stats_of_runs(runs: &[&[u64]], keep: impl Fn(u64) -> bool) -> Option<Tick
         }
         rank += 1;
     }
-    let at = |r: u64| values[wanted.binary_search(&r).expect("rank was requested")];
-    Some(TickStats {
-        count: n,
-        mean: sum / n as f64,
-        p50: percentile(n, 50.0, at),
-        p90: percentile(n, 90.0, at),
-        p95: percentile(n, 95.0, at),
-        p99: percentile(n, 99.0, at),
-        min: at(0),
-        max: at(n - 1),
-    })
+    Some(summarize(n, sum, |r| {
+        values[wanted.binary_search(&r).expect("rank was requested")]
+    }))
 }
 
 #[cfg(test)]
