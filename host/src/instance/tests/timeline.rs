@@ -451,7 +451,7 @@ fn new_panics_on_invalid_config() {
             linear([0.0; 3], BETA),
         )
     });
-    let msg = r.err().expect("new must refuse block_size 0");
+    let msg = r.expect_err("new must refuse block_size 0");
     let msg = msg
         .downcast_ref::<String>()
         .cloned()
