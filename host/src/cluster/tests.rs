@@ -335,3 +335,40 @@ fn fidelity_reference_golden_case_1() {
     close(e2e, 2022.57 - 9.263, 0.03, "E2E mean ms");
     close(tps, 65_040.0 / 31.667365, 0.03, "output tokens/s");
 }
+
+/// Sessions end to end: later rounds carry the earlier rounds' prompt and
+/// output as prefix, so with prefix-affinity routing they land on the
+/// instance that served the session and hit its KV cache far more often than
+/// with round-robin.
+#[test]
+fn session_rounds_hit_the_cache_of_the_instance_that_served_them() {
+    let dir = scratch("sessions");
+    let text = |policy: &str| {
+        format!(
+            "seed = 2\n{}\n[instance]\ncount = 4\n[workload]\naggregate_rate = 20.0\nnum_requests = 400\n\
+             [[workload.clients]]\nid = \"chat\"\ninput = {{ type = \"gaussian\", mean = 200, std_dev = 50, min = 20, max = 400 }}\n\
+             output = {{ type = \"gaussian\", mean = 60, std_dev = 20, min = 5, max = 200 }}\n\
+             session = {{ max_rounds = 4, think_time_us = 200000, context_growth = \"accumulate\" }}\n\
+             [routing]\n{policy}\n[output]\nresults_path = \"{}\"\n",
+            linear_model_section(),
+            dir.join(format!("{}.jsonl", policy.len())).display()
+        )
+    };
+    let affinity = run_text(
+        &text(
+            "policy = \"weighted\"\n[[routing.scorers]]\nname = \"prefix-affinity\"\nweight = 1.0",
+        ),
+        &dir,
+    );
+    let rr = run_text(&text("policy = \"round-robin\""), &dir);
+    check_conservation(&affinity);
+    check_conservation(&rr);
+    let hit = |r: &Value| r["cluster"]["kv_cache_hit_rate"].as_f64().unwrap();
+    assert!(hit(&affinity) > 0.5, "affinity hit rate {}", hit(&affinity));
+    assert!(
+        hit(&affinity) > hit(&rr) + 0.2,
+        "affinity {} vs round-robin {}",
+        hit(&affinity),
+        hit(&rr)
+    );
+}
