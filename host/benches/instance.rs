@@ -3,7 +3,13 @@
 //! 512), linear latency model with realistic coefficients. Reports simulated
 //! events per second of wall time.
 //!
-//! `CARGO_TARGET_DIR=/work/main/target cargo bench -p blis-host --bench instance`
+//! The `instance_step` group times one `Step` event in steady state: 256
+//! requests running, prompts and outputs uniform in 256..768 (mean 512),
+//! qwen3-14b on H100 (roofline), 2,048-token budget, 1,000,000 KV blocks,
+//! with a wait queue refilled as requests complete (the refill, through
+//! `on_queued`, is part of the timed step).
+//!
+//! `CARGO_TARGET_DIR=/work/target-perf cargo bench -p blis-host --bench instance`
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +18,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use rand::{RngExt, SeedableRng};
 
 use blis_host::engine::{Event, EventQueue, Tick};
-use blis_host::instance::latency::LinearModel;
+use blis_host::instance::latency::{build_latency, LatencyKind, LatencySetup, LinearModel};
 use blis_host::instance::{Instance, InstanceConfig, InstanceObserver, LatencyModel};
 use blis_host::request::{Request, RequestStore, Segment, Slot};
 
@@ -52,6 +58,8 @@ struct Counter {
     completed: u64,
     preemptions: u64,
     gap_sum: Tick,
+    /// Slots that completed during the last event (the steady-state bench recycles them).
+    finished: Vec<Slot>,
 }
 
 impl InstanceObserver for Counter {
@@ -62,8 +70,9 @@ impl InstanceObserver for Counter {
         self.tokens += 1;
         self.gap_sum += gap;
     }
-    fn completed(&mut self, _: u32, _: Slot, _: &Request, _: Tick) {
+    fn completed(&mut self, _: u32, slot: Slot, _: &Request, _: Tick) {
         self.completed += 1;
+        self.finished.push(slot);
     }
     fn dropped(&mut self, _: u32, _: Slot, _: &Request, _: Tick) {}
     fn preempted(&mut self, _: u32, _: &Request, _: Tick) {
@@ -184,5 +193,96 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// One instance kept at a full batch: every completed request is replaced
+/// by a fresh one entering the wait queue, so the queue never runs dry.
+struct Steady {
+    inst: Instance,
+    store: RequestStore,
+    q: EventQueue,
+    obs: Counter,
+    rng: rand_chacha::ChaCha8Rng,
+    next_id: u64,
+}
+
+impl Steady {
+    fn new() -> Self {
+        let latency = build_latency(&LatencySetup {
+            total_kv_blocks: Some(1_000_000),
+            hardware: Some("H100".into()),
+            tp: Some(1),
+            ..LatencySetup::new(LatencyKind::Roofline, "qwen3-14b")
+        })
+        .expect("bundled qwen3-14b / H100")
+        .model;
+        let mut s = Steady {
+            inst: Instance::new(0, InstanceConfig::default(), latency),
+            store: RequestStore::new(),
+            q: EventQueue::new(),
+            obs: Counter::default(),
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(7),
+            next_id: 0,
+        };
+        for _ in 0..300 {
+            s.enqueue(0);
+        }
+        // Warm up: fill the batch and let lengths desynchronise.
+        for _ in 0..20_000 {
+            s.step();
+        }
+        assert_eq!(s.inst.batch_size(), 256, "batch full in steady state");
+        s
+    }
+
+    fn enqueue(&mut self, now: Tick) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let l: u32 = self.rng.random_range(256..768);
+        let n: u32 = self.rng.random_range(256..768);
+        let slot = self.store.insert_with(|r| {
+            r.id = id;
+            r.arrival = now;
+            r.input_len = l;
+            r.output_len = n;
+            r.prompt.push(Segment {
+                seed: 100 + id,
+                len: l,
+            });
+            r.output_seed = 1_000_000 + id;
+            r.instance = 0;
+        });
+        self.inst
+            .on_queued(now, slot, &mut self.store, &mut self.q, &mut self.obs);
+    }
+
+    /// Run the pending `Step` and refill the wait queue.
+    fn step(&mut self) -> Tick {
+        let ev = self.q.pop().expect("a step is always pending");
+        self.inst
+            .on_step(ev.time, &mut self.store, &mut self.q, &mut self.obs);
+        while let Some(slot) = self.obs.finished.pop() {
+            self.store.release(slot);
+            self.enqueue(ev.time);
+        }
+        ev.time
+    }
+}
+
+fn bench_step(c: &mut Criterion) {
+    let mut g = c.benchmark_group("instance_step");
+    g.throughput(Throughput::Elements(1));
+    let mut s = Steady::new();
+    let allocs = ALLOCATIONS.load(Ordering::Relaxed);
+    let steps = 100_000;
+    for _ in 0..steps {
+        s.step();
+    }
+    eprintln!(
+        "instance_step: {} heap allocations in {steps} warm steps",
+        ALLOCATIONS.load(Ordering::Relaxed) - allocs
+    );
+    g.bench_function("batch_256_qwen3_14b_roofline", |b| b.iter(|| s.step()));
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_step);
 criterion_main!(benches);

@@ -173,6 +173,10 @@ pub struct Request {
     pub preemptions: u32,
     /// KV blocks held on its instance, in stream order (owned by the instance's KV cache).
     pub kv_blocks: Vec<u32>,
+    /// Hash of the last full block in `kv_blocks` (maintained by the KV cache
+    /// so that hashing the next block needs no read of block metadata;
+    /// meaningless while the request holds no full block).
+    pub kv_last_hash: u64,
 }
 
 impl Request {
@@ -300,6 +304,23 @@ pub fn stream_block_hash(req: &Request, block_size: u32, k: u32, prev: Option<u6
         .expect("stream_block_hash: block lies beyond the end of the stream")
 }
 
+/// Hash of a block that lies wholly inside `req`'s output segment, starting
+/// `offset` tokens into it, given the hash of the block before it: the same
+/// value as [`stream_block_hash`] (one run of the output segment), in O(1)
+/// and without reading the prompt. Relies on the prompt's segment lengths
+/// adding up to `input_len` (see [`Request::prompt`]).
+#[inline]
+pub fn output_block_hash(prev: u64, req: &Request, offset: u32, block_size: u32) -> u64 {
+    debug_assert_eq!(
+        req.prompt.iter().map(|s| u64::from(s.len)).sum::<u64>(),
+        u64::from(req.input_len),
+        "prompt segments do not add up to input_len"
+    );
+    debug_assert!(u64::from(offset) + u64::from(block_size) <= u64::from(req.output_len));
+    let h = absorb(prev, req.output_seed);
+    absorb(h, (u64::from(offset) << 32) | u64::from(block_size))
+}
+
 /// Hashes of the first `count` full blocks of `req`'s stream (prompt, then
 /// output), appended to `out`. Stops early if the stream has fewer blocks.
 pub fn stream_block_hashes(req: &Request, block_size: u32, count: usize, out: &mut Vec<u64>) {
@@ -392,6 +413,35 @@ mod tests {
     }
 
     #[test]
+    fn output_block_hash_matches_chain() {
+        for (prompt, input_len) in [
+            (vec![seg(1, 37), seg(2, 5), seg(3, 60)], 102),
+            (vec![seg(4, 32)], 32),
+            (vec![seg(5, 0), seg(6, 16), seg(7, 0)], 16),
+        ] {
+            let r = Request {
+                prompt,
+                input_len,
+                output_seed: 9,
+                output_len: 70,
+                ..Default::default()
+            };
+            let mut all = Vec::new();
+            stream_block_hashes(&r, 16, usize::MAX, &mut all);
+            for k in 1..all.len() {
+                let start = k as u32 * 16;
+                if start >= input_len {
+                    assert_eq!(
+                        output_block_hash(all[k - 1], &r, start - input_len, 16),
+                        all[k],
+                        "block {k}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn partial_trailing_block_is_ignored() {
         assert_eq!(BlockHasher::new(&[seg(1, 15)], None, 16).count(), 0);
         assert_eq!(BlockHasher::new(&[seg(1, 16)], None, 16).count(), 1);
@@ -405,16 +455,66 @@ mod tests {
 /// Slab of live requests. Queues and batches hold [`Slot`]s; a slot is
 /// recycled (with its vectors' capacity) once its request has been accounted
 /// for, so memory follows the requests in flight, not the requests in total.
+///
+/// # Hot region
+///
+/// Under overload most live requests wait, and the few hundred per instance
+/// that run were allocated long ago among them, scattered over a slab that
+/// can reach a million entries. A step touches every running request, so the
+/// store keeps a second, dense slab for requests an instance has admitted:
+/// [`RequestStore::promote`] moves a request there (its slot stays the same;
+/// indexing by slot follows it), and the instance then reaches it by its
+/// *hot index* ([`RequestStore::hot`]), without any indirection. Hot entries
+/// are recycled with their vectors, so the running requests' records, block
+/// lists and prompt buffers stay in a small, cache-resident set of memory.
 #[derive(Debug, Default)]
 pub struct RequestStore {
     slots: Vec<Request>,
     alive: Vec<bool>,
     free: Vec<Slot>,
     live: usize,
+    /// Slot → hot index, or `NOT_HOT`.
+    hot_of: Vec<u32>,
+    hot: Vec<Request>,
+    /// Hot index → slot.
+    hot_slot: Vec<Slot>,
+    hot_free: Vec<u32>,
 }
 
 /// Index of a request in the [`RequestStore`].
 pub type Slot = u32;
+
+const NOT_HOT: u32 = u32::MAX;
+
+/// Hint the CPU to fetch the cache line holding `*p` (never faults, never
+/// changes behaviour; a no-op off x86-64).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it does not dereference `p` and cannot
+    // fault, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Reset a request for reuse, keeping its vectors' capacity.
+fn recycle(r: &mut Request) {
+    let mut prompt = std::mem::take(&mut r.prompt);
+    let mut hashes = std::mem::take(&mut r.prompt_hashes);
+    let mut blocks = std::mem::take(&mut r.kv_blocks);
+    prompt.clear();
+    hashes.clear();
+    blocks.clear();
+    *r = Request {
+        prompt,
+        prompt_hashes: hashes,
+        kv_blocks: blocks,
+        ..Request::default()
+    };
+}
 
 impl RequestStore {
     /// An empty store.
@@ -430,6 +530,7 @@ impl RequestStore {
             None => {
                 self.slots.push(Request::default());
                 self.alive.push(false);
+                self.hot_of.push(NOT_HOT);
                 (self.slots.len() - 1) as Slot
             }
         };
@@ -441,23 +542,93 @@ impl RequestStore {
 
     /// Give a slot back. Its vectors keep their capacity for the next request.
     pub fn release(&mut self, slot: Slot) {
-        let r = &mut self.slots[slot as usize];
-        let mut prompt = std::mem::take(&mut r.prompt);
-        let mut hashes = std::mem::take(&mut r.prompt_hashes);
-        let mut blocks = std::mem::take(&mut r.kv_blocks);
-        prompt.clear();
-        hashes.clear();
-        blocks.clear();
-        *r = Request {
-            prompt,
-            prompt_hashes: hashes,
-            kv_blocks: blocks,
-            ..Request::default()
-        };
         debug_assert!(self.alive[slot as usize], "slot {slot} released twice");
+        let h = std::mem::replace(&mut self.hot_of[slot as usize], NOT_HOT);
+        if h != NOT_HOT {
+            recycle(&mut self.hot[h as usize]);
+            self.hot_free.push(h);
+        }
+        recycle(&mut self.slots[slot as usize]);
         self.alive[slot as usize] = false;
         self.free.push(slot);
         self.live -= 1;
+    }
+
+    /// Move the request in `slot` to the hot region (if it is not there yet)
+    /// and return its hot index. Its slot is unchanged. The hot entry's own
+    /// vectors receive copies of the request's prompt and prompt hashes; the
+    /// request must hold no KV blocks.
+    pub fn promote(&mut self, slot: Slot) -> u32 {
+        debug_assert!(self.alive[slot as usize], "promoting a free slot");
+        let h = self.hot_of[slot as usize];
+        if h != NOT_HOT {
+            return h;
+        }
+        let h = match self.hot_free.pop() {
+            Some(h) => {
+                self.hot_slot[h as usize] = slot;
+                h
+            }
+            None => {
+                self.hot.push(Request::default());
+                self.hot_slot.push(slot);
+                (self.hot.len() - 1) as u32
+            }
+        };
+        let cold = &mut self.slots[slot as usize];
+        let hot = &mut self.hot[h as usize];
+        debug_assert!(cold.kv_blocks.is_empty());
+        // Swap the records, then give each side back its own vectors (the hot
+        // entry keeps its recycled buffers) and copy the contents over.
+        std::mem::swap(cold, hot);
+        std::mem::swap(&mut cold.prompt, &mut hot.prompt);
+        std::mem::swap(&mut cold.prompt_hashes, &mut hot.prompt_hashes);
+        std::mem::swap(&mut cold.kv_blocks, &mut hot.kv_blocks);
+        hot.prompt.extend_from_slice(&cold.prompt);
+        hot.prompt_hashes.extend_from_slice(&cold.prompt_hashes);
+        // The cold record is stale from here on (its slot indexes `hot`).
+        cold.prompt.clear();
+        cold.prompt_hashes.clear();
+        self.hot_of[slot as usize] = h;
+        h
+    }
+
+    /// Hot index of `slot`, if it was promoted.
+    #[inline]
+    pub fn hot_index(&self, slot: Slot) -> Option<u32> {
+        match self.hot_of[slot as usize] {
+            NOT_HOT => None,
+            h => Some(h),
+        }
+    }
+
+    /// The request at hot index `h`.
+    #[inline]
+    pub fn hot(&self, h: u32) -> &Request {
+        &self.hot[h as usize]
+    }
+
+    /// The request at hot index `h`, mutably.
+    #[inline]
+    pub fn hot_mut(&mut self, h: u32) -> &mut Request {
+        &mut self.hot[h as usize]
+    }
+
+    /// Start fetching the fields of the request at hot index `h` that an
+    /// instance step reads (a hint; no effect on behaviour).
+    #[inline]
+    pub fn prefetch_hot(&self, h: u32) {
+        if let Some(r) = self.hot.get(h as usize) {
+            prefetch(&r.computed);
+            prefetch(&r.last_token_at);
+            prefetch(&r.kv_blocks);
+        }
+    }
+
+    /// The slot of the request at hot index `h`.
+    #[inline]
+    pub fn hot_slot(&self, h: u32) -> Slot {
+        self.hot_slot[h as usize]
     }
 
     /// True while `slot` holds a request.
@@ -480,13 +651,19 @@ impl std::ops::Index<Slot> for RequestStore {
     type Output = Request;
     #[inline]
     fn index(&self, s: Slot) -> &Request {
-        &self.slots[s as usize]
+        match self.hot_of[s as usize] {
+            NOT_HOT => &self.slots[s as usize],
+            h => &self.hot[h as usize],
+        }
     }
 }
 
 impl std::ops::IndexMut<Slot> for RequestStore {
     #[inline]
     fn index_mut(&mut self, s: Slot) -> &mut Request {
-        &mut self.slots[s as usize]
+        match self.hot_of[s as usize] {
+            NOT_HOT => &mut self.slots[s as usize],
+            h => &mut self.hot[h as usize],
+        }
     }
 }

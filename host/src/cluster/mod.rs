@@ -91,6 +91,11 @@ pub struct Cluster {
     end_time: Tick,
     admission_desc: String,
     tenant_names: Vec<String>,
+    /// Prompt-hash buffers of requests that left the pipeline. Hashes are
+    /// needed by admission and routing only (the instance recomputes them at
+    /// admission into its own buffers), so a waiting request holds none and
+    /// the buffers are reused by the next arrivals.
+    hash_pool: Vec<Vec<u64>>,
 }
 
 /// Build the ABI view of a request.
@@ -142,6 +147,7 @@ impl Cluster {
             end_time: 0,
             admission_desc,
             tenant_names,
+            hash_pool: Vec::new(),
         }
     }
 
@@ -243,7 +249,7 @@ impl Cluster {
                 break;
             }
             // Compute the prompt's block hashes once; admission and routing both see them.
-            let mut hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
+            let mut hashes = self.hash_pool.pop().unwrap_or_default();
             prompt_block_hashes(&self.store[slot], bs, &mut hashes);
             self.store[slot].prompt_hashes = hashes;
             self.arrived += 1;
@@ -274,6 +280,8 @@ impl Cluster {
             self.store[slot].state = RequestState::Rejected;
             self.collector.rejected(&self.store[slot]);
             self.workload.on_finished(&self.store[slot], t, false);
+            let hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
+            self.hash_pool.push(hashes);
             self.store.release(slot);
             self.schedule_arrivals();
         }
@@ -295,7 +303,10 @@ impl Cluster {
         self.routing.observe(&rv, &view, chosen)?;
         self.admission.observe(&rv, &view, chosen)?;
         self.pending[chosen as usize] += 1;
-        self.store[slot].instance = chosen;
+        let req = &mut self.store[slot];
+        req.instance = chosen;
+        let hashes = std::mem::take(&mut req.prompt_hashes);
+        self.hash_pool.push(hashes);
         self.queue.push(
             t,
             Event::InstanceArrival {

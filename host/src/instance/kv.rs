@@ -6,7 +6,8 @@
 //!   blocks, a cluster has many instances and most runs touch a small fraction
 //!   of them. Blocks that were never used are therefore only a counter; a block
 //!   gets metadata the first time it is handed out, so `KvCache::new` costs
-//!   nothing whatever the capacity and memory is O(blocks ever used).
+//!   nothing whatever the capacity and memory is O(blocks ever used): 16 bytes
+//!   of metadata per block plus about 14 bytes of index per cached hash.
 //! * **Freed blocks stay useful.** A freed block keeps its hash and goes to
 //!   the tail of an intrusive LRU list; it is only reused (and its hash
 //!   forgotten) when it reaches the head. Never-used blocks are handed out
@@ -29,59 +30,226 @@
 //! block's hash, so a later session round whose prompt repeats this stream
 //! hits the same blocks.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use crate::request::{stream_block_hash, Request};
+use crate::request::{output_block_hash, prefetch, stream_block_hash, Request};
 
 /// Sentinel for "no block" in the intrusive LRU links.
 const NIL: u32 = u32::MAX;
+/// `Block::next` of a block held by requests (not on the free list). Not a
+/// valid block id: ids are below `MAX_KV_BLOCKS`.
+const HELD: u32 = u32::MAX - 1;
+/// Flag in `Block::prev` of a held block: it carries a registered hash.
+const HASHED: u32 = 1 << 31;
 
 /// Largest number of blocks an instance may have (block ids are `u32` and one
 /// value is the list sentinel).
 pub const MAX_KV_BLOCKS: u64 = u32::MAX as u64 - 1;
 
-/// Hasher for keys that already are well-mixed 64-bit hashes: identity.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        // Not used for u64 keys; fold anything else in so it stays correct.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type HashIndex = HashMap<u64, u32, BuildHasherDefault<IdentityHasher>>;
-
-/// Metadata of a block that has been used at least once.
+/// Metadata of a block that has been used at least once: 16 bytes.
+///
+/// A held block is off the free list, so its link fields are free to carry
+/// its state: `next == HELD`, `prev` = reference count, with the `HASHED`
+/// flag when the block is full and registered. A free block is on the LRU
+/// list (`prev`, `next` are its neighbours); whether it still carries a hash
+/// follows from its position (see `KvCache::lru_unhashed`).
 #[derive(Clone, Copy, Debug)]
 struct Block {
-    /// Hash of the token prefix ending with this block (valid when `hashed`).
+    /// Hash of the token prefix ending with this block (valid when hashed).
     hash: u64,
-    /// Requests holding this block; 0 = on the free LRU list.
-    refs: u32,
-    hashed: bool,
-    /// LRU neighbours (only meaningful while `refs == 0`).
     prev: u32,
     next: u32,
 }
 
+impl Block {
+    #[inline]
+    fn held(&self) -> bool {
+        self.next == HELD
+    }
+    /// Requests holding the block (0 = on the free list).
+    #[inline]
+    fn refs(&self) -> u32 {
+        if self.held() {
+            self.prev & !HASHED
+        } else {
+            0
+        }
+    }
+}
+
+/// The prefix index: block hash → block id, one entry per hash.
+///
+/// Open addressing with linear probing over 8-byte slots `(tag << 32) | (id + 1)`
+/// (0 = empty), where `tag` is the hash's upper 32 bits; the slot's home is the
+/// tag's top bits, so the table can be rebuilt and entries shifted on deletion
+/// without reading any block. A tag match is confirmed against the block's
+/// full hash. One probe usually costs one cache line, and an entry costs
+/// 8 bytes / load factor (10.7 to 21 bytes).
+#[derive(Debug, Default)]
+struct BlockIndex {
+    slots: Vec<u64>,
+    len: usize,
+    /// `32 − log2(slots.len())`: the home of tag `t` is `t >> shift`.
+    shift: u32,
+}
+
+/// Where [`BlockIndex::find`] stopped.
+enum Probe {
+    /// The hash is present at this slot, pointing at this block.
+    Found(usize, u32),
+    /// The hash is absent; this empty slot is where it would go.
+    Vacant(usize),
+}
+
+impl BlockIndex {
+    #[inline]
+    fn tag(hash: u64) -> u32 {
+        (hash >> 32) as u32
+    }
+
+    #[inline]
+    fn home(&self, tag: u32) -> usize {
+        (tag >> self.shift) as usize
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// Slot of `hash`, or the empty slot that ends its probe sequence. The
+    /// table must not be empty.
+    #[inline]
+    fn find(&self, hash: u64, blocks: &[Block]) -> Probe {
+        let tag = Self::tag(hash);
+        let mask = self.mask();
+        let mut i = self.home(tag);
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return Probe::Vacant(i);
+            }
+            if (s >> 32) as u32 == tag {
+                let id = (s as u32) - 1;
+                if blocks[id as usize].hash == hash {
+                    return Probe::Found(i, id);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Start fetching the slot where the probe for `hash` begins.
+    #[inline]
+    fn prefetch(&self, hash: u64) {
+        if !self.slots.is_empty() {
+            prefetch(&self.slots[self.home(Self::tag(hash))]);
+        }
+    }
+
+    /// The block registered for `hash`.
+    #[inline]
+    fn get(&self, hash: u64, blocks: &[Block]) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        match self.find(hash, blocks) {
+            Probe::Found(_, id) => Some(id),
+            Probe::Vacant(_) => None,
+        }
+    }
+
+    /// Make room for one more entry (grow at load factor 3/4; slot positions
+    /// change when the table is rebuilt).
+    #[inline]
+    fn reserve_one(&mut self) {
+        if (self.len + 1) * 4 <= self.slots.len() * 3 {
+            return;
+        }
+        // Tags are 32 bits, so 2^32 slots at most; there is always an empty
+        // slot since there are fewer than 2^32 − 1 blocks.
+        if self.slots.len() >= 1 << 32 {
+            return;
+        }
+        let cap = (self.slots.len() * 2).max(64);
+        let old = std::mem::replace(&mut self.slots, vec![0; cap]);
+        self.shift = 32 - cap.trailing_zeros();
+        let mask = cap - 1;
+        for s in old.into_iter().filter(|&s| s != 0) {
+            let mut i = self.home((s >> 32) as u32);
+            while self.slots[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = s;
+        }
+    }
+
+    /// Store `id` for `hash` in the empty slot `pos` found by [`BlockIndex::find`].
+    #[inline]
+    fn insert_at(&mut self, pos: usize, hash: u64, id: u32) {
+        debug_assert_eq!(self.slots[pos], 0);
+        self.slots[pos] = (u64::from(Self::tag(hash)) << 32) | u64::from(id + 1);
+        self.len += 1;
+    }
+
+    /// Point the entry at `pos` at block `id` (same hash).
+    #[inline]
+    fn set_at(&mut self, pos: usize, id: u32) {
+        let s = &mut self.slots[pos];
+        *s = (*s & !0xffff_ffff) | u64::from(id + 1);
+    }
+
+    /// Remove the entry for `hash` if it points at `id`.
+    #[inline]
+    fn remove_if(&mut self, hash: u64, id: u32, blocks: &[Block]) {
+        if self.len == 0 {
+            return;
+        }
+        if let Probe::Found(pos, found) = self.find(hash, blocks) {
+            if found == id {
+                self.delete_at(pos);
+            }
+        }
+    }
+
+    /// Backward-shift deletion: later entries of the cluster move up so every
+    /// probe sequence stays unbroken.
+    fn delete_at(&mut self, mut hole: usize) {
+        let mask = self.mask();
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let s = self.slots[j];
+            if s == 0 {
+                break;
+            }
+            let home = self.home((s >> 32) as u32);
+            // The entry at j may fill the hole unless its home lies
+            // cyclically in (hole, j].
+            let stays = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !stays {
+                self.slots[hole] = s;
+                hole = j;
+            }
+        }
+        self.slots[hole] = 0;
+        self.len -= 1;
+    }
+
+    /// Every entry as `(tag, block id)`.
+    fn entries(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.slots
+            .iter()
+            .filter(|&&s| s != 0)
+            .map(|&s| ((s >> 32) as u32, (s as u32) - 1))
+    }
+}
+
 /// Result of a prefix-cache lookup (see [`KvCache::lookup`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Lookup {
+pub struct Lookup {
     /// Leading blocks of the stream found in the cache.
     pub hits: u32,
     /// How many of them currently sit on the free list (attaching them uses free blocks).
@@ -92,7 +260,7 @@ pub(crate) struct Lookup {
 
 /// Paged KV cache with prefix caching. See the module documentation.
 #[derive(Debug)]
-pub(crate) struct KvCache {
+pub struct KvCache {
     block_size: u32,
     total: u64,
     /// Metadata of blocks `0 .. blocks.len()` (the blocks ever used).
@@ -101,10 +269,14 @@ pub(crate) struct KvCache {
     lru_head: u32,
     lru_tail: u32,
     lru_len: u64,
+    /// The first `lru_unhashed` blocks of the free list carry no hash (partial
+    /// or superseded blocks are freed to the head, hashed ones to the tail, so
+    /// the unhashed ones always form the head of the list).
+    lru_unhashed: u64,
     /// Blocks held by at least one request.
     used: u64,
     peak_used: u64,
-    index: HashIndex,
+    index: BlockIndex,
     hit_blocks: u64,
     lookup_blocks: u64,
 }
@@ -124,9 +296,10 @@ impl KvCache {
             lru_head: NIL,
             lru_tail: NIL,
             lru_len: 0,
+            lru_unhashed: 0,
             used: 0,
             peak_used: 0,
-            index: HashIndex::default(),
+            index: BlockIndex::default(),
             hit_blocks: 0,
             lookup_blocks: 0,
         }
@@ -175,10 +348,25 @@ impl KvCache {
     /// Hash of block `k` of `req`'s stream, given the hash of block `k − 1`.
     #[inline]
     fn block_hash(&self, req: &Request, k: u32, prev: Option<u64>) -> u64 {
-        match req.prompt_hashes.get(k as usize) {
-            Some(&h) => h,
-            None => stream_block_hash(req, self.block_size, k, prev),
+        if let Some(&h) = req.prompt_hashes.get(k as usize) {
+            return h;
         }
+        // A block wholly inside the output segment is one run of it: no need
+        // to walk (and fetch) the prompt's segments.
+        let start = u64::from(k) * u64::from(self.block_size);
+        if let Some(p) = prev {
+            if start >= u64::from(req.input_len) {
+                let h = output_block_hash(
+                    p,
+                    req,
+                    (start - u64::from(req.input_len)) as u32,
+                    self.block_size,
+                );
+                debug_assert_eq!(h, stream_block_hash(req, self.block_size, k, prev));
+                return h;
+            }
+        }
+        stream_block_hash(req, self.block_size, k, prev)
     }
 
     /// Prefix-cache lookup for a request about to be admitted with nothing
@@ -196,10 +384,12 @@ impl KvCache {
         let mut prev = None;
         for k in 0..candidates {
             let h = self.block_hash(req, k, prev);
-            let Some(&id) = self.index.get(&h) else { break };
+            let Some(id) = self.index.get(h, &self.blocks) else {
+                break;
+            };
             out.push(id);
             res.hits += 1;
-            if self.blocks[id as usize].refs == 0 {
+            if !self.blocks[id as usize].held() {
                 res.hits_free += 1;
             }
             prev = Some(h);
@@ -228,13 +418,26 @@ impl KvCache {
         req.kv_blocks
             .reserve((max_blocks as usize).saturating_sub(req.kv_blocks.len()));
         for &id in hits {
-            let b = self.blocks[id as usize];
-            if b.refs == 0 {
+            let blk = &mut self.blocks[id as usize];
+            if blk.held() {
+                debug_assert!(blk.prev & HASHED != 0, "a hit block without a hash");
+                assert!(
+                    blk.prev & !HASHED < HASHED - 1,
+                    "KV block reference count overflow"
+                );
+                blk.prev += 1;
+            } else {
+                // An indexed free block sits in the hashed part of the list.
                 self.lru_unlink(id);
                 self.used += 1;
+                let blk = &mut self.blocks[id as usize];
+                blk.prev = 1 | HASHED;
+                blk.next = HELD;
             }
-            self.blocks[id as usize].refs += 1;
             req.kv_blocks.push(id);
+        }
+        if let Some(&last) = hits.last() {
+            req.kv_last_hash = self.blocks[last as usize].hash;
         }
         self.hit_blocks += u64::from(lookup.hits);
         self.lookup_blocks += u64::from(lookup.candidates);
@@ -246,7 +449,21 @@ impl KvCache {
     /// Extend a request that has `computed` tokens (and exactly the blocks
     /// covering them) so that it covers `computed + n` tokens. Blocks that
     /// become full are hashed and registered. All or nothing.
+    #[inline]
     pub fn extend(&mut self, req: &mut Request, computed: u32, n: u32) -> bool {
+        // Fast path (decode, 15 steps out of 16): the tokens fit in the last
+        // block without filling it, so nothing is allocated or registered.
+        let b = u64::from(self.block_size);
+        let cap = req.kv_blocks.len() as u64 * b;
+        let end = u64::from(computed) + u64::from(n);
+        if end < cap && u64::from(computed) + b >= cap {
+            return true;
+        }
+        self.extend_slow(req, computed, n)
+    }
+
+    #[inline(never)]
+    fn extend_slow(&mut self, req: &mut Request, computed: u32, n: u32) -> bool {
         let b = u64::from(self.block_size);
         let have = req.kv_blocks.len() as u64;
         debug_assert_eq!(have, self.blocks_for(u64::from(computed)));
@@ -267,12 +484,17 @@ impl KvCache {
             let prev = if k == 0 {
                 None
             } else {
-                let p = req.kv_blocks[k as usize - 1] as usize;
-                debug_assert!(self.blocks[p].hashed, "full block without a hash");
-                Some(self.blocks[p].hash)
+                // The request's last full block is k − 1; its hash is kept in
+                // the request so the block itself need not be read.
+                debug_assert!({
+                    let p = &self.blocks[req.kv_blocks[k as usize - 1] as usize];
+                    p.held() && p.prev & HASHED != 0 && p.hash == req.kv_last_hash
+                });
+                Some(req.kv_last_hash)
             };
             let h = self.block_hash(req, k, prev);
             self.register(req.kv_blocks[k as usize], h);
+            req.kv_last_hash = h;
         }
         self.used += fresh;
         self.peak_used = self.peak_used.max(self.used);
@@ -280,20 +502,53 @@ impl KvCache {
         true
     }
 
+    /// Prefetch what [`KvCache::extend`]`(req, computed, n)` will touch when it
+    /// fills exactly one already allocated block of output tokens (the decode
+    /// case at a block boundary): that block's metadata and the index slot
+    /// of its hash. A hint, called ahead of the extensions of a step so that
+    /// their cache misses overlap.
+    #[inline]
+    pub fn prefetch_extend(&self, req: &Request, computed: u32, n: u32) {
+        let b = self.block_size;
+        let end = computed + n;
+        if end % b != 0 || end / b == 0 {
+            return;
+        }
+        let k = end / b - 1;
+        let start = u64::from(k) * u64::from(b);
+        if k == 0
+            || k != computed / b
+            || start < u64::from(req.input_len)
+            || k as usize >= req.kv_blocks.len()
+        {
+            return; // not one allocated block of output tokens
+        }
+        let h = output_block_hash(
+            req.kv_last_hash,
+            req,
+            (start - u64::from(req.input_len)) as u32,
+            b,
+        );
+        self.index.prefetch(h);
+        prefetch(&self.blocks[req.kv_blocks[k as usize] as usize]);
+    }
+
     /// Release all of a request's blocks (last to first, so its leading,
     /// most shareable blocks are freed last and evicted last).
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
         for &id in blocks.iter().rev() {
             let blk = &mut self.blocks[id as usize];
-            debug_assert!(blk.refs > 0, "releasing a free block");
-            blk.refs -= 1;
-            if blk.refs == 0 {
+            debug_assert!(blk.held() && blk.refs() > 0, "releasing a free block");
+            if blk.prev & !HASHED == 1 {
                 self.used -= 1;
-                if blk.hashed {
+                if blk.prev & HASHED != 0 {
                     self.lru_push_tail(id);
                 } else {
                     self.lru_push_head(id);
+                    self.lru_unhashed += 1;
                 }
+            } else {
+                blk.prev -= 1;
             }
         }
         blocks.clear();
@@ -307,27 +562,35 @@ impl KvCache {
             let id = self.blocks.len() as u32;
             self.blocks.push(Block {
                 hash: 0,
-                refs: 1,
-                hashed: false,
-                prev: NIL,
-                next: NIL,
+                prev: 1,
+                next: HELD,
             });
             return id;
         }
         let id = self.lru_head;
         assert!(id != NIL, "KV free list empty after a successful pre-check");
         self.lru_unlink(id);
-        let blk = &mut self.blocks[id as usize];
-        if blk.hashed {
-            let h = blk.hash;
-            blk.hashed = false;
-            if let Entry::Occupied(o) = self.index.entry(h) {
-                if *o.get() == id {
-                    o.remove();
-                }
+        // The next head was just touched by the unlink: start fetching what
+        // taking it will need (its index slot and its successor's metadata),
+        // so the next eviction finds them in cache.
+        let next = self.lru_head;
+        if next != NIL {
+            let nb = self.blocks[next as usize];
+            self.index.prefetch(nb.hash);
+            if nb.next != NIL {
+                prefetch(&self.blocks[nb.next as usize]);
             }
         }
-        self.blocks[id as usize].refs = 1;
+        if self.lru_unhashed > 0 {
+            // The head is an unhashed block: nothing to forget.
+            self.lru_unhashed -= 1;
+        } else {
+            let h = self.blocks[id as usize].hash;
+            self.index.remove_if(h, id, &self.blocks);
+        }
+        let blk = &mut self.blocks[id as usize];
+        blk.prev = 1;
+        blk.next = HELD;
         id
     }
 
@@ -335,31 +598,32 @@ impl KvCache {
     fn register(&mut self, id: u32, h: u64) {
         {
             let blk = &mut self.blocks[id as usize];
+            debug_assert!(blk.held() && blk.prev & HASHED == 0);
             blk.hash = h;
-            blk.hashed = true;
+            blk.prev |= HASHED;
         }
+        self.index.reserve_one();
         // One probe of the (large, cache-unfriendly) index per registration.
-        match self.index.entry(h) {
-            Entry::Vacant(v) => {
-                v.insert(id);
-            }
-            Entry::Occupied(mut o) => {
-                let old = *o.get();
-                if old != id && self.blocks[old as usize].refs == 0 {
+        match self.index.find(h, &self.blocks) {
+            Probe::Vacant(pos) => self.index.insert_at(pos, h, id),
+            Probe::Found(pos, old) => {
+                if old != id && !self.blocks[old as usize].held() {
                     // The old copy is only cached: point the index at the live
                     // copy and recycle the old one first (it is now unreachable).
-                    o.insert(id);
-                    self.blocks[old as usize].hashed = false;
+                    self.index.set_at(pos, id);
                     self.lru_unlink(old);
                     self.lru_push_head(old);
+                    self.lru_unhashed += 1;
                 }
                 // Else another live block already serves this hash; keep it.
             }
         }
     }
 
+    /// Take a free block off the LRU list (the caller sets its held state).
     fn lru_unlink(&mut self, id: u32) {
         let Block { prev, next, .. } = self.blocks[id as usize];
+        debug_assert!(next != HELD, "unlinking a held block");
         if prev == NIL {
             self.lru_head = next;
         } else {
@@ -370,9 +634,6 @@ impl KvCache {
         } else {
             self.blocks[next as usize].prev = prev;
         }
-        let blk = &mut self.blocks[id as usize];
-        blk.prev = NIL;
-        blk.next = NIL;
         self.lru_len -= 1;
     }
 
@@ -409,24 +670,27 @@ impl KvCache {
     }
 
     /// Full structural check, O(blocks ever used): the LRU list holds exactly
-    /// the unreferenced blocks, `used` counts the referenced ones, the index
-    /// points at hashed blocks with the right hash, and INV-4 holds. Used by
+    /// the unreferenced blocks (the unhashed ones first), `used` counts the
+    /// referenced ones, the index points at hashed blocks with the right hash
+    /// and every entry is reachable by probing, and INV-4 holds. Used by
     /// tests; returns a description of the first violation.
     pub fn check(&self) -> Result<(), String> {
         let mut on_list = 0u64;
+        let mut hashed = vec![false; self.blocks.len()];
         let mut id = self.lru_head;
         let mut prev = NIL;
         while id != NIL {
             let blk = &self.blocks[id as usize];
-            if blk.refs != 0 {
+            if blk.held() {
                 return Err(format!(
                     "block {id} on the free list with {} refs",
-                    blk.refs
+                    blk.refs()
                 ));
             }
             if blk.prev != prev {
                 return Err(format!("block {id}: broken back link"));
             }
+            hashed[id as usize] = on_list >= self.lru_unhashed;
             on_list += 1;
             if on_list > self.blocks.len() as u64 {
                 return Err("cycle in the free list".into());
@@ -443,7 +707,19 @@ impl KvCache {
                 self.lru_len
             ));
         }
-        let referenced = self.blocks.iter().filter(|b| b.refs > 0).count() as u64;
+        if self.lru_unhashed > self.lru_len {
+            return Err("more unhashed free blocks than free blocks".into());
+        }
+        let mut referenced = 0u64;
+        for (i, b) in self.blocks.iter().enumerate() {
+            if b.held() {
+                if b.refs() == 0 {
+                    return Err(format!("held block {i} with no reference"));
+                }
+                referenced += 1;
+                hashed[i] = b.prev & HASHED != 0;
+            }
+        }
         if referenced != self.used {
             return Err(format!(
                 "{referenced} referenced blocks, used = {}",
@@ -453,13 +729,21 @@ impl KvCache {
         if referenced + on_list != self.blocks.len() as u64 {
             return Err("a block is neither referenced nor free".into());
         }
-        for (&h, &id) in &self.index {
+        let mut entries = 0usize;
+        for (tag, id) in self.index.entries() {
+            entries += 1;
             let blk = &self.blocks[id as usize];
-            if !blk.hashed || blk.hash != h {
+            if !hashed[id as usize] || BlockIndex::tag(blk.hash) != tag {
                 return Err(format!(
                     "index entry for block {id} does not match its hash"
                 ));
             }
+            if self.index.get(blk.hash, &self.blocks) != Some(id) {
+                return Err(format!("index entry for block {id} is not reachable"));
+            }
+        }
+        if entries != self.index.len {
+            return Err("index length mismatch".into());
         }
         if self.used + self.free() != self.total {
             return Err("INV-4: used + free != total".into());
@@ -469,6 +753,6 @@ impl KvCache {
 
     /// Reference count of a block (consistency checks).
     pub fn refs_of(&self, id: u32) -> u32 {
-        self.blocks[id as usize].refs
+        self.blocks[id as usize].refs()
     }
 }

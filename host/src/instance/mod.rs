@@ -48,8 +48,11 @@ use std::cmp::Reverse;
 use crate::engine::{Event, EventQueue, Tick};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot, UNSET};
 
-use kv::KvCache;
 pub use kv::MAX_KV_BLOCKS;
+/// The KV cache, public for the benchmarks only (`host/benches/kv.rs`);
+/// simulations reach it through [`Instance`].
+#[doc(hidden)]
+pub use kv::{KvCache, Lookup};
 use queue::WaitQueue;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
@@ -172,8 +175,10 @@ pub struct Instance {
     latency: LatencyModel,
     kv: KvCache,
     waiting: WaitQueue,
-    /// The batch in flight, in admission order.
-    running: Vec<Slot>,
+    /// The batch in flight, in admission order: slot and hot index of each
+    /// request (the instance reaches running requests through the store's
+    /// dense hot region, see [`RequestStore::promote`]).
+    running: Vec<Run>,
     /// A `Step` for this instance is in the event queue (at most one, ever).
     step_pending: bool,
     steps: u64,
@@ -182,6 +187,14 @@ pub struct Instance {
     dropped: u64,
     /// Reused buffer for prefix-cache hits during admission.
     hit_scratch: Vec<u32>,
+}
+
+/// A request in the running batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    slot: Slot,
+    /// Index in the store's hot region.
+    hot: u32,
 }
 
 /// End-of-run counts of one instance.
@@ -206,6 +219,22 @@ pub struct InstanceCounts {
     pub completed: u64,
     /// Requests dropped at enqueue as unservable.
     pub dropped: u64,
+}
+
+/// Add a request to the batch shape: nothing if it got no grant, to
+/// `decode` if its grant computes exactly the one token it emitted last,
+/// else to `prefill`.
+#[inline]
+fn add_to_shape(shape: &mut BatchShape, r: &Request) {
+    if r.granted == 0 {
+        return;
+    }
+    let needed = r.input_len + r.generated - r.computed;
+    if r.generated > 0 && needed == 1 {
+        shape.decode.add(r.computed, r.granted);
+    } else {
+        shape.prefill.add(r.computed, r.granted);
+    }
 }
 
 /// Tokens granted to a request that still needs `needed`: capped by the
@@ -284,9 +313,9 @@ impl Instance {
     /// never fit in the KV cache, even alone, or with an empty prompt, is
     /// dropped (`state = Dropped`, [`InstanceObserver::dropped`]).
     ///
-    /// `prompt_hashes` must hold the prompt's full-block hashes for this
-    /// instance's block size; they are computed here when the count does not
-    /// match `L / block_size` (for instance when the cluster left them empty).
+    /// `prompt_hashes` may be left empty: the prompt's full-block hashes for
+    /// this instance's block size are computed at admission when their count
+    /// does not match `L / block_size`, so a waiting request needs none.
     pub fn on_queued(
         &mut self,
         now: Tick,
@@ -319,14 +348,6 @@ impl Instance {
             self.dropped += 1;
             obs.dropped(self.index, slot, req, now);
             return;
-        }
-        let b = self.config.block_size;
-        if req.prompt_hashes.len() != (req.input_len / b) as usize {
-            let mut hashes = std::mem::take(&mut req.prompt_hashes);
-            hashes.clear();
-            hashes.reserve_exact((req.input_len / b) as usize);
-            prompt_block_hashes(req, b, &mut hashes);
-            req.prompt_hashes = hashes;
         }
         req.state = RequestState::Queued;
         self.waiting.push(slot, req);
@@ -381,7 +402,7 @@ impl Instance {
         );
         self.step_pending = false;
         self.finish_batch(now, store, obs);
-        self.form_batch(now, store, obs);
+        let shape = self.form_batch(now, store, obs);
         if self.running.is_empty() {
             if self.waiting.is_empty() {
                 return; // idle until the next Queued
@@ -397,7 +418,6 @@ impl Instance {
             );
             return;
         }
-        let shape = self.batch_shape(store);
         let dt = self.latency.step_time(&shape).max(1);
         self.steps += 1;
         self.step_pending = true;
@@ -420,9 +440,19 @@ impl Instance {
     ) {
         let a2 = self.latency.output_token_overhead().max(0);
         let mut keep = 0;
+        // This is the step's first touch of its requests, which other
+        // instances' steps have pushed out of the near caches: fetch a few
+        // requests ahead so the misses overlap.
+        const AHEAD: usize = 6;
+        for run in self.running.iter().take(AHEAD) {
+            store.prefetch_hot(run.hot);
+        }
         for i in 0..self.running.len() {
-            let slot = self.running[i];
-            let req = &mut store[slot];
+            if let Some(ahead) = self.running.get(i + AHEAD) {
+                store.prefetch_hot(ahead.hot);
+            }
+            let run = self.running[i];
+            let req = store.hot_mut(run.hot);
             let mut done = false;
             if req.granted > 0 {
                 req.computed += req.granted;
@@ -459,9 +489,14 @@ impl Instance {
                 req.completed_at = at;
                 self.kv.release(&mut req.kv_blocks);
                 self.completed += 1;
-                obs.completed(self.index, slot, req, at);
+                obs.completed(self.index, run.slot, req, at);
             } else {
-                self.running[keep] = slot;
+                if req.generated > 0 && req.input_len + req.generated - req.computed == 1 {
+                    // Likely a decode grant next: start fetching the KV data
+                    // it touches if it fills a block.
+                    self.kv.prefetch_extend(req, req.computed, 1);
+                }
+                self.running[keep] = run;
                 keep += 1;
             }
         }
@@ -481,31 +516,43 @@ impl Instance {
     /// ran out stay in the batch with no grant. No request is admitted in a
     /// step that preempted, and a head request that does not fit blocks the
     /// queue (no skipping ahead).
-    fn form_batch(&mut self, now: Tick, store: &mut RequestStore, obs: &mut impl InstanceObserver) {
+    ///
+    /// Returns the batch's shape (see [`Instance::batch_shape`]), summed
+    /// while granting when nothing was preempted (same requests, same order,
+    /// so the same floating-point sums), recomputed otherwise.
+    fn form_batch(
+        &mut self,
+        now: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+    ) -> BatchShape {
         let threshold = self.config.long_prefill_token_threshold;
         let mut budget = self.config.max_num_batched_tokens;
         let mut preempted = false;
+        let mut shape = BatchShape::default();
 
         // Running requests, in batch order.
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
-            let slot = self.running[i];
+            let h = self.running[i].hot;
             let (computed, needed) = {
-                let r = &store[slot];
+                let r = store.hot(h);
                 (r.computed, r.input_len + r.generated - r.computed)
             };
             debug_assert!(needed > 0);
             let n = chunk(needed, threshold, budget);
             loop {
-                if self.kv.extend(&mut store[slot], computed, n) {
-                    store[slot].granted = n;
+                let r = store.hot_mut(h);
+                if self.kv.extend(r, computed, n) {
+                    r.granted = n;
+                    add_to_shape(&mut shape, r);
                     budget -= n;
                     i += 1;
                     break;
                 }
                 let v = self.victim(store);
                 let victim = self.running.remove(v);
-                budget += store[victim].granted; // refund a grant made earlier this step
+                budget += store.hot(victim.hot).granted; // refund a grant made earlier this step
                 self.preempt(victim, now, store, obs);
                 preempted = true;
                 if v == i {
@@ -521,27 +568,33 @@ impl Instance {
 
         // New requests, while there is room and no preemption happened.
         if preempted {
-            return;
+            return self.batch_shape(store);
         }
         let b = self.config.block_size;
         while self.running.len() < self.config.max_num_seqs as usize && budget > 0 {
             let Some(slot) = self.waiting.peek() else {
                 break;
             };
-            let req = &store[slot];
+            // From here on the request lives in the store's dense hot region
+            // (it stays there if it has to wait longer).
+            let h = store.promote(slot);
+            let req = store.hot_mut(h);
+            if req.prompt_hashes.len() != (req.input_len / b) as usize {
+                let mut hashes = std::mem::take(&mut req.prompt_hashes);
+                hashes.clear();
+                hashes.reserve_exact((req.input_len / b) as usize);
+                prompt_block_hashes(req, b, &mut hashes);
+                req.prompt_hashes = hashes;
+            }
             let target = req.input_len + req.generated;
             // A fully cached stream still computes its last token (vLLM).
             let lookup = self.kv.lookup(req, target - 1, &mut self.hit_scratch);
             let cached = lookup.hits * b;
             let n = chunk(target - cached, threshold, budget);
-            if !self
-                .kv
-                .admit(&mut store[slot], lookup, &self.hit_scratch, n)
-            {
+            if !self.kv.admit(req, lookup, &self.hit_scratch, n) {
                 break; // head-of-line blocking
             }
             self.waiting.pop();
-            let req = &mut store[slot];
             debug_assert_eq!(req.state, RequestState::Queued);
             req.state = RequestState::Running;
             req.computed = cached;
@@ -550,9 +603,12 @@ impl Instance {
                 req.scheduled_at = now;
                 req.cached_tokens = cached;
             }
+            add_to_shape(&mut shape, req);
             budget -= n;
-            self.running.push(slot);
+            self.running.push(Run { slot, hot: h });
         }
+        debug_assert_eq!(shape, self.batch_shape(store));
+        shape
     }
 
     /// Index in the batch of the request to preempt.
@@ -561,13 +617,13 @@ impl Instance {
             PreemptionKind::Fcfs => self.running.len() - 1,
             PreemptionKind::Priority => {
                 let mut best = 0;
-                let key = |s: Slot| {
-                    let r = &store[s];
+                let key = |run: Run| {
+                    let r = store.hot(run.hot);
                     (r.slo_class.priority(), Reverse(r.arrival), Reverse(r.id))
                 };
                 let mut best_key = key(self.running[0]);
-                for (j, &s) in self.running.iter().enumerate().skip(1) {
-                    let k = key(s);
+                for (j, &run) in self.running.iter().enumerate().skip(1) {
+                    let k = key(run);
                     if k < best_key {
                         best = j;
                         best_key = k;
@@ -582,36 +638,27 @@ impl Instance {
     /// the computed context, keep the emitted tokens, back to the queue front.
     fn preempt(
         &mut self,
-        slot: Slot,
+        run: Run,
         now: Tick,
         store: &mut RequestStore,
         obs: &mut impl InstanceObserver,
     ) {
-        let req = &mut store[slot];
+        let req = store.hot_mut(run.hot);
         self.kv.release(&mut req.kv_blocks);
         req.computed = 0;
         req.granted = 0;
         req.state = RequestState::Queued;
         req.preemptions += 1;
         self.preemptions += 1;
-        self.waiting.push_front(slot);
+        self.waiting.push_front(run.slot);
         obs.preempted(self.index, req, now);
     }
 
     /// The batch as the latency model sees it (granted requests only).
     fn batch_shape(&self, store: &RequestStore) -> BatchShape {
         let mut shape = BatchShape::default();
-        for &s in &self.running {
-            let r = &store[s];
-            if r.granted == 0 {
-                continue;
-            }
-            let needed = r.input_len + r.generated - r.computed;
-            if r.generated > 0 && needed == 1 {
-                shape.decode.add(r.computed, r.granted);
-            } else {
-                shape.prefill.add(r.computed, r.granted);
-            }
+        for run in &self.running {
+            add_to_shape(&mut shape, store.hot(run.hot));
         }
         shape
     }
@@ -653,8 +700,8 @@ impl Instance {
         self.kv.blocks_ever_used()
     }
     /// The running batch, in batch order.
-    pub fn running_slots(&self) -> &[Slot] {
-        &self.running
+    pub fn running_slots(&self) -> Vec<Slot> {
+        self.running.iter().map(|r| r.slot).collect()
     }
     /// Every waiting request: preempted ones first, in queue order, then the
     /// rest in no particular order (use it for end-of-run records, not order).
@@ -686,8 +733,14 @@ impl Instance {
     pub fn check_invariants(&self, store: &RequestStore) -> Result<(), String> {
         self.kv.check()?;
         let mut holders: std::collections::HashMap<u32, u32> = Default::default();
-        for &s in &self.running {
-            let r = &store[s];
+        for run in &self.running {
+            if store.hot_index(run.slot) != Some(run.hot) || store.hot_slot(run.hot) != run.slot {
+                return Err(format!(
+                    "running slot {} and hot index {} disagree",
+                    run.slot, run.hot
+                ));
+            }
+            let r = store.hot(run.hot);
             if r.state != RequestState::Running {
                 return Err(format!("running request {} in state {:?}", r.id, r.state));
             }
