@@ -137,11 +137,14 @@ impl BlockIndex {
         }
     }
 
-    /// Start fetching the slot where the probe for `hash` begins.
+    /// Start fetching the slots where the probe for `hash` begins (the home
+    /// slot's cache line and, as probes often run on, the next one).
     #[inline]
     fn prefetch(&self, hash: u64) {
         if !self.slots.is_empty() {
-            prefetch(&self.slots[self.home(Self::tag(hash))]);
+            let i = self.home(Self::tag(hash));
+            prefetch(&self.slots[i]);
+            prefetch(&self.slots[(i + 7) & self.mask()]);
         }
     }
 
@@ -472,13 +475,22 @@ impl KvCache {
         if fresh > self.free() {
             return false;
         }
+        let first_full = u64::from(computed) / b;
+        let last_full = end / b;
+        if last_full > first_full + 1 {
+            // A prefill registers many prompt blocks at random index slots:
+            // start all those fetches now so the misses overlap.
+            let hashes = &req.prompt_hashes;
+            let upto = (last_full as usize).min(hashes.len());
+            for &h in hashes.get(first_full as usize..upto).unwrap_or(&[]) {
+                self.index.prefetch(h);
+            }
+        }
         for _ in 0..fresh {
             let id = self.take_free_block();
             req.kv_blocks.push(id);
         }
         // Register the blocks that become full with this extension.
-        let first_full = u64::from(computed) / b;
-        let last_full = end / b;
         for k in first_full..last_full {
             let k = k as u32;
             let prev = if k == 0 {
@@ -502,40 +514,37 @@ impl KvCache {
         true
     }
 
-    /// Prefetch what [`KvCache::extend`]`(req, computed, n)` will touch when it
-    /// fills exactly one already allocated block of output tokens (the decode
-    /// case at a block boundary): that block's metadata and the index slot
-    /// of its hash. A hint, called ahead of the extensions of a step so that
-    /// their cache misses overlap.
+    /// Prefetch what a one-token extension of `req` (which has `computed`
+    /// tokens) will touch when it fills an allocated block of output tokens
+    /// (the decode case at a block boundary): that block's metadata and the
+    /// index slot of its hash. A hint, called ahead of the extensions of a
+    /// step so that their cache misses overlap.
     #[inline]
-    pub fn prefetch_extend(&self, req: &Request, computed: u32, n: u32) {
-        let b = self.block_size;
-        let end = computed + n;
-        if end % b != 0 || end / b == 0 {
+    pub fn prefetch_decode(&self, req: &Request, computed: u32) {
+        let len = req.kv_blocks.len();
+        let b = u64::from(self.block_size);
+        let cap = len as u64 * b;
+        // The extension fills block len − 1 exactly when it ends at `cap`.
+        if u64::from(computed) + 1 != cap || len < 2 {
             return;
         }
-        let k = end / b - 1;
-        let start = u64::from(k) * u64::from(b);
-        if k == 0
-            || k != computed / b
-            || start < u64::from(req.input_len)
-            || k as usize >= req.kv_blocks.len()
-        {
-            return; // not one allocated block of output tokens
+        let start = cap - b;
+        if start < u64::from(req.input_len) {
+            return; // a prompt or straddling block: not worth the walk
         }
-        let h = output_block_hash(
-            req.kv_last_hash,
-            req,
-            (start - u64::from(req.input_len)) as u32,
-            b,
-        );
+        let off = (start - u64::from(req.input_len)) as u32;
+        let h = output_block_hash(req.kv_last_hash, req, off, self.block_size);
         self.index.prefetch(h);
-        prefetch(&self.blocks[req.kv_blocks[k as usize] as usize]);
+        prefetch(&self.blocks[req.kv_blocks[len - 1] as usize]);
     }
 
     /// Release all of a request's blocks (last to first, so its leading,
     /// most shareable blocks are freed last and evicted last).
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
+        // The blocks lie at random places: start fetching them all at once.
+        for &id in blocks.iter() {
+            prefetch(&self.blocks[id as usize]);
+        }
         for &id in blocks.iter().rev() {
             let blk = &mut self.blocks[id as usize];
             debug_assert!(blk.held() && blk.refs() > 0, "releasing a free block");

@@ -159,6 +159,15 @@ pub trait InstanceObserver {
     fn first_token(&mut self, instance: u32, req: &Request, at: Tick);
     /// The client saw another token `gap` ticks after the previous one (one ITL sample).
     fn token_gap(&mut self, instance: u32, gap: Tick);
+    /// `count` ITL samples equal to `gap`, as `count` calls of
+    /// [`InstanceObserver::token_gap`]. The instance reports the samples of a
+    /// step in runs of equal gaps (in emission order); override to take a run
+    /// at once.
+    fn token_gaps(&mut self, instance: u32, gap: Tick, count: u64) {
+        for _ in 0..count {
+            self.token_gap(instance, gap);
+        }
+    }
     /// The request finished at `at` (its last token). The slot may be recycled after the step.
     fn completed(&mut self, instance: u32, slot: Slot, req: &Request, at: Tick);
     /// The request was dropped at enqueue: it can never be served by this instance.
@@ -440,6 +449,9 @@ impl Instance {
     ) {
         let a2 = self.latency.output_token_overhead().max(0);
         let mut keep = 0;
+        // ITL samples, reported in runs of equal gaps (decodes of one step
+        // mostly share their previous token's time).
+        let (mut gap, mut gaps) = (0, 0u64);
         // This is the step's first touch of its requests, which other
         // instances' steps have pushed out of the near caches: fetch a few
         // requests ahead so the misses overlap.
@@ -470,7 +482,13 @@ impl Instance {
                             req.first_token_at = emit_at;
                             obs.first_token(self.index, req, emit_at);
                         } else {
-                            obs.token_gap(self.index, emit_at - req.last_token_at);
+                            let g = emit_at - req.last_token_at;
+                            if g != gap && gaps > 0 {
+                                obs.token_gaps(self.index, gap, gaps);
+                                gaps = 0;
+                            }
+                            gap = g;
+                            gaps += 1;
                         }
                         req.last_token_at = emit_at;
                     }
@@ -494,13 +512,16 @@ impl Instance {
                 if req.generated > 0 && req.input_len + req.generated - req.computed == 1 {
                     // Likely a decode grant next: start fetching the KV data
                     // it touches if it fills a block.
-                    self.kv.prefetch_extend(req, req.computed, 1);
+                    self.kv.prefetch_decode(req, req.computed);
                 }
                 self.running[keep] = run;
                 keep += 1;
             }
         }
         self.running.truncate(keep);
+        if gaps > 0 {
+            obs.token_gaps(self.index, gap, gaps);
+        }
     }
 
     /// vLLM continuous batching: grant the running requests in batch order

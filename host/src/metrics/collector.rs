@@ -236,6 +236,13 @@ impl InstanceObserver for Collector {
         rec.output_tokens += 1;
     }
 
+    #[inline]
+    fn token_gaps(&mut self, instance: u32, gap: Tick, count: u64) {
+        let rec = &mut self.instances[instance as usize];
+        rec.itl.add_n(gap, count);
+        rec.output_tokens += count;
+    }
+
     fn completed(&mut self, instance: u32, slot: Slot, req: &Request, at: Tick) {
         let c = class_index(req.slo_class);
         let rec = &mut self.instances[instance as usize];

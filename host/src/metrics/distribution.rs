@@ -116,6 +116,22 @@ impl CountMap {
         }
     }
 
+    /// Add `count` samples equal to `v` (the same as `count` calls of
+    /// [`CountMap::add`]).
+    #[inline]
+    pub fn add_n(&mut self, v: Tick, count: u64) {
+        if count == 0 {
+            return;
+        }
+        match &mut self.last {
+            Some((lv, c)) if *lv == v => *c += count,
+            _ => {
+                self.flush();
+                self.last = Some((v, count));
+            }
+        }
+    }
+
     fn flush(&mut self) {
         if let Some((v, c)) = self.last.take() {
             *self.counts.entry(v).or_insert(0) += c;
@@ -210,6 +226,18 @@ mod tests {
         }
         a.merge(&b);
         assert_eq!(a.len(), 5000);
+        // Runs of equal samples added at once.
+        let mut runs = CountMap::default();
+        let mut i = 0;
+        while i < samples.len() {
+            let j = (i..samples.len())
+                .find(|&j| samples[j] != samples[i])
+                .unwrap_or(samples.len());
+            runs.add_n(samples[i], (j - i) as u64);
+            runs.add_n(samples[i], 0);
+            i = j;
+        }
+        assert_eq!(runs.stats(), cm.stats());
         let (x, y) = (a.stats().unwrap(), cm.stats().unwrap());
         assert_eq!(
             (x.p50, x.p99, x.min, x.max, x.count),
