@@ -219,9 +219,6 @@ impl Cluster {
                     );
                     self.release_finished(t);
                 }
-                Event::ClusterArrival(_) => {
-                    unreachable!("ClusterArrival is not scheduled by the cluster loop")
-                }
             }
         }
         peak_live = peak_live.max(self.store.live());
