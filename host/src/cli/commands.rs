@@ -269,6 +269,9 @@ fn run(args: &RunArgs) -> Result<String, Failure> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    if let Some(e) = &outcome.workload_error {
+        return Err(runtime(format!("the workload stopped early: {e}")));
+    }
     if let Some(e) = &outcome.collector.write_error {
         return Err(runtime(format!(
             "cannot write the per-request results file: {e}"

@@ -65,6 +65,8 @@ pub struct ClusterOutcome {
     pub events: u64,
     /// Largest number of requests alive at once (memory high-water mark).
     pub peak_live_requests: usize,
+    /// An error the workload met while streaming (the run ended early).
+    pub workload_error: Option<crate::workload::WorkloadError>,
 }
 
 /// The running cluster.
@@ -369,6 +371,7 @@ impl Cluster {
             end_time: self.end_time,
             events: self.events,
             peak_live_requests: peak_live,
+            workload_error: self.workload.take_error(),
         }
     }
 }
