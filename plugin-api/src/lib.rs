@@ -85,7 +85,7 @@ pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
 
 /// Export a plugin library: its name and the policy types it offers.
 ///
-/// ```ignore
+/// ```text
 /// export_plugin! {
 ///     library: "my-policies",
 ///     admission: [MyAdmission],

@@ -70,6 +70,56 @@ fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
         .parse()
         .map_err(|e: toml::de::Error| usage(e.to_string()))?;
     let mut changed = false;
+    // A policy given on the command line replaces the file's policy together
+    // with the parameters that belonged to it.
+    if let Some(v) = &args.admission_policy {
+        if *v != parsed.admission.policy && drop_keys(&mut table, "admission", &["params"]) {
+            eprintln!("note: --admission-policy {v} replaces the run file's policy and its params");
+        }
+    }
+    if let Some(v) = &args.routing_policy {
+        if *v != parsed.routing.policy {
+            let keys: &[&str] = if v == "weighted" {
+                &["params"]
+            } else {
+                &["params", "scorers"]
+            };
+            if drop_keys(&mut table, "routing", keys) {
+                eprintln!("note: --routing-policy {v} replaces the run file's policy and its params/scorers");
+            }
+        }
+    }
+    // Workload flags override the file's workload source of the same kind:
+    // length flags replace a preset, `--workload NAME` replaces length keys.
+    let length_flags = [
+        args.prompt_tokens,
+        args.prompt_tokens_stdev,
+        args.prompt_tokens_min,
+        args.prompt_tokens_max,
+        args.output_tokens,
+        args.output_tokens_stdev,
+        args.output_tokens_min,
+        args.output_tokens_max,
+    ];
+    const LENGTH_KEYS: [&str; 8] = [
+        "prompt_tokens",
+        "prompt_tokens_stdev",
+        "prompt_tokens_min",
+        "prompt_tokens_max",
+        "output_tokens",
+        "output_tokens_stdev",
+        "output_tokens_min",
+        "output_tokens_max",
+    ];
+    if args.workload.is_none()
+        && length_flags.iter().any(Option::is_some)
+        && drop_keys(&mut table, "workload", &["preset"])
+    {
+        eprintln!("note: the --prompt-tokens/--output-tokens flags replace the run file's workload preset");
+    }
+    if args.workload.is_some() && drop_keys(&mut table, "workload", &LENGTH_KEYS) {
+        eprintln!("note: --workload replaces the run file's prompt/output length keys");
+    }
     let mut set = |path: &str, v: toml::Value| -> Result<(), Failure> {
         changed = true;
         overrides::set(&mut table, path, v).map_err(usage)
@@ -161,6 +211,18 @@ fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
     Ok((run, source))
 }
 
+/// Remove `keys` from table `section`; true if something was removed.
+fn drop_keys(table: &mut toml::Table, section: &str, keys: &[&str]) -> bool {
+    let Some(toml::Value::Table(t)) = table.get_mut(section) else {
+        return false;
+    };
+    let mut removed = false;
+    for k in keys {
+        removed |= t.remove(*k).is_some();
+    }
+    removed
+}
+
 fn validate(args: &RunArgs) -> Result<(), Failure> {
     let (run, source) = load_run(args)?;
     let mut registry = Registry::standard();
@@ -207,6 +269,9 @@ fn run(args: &RunArgs) -> Result<String, Failure> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    if let Some(e) = &outcome.workload_error {
+        return Err(runtime(format!("the workload stopped early: {e}")));
+    }
     if let Some(e) = &outcome.collector.write_error {
         return Err(runtime(format!(
             "cannot write the per-request results file: {e}"
@@ -217,7 +282,8 @@ fn run(args: &RunArgs) -> Result<String, Failure> {
             "cannot write the decision trace file: {e}"
         )));
     }
-    let report = report::build(&outcome, fitness.as_ref());
+    let mut outcome = outcome;
+    let report = report::build(&mut outcome, fitness.as_ref());
     let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
     let wall = started.elapsed().as_secs_f64();
     eprintln!(

@@ -65,6 +65,8 @@ pub struct ClusterOutcome {
     pub events: u64,
     /// Largest number of requests alive at once (memory high-water mark).
     pub peak_live_requests: usize,
+    /// An error the workload met while streaming (the run ended early).
+    pub workload_error: Option<crate::workload::WorkloadError>,
 }
 
 /// The running cluster.
@@ -219,9 +221,6 @@ impl Cluster {
                     );
                     self.release_finished(t);
                 }
-                Event::ClusterArrival(_) => {
-                    unreachable!("ClusterArrival is not scheduled by the cluster loop")
-                }
             }
         }
         peak_live = peak_live.max(self.store.live());
@@ -326,7 +325,13 @@ impl Cluster {
         let finished = std::mem::take(&mut self.collector.finished);
         for &(slot, completed) in &finished {
             self.collector.result_line(&self.store[slot]);
-            self.workload.on_finished(&self.store[slot], t, completed);
+            // A session's think time starts when the client saw the last token.
+            let at = if completed {
+                self.store[slot].completed_at.max(t)
+            } else {
+                t
+            };
+            self.workload.on_finished(&self.store[slot], at, completed);
             self.store.release(slot);
         }
         let mut finished = finished;
@@ -369,6 +374,7 @@ impl Cluster {
             end_time: self.end_time,
             events: self.events,
             peak_live_requests: peak_live,
+            workload_error: self.workload.take_error(),
         }
     }
 }

@@ -17,6 +17,9 @@ use crate::workload::Workload;
 
 use super::RunFile;
 
+/// Largest cluster a run may describe (each instance costs memory up front).
+pub const MAX_INSTANCES: u32 = 65_536;
+
 /// A run ready to start, and what to tell the user about it.
 pub struct BuiltRun {
     pub setup: ClusterSetup,
@@ -75,6 +78,11 @@ pub fn build(
     // ---- static checks ----
     if inst.count == 0 {
         errors.push("instance.count = 0: a cluster needs at least one instance".into());
+    } else if inst.count > MAX_INSTANCES {
+        errors.push(format!(
+            "instance.count = {}: at most {MAX_INSTANCES} instances are supported",
+            inst.count
+        ));
     }
     for (k, v) in [
         ("instance.max_num_seqs", inst.max_num_seqs),
@@ -328,6 +336,7 @@ pub fn build(
         scheduler: scheduler.expect("checked"),
         preemption: preemption.expect("checked"),
     };
+    config.validate().map_err(|e| format!("[instance]: {e}"))?;
     let instances: Vec<Instance> = (0..inst.count)
         .map(|i| Instance::new(i, config.clone(), latency.model.clone()))
         .collect();

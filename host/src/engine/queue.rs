@@ -13,8 +13,6 @@ pub use crate::request::Slot;
 pub enum Event {
     /// The workload's next request(s) reach the cluster now (class 0).
     Arrivals,
-    /// A request reaches the cluster (class 0).
-    ClusterArrival(Slot),
     /// The admission policy decides on a request (class 1).
     Admission(Slot),
     /// The router picks an instance for an admitted request (class 2).
@@ -31,7 +29,7 @@ impl Event {
     /// Ordering class at equal time: cluster events before instance events.
     fn class(&self) -> u8 {
         match self {
-            Event::Arrivals | Event::ClusterArrival(_) => 0,
+            Event::Arrivals => 0,
             Event::Admission(_) => 1,
             Event::Routing(_) => 2,
             Event::InstanceArrival { .. } | Event::Queued { .. } | Event::Step { .. } => 3,
@@ -174,7 +172,7 @@ mod tests {
             },
         );
         q.push(10, Event::Routing(3));
-        q.push(10, Event::ClusterArrival(4));
+        q.push(10, Event::Arrivals);
         q.push(10, Event::Admission(5));
         q.push(9, Event::Step { instance: 9 });
         let order: Vec<Event> = std::iter::from_fn(|| q.pop().map(|s| s.event)).collect();
@@ -182,7 +180,7 @@ mod tests {
             order,
             vec![
                 Event::Step { instance: 9 },
-                Event::ClusterArrival(4),
+                Event::Arrivals,
                 Event::Admission(5),
                 Event::Routing(3),
                 Event::Queued {
@@ -227,7 +225,7 @@ mod tests {
                 let time = q.now() + rng.random_range(0..5);
                 let instance = rng.random_range(0..4);
                 let event = match rng.random_range(0..4) {
-                    0 => Event::ClusterArrival(seq as u32),
+                    0 => Event::Arrivals,
                     1 => Event::Routing(seq as u32),
                     2 => Event::Queued {
                         instance,

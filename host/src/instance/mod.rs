@@ -434,10 +434,10 @@ impl Instance {
     /// Finish the running step (tokens, completions, KV release) and start the
     /// next one (batch formation, step time); schedules the next `Step`.
     ///
-    /// Tokens of the finished step reach the client at
-    /// `now + output_token_overhead()`; that is the time given to the
-    /// observer and stored in `first_token_at`, `last_token_at` and
-    /// `completed_at`. When nothing runs and nothing waits afterwards, no
+    /// Token `k` of a request produced by the finished step reaches the
+    /// client at `now + k·output_token_overhead()` (the reference's ITL
+    /// samples are `dt + α2`); that is the time given to the observer and
+    /// stored in `first_token_at`, `last_token_at` and `completed_at`. When nothing runs and nothing waits afterwards, no
     /// step is scheduled (the instance idles until the next `Queued`).
     pub fn on_step(
         &mut self,
@@ -481,7 +481,7 @@ impl Instance {
     }
 
     /// Apply the grants of the batch that ends at `now`: KV computed, tokens
-    /// emitted (seen by the client at `now + output_token_overhead`),
+    /// emitted (token k seen by the client at `now + k·output_token_overhead`),
     /// completions with their KV released.
     fn finish_batch(
         &mut self,
@@ -489,7 +489,7 @@ impl Instance {
         store: &mut RequestStore,
         obs: &mut impl InstanceObserver,
     ) {
-        let emit_at = now + self.latency.output_token_overhead().max(0);
+        let a2 = self.latency.output_token_overhead().max(0);
         // ITL samples, reported in runs of equal gaps (decodes of one step
         // mostly share their previous token's time).
         let (mut gap, mut gaps) = (0, 0u64);
@@ -507,6 +507,10 @@ impl Instance {
                 if run.computed == target {
                     if run.generated < run.output_len {
                         run.generated += 1;
+                        // Token k reaches the client k·α2 after the step that
+                        // produced it (α2: per-token output processing on the
+                        // client path; it never delays the next step).
+                        let emit_at = now + a2 * Tick::from(run.generated);
                         if run.generated == 1 {
                             let req = store.hot_mut(run.hot);
                             run.write_back(req);
@@ -529,11 +533,18 @@ impl Instance {
             if done {
                 let req = store.hot_mut(run.hot);
                 run.write_back(req);
+                // The client sees completion with the last token (or at the
+                // step end when the request had no output to deliver).
+                let at = if run.generated > 0 {
+                    run.last_token_at
+                } else {
+                    now + a2
+                };
                 req.state = RequestState::Completed;
-                req.completed_at = emit_at;
+                req.completed_at = at;
                 self.kv.release(&mut req.kv_blocks);
                 self.completed += 1;
-                obs.completed(index, run.slot, req, emit_at);
+                obs.completed(index, run.slot, req, at);
                 continue;
             }
             if run.generated > 0 && u64::from(run.computed) + 1 == run.kv_cap {

@@ -12,14 +12,15 @@ use crate::engine::Tick;
 use crate::instance::InstanceObserver;
 use crate::request::{Request, RequestState, SloClass, Slot};
 
-use super::distribution::CountMap;
+use super::distribution::{pack, CountMap};
 
-/// Latency populations and counters of one instance.
+/// Latency populations and counters of one instance. Latency samples are
+/// packed with their SLO class ([`pack`]): 8 bytes each.
 #[derive(Debug, Default)]
 pub struct InstanceRecord {
-    pub ttft: Vec<Tick>,
-    pub e2e: Vec<Tick>,
-    pub scheduling_delay: Vec<Tick>,
+    pub ttft: Vec<u64>,
+    pub e2e: Vec<u64>,
+    pub scheduling_delay: Vec<u64>,
     pub itl: CountMap,
     pub completed: u64,
     pub dropped: u64,
@@ -31,14 +32,12 @@ pub struct InstanceRecord {
     pub last_event: Tick,
 }
 
-/// Latency populations and counters of one SLO class.
+/// Counters of one SLO class (its latencies live in the instance records).
 #[derive(Debug, Default)]
 pub struct ClassRecord {
     pub arrived: u64,
     pub rejected: u64,
     pub completed: u64,
-    pub ttft: Vec<Tick>,
-    pub e2e: Vec<Tick>,
 }
 
 /// Counters of one tenant.
@@ -112,7 +111,8 @@ pub struct Collector {
     pub write_error: Option<std::io::Error>,
 }
 
-fn class_index(c: SloClass) -> usize {
+/// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
+pub fn class_index(c: SloClass) -> usize {
     SloClass::ALL.iter().position(|&x| x == c).unwrap_or(1)
 }
 
@@ -223,11 +223,10 @@ pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> Str
 impl InstanceObserver for Collector {
     #[inline]
     fn first_token(&mut self, instance: u32, req: &Request, at: Tick) {
-        let ttft = at - req.arrival;
         let rec = &mut self.instances[instance as usize];
-        rec.ttft.push(ttft);
+        rec.ttft
+            .push(pack(at - req.arrival, class_index(req.slo_class) as u8));
         rec.output_tokens += 1;
-        self.classes[class_index(req.slo_class)].ttft.push(ttft);
     }
 
     #[inline]
@@ -245,16 +244,15 @@ impl InstanceObserver for Collector {
     }
 
     fn completed(&mut self, instance: u32, slot: Slot, req: &Request, at: Tick) {
-        let e2e = at - req.arrival;
+        let c = class_index(req.slo_class);
         let rec = &mut self.instances[instance as usize];
         rec.completed += 1;
-        rec.e2e.push(e2e);
+        rec.e2e.push(pack(at - req.arrival, c as u8));
         if req.scheduled_at >= 0 {
-            rec.scheduling_delay.push(req.scheduled_at - req.arrival);
+            rec.scheduling_delay
+                .push(pack(req.scheduled_at - req.arrival, c as u8));
         }
-        let class = &mut self.classes[class_index(req.slo_class)];
-        class.completed += 1;
-        class.e2e.push(e2e);
+        self.classes[c].completed += 1;
         let out = u64::from(req.generated);
         let t = self.tenant(req.tenant);
         t.completed += 1;

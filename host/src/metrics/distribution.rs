@@ -54,7 +54,7 @@ impl TickStats {
 }
 
 /// R-7 percentile of a sorted population given by an accessor.
-fn percentile(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
+fn percentile(n: u64, p: f64, at: &impl Fn(u64) -> f64) -> f64 {
     let rank = p / 100.0 * (n - 1) as f64;
     let lo = rank.floor() as u64;
     let hi = rank.ceil() as u64;
@@ -66,6 +66,21 @@ fn percentile(n: u64, p: f64, at: impl Fn(u64) -> f64) -> f64 {
     }
 }
 
+/// Statistics of a sorted population of `n > 0` values with sum `sum`,
+/// given the value at any rank.
+fn summarize(n: u64, sum: f64, at: impl Fn(u64) -> f64) -> TickStats {
+    TickStats {
+        count: n,
+        mean: sum / n as f64,
+        p50: percentile(n, 50.0, &at),
+        p90: percentile(n, 90.0, &at),
+        p95: percentile(n, 95.0, &at),
+        p99: percentile(n, 99.0, &at),
+        min: at(0),
+        max: at(n - 1),
+    }
+}
+
 /// Statistics of `values` (sorted in place). `None` if empty.
 pub fn stats_of(values: &mut [Tick]) -> Option<TickStats> {
     if values.is_empty() {
@@ -74,17 +89,7 @@ pub fn stats_of(values: &mut [Tick]) -> Option<TickStats> {
     values.sort_unstable();
     let n = values.len() as u64;
     let sum: f64 = values.iter().map(|&v| v as f64).sum();
-    let at = |i: u64| values[i as usize] as f64;
-    Some(TickStats {
-        count: n,
-        mean: sum / n as f64,
-        p50: percentile(n, 50.0, at),
-        p90: percentile(n, 90.0, at),
-        p95: percentile(n, 95.0, at),
-        p99: percentile(n, 99.0, at),
-        min: at(0),
-        max: at(n - 1),
-    })
+    Some(summarize(n, sum, |i| values[i as usize] as f64))
 }
 
 /// A multiset of tick values stored as value → count: exact percentiles in
@@ -174,21 +179,9 @@ impl CountMap {
             cum.push(acc);
             sum += v as f64 * c as f64;
         }
-        let n = acc;
-        let at = |i: u64| {
-            let k = cum.partition_point(|&c| c <= i);
-            pairs[k].0 as f64
-        };
-        Some(TickStats {
-            count: n,
-            mean: sum / n as f64,
-            p50: percentile(n, 50.0, at),
-            p90: percentile(n, 90.0, at),
-            p95: percentile(n, 95.0, at),
-            p99: percentile(n, 99.0, at),
-            min: pairs[0].0 as f64,
-            max: pairs[pairs.len() - 1].0 as f64,
-        })
+        Some(summarize(acc, sum, |i| {
+            pairs[cum.partition_point(|&c| c <= i)].0 as f64
+        }))
     }
 }
 
@@ -251,5 +244,132 @@ mod tests {
             (y.p50, y.p99, y.min, y.max, y.count)
         );
         assert!((x.mean - y.mean).abs() < 1e-9);
+    }
+}
+
+/// A latency sample packed with its SLO class in the low 8 bits, so that one
+/// vector serves the instance, the cluster and every class without copies
+/// (8 bytes per sample). Sorting packed values sorts by latency.
+#[inline]
+pub fn pack(value: Tick, class: u8) -> u64 {
+    debug_assert!(value >= 0, "latencies are non-negative");
+    ((value.max(0) as u64) << 8) | u64::from(class)
+}
+
+/// The latency of a packed sample.
+#[inline]
+pub fn unpack_value(p: u64) -> Tick {
+    (p >> 8) as Tick
+}
+
+/// The class of a packed sample.
+#[inline]
+pub fn unpack_class(p: u64) -> u8 {
+    (p & 0xff) as u8
+}
+
+/// Exact statistics over the union of sorted runs of packed samples, keeping
+/// only samples accepted by `keep`, without copying them: one counting pass,
+/// then one k-way merge pass that picks the values at the needed ranks.
+pub fn stats_of_runs(runs: &[&[u64]], keep: impl Fn(u64) -> bool) -> Option<TickStats> {
+    let mut n = 0u64;
+    let mut sum = 0f64;
+    for r in runs {
+        debug_assert!(r.windows(2).all(|w| w[0] <= w[1]), "runs must be sorted");
+        for &p in r.iter() {
+            if keep(p) {
+                n += 1;
+                sum += unpack_value(p) as f64;
+            }
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    // Ranks needed: min, max and the two neighbours of every percentile.
+    let ps = [50.0, 90.0, 95.0, 99.0];
+    let mut wanted: Vec<u64> = vec![0, n - 1];
+    for p in ps {
+        let rank = p / 100.0 * (n - 1) as f64;
+        wanted.push(rank.floor() as u64);
+        wanted.push(rank.ceil() as u64);
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut values = vec![0f64; wanted.len()];
+    // k-way merge over run heads (k is the number of instances: small).
+    let mut heads: Vec<usize> = vec![0; runs.len()];
+    let mut rank = 0u64;
+    let mut w = 0;
+    while w < wanted.len() {
+        let mut best: Option<(u64, usize)> = None;
+        for (i, r) in runs.iter().enumerate() {
+            while heads[i] < r.len() && !keep(r[heads[i]]) {
+                heads[i] += 1;
+            }
+            if heads[i] < r.len() {
+                let v = r[heads[i]];
+                if best.is_none_or(|(b, _)| v < b) {
+                    best = Some((v, i));
+                }
+            }
+        }
+        let (v, i) = best.expect("n samples were counted");
+        heads[i] += 1;
+        while w < wanted.len() && wanted[w] == rank {
+            values[w] = unpack_value(v) as f64;
+            w += 1;
+        }
+        rank += 1;
+    }
+    Some(summarize(n, sum, |r| {
+        values[wanted.binary_search(&r).expect("rank was requested")]
+    }))
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+
+    #[test]
+    fn merged_runs_equal_one_sorted_vector_per_filter() {
+        let mut runs: Vec<Vec<u64>> = (0..3)
+            .map(|k| {
+                (0..(500 + k * 37))
+                    .map(|i: i64| pack((i * 7919 + k * 13) % 10_007, ((i + k) % 5) as u8))
+                    .collect()
+            })
+            .collect();
+        for r in &mut runs {
+            r.sort_unstable();
+        }
+        let refs: Vec<&[u64]> = runs.iter().map(Vec::as_slice).collect();
+        let all: Vec<u64> = runs.iter().flatten().copied().collect();
+        let plain = |keep: &dyn Fn(u64) -> bool| {
+            let mut v: Vec<Tick> = all
+                .iter()
+                .copied()
+                .filter(|&p| keep(p))
+                .map(unpack_value)
+                .collect();
+            stats_of(&mut v)
+        };
+        let s = stats_of_runs(&refs, |_| true).unwrap();
+        let p = plain(&|_| true).unwrap();
+        assert_eq!(
+            (s.count, s.p50, s.p90, s.p95, s.p99, s.min, s.max),
+            (p.count, p.p50, p.p90, p.p95, p.p99, p.min, p.max)
+        );
+        assert!((s.mean - p.mean).abs() < 1e-6);
+        for c in 0..5u8 {
+            let s = stats_of_runs(&refs, |x| unpack_class(x) == c).unwrap();
+            let p = plain(&|x| unpack_class(x) == c).unwrap();
+            assert_eq!(
+                (s.count, s.p50, s.p99, s.min, s.max),
+                (p.count, p.p50, p.p99, p.min, p.max)
+            );
+        }
+        assert!(stats_of_runs(&refs, |x| unpack_class(x) == 9).is_none());
+        assert_eq!(unpack_value(pack(123_456_789, 3)), 123_456_789);
     }
 }

@@ -13,8 +13,9 @@ use crate::cluster::ClusterOutcome;
 use crate::engine::Tick;
 use crate::request::SloClass;
 
-use super::distribution::{stats_of, CountMap, TickStats};
+use super::distribution::{stats_of_runs, unpack_class, CountMap, TickStats};
 use super::fitness::{evaluate, FitnessInputs};
+use super::InstanceRecord;
 
 fn put_stats(m: &mut Map<String, Value>, prefix: &str, s: Option<TickStats>) {
     let s = s.map(TickStats::to_ms);
@@ -57,8 +58,9 @@ fn ticks_to_s(t: Tick) -> f64 {
     t as f64 / 1e6
 }
 
-/// Counts and latency populations of one block (an instance or the cluster).
-struct Block {
+/// Counts of one block (an instance or the cluster).
+#[derive(Default)]
+struct Counts {
     completed: u64,
     injected: u64,
     still_queued: u64,
@@ -72,116 +74,115 @@ struct Block {
     cache_lookups: u64,
     peak_kv_blocks: u64,
     steps: u64,
-    ttft: Vec<Tick>,
-    e2e: Vec<Tick>,
-    sched: Vec<Tick>,
-    itl: CountMap,
 }
 
-impl Block {
-    fn write(
-        mut self,
-        m: &mut Map<String, Value>,
-    ) -> (Option<TickStats>, Option<TickStats>, f64, f64) {
-        let dur_s = ticks_to_s(self.duration);
-        m.insert("completed_requests".into(), json!(self.completed));
-        m.insert("injected_requests".into(), json!(self.injected));
-        m.insert("still_queued".into(), json!(self.still_queued));
-        m.insert("still_running".into(), json!(self.still_running));
-        m.insert("dropped_unservable".into(), json!(self.dropped));
-        m.insert("preemption_count".into(), json!(self.preemptions));
-        m.insert("total_input_tokens".into(), json!(self.input_tokens));
-        m.insert("total_output_tokens".into(), json!(self.output_tokens));
-        m.insert("simulated_duration_s".into(), json!(dur_s));
-        let rps = rate(self.completed, dur_s);
-        let tps = rate(self.output_tokens, dur_s);
-        m.insert("responses_per_sec".into(), json!(rps));
-        m.insert("tokens_per_sec".into(), json!(tps));
-        let ttft = stats_of(&mut self.ttft);
-        let e2e = stats_of(&mut self.e2e);
-        put_stats(m, "ttft", ttft);
-        put_stats(m, "e2e", e2e);
-        put_stats(m, "itl", self.itl.stats());
-        put_stats(m, "scheduling_delay", stats_of(&mut self.sched));
-        m.insert(
-            "kv_cache_hit_rate".into(),
-            json!(if self.cache_lookups == 0 {
-                0.0
-            } else {
-                self.cache_hits as f64 / self.cache_lookups as f64
-            }),
-        );
-        m.insert("peak_kv_blocks".into(), json!(self.peak_kv_blocks));
-        m.insert("steps".into(), json!(self.steps));
-        (ttft, e2e, rps, tps)
+/// Latency statistics of one block.
+struct Latencies {
+    ttft: Option<TickStats>,
+    e2e: Option<TickStats>,
+    itl: Option<TickStats>,
+    sched: Option<TickStats>,
+}
+
+/// Write a block's fields; returns (requests/s, tokens/s).
+fn write_block(m: &mut Map<String, Value>, c: &Counts, l: &Latencies) -> (f64, f64) {
+    let dur_s = ticks_to_s(c.duration);
+    m.insert("completed_requests".into(), json!(c.completed));
+    m.insert("injected_requests".into(), json!(c.injected));
+    m.insert("still_queued".into(), json!(c.still_queued));
+    m.insert("still_running".into(), json!(c.still_running));
+    m.insert("dropped_unservable".into(), json!(c.dropped));
+    m.insert("preemption_count".into(), json!(c.preemptions));
+    m.insert("total_input_tokens".into(), json!(c.input_tokens));
+    m.insert("total_output_tokens".into(), json!(c.output_tokens));
+    m.insert("simulated_duration_s".into(), json!(dur_s));
+    let rps = rate(c.completed, dur_s);
+    let tps = rate(c.output_tokens, dur_s);
+    m.insert("responses_per_sec".into(), json!(rps));
+    m.insert("tokens_per_sec".into(), json!(tps));
+    put_stats(m, "ttft", l.ttft);
+    put_stats(m, "e2e", l.e2e);
+    put_stats(m, "itl", l.itl);
+    put_stats(m, "scheduling_delay", l.sched);
+    m.insert(
+        "kv_cache_hit_rate".into(),
+        json!(if c.cache_lookups == 0 {
+            0.0
+        } else {
+            c.cache_hits as f64 / c.cache_lookups as f64
+        }),
+    );
+    m.insert("peak_kv_blocks".into(), json!(c.peak_kv_blocks));
+    m.insert("steps".into(), json!(c.steps));
+    (rps, tps)
+}
+
+/// Build the report. Sorts the latency populations in place (no copies:
+/// cluster and per-class statistics merge the per-instance sorted runs).
+pub fn build(
+    outcome: &mut ClusterOutcome,
+    fitness_weights: Option<&BTreeMap<String, f64>>,
+) -> Value {
+    for rec in &mut outcome.collector.instances {
+        rec.ttft.sort_unstable();
+        rec.e2e.sort_unstable();
+        rec.scheduling_delay.sort_unstable();
     }
-}
-
-/// Build the report.
-pub fn build(outcome: &ClusterOutcome, fitness_weights: Option<&BTreeMap<String, f64>>) -> Value {
     let col = &outcome.collector;
+    let all = |_: u64| true;
     let mut instances = Vec::new();
-    let mut cluster = Block {
-        completed: 0,
-        injected: 0,
-        still_queued: 0,
-        still_running: 0,
-        dropped: 0,
-        preemptions: 0,
-        input_tokens: 0,
-        output_tokens: 0,
+    let mut cluster = Counts {
         duration: outcome.end_time,
-        cache_hits: 0,
-        cache_lookups: 0,
-        peak_kv_blocks: 0,
-        steps: 0,
-        ttft: Vec::new(),
-        e2e: Vec::new(),
-        sched: Vec::new(),
-        itl: CountMap::default(),
+        ..Counts::default()
     };
+    let mut cluster_itl = CountMap::default();
     for (i, (inst, rec)) in outcome.instances.iter().zip(&col.instances).enumerate() {
-        let c = inst.counts();
-        let b = Block {
+        let k = inst.counts();
+        let c = Counts {
             completed: rec.completed,
             injected: rec.injected,
-            still_queued: c.still_queued,
-            still_running: c.still_running,
+            still_queued: k.still_queued,
+            still_running: k.still_running,
             dropped: rec.dropped,
-            preemptions: c.preemptions,
+            preemptions: k.preemptions,
             input_tokens: rec.input_tokens,
             output_tokens: rec.output_tokens,
             duration: rec.last_event,
-            cache_hits: c.cache_hit_blocks,
-            cache_lookups: c.cache_lookup_blocks,
-            peak_kv_blocks: c.peak_kv_blocks,
-            steps: c.steps,
-            ttft: rec.ttft.clone(),
-            e2e: rec.e2e.clone(),
-            sched: rec.scheduling_delay.clone(),
-            itl: rec.itl.clone(),
+            cache_hits: k.cache_hit_blocks,
+            cache_lookups: k.cache_lookup_blocks,
+            peak_kv_blocks: k.peak_kv_blocks,
+            steps: k.steps,
         };
-        cluster.completed += b.completed;
-        cluster.injected += b.injected;
-        cluster.still_queued += b.still_queued;
-        cluster.still_running += b.still_running;
-        cluster.dropped += b.dropped;
-        cluster.preemptions += b.preemptions;
-        cluster.input_tokens += b.input_tokens;
-        cluster.output_tokens += b.output_tokens;
-        cluster.cache_hits += b.cache_hits;
-        cluster.cache_lookups += b.cache_lookups;
-        cluster.peak_kv_blocks = cluster.peak_kv_blocks.max(b.peak_kv_blocks);
-        cluster.steps += b.steps;
-        cluster.ttft.extend_from_slice(&rec.ttft);
-        cluster.e2e.extend_from_slice(&rec.e2e);
-        cluster.sched.extend_from_slice(&rec.scheduling_delay);
-        cluster.itl.merge(&rec.itl);
+        cluster.completed += c.completed;
+        cluster.injected += c.injected;
+        cluster.still_queued += c.still_queued;
+        cluster.still_running += c.still_running;
+        cluster.dropped += c.dropped;
+        cluster.preemptions += c.preemptions;
+        cluster.input_tokens += c.input_tokens;
+        cluster.output_tokens += c.output_tokens;
+        cluster.cache_hits += c.cache_hits;
+        cluster.cache_lookups += c.cache_lookups;
+        cluster.peak_kv_blocks = cluster.peak_kv_blocks.max(c.peak_kv_blocks);
+        cluster.steps += c.steps;
+        cluster_itl.merge(&rec.itl);
+        let l = Latencies {
+            ttft: stats_of_runs(&[&rec.ttft], all),
+            e2e: stats_of_runs(&[&rec.e2e], all),
+            itl: rec.itl.stats(),
+            sched: stats_of_runs(&[&rec.scheduling_delay], all),
+        };
         let mut m = Map::new();
         m.insert("instance".into(), json!(i));
-        b.write(&mut m);
+        write_block(&mut m, &c, &l);
         instances.push(Value::Object(m));
     }
+    let runs = |f: fn(&InstanceRecord) -> &Vec<u64>| -> Vec<&[u64]> {
+        col.instances.iter().map(|r| f(r).as_slice()).collect()
+    };
+    let ttft_runs = runs(|r| &r.ttft);
+    let e2e_runs = runs(|r| &r.e2e);
+    let sched_runs = runs(|r| &r.scheduling_delay);
 
     // Cluster block.
     let mut cm = Map::new();
@@ -189,7 +190,14 @@ pub fn build(outcome: &ClusterOutcome, fitness_weights: Option<&BTreeMap<String,
     cm.insert("rejected_requests".into(), json!(outcome.rejected));
     cm.insert("still_in_pipeline".into(), json!(outcome.still_in_pipeline));
     let duration_s = ticks_to_s(outcome.end_time);
-    let (ttft, e2e, rps, tps) = cluster.write(&mut cm);
+    let cl = Latencies {
+        ttft: stats_of_runs(&ttft_runs, all),
+        e2e: stats_of_runs(&e2e_runs, all),
+        itl: cluster_itl.stats(),
+        sched: stats_of_runs(&sched_runs, all),
+    };
+    let (rps, tps) = write_block(&mut cm, &cluster, &cl);
+    let (ttft, e2e) = (cl.ttft, cl.e2e);
 
     // Tenants and fairness.
     let mut tenants = Map::new();
@@ -250,16 +258,15 @@ pub fn build(outcome: &ClusterOutcome, fitness_weights: Option<&BTreeMap<String,
         if c.arrived == 0 {
             continue;
         }
-        let mut ttft = c.ttft.clone();
-        let mut e2e = c.e2e.clone();
+        let class = |p: u64| usize::from(unpack_class(p)) == i;
         classes.insert(
             SloClass::ALL[i].name().to_string(),
             json!({
                 "num_requests": c.arrived,
                 "rejected_requests": c.rejected,
                 "completed_requests": c.completed,
-                "ttft": stats_object(stats_of(&mut ttft)),
-                "e2e": stats_object(stats_of(&mut e2e)),
+                "ttft": stats_object(stats_of_runs(&ttft_runs, class)),
+                "e2e": stats_object(stats_of_runs(&e2e_runs, class)),
             }),
         );
     }

@@ -110,16 +110,115 @@ fn first_line(s: &str) -> String {
     }
 }
 
-/// Pick the most telling line of an abi_stable layout report: the first
-/// line naming an error, else the first line.
+/// Summarise abi_stable's layout report (hundreds of lines: both layouts of
+/// every type on the path, plus an "N error(s)" header per type checked) as
+/// the types that differ and how, e.g. `RequestView<'a>: incompatible type
+/// size (expected 56, found 64), too many fields (expected 6, found 7)`.
 fn summarize_layout_error(detail: &str) -> String {
-    let pick = detail
-        .lines()
-        .map(str::trim)
-        .find(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("mismatch") || l.contains("error") || l.contains("expected")
+    let lines: Vec<&str> = detail.lines().map(str::trim).collect();
+    let mut current_type: Option<&str> = None;
+    let mut by_type: Vec<(Option<&str>, Vec<String>)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if *line == "Layout of expected type:" {
+            current_type = lines[i + 1..].iter().find_map(|l| l.strip_prefix("type:"));
+        } else if let Some(problem) = line.strip_prefix("Error:") {
+            // The problem's block runs to the next problem or error header.
+            let after = &lines[i + 1..];
+            let end = after
+                .iter()
+                .position(|l| l.starts_with("Error:") || l.contains(" error(s)"))
+                .unwrap_or(after.len());
+            let block = &after[..end];
+            let value = |label: &str| {
+                let at = block.iter().position(|l| *l == label)?;
+                block[at + 1..].iter().find(|l| !l.is_empty()).copied()
+            };
+            let item = match (value("Expected:"), value("Found:")) {
+                (Some(e), Some(f)) => format!("{problem} (expected {e}, found {f})"),
+                _ => problem.to_string(),
+            };
+            match by_type.iter_mut().find(|(t, _)| *t == current_type) {
+                Some((_, items)) => items.push(item),
+                None => by_type.push((current_type, vec![item])),
+            }
+        }
+    }
+    if by_type.is_empty() {
+        return "abi_stable's layout check failed".to_string();
+    }
+    let summary = by_type
+        .iter()
+        .map(|(t, items)| match t {
+            Some(t) => format!("{t}: {}", items.join(", ")),
+            None => items.join(", "),
         })
-        .unwrap_or_else(|| detail.lines().next().unwrap_or(""));
-    first_line(pick)
+        .collect::<Vec<_>>()
+        .join("; ");
+    first_line(&summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summarize_layout_error;
+
+    /// The shape of abi_stable 0.11's report, cut down.
+    const REPORT: &str = "\
+Compared <this>:
+    --- Type Layout ---
+    type:PrefixRef<'a, PluginMod>
+0 error(s).
+
+0 error(s)inside:
+    <other>
+
+Layout of expected type:
+    --- Type Layout ---
+    type:PluginMod
+    size:16 align:8
+
+2 error(s)inside:
+    <other>
+
+    field_name:0
+    type:RequestView<'a>
+
+Layout of expected type:
+    --- Type Layout ---
+    type:RequestView<'a>
+    size:56 align:8
+    data:
+        Struct with Fields:
+            field_name:id
+            type:u64
+
+Layout of found type:
+    --- Type Layout ---
+    type:RequestView<'a>
+    size:64 align:8
+
+Error:incompatible type size
+Expected:
+    56
+Found:
+    64
+
+Error:too many fields
+Expected:
+    6
+Found:
+    7
+";
+
+    #[test]
+    fn layout_report_is_summarised_as_the_differing_type() {
+        assert_eq!(
+            summarize_layout_error(REPORT),
+            "RequestView<'a>: incompatible type size (expected 56, found 64), \
+             too many fields (expected 6, found 7)"
+        );
+        assert_eq!(
+            summarize_layout_error("something else entirely"),
+            "abi_stable's layout check failed"
+        );
+    }
 }

@@ -275,26 +275,44 @@ pub enum LengthDist {
     /// Normal(mean, std_dev) clamped to `[min, max]`, rounded; `mean` must lie
     /// in `[min, max]`.
     Gaussian {
+        /// Mean, tokens.
         mean: f64,
+        /// Standard deviation, tokens (≥ 0).
         std_dev: f64,
+        /// Lower clamp, tokens.
         min: u32,
+        /// Upper clamp, tokens (≥ `min`).
         max: u32,
     },
     /// Exponential with the given mean, rounded.
-    Exponential { mean: f64 },
+    Exponential {
+        /// Mean, tokens (> 0).
+        mean: f64,
+    },
     /// With probability `mix_weight` Pareto(`alpha`, scale `xm`), otherwise
     /// LogNormal(`mu`, `sigma`); rounded.
     ParetoLognormal {
+        /// Pareto tail index (> 0; the mean is finite only when > 1).
         alpha: f64,
+        /// Pareto scale (minimum value), tokens (> 0).
         xm: f64,
+        /// Mean of the log of the lognormal part.
         mu: f64,
+        /// Standard deviation of the log of the lognormal part (≥ 0).
         sigma: f64,
+        /// Probability of drawing from the Pareto part, in [0, 1].
         mix_weight: f64,
     },
     /// Always `value` tokens.
-    Constant { value: u32 },
+    Constant {
+        /// Tokens (≥ 1).
+        value: u32,
+    },
     /// Token count (key, as a string) → probability (normalised by the sum).
-    Empirical { bins: BTreeMap<String, f64> },
+    Empirical {
+        /// Bins: `{ "128" = 0.5, "512" = 0.5 }`; probabilities ≥ 0, positive sum.
+        bins: BTreeMap<String, f64>,
+    },
 }
 
 impl LengthDist {

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_yaml_ng::Value;
 
 use super::config::{
@@ -43,7 +43,39 @@ struct Spec {
     #[serde(default)]
     servegen_data: Option<Value>,
     #[serde(default)]
-    inference_perf: Option<Value>,
+    inference_perf: Option<YInferencePerf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YInferencePerf {
+    #[serde(default)]
+    stages: Vec<YStage>,
+    #[serde(default)]
+    shared_prefix: Option<YSharedPrefix>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YStage {
+    rate: f64,
+    /// Seconds.
+    duration: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YSharedPrefix {
+    num_unique_system_prompts: i64,
+    num_users_per_system_prompt: i64,
+    #[serde(default)]
+    system_prompt_len: i64,
+    #[serde(default)]
+    question_len: i64,
+    #[serde(default)]
+    output_len: i64,
+    #[serde(default)]
+    enable_multi_turn_chat: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -244,11 +276,6 @@ pub fn convert_workload_spec(yaml_text: &str) -> Result<(String, Vec<String>), W
     if spec.servegen_data.is_some() {
         notes.push("servegen_data: ServeGen import is not implemented by blis; dropped".into());
     }
-    if spec.inference_perf.is_some() {
-        notes.push(
-            "inference_perf: inference-perf expansion is not implemented by blis; dropped".into(),
-        );
-    }
     let num_requests = match spec.num_requests {
         None | Some(0) => None,
         Some(n) if n < 0 => return Err(spec_err(format!("num_requests must be ≥ 0, got {n}"))),
@@ -259,16 +286,31 @@ pub fn convert_workload_spec(yaml_text: &str) -> Result<(String, Vec<String>), W
     for (i, c) in spec.clients.iter().flatten().enumerate() {
         clients.push(convert_client(i, c, &mut groups, &mut notes)?);
     }
+    let mut aggregate_rate = spec.aggregate_rate.filter(|&r| r > 0.0);
+    if let Some(ip) = &spec.inference_perf {
+        if clients.is_empty() {
+            aggregate_rate = Some(expand_inference_perf(
+                ip,
+                aggregate_rate,
+                &mut clients,
+                &mut notes,
+            )?);
+        } else {
+            notes.push(
+                "inference_perf: ignored because the spec has clients (as in the reference)".into(),
+            );
+        }
+    }
     for (ci, cohort) in spec.cohorts.iter().flatten().enumerate() {
         expand_cohort(ci, cohort, &mut clients, &mut notes)?;
     }
     if clients.is_empty() {
         return Err(spec_err(
-            "the spec has no clients or cohorts that blis can simulate (servegen_data and inference_perf are not supported)",
+            "the spec has no clients, cohorts or inference_perf that blis can simulate (servegen_data is not supported)",
         ));
     }
     let config = WorkloadConfig {
-        aggregate_rate: spec.aggregate_rate,
+        aggregate_rate: aggregate_rate.or(spec.aggregate_rate),
         num_requests,
         clients: Some(clients),
         ..WorkloadConfig::empty()
@@ -281,13 +323,253 @@ pub fn convert_workload_spec(yaml_text: &str) -> Result<(String, Vec<String>), W
     // Validate by building the workload (no file is read for a client list).
     Workload::new(&config, 0, Path::new("."))
         .map_err(|e| spec_err(format!("converted spec is invalid: {e}")))?;
-    #[derive(Serialize)]
-    struct Out<'a> {
-        workload: &'a WorkloadConfig,
-    }
-    let toml = toml::to_string(&Out { workload: &config })
-        .map_err(|e| spec_err(format!("cannot write TOML: {e}")))?;
+    let toml = to_toml(&config)?;
     Ok((toml, notes))
+}
+
+/// Largest number of clients an inference-perf expansion may produce.
+const MAX_EXPANDED_CLIENTS: i64 = 1_000_000;
+
+/// Expands an inference-perf spec (cluster spec §6.9) into clients and
+/// returns the aggregate rate to use.
+///
+/// Users `prompt-<p>-user-<u>` (p-major), tenant `prompt-<p>`, class batch,
+/// Poisson arrivals, constant question and output lengths, prefix group
+/// `prompt-<p>` of `system_prompt_len` tokens. Unlike the reference, which
+/// runs every stage at the time-weighted mean rate, stages keep their own
+/// rates: with several stages each user gets one client per stage, active
+/// only during that stage, at that stage's rate.
+fn expand_inference_perf(
+    ip: &YInferencePerf,
+    spec_rate: Option<f64>,
+    clients: &mut Vec<ClientSpec>,
+    notes: &mut Vec<String>,
+) -> Result<f64, WorkloadError> {
+    let w = "inference_perf";
+    if ip.stages.is_empty() {
+        return Err(spec_err(format!("{w}: needs at least one stage")));
+    }
+    for (i, st) in ip.stages.iter().enumerate() {
+        let valid = |x: f64| x.is_finite() && x > 0.0;
+        if !(valid(st.rate) && valid(st.duration)) {
+            return Err(spec_err(format!(
+                "{w}: stages[{i}] needs a finite rate > 0 and duration > 0 (s), got rate {} duration {}",
+                st.rate, st.duration
+            )));
+        }
+    }
+    let sp = ip
+        .shared_prefix
+        .as_ref()
+        .ok_or_else(|| spec_err(format!("{w}: shared_prefix is missing")))?;
+    let (p, u) = (sp.num_unique_system_prompts, sp.num_users_per_system_prompt);
+    if p < 1 || u < 1 {
+        return Err(spec_err(format!(
+            "{w}: num_unique_system_prompts and num_users_per_system_prompt must be ≥ 1, got {p} and {u}"
+        )));
+    }
+    let stages = ip.stages.len() as i64;
+    if p.saturating_mul(u)
+        .saturating_mul(if stages > 1 { stages } else { 1 })
+        > MAX_EXPANDED_CLIENTS
+    {
+        return Err(spec_err(format!(
+            "{w}: expands to more than {MAX_EXPANDED_CLIENTS} clients"
+        )));
+    }
+    let mut len = |name: &str, v: i64| -> Result<u32, WorkloadError> {
+        if v < 0 || v > i64::from(u32::MAX) {
+            return Err(spec_err(format!(
+                "{w}: shared_prefix.{name} must be ≥ 0, got {v}"
+            )));
+        }
+        if v == 0 && name != "system_prompt_len" {
+            notes.push(format!(
+                "{w}: shared_prefix.{name} 0 becomes 1 token (lengths are at least 1)"
+            ));
+            return Ok(1);
+        }
+        Ok(v as u32)
+    };
+    let system = len("system_prompt_len", sp.system_prompt_len)?;
+    let question = len("question_len", sp.question_len)?;
+    let output = len("output_len", sp.output_len)?;
+    if system == 0 {
+        notes.push(format!(
+            "{w}: system_prompt_len 0: no shared prefix (the reference still used 50-token prefixes)"
+        ));
+    }
+    let session = sp.enable_multi_turn_chat.then(|| {
+        notes.push(format!(
+            "{w}: multi-turn chat: sessions of 5 rounds, 500000 µs think time after each completion, accumulated context, keeping the system prompt (the reference dropped it); the reason ratio (constant 0) has no effect and is dropped"
+        ));
+        SessionSpec {
+            max_rounds: 5,
+            think_time_us: 500_000,
+            context_growth: ContextGrowth::Accumulate,
+        }
+    });
+    let sum_rate: f64 = ip.stages.iter().map(|s| s.rate).sum();
+    let sum_dur: f64 = ip.stages.iter().map(|s| s.duration).sum();
+    let weighted: f64 = ip.stages.iter().map(|s| s.rate * s.duration).sum();
+    let mean_rate = weighted / sum_dur;
+    let users = (p * u) as f64;
+    let mut offset = 0u64;
+    let mut stage_windows = Vec::new();
+    for st in &ip.stages {
+        let d = (st.duration * 1e6).round() as u64;
+        stage_windows.push((
+            st.rate,
+            Window {
+                start_us: offset,
+                end_us: offset + d.max(1),
+            },
+        ));
+        offset += d.max(1);
+    }
+    for pi in 0..p {
+        for ui in 0..u {
+            let base = ClientSpec {
+                id: format!("prompt-{pi}-user-{ui}"),
+                rate_fraction: Some(1.0 / users),
+                arrival: Some(ArrivalSpec::new(ArrivalProcess::Poisson)),
+                input: LengthDist::Constant { value: question },
+                output: LengthDist::Constant { value: output },
+                prefix_group: (system > 0).then(|| format!("prompt-{pi}")),
+                prefix_length: (system > 0).then_some(system),
+                slo_class: Some("batch".into()),
+                tenant_id: Some(format!("prompt-{pi}")),
+                windows: None,
+                session,
+            };
+            if stage_windows.len() == 1 {
+                clients.push(base);
+                continue;
+            }
+            for (si, (rate, win)) in stage_windows.iter().enumerate() {
+                let mut c = base.clone();
+                c.id = format!("{}-stage-{si}", base.id);
+                c.rate_fraction = Some(rate / users);
+                c.windows = Some(vec![*win]);
+                clients.push(c);
+            }
+        }
+    }
+    if stage_windows.len() == 1 {
+        notes.push(format!(
+            "{w}: the stage's duration ({} s) does not end the run: set a horizon or num_requests",
+            ip.stages[0].duration
+        ));
+        return Ok(spec_rate.unwrap_or(mean_rate));
+    }
+    notes.push(format!(
+        "{w}: {} stages become per-stage clients active only during their stage, so each stage runs at its own rate (the reference ran all stages at the mean rate)",
+        stage_windows.len()
+    ));
+    // Per-client rate = aggregate × fraction / Σ fractions; Σ fractions = Σ stage rates.
+    // Scale so the time-weighted mean rate equals the spec's aggregate_rate if given.
+    let target_mean = spec_rate.unwrap_or(mean_rate);
+    Ok(target_mean * sum_rate / mean_rate)
+}
+
+/// Writes `[workload]` with one `[[workload.clients]]` table per client and
+/// nested values as inline tables (the style of the run-file docs).
+fn to_toml(config: &WorkloadConfig) -> Result<String, WorkloadError> {
+    let value =
+        toml::Value::try_from(config).map_err(|e| spec_err(format!("cannot write TOML: {e}")))?;
+    let toml::Value::Table(mut table) = value else {
+        return Err(spec_err("cannot write TOML: [workload] is not a table"));
+    };
+    let clients = table.remove("clients");
+    let mut out = String::from("[workload]\n");
+    for (k, v) in ordered(&table) {
+        out.push_str(&format!("{} = {}\n", key(k), inline(v)));
+    }
+    if let Some(toml::Value::Array(clients)) = clients {
+        for c in &clients {
+            out.push_str("\n[[workload.clients]]\n");
+            if let toml::Value::Table(t) = c {
+                for (k, v) in ordered(t) {
+                    out.push_str(&format!("{} = {}\n", key(k), inline(v)));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Keys in declaration order of the config structs; other keys (empirical
+/// bins) after them, numerically.
+fn ordered(t: &toml::Table) -> Vec<(&String, &toml::Value)> {
+    const ORDER: [&str; 32] = [
+        "aggregate_rate",
+        "num_requests",
+        "id",
+        "rate_fraction",
+        "arrival",
+        "input",
+        "output",
+        "prefix_group",
+        "prefix_length",
+        "slo_class",
+        "tenant_id",
+        "windows",
+        "session",
+        "type",
+        "process",
+        "cv",
+        "mean",
+        "std_dev",
+        "min",
+        "max",
+        "alpha",
+        "xm",
+        "mu",
+        "sigma",
+        "mix_weight",
+        "value",
+        "bins",
+        "start_us",
+        "end_us",
+        "max_rounds",
+        "think_time_us",
+        "context_growth",
+    ];
+    let mut entries: Vec<(&String, &toml::Value)> = t.iter().collect();
+    entries.sort_by_key(|(k, _)| {
+        let rank = ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len());
+        (rank, k.parse::<u64>().unwrap_or(u64::MAX), k.to_string())
+    });
+    entries
+}
+
+fn key(k: &str) -> String {
+    if !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && !k.bytes().all(|b| b.is_ascii_digit())
+    {
+        k.to_string()
+    } else {
+        toml::Value::String(k.to_string()).to_string()
+    }
+}
+
+fn inline(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Table(t) => {
+            let body: Vec<String> = ordered(t)
+                .iter()
+                .map(|(k, v)| format!("{} = {}", key(k), inline(v)))
+                .collect();
+            format!("{{ {} }}", body.join(", "))
+        }
+        toml::Value::Array(a) => {
+            let body: Vec<String> = a.iter().map(inline).collect();
+            format!("[{}]", body.join(", "))
+        }
+        other => other.to_string(),
+    }
 }
 
 fn slo(where_: &str, s: &Option<String>) -> Result<Option<String>, WorkloadError> {
@@ -535,8 +817,13 @@ fn convert_client(
                 context_growth: growth,
             });
             notes.push(format!(
-                "{w}: multi-turn rounds arrive think_time_us after the previous round completes (the reference: after its arrival plus its output length), and the client's prefix_group and lifecycle windows apply (the reference ignores them for multi-turn clients)"
+                "{w}: multi-turn rounds arrive think_time_us after the previous round completes (the reference: after its arrival plus its output length)"
             ));
+            if c.prefix_group.is_some() || c.lifecycle.is_some() {
+                notes.push(format!(
+                    "{w}: prefix_group and lifecycle windows apply to this multi-turn client (the reference ignores them for multi-turn clients)"
+                ));
+            }
         }
     }
     let win = match &c.lifecycle {

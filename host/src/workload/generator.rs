@@ -106,6 +106,8 @@ impl ClientGen {
 
     /// Moves to the next arrival that lies inside an activity window.
     /// Returns false when the client will never produce another arrival.
+    /// A client is idle outside its windows: an arrival that would fall in a
+    /// gap is dropped and the process restarts at the next window's start.
     fn advance(&mut self) -> bool {
         loop {
             self.clock += self.plan.arrival.sample(&mut self.rng);
@@ -128,6 +130,9 @@ impl ClientGen {
                 self.next = t;
                 return true;
             }
+            // Idle until the window opens; the arrival process restarts
+            // there (bounded work however long the gap).
+            self.clock = w[self.window].0 as f64;
         }
     }
 }

@@ -473,6 +473,25 @@ fn activity_windows_gate_arrivals() {
             || (5_000_000..6_000_000).contains(&r.arrival)));
     // Two seconds of activity at 1000 req/s, and the stream then ends by itself.
     within_2pct("requests in windows", reqs.len() as f64, 2000.0);
+    // A long gap costs nothing: the process restarts when a window opens.
+    let cfg = r#"
+        [workload]
+        aggregate_rate = 1000000.0
+        [[workload.clients]]
+        id = "w"
+        arrival = { process = "constant" }
+        input = { type = "constant", value = 4 }
+        output = { type = "constant", value = 4 }
+        windows = [{ start_us = 0, end_us = 3 }, { start_us = 1000000000000000, end_us = 1000000000000003 }]
+    "#;
+    let arrivals: Vec<Tick> = take(&mut build(cfg, 4), 100)
+        .iter()
+        .map(|r| r.arrival)
+        .collect();
+    assert_eq!(
+        arrivals,
+        [1, 2, 1_000_000_000_000_001, 1_000_000_000_000_002]
+    );
 }
 
 #[test]
@@ -920,6 +939,19 @@ servegen_data: { path: /data }
     ] {
         assert!(joined.contains(needle), "notes lack {needle:?}:\n{joined}");
     }
+    assert!(toml_text.starts_with("[workload]\n"), "{toml_text}");
+    assert!(
+        toml_text.contains("\n[[workload.clients]]\nid = \"chat\"\n"),
+        "{toml_text}"
+    );
+    assert!(
+        toml_text.contains("arrival = { process = \"gamma\", cv = 2.5 }"),
+        "{toml_text}"
+    );
+    assert!(
+        toml_text.contains("bins = { \"128\" = 0.5, \"1024\" = 0.5 }"),
+        "{toml_text}"
+    );
     let cfg = parse(&toml_text);
     assert_eq!(cfg.aggregate_rate, Some(40.0));
     assert_eq!(cfg.num_requests, Some(1000));
@@ -962,4 +994,52 @@ servegen_data: { path: /data }
         .unwrap_err()
         .to_string();
     assert!(e.contains("no clients"), "{e}");
+}
+
+#[test]
+fn convert_expands_inference_perf_with_per_stage_rates() {
+    let yaml = r#"
+inference_perf:
+  stages:
+    - { rate: 100, duration: 100 }
+    - { rate: 300, duration: 50 }
+  shared_prefix:
+    num_unique_system_prompts: 2
+    num_users_per_system_prompt: 3
+    system_prompt_len: 100
+    question_len: 40
+    output_len: 20
+"#;
+    let (toml_text, notes) = convert_workload_spec(yaml).unwrap();
+    assert!(
+        notes.iter().any(|n| n.contains("its own rate")),
+        "{notes:?}"
+    );
+    let cfg = parse(&toml_text);
+    let clients = cfg.clients.as_ref().unwrap();
+    assert_eq!(clients.len(), 2 * 3 * 2);
+    assert_eq!(clients[0].id, "prompt-0-user-0-stage-0");
+    assert_eq!(clients[0].tenant_id.as_deref(), Some("prompt-0"));
+    let mut w = Workload::new(&cfg, 5, Path::new(".")).unwrap();
+    let reqs = take(&mut w, 100_000);
+    let in_stage =
+        |a: Tick, b: Tick| reqs.iter().filter(|r| (a..b).contains(&r.arrival)).count() as f64;
+    within_2pct("stage 0 requests", in_stage(0, 100_000_000), 10_000.0);
+    within_2pct(
+        "stage 1 requests",
+        in_stage(100_000_000, 150_000_000),
+        15_000.0,
+    );
+    assert_eq!(
+        in_stage(150_000_000, Tick::MAX),
+        0.0,
+        "nothing after the last stage"
+    );
+    for r in &reqs {
+        assert_eq!(
+            (r.input_len, r.output_len, r.slo_class),
+            (140, 20, SloClass::Batch)
+        );
+        assert_eq!(r.prompt[0].len, 100);
+    }
 }

@@ -31,8 +31,11 @@ fn single_request_one_token() {
     assert!(!sim.inst.step_pending());
 }
 
-/// Same with N = 3: two decode steps of 1000 + 5 = 1005 each; tokens at
-/// 1370, 2375 (= 1320 + 1005 + 50), 3380; ITL [1005, 1005]; E2E 3380.
+/// Same with N = 3: two decode steps of 1000 + 5 = 1005 each, ending at
+/// 2325 and 3330. Token k reaches the client k·α2 after its step: 1370
+/// (1320 + 50), 2425 (2325 + 2·50), 3480 (3330 + 3·50); ITL [1055, 1055] —
+/// the reference's samples dt + α2 — and E2E 3480 (the reference's 4535 minus
+/// its double-counted last sample).
 #[test]
 fn single_request_three_tokens() {
     let mut sim = Sim::new(config(16, 100), linear([100.0, 1.0, 50.0], BETA));
@@ -40,13 +43,13 @@ fn single_request_three_tokens() {
     sim.run();
     let r = sim.req(0);
     assert_eq!(r.first_token_at, 1370);
-    assert_eq!(r.last_token_at, 3380);
-    assert_eq!(r.completed_at - r.arrival, 3380);
+    assert_eq!(r.last_token_at, 3480);
+    assert_eq!(r.completed_at - r.arrival, 3480);
     assert_eq!(r.generated, 3);
     // Context computed: the prompt and the first two outputs (the last token
     // is emitted, never fed back).
     assert_eq!(r.computed, 22);
-    assert_eq!(sim.obs.gaps, vec![1005, 1005]);
+    assert_eq!(sim.obs.gaps, vec![1055, 1055]);
     let c = sim.inst.counts();
     assert_eq!(c.steps, 3);
     assert_eq!(c.completed, 1);
@@ -59,7 +62,8 @@ fn single_request_three_tokens() {
 /// `Queued` schedules the step, the second finds it pending. alpha = [100,
 /// 0, 50]; both queued at 100; one prefill step of 40 tokens (1000 + 400)
 /// ends at 1500, first tokens at 1550; four decode steps of 1000 + 5·2 = 1010
-/// each; last tokens at 1500 + 4·1010 + 50 = 5590. 5 steps, not 10.
+/// each; last (5th) tokens at 1500 + 4·1010 + 5·50 = 5790; gaps 1010 + 50.
+/// 5 steps, not 10.
 #[test]
 fn two_simultaneous_requests_one_chain() {
     let mut sim = Sim::new(config(16, 100), linear([100.0, 0.0, 50.0], BETA));
@@ -70,9 +74,9 @@ fn two_simultaneous_requests_one_chain() {
         let r = sim.req(id);
         assert_eq!(r.scheduled_at, 100);
         assert_eq!(r.first_token_at, 1550);
-        assert_eq!(r.completed_at, 5590);
+        assert_eq!(r.completed_at, 5790);
     }
-    assert_eq!(sim.obs.gaps, vec![1010; 8]);
+    assert_eq!(sim.obs.gaps, vec![1060; 8]);
     // Five batches, plus the step event that finishes the last one.
     assert_eq!(sim.step_events, 6);
     assert_eq!(sim.inst.counts().steps, 5);
@@ -81,7 +85,7 @@ fn two_simultaneous_requests_one_chain() {
 /// Chunked prefill: threshold 64, L = 200, N = 2, queued at 100. Chunks of
 /// 64, 64, 64 (1000 + 640 each) end at 1740, 3380, 5020; the last chunk of 8
 /// (1000 + 80) ends at 6100, first token at 6150; one decode (1005) ends at
-/// 7105, last token 7155.
+/// 7105, second token at 7105 + 2·50 = 7205.
 #[test]
 fn chunked_prefill_by_threshold() {
     let cfg = InstanceConfig {
@@ -99,8 +103,8 @@ fn chunked_prefill_by_threshold() {
     sim.run();
     let r = sim.req(0);
     assert_eq!(r.first_token_at, 6150);
-    assert_eq!(r.completed_at, 7155);
-    assert_eq!(sim.obs.gaps, vec![1005]);
+    assert_eq!(r.completed_at, 7205);
+    assert_eq!(sim.obs.gaps, vec![1055]);
     assert_eq!(sim.inst.counts().steps, 5);
 }
 
@@ -145,7 +149,8 @@ fn prefix_cache_hit_shortens_prefill() {
 
 /// Two identical prompts queued together: the second hits the first's full
 /// block registered moments earlier in the same batch formation (16 of its
-/// 20 tokens), so the step computes 20 + 4 tokens: 1000 + 240.
+/// 20 tokens), so the step computes 20 + 4 tokens: 1000 + 240. Decode gaps
+/// are 1010 + α2 = 1060: the reference's Appendix A.2 samples.
 #[test]
 fn prefix_hit_within_one_batch() {
     let mut sim = Sim::new(config(16, 100), linear([100.0, 0.0, 50.0], BETA));
@@ -158,7 +163,7 @@ fn prefix_hit_within_one_batch() {
     assert_eq!(sim.req(1).cached_tokens, 16);
     assert_eq!(sim.req(0).first_token_at, 100 + 1240 + 50);
     assert_eq!(sim.req(1).first_token_at, 100 + 1240 + 50);
-    assert_eq!(sim.obs.gaps, vec![1010; 8]);
+    assert_eq!(sim.obs.gaps, vec![1060; 8]);
 }
 
 /// A prompt that is a whole number of blocks and fully cached still computes
@@ -433,17 +438,26 @@ fn validate_rejects_zeroes() {
     }
 }
 
+/// An invalid config is a programming error past validation: `new` refuses it.
 #[test]
-#[should_panic(expected = "block_size")]
 fn new_panics_on_invalid_config() {
-    let _ = crate::instance::Instance::new(
-        0,
-        InstanceConfig {
-            block_size: 0,
-            ..InstanceConfig::default()
-        },
-        linear([0.0; 3], BETA),
-    );
+    let r = std::panic::catch_unwind(|| {
+        crate::instance::Instance::new(
+            0,
+            InstanceConfig {
+                block_size: 0,
+                ..InstanceConfig::default()
+            },
+            linear([0.0; 3], BETA),
+        )
+    });
+    let msg = r.expect_err("new must refuse block_size 0");
+    let msg = msg
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("block_size"), "{msg}");
 }
 
 /// A million-block instance allocates next to nothing: block metadata exists
@@ -472,11 +486,11 @@ fn work_conserving_with_one_sequence() {
     let mut sim = Sim::new(cfg, linear([100.0, 0.0, 50.0], BETA));
     sim.add_unique(0, 20, 2);
     sim.add_unique(0, 20, 2);
-    // First: prefill 100..1300, decode 1300..2305 (token at 2355). Second is
-    // admitted by the step at 2305: prefill ..3505, decode ..4510 (+50).
+    // First: prefill 100..1300, decode 1300..2305 (2nd token at 2305 + 2·50).
+    // Second is admitted by the step at 2305: prefill ..3505, decode ..4510.
     sim.run();
-    assert_eq!(sim.req(0).completed_at, 2355);
+    assert_eq!(sim.req(0).completed_at, 2405);
     assert_eq!(sim.req(1).scheduled_at, 2305);
-    assert_eq!(sim.req(1).completed_at, 4560);
+    assert_eq!(sim.req(1).completed_at, 4610);
     assert_eq!(sim.inst.counts().steps, 4);
 }

@@ -1,0 +1,139 @@
+//! Cost of policy calls through the plugin ABI (design.md: "a routing
+//! decision through the ABI costs tens of nanoseconds; keep it so").
+//!
+//! Every call goes through the same path as in a run: the embedded standard
+//! library's root module, the `#[sabi_trait]` object, the host's validated
+//! handle (`ScorerPolicy::score` checks count and finiteness and clamps).
+//! Benchmarks, for 16 instances:
+//!
+//! * `scorer/queue-depth` — one scorer call;
+//! * `scorer/queue-depth/direct` — the same scorer called as plain Rust,
+//!   without the ABI or the checks: the baseline the ABI adds to;
+//! * `scorer/prefix-affinity` — one call with 32 block hashes against a
+//!   warmed index;
+//! * `weighted/3-scorers` — a whole weighted decision: three scorer calls,
+//!   the weighted argmax, and `observe` on all three.
+//!
+//! Run with `cargo bench -p blis-host --bench abi`.
+
+use std::hint::black_box;
+
+use blis_host::plugins::{Registry, ScorerPolicy};
+use blis_plugin_api::abi_stable::std_types::{RSlice, RStr};
+use blis_plugin_api::{
+    ClusterView, InstanceSnapshot, Params, PolicyDef, RVec, RequestView, Scorer, SloClass,
+};
+use criterion::{criterion_group, criterion_main, Criterion};
+
+const INSTANCES: usize = 16;
+const HASHES: u64 = 32;
+
+/// 16 instances with varied load (deterministic, no RNG needed).
+fn snapshots() -> Vec<InstanceSnapshot> {
+    (0..INSTANCES as u32)
+        .map(|i| InstanceSnapshot {
+            queue_depth: (i * 7) % 11,
+            batch_size: 8 + (i * 5) % 17,
+            pending_requests: i % 3,
+            reserved: 0,
+            kv_utilization: f64::from((i * 13) % 100) / 100.0,
+            free_kv_blocks: u64::from(1_000 + i * 37),
+            cache_hit_rate: f64::from(i % 10) / 10.0,
+        })
+        .collect()
+}
+
+fn request(hashes: &[u64]) -> RequestView<'_> {
+    RequestView {
+        id: 42,
+        arrival_us: 1_000,
+        input_tokens: 512,
+        slo_class: SloClass::STANDARD,
+        tenant: RStr::from(""),
+        block_hashes: RSlice::from_slice(hashes),
+    }
+}
+
+/// A prefix-affinity scorer whose index has seen this prompt family on a few
+/// instances, so scoring does real matching work.
+fn warmed_prefix_affinity(reg: &Registry, view: &ClusterView<'_>) -> ScorerPolicy {
+    let mut s = reg.scorer("prefix-affinity", "", 0).unwrap();
+    for (k, chosen) in [(8, 3), (16, 5), (24, 9), (32, 12)] {
+        let hashes: Vec<u64> = (0..k).collect();
+        s.observe(&request(&hashes), view, chosen).unwrap();
+    }
+    s
+}
+
+fn bench(c: &mut Criterion) {
+    let reg = Registry::standard();
+    let snaps = snapshots();
+    let view = ClusterView {
+        clock_us: 1_000,
+        instances: RSlice::from_slice(&snaps),
+    };
+    let hashes: Vec<u64> = (0..HASHES).collect();
+    let req = request(&hashes);
+
+    let mut queue_depth = reg.scorer("queue-depth", "", 0).unwrap();
+    c.bench_function("scorer/queue-depth", |b| {
+        b.iter(|| {
+            let s = queue_depth
+                .score(black_box(&req), black_box(&view))
+                .unwrap();
+            black_box(s[0])
+        })
+    });
+
+    let mut direct = blis_std::scorers::QueueDepth::create(Params::new(""), 0).unwrap();
+    let mut out = RVec::with_capacity(INSTANCES);
+    c.bench_function("scorer/queue-depth/direct", |b| {
+        b.iter(|| {
+            out.clear();
+            direct.score(black_box(&req), black_box(&view), &mut out);
+            black_box(out[0])
+        })
+    });
+
+    let mut prefix = warmed_prefix_affinity(&reg, &view);
+    c.bench_function("scorer/prefix-affinity", |b| {
+        b.iter(|| {
+            let s = prefix.score(black_box(&req), black_box(&view)).unwrap();
+            black_box(s[0])
+        })
+    });
+
+    let mut scorers = [
+        (3.0, warmed_prefix_affinity(&reg, &view)),
+        (2.0, reg.scorer("queue-depth", "", 0).unwrap()),
+        (1.0, reg.scorer("kv-utilization", "", 0).unwrap()),
+    ];
+    let mut total = [0.0f64; INSTANCES];
+    c.bench_function("weighted/3-scorers", |b| {
+        b.iter(|| {
+            let (req, view) = (black_box(&req), black_box(&view));
+            total.fill(0.0);
+            for (w, s) in &mut scorers {
+                let scores = s.score(req, view).unwrap();
+                for (t, x) in total.iter_mut().zip(scores) {
+                    *t += *w * x;
+                }
+            }
+            // Weighted argmax, ties to the lowest index.
+            let mut best = 0;
+            for i in 1..total.len() {
+                if total[i] > total[best] {
+                    best = i;
+                }
+            }
+            let chosen = best as u32;
+            for (_, s) in &mut scorers {
+                s.observe(req, view, chosen).unwrap();
+            }
+            black_box(chosen)
+        })
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,265 @@
+//! The `blis` command end to end: one JSON report on stdout, determinism
+//! across processes (INV-6), embedded vs loaded standard library, the other
+//! subcommands, and bad input (one error paragraph, exit 2, empty stdout).
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::util::{artifacts, TestDir};
+
+const SMALL: &str = r#"
+seed = 5
+[model]
+latency_model = "linear"
+alpha = [100.0, 0.5, 20.0]
+beta = [2000.0, 5.0, 30.0]
+[instance]
+count = 4
+[workload]
+aggregate_rate = 200.0
+num_requests = 400
+prompt_tokens = 300
+output_tokens = 60
+prefix_tokens = 64
+[routing]
+policy = "weighted"
+"#;
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn run_ok(dir: &TestDir, args: &[&str]) -> String {
+    let o = dir.blis().args(args).output().expect("run blis");
+    assert!(o.status.success(), "blis {args:?} failed: {}", stderr(&o));
+    stdout(&o)
+}
+
+/// Exit 2, nothing on stdout, a short error naming what is wrong.
+fn run_bad(dir: &TestDir, args: &[&str]) -> String {
+    let o = dir.blis().args(args).output().expect("run blis");
+    assert_eq!(o.status.code(), Some(2), "blis {args:?}: {}", stderr(&o));
+    assert_eq!(stdout(&o), "", "nothing on stdout on error");
+    let e = stderr(&o);
+    assert!(
+        !e.contains("panicked at") && !e.contains("stack backtrace"),
+        "{e}"
+    );
+    assert!(e.lines().count() <= 12, "short error:\n{e}");
+    e
+}
+
+#[test]
+fn run_prints_exactly_one_json_document() {
+    let dir = TestDir::new("cli_one_json");
+    dir.write("run.toml", SMALL);
+    let out = run_ok(&dir, &["run", "run.toml"]);
+    let v: Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    for k in ["cluster", "instances", "slo_classes", "tenants", "fitness"] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(v["instances"].as_array().unwrap().len(), 4);
+    assert_eq!(v["cluster"]["completed_requests"], 400);
+}
+
+#[test]
+fn same_seed_is_byte_identical_across_processes_and_seed_matters() {
+    let dir = TestDir::new("cli_determinism");
+    dir.write("run.toml", SMALL);
+    let a = run_ok(&dir, &["run", "run.toml"]);
+    let b = run_ok(&dir, &["run", "run.toml"]);
+    eqnice!(a, b);
+    let c = run_ok(&dir, &["run", "run.toml", "--seed", "6"]);
+    assert_ne!(a, c, "a different seed gives a different report");
+}
+
+#[test]
+fn embedded_and_loaded_standard_library_print_identical_stdout() {
+    let dir = TestDir::new("cli_std_so");
+    dir.write("run.toml", SMALL);
+    let so = artifacts().blis_std();
+    let so = so.to_str().unwrap();
+    for extra in [
+        vec![],
+        vec![
+            "--admission-policy",
+            "token-bucket",
+            "--set",
+            "admission.params.capacity=20000.0",
+        ],
+        vec!["--routing-policy", "prefix-affinity"],
+    ] {
+        let mut a = vec!["run", "run.toml"];
+        a.extend(&extra);
+        let embedded = run_ok(&dir, &a);
+        a.extend(["--plugin", so]);
+        let loaded = run_ok(&dir, &a);
+        eqnice!(embedded, loaded);
+    }
+}
+
+#[test]
+fn weights_only_matter_by_ratio() {
+    let dir = TestDir::new("cli_weight_ratio");
+    dir.write("run.toml", SMALL);
+    let a = run_ok(
+        &dir,
+        &[
+            "run",
+            "run.toml",
+            "--routing-scorers",
+            "prefix-affinity:3,queue-depth:2",
+        ],
+    );
+    let b = run_ok(
+        &dir,
+        &[
+            "run",
+            "run.toml",
+            "--routing-scorers",
+            "prefix-affinity:30,queue-depth:20",
+        ],
+    );
+    eqnice!(a, b);
+}
+
+#[test]
+fn validate_and_plugins_commands() {
+    let dir = TestDir::new("cli_validate");
+    dir.write("run.toml", SMALL);
+    let o = dir.blis().args(["validate", "run.toml"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "");
+    let list = run_ok(
+        &dir,
+        &[
+            "plugins",
+            "list",
+            "--plugin",
+            artifacts().alpha().to_str().unwrap(),
+        ],
+    );
+    assert_contains!(list, "blis-std 0.1.0 (embedded)");
+    assert_contains!(list, "fixture-alpha");
+    assert_contains!(list, "token-bucket");
+    let show = run_ok(&dir, &["plugins", "show", "token-bucket"]);
+    assert_contains!(show, "refill_rate");
+    assert_contains!(show, "tokens per second");
+}
+
+#[test]
+fn malformed_and_misspelt_run_files_name_file_line_column_and_key() {
+    let dir = TestDir::new("cli_bad_files");
+    dir.write("syntax.toml", "seed = 1\n[instance\ncount = 2\n");
+    let e = run_bad(&dir, &["run", "syntax.toml"]);
+    assert_contains!(e, "syntax.toml:2:");
+    dir.write("typo.toml", "seed = 1\n[instance]\ncuont = 2\n");
+    let e = run_bad(&dir, &["run", "typo.toml"]);
+    assert_contains!(e, "typo.toml:3:1");
+    assert_contains!(e, "cuont");
+    assert_contains!(e, "count");
+    dir.write("sched.toml", "[instance]\nscheduler = \"lifo\"\n");
+    let e = run_bad(&dir, &["validate", "sched.toml"]);
+    assert_contains!(e, "instance.scheduler");
+    assert_contains!(e, "priority-fcfs");
+}
+
+#[test]
+fn nonsense_values_are_rejected_before_the_run() {
+    let dir = TestDir::new("cli_nonsense");
+    dir.write("run.toml", SMALL);
+    let e = run_bad(&dir, &["run", "run.toml", "--num-instances", "0"]);
+    assert_contains!(e, "instance.count");
+    let e = run_bad(&dir, &["run", "run.toml", "--rate=-5"]);
+    assert_contains!(e, "rate");
+    let e = run_bad(
+        &dir,
+        &[
+            "run",
+            "run.toml",
+            "--routing-scorers",
+            "queue-depth:0,load-balance:0",
+        ],
+    );
+    assert_contains!(e, "all weights are zero");
+    let e = run_bad(&dir, &["run", "run.toml", "--plugin", "no/such/lib.so"]);
+    assert_contains!(e, "no/such/lib.so");
+    let e = run_bad(&dir, &["run", "run.toml", "--routing-policy", "least-load"]);
+    assert_contains!(e, "did you mean 'least-loaded'");
+    let e = run_bad(&dir, &["run", "run.toml", "--set", "instance.block_size=0"]);
+    assert_contains!(e, "block_size");
+    let e = run_bad(
+        &dir,
+        &[
+            "run",
+            "run.toml",
+            "--set",
+            "output.fitness_weights.p42_ttft=1.0",
+        ],
+    );
+    assert_contains!(e, "p42_ttft");
+    let e = run_bad(&dir, &["run", "missing.toml"]);
+    assert_contains!(e, "missing.toml");
+}
+
+#[test]
+fn bad_trace_names_file_line_and_column_and_simulates_nothing() {
+    let dir = TestDir::new("cli_bad_trace");
+    dir.write(
+        "t.csv",
+        "arrival_us,input_tokens,output_tokens\n0,10,5\n10,abc,5\n",
+    );
+    dir.write("run.toml", "[workload]\ntrace = \"t.csv\"\n");
+    let e = run_bad(&dir, &["run", "run.toml"]);
+    assert_contains!(e, "t.csv:3");
+    assert_contains!(e, "input_tokens");
+}
+
+#[test]
+fn results_and_trace_files() {
+    let dir = TestDir::new("cli_outputs");
+    dir.write("run.toml", SMALL);
+    run_ok(
+        &dir,
+        &[
+            "run",
+            "run.toml",
+            "--results-path",
+            "r.jsonl",
+            "--trace-path",
+            "t.jsonl",
+        ],
+    );
+    let results = std::fs::read_to_string(dir.path().join("r.jsonl")).unwrap();
+    let ids: Vec<u64> = results
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        (0..400).collect::<Vec<_>>(),
+        "one line per request, in id order"
+    );
+    let trace = std::fs::read_to_string(dir.path().join("t.jsonl")).unwrap();
+    assert_eq!(trace.lines().count(), 400);
+    let d: Value = serde_json::from_str(trace.lines().next().unwrap()).unwrap();
+    for k in [
+        "request_id",
+        "time_us",
+        "chosen",
+        "chosen_score",
+        "regret",
+        "candidates",
+    ] {
+        assert!(d.get(k).is_some(), "trace record lacks {k}: {d}");
+    }
+}

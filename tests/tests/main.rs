@@ -1,0 +1,26 @@
+//! The blis integration tests: one binary, one module per topic.
+//!
+//! These tests work on what a user runs — plugin `.so` files built by the
+//! workspace and the real `blis` executable — rather than on in-crate mocks.
+//! [`util`] builds those artifacts once per test process and gives each test
+//! a fresh temp dir; [`macros`] has assertions that print expected and got in
+//! full. Add a topic as a new module here with a one-line comment.
+
+#[macro_use]
+mod macros;
+mod util;
+
+// Plugin libraries loaded from disk: ABI calls, isolation of libraries,
+// panics, output validation, load errors, name resolution, embedded vs loaded.
+mod plugins;
+
+// The `blis` command end to end: report shape, determinism across processes,
+// embedded vs loaded standard library, subcommands, bad input.
+mod cli;
+
+// Every example in examples/ runs (with its plugins) and conserves requests;
+// the plugin template builds on its own and changes routing decisions.
+mod examples;
+
+// Project conventions: file headers, no skipped or crash-expecting tests.
+mod tidy;

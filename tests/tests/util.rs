@@ -1,0 +1,225 @@
+//! Test helpers: the workspace artifacts the tests need (fixture plugin
+//! libraries, `libblis_std`, the `blis` binary), a fresh temp dir per test,
+//! and a `Command` for the real `blis`.
+//!
+//! `cargo test` builds only what the test binary links, not the fixture
+//! `cdylib`s nor the `blis` binary of another package. So the first test
+//! that needs them runs `cargo build -p …` once per test process
+//! ([`artifacts`]), into the *same* target dir and profile this test binary
+//! was built with (read from the path of the running executable), so nothing
+//! is built twice and `cargo test --release` tests release builds.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The packages the tests load or run, built by [`artifacts`].
+const PACKAGES: &[&str] = &[
+    "fixture-alpha",
+    "fixture-beta",
+    "fixture-abi-mismatch",
+    "fixture-not-a-plugin",
+    "blis-std",
+    "blis-host",
+    "blis-p2c-router",
+];
+
+/// Paths of the built artifacts.
+#[derive(Debug)]
+pub struct Artifacts {
+    /// `target/<profile>`, where cargo puts the final artifacts.
+    profile_dir: PathBuf,
+}
+
+impl Artifacts {
+    /// The shared library of the crate whose `[lib] name` is `lib_name`
+    /// (e.g. `fixture_alpha` → `…/libfixture_alpha.so` on Linux).
+    pub fn library(&self, lib_name: &str) -> PathBuf {
+        self.profile_dir.join(format!(
+            "{}{lib_name}{}",
+            std::env::consts::DLL_PREFIX,
+            std::env::consts::DLL_SUFFIX
+        ))
+    }
+
+    /// The `fixture-alpha` plugin library.
+    pub fn alpha(&self) -> PathBuf {
+        self.library("fixture_alpha")
+    }
+
+    /// The `fixture-beta` plugin library.
+    pub fn beta(&self) -> PathBuf {
+        self.library("fixture_beta")
+    }
+
+    /// The plugin built against a changed copy of the ABI.
+    pub fn abi_mismatch(&self) -> PathBuf {
+        self.library("fixture_abi_mismatch")
+    }
+
+    /// A shared library that is not a blis plugin.
+    pub fn not_a_plugin(&self) -> PathBuf {
+        self.library("fixture_not_a_plugin")
+    }
+
+    /// The standard library `blis-std`, as a loadable file.
+    pub fn blis_std(&self) -> PathBuf {
+        self.library("blis_std")
+    }
+
+    /// The p2c router example plugin.
+    pub fn p2c(&self) -> PathBuf {
+        self.library("blis_p2c_router")
+    }
+
+    /// The target dir (for builds of crates outside the workspace).
+    pub fn target_dir(&self) -> &Path {
+        self.profile_dir.parent().expect("profile dir has a parent")
+    }
+
+    /// The profile folder name (`debug` or `release`).
+    pub fn profile_dir(&self) -> &Path {
+        &self.profile_dir
+    }
+
+    /// The `blis` executable.
+    pub fn blis(&self) -> PathBuf {
+        self.profile_dir
+            .join(format!("blis{}", std::env::consts::EXE_SUFFIX))
+    }
+}
+
+/// Build the artifacts (once per test process) and return their paths.
+///
+/// Panics with cargo's output if the build fails (every test that needs the
+/// artifacts then fails with the same message).
+pub fn artifacts() -> &'static Artifacts {
+    static ARTIFACTS: OnceLock<Result<Artifacts, String>> = OnceLock::new();
+    match ARTIFACTS.get_or_init(build_artifacts) {
+        Ok(a) => a,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn build_artifacts() -> Result<Artifacts, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    // The test binary is `<target dir>/<profile dir>/deps/integration-<hash>`.
+    let profile_dir = exe
+        .parent()
+        .filter(|d| d.file_name().is_some_and(|n| n == "deps"))
+        .and_then(Path::parent)
+        .ok_or_else(|| {
+            format!(
+                "cannot find the target dir: expected the test binary in <target>/<profile>/deps, found {}",
+                exe.display()
+            )
+        })?
+        .to_path_buf();
+    let profile_name = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("bad profile dir {}", profile_dir.display()))?
+        .to_string();
+    let target_dir = profile_dir
+        .parent()
+        .ok_or_else(|| format!("no target dir above {}", profile_dir.display()))?;
+
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace root");
+    let mut cmd = Command::new(&cargo);
+    cmd.current_dir(workspace).arg("build").arg("--quiet");
+    for p in PACKAGES {
+        cmd.args(["-p", p]);
+    }
+    cmd.arg("--target-dir").arg(target_dir);
+    // `debug` is the dev profile's folder (and the test profile's);
+    // `release` is the release profile's (and the bench profile's).
+    match profile_name.as_str() {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cargo:?} build: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the test artifacts failed ({:?}, {}):\n{}",
+            cmd,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let artifacts = Artifacts { profile_dir };
+    for p in [
+        artifacts.alpha(),
+        artifacts.beta(),
+        artifacts.abi_mismatch(),
+        artifacts.not_a_plugin(),
+        artifacts.blis_std(),
+        artifacts.blis(),
+    ] {
+        if !p.is_file() {
+            return Err(format!(
+                "cargo build succeeded but {} does not exist",
+                p.display()
+            ));
+        }
+    }
+    Ok(artifacts)
+}
+
+/// A fresh, empty directory for one test, under cargo's per-target temp dir
+/// (`target/tmp`). It is emptied when created, not when dropped, so a failed
+/// test's files stay there to look at.
+#[derive(Debug)]
+pub struct TestDir {
+    path: PathBuf,
+}
+
+impl TestDir {
+    /// A fresh directory named after the test.
+    pub fn new(test_name: &str) -> TestDir {
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("blis-tests")
+            .join(test_name);
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .unwrap_or_else(|e| panic!("cannot empty {}: {e}", path.display()));
+        }
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TestDir { path }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Write `contents` to `name` inside the directory and return its path.
+    pub fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let p = self.path.join(name);
+        std::fs::write(&p, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", p.display()));
+        p
+    }
+
+    /// A command running the real `blis` in this directory, with the
+    /// backtrace variables removed so the output does not depend on the
+    /// caller's environment.
+    pub fn blis(&self) -> Command {
+        let mut cmd = Command::new(artifacts().blis());
+        cmd.current_dir(&self.path)
+            .env_remove("RUST_BACKTRACE")
+            .env_remove("RUST_LIB_BACKTRACE");
+        cmd
+    }
+}
