@@ -633,15 +633,6 @@ impl RequestStore {
         }
     }
 
-    /// Start fetching the last entry of the block list of the request at hot
-    /// index `h` (reads the record: prefetch it first).
-    #[inline]
-    pub fn prefetch_kv_tail(&self, h: u32) {
-        if let Some(last) = self.hot.get(h as usize).and_then(|r| r.kv_blocks.last()) {
-            prefetch(last);
-        }
-    }
-
     /// The slot of the request at hot index `h`.
     #[inline]
     pub fn hot_slot(&self, h: u32) -> Slot {

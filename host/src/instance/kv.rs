@@ -515,6 +515,33 @@ impl KvCache {
         true
     }
 
+    /// [`KvCache::extend`]`(req, computed, 1)` for the case where that one
+    /// token fills the request's last block, `last` (the caller knows its
+    /// id, which saves reading the block list): the block is hashed and
+    /// registered; nothing is allocated.
+    #[inline]
+    pub fn fill_last(&mut self, req: &mut Request, computed: u32, last: u32) {
+        let b = u64::from(self.block_size);
+        let len = req.kv_blocks.len();
+        debug_assert_eq!(u64::from(computed) + 1, len as u64 * b);
+        debug_assert_eq!(req.kv_blocks.last(), Some(&last));
+        let k = (len - 1) as u32;
+        let prev = (k > 0).then_some(req.kv_last_hash);
+        let h = self.block_hash(req, k, prev);
+        self.register(last, h);
+        req.kv_last_hash = h;
+        self.check_conservation();
+    }
+
+    /// Start fetching the metadata of the block the free list hands out
+    /// next (a hint).
+    #[inline]
+    pub fn prefetch_next_free(&self) {
+        if (self.blocks.len() as u64) >= self.total && self.lru_head != NIL {
+            prefetch(&self.blocks[self.lru_head as usize]);
+        }
+    }
+
     /// Prefetch what filling block `block` (the request's last, covering
     /// stream tokens `[start, start + B)`) will touch, when it holds output
     /// tokens only: its metadata and the index slot of its hash, chained

@@ -451,7 +451,7 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
-        self.prefetch_boundaries(store);
+        self.kv.prefetch_next_free();
         self.finish_batch(now, store, obs);
         let shape = self.form_batch(now, store, obs);
         if self.running.is_empty() {
@@ -494,6 +494,7 @@ impl Instance {
         // mostly share their previous token's time).
         let (mut gap, mut gaps) = (0, 0u64);
         let index = self.index;
+        let b = u64::from(self.config.block_size);
         let mut running = std::mem::take(&mut self.running);
         let mut keep = 0;
         for i in 0..running.len() {
@@ -547,11 +548,25 @@ impl Instance {
                 obs.completed(index, run.slot, req, at);
                 continue;
             }
-            if run.generated > 0 && u64::from(run.computed) + 1 == run.kv_cap {
-                // Its next (decode) grant fills its last block: the record
-                // was prefetched at the start of the step, now fetch the
-                // tail of its block list too.
-                store.prefetch_kv_tail(run.hot);
+            if run.generated > 0 && run.input_len + run.generated - run.computed == 1 {
+                // A decoding request reaches a KV block boundary every B
+                // steps, where the KV cache touches its record, a block and
+                // the index: all cold, since every other instance stepped in
+                // between. Start fetching them now, from the batch record
+                // alone, so the misses overlap with the rest of the step.
+                let c = u64::from(run.computed);
+                if c + 1 == run.kv_cap {
+                    store.prefetch_hot(run.hot);
+                    self.kv.prefetch_fill(
+                        run.kv_last_hash,
+                        run.output_seed,
+                        run.input_len,
+                        run.kv_cap - b,
+                        run.last_block,
+                    );
+                } else if c == run.kv_cap {
+                    store.prefetch_hot(run.hot);
+                }
             }
             if keep != i {
                 running[keep] = running[i];
@@ -562,35 +577,6 @@ impl Instance {
         self.running = running;
         if gaps > 0 {
             obs.token_gaps(index, gap, gaps);
-        }
-    }
-
-    /// A decoding request reaches a KV block boundary every B steps, where
-    /// the KV cache touches its record, its block list, a block and the
-    /// index: all cold, since every other instance stepped in between.
-    /// Before finishing the batch, start fetching them for the decodes whose
-    /// next grant will fill their last block or need a fresh one, so the
-    /// misses overlap with the rest of the step. Reads only the batch.
-    fn prefetch_boundaries(&self, store: &RequestStore) {
-        let b = u64::from(self.config.block_size);
-        for run in &self.running {
-            if run.granted != 1 || run.generated == 0 {
-                continue; // not a decode in flight
-            }
-            // After this step's token, the next grant extends to c + 1.
-            let c = u64::from(run.computed) + 1;
-            if c + 1 == run.kv_cap {
-                store.prefetch_hot(run.hot);
-                self.kv.prefetch_fill(
-                    run.kv_last_hash,
-                    run.output_seed,
-                    run.input_len,
-                    run.kv_cap - b,
-                    run.last_block,
-                );
-            } else if c == run.kv_cap {
-                store.prefetch_hot(run.hot);
-            }
         }
     }
 
@@ -652,6 +638,21 @@ impl Instance {
             let run = &self.running[i];
             let (computed, h) = (run.computed, run.hot);
             let n = chunk(run.input_len + run.generated - computed, threshold, budget);
+            if n == 1 && u64::from(computed) + 1 == run.kv_cap {
+                // One token fills the last block: register it (no allocation,
+                // so no preemption), knowing the block from the batch record.
+                let last = run.last_block;
+                let req = store.hot_mut(h);
+                self.kv.fill_last(req, computed, last);
+                let run = &mut self.running[i];
+                run.kv_last_hash = req.kv_last_hash;
+                run.granted = n;
+                run.write_back(req);
+                add_to_shape(&mut shape, run);
+                budget -= n;
+                i += 1;
+                continue;
+            }
             loop {
                 let req = store.hot_mut(h);
                 if self.kv.extend(req, computed, n) {
