@@ -218,6 +218,10 @@ pub struct BlockHasher<'a> {
     /// Offset of the next unread token inside that segment.
     off: u32,
     prev: u64,
+    /// `mix64` of the seed of segment `mixed_seg` (a segment spans many
+    /// blocks; its seed's mix is computed once).
+    mixed_seed: u64,
+    mixed_seg: usize,
 }
 
 impl<'a> BlockHasher<'a> {
@@ -231,6 +235,8 @@ impl<'a> BlockHasher<'a> {
             seg: 0,
             off: 0,
             prev: HASH_SEED,
+            mixed_seed: 0,
+            mixed_seg: usize::MAX,
         }
     }
 
@@ -258,7 +264,12 @@ impl<'a> BlockHasher<'a> {
                 continue;
             }
             let take = avail.min(need);
-            h = absorb(h, s.seed);
+            // absorb(h, s.seed), with the seed's mix cached per segment.
+            if seg != self.mixed_seg {
+                self.mixed_seg = seg;
+                self.mixed_seed = mix64(s.seed);
+            }
+            h = mix64(h ^ self.mixed_seed);
             h = absorb(h, (u64::from(off) << 32) | u64::from(take));
             need -= take;
             off += take;
