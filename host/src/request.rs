@@ -317,7 +317,15 @@ pub fn output_block_hash(prev: u64, req: &Request, offset: u32, block_size: u32)
         "prompt segments do not add up to input_len"
     );
     debug_assert!(u64::from(offset) + u64::from(block_size) <= u64::from(req.output_len));
-    let h = absorb(prev, req.output_seed);
+    output_run_hash(prev, req.output_seed, offset, block_size)
+}
+
+/// [`output_block_hash`] from its inputs: the hash of a block made of one run
+/// of `block_size` tokens of the segment seeded `seed`, starting `offset`
+/// tokens into it, chained after `prev`.
+#[inline]
+pub fn output_run_hash(prev: u64, seed: u64, offset: u32, block_size: u32) -> u64 {
+    let h = absorb(prev, seed);
     absorb(h, (u64::from(offset) << 32) | u64::from(block_size))
 }
 
@@ -622,6 +630,15 @@ impl RequestStore {
             prefetch(&r.computed);
             prefetch(&r.last_token_at);
             prefetch(&r.kv_blocks);
+        }
+    }
+
+    /// Start fetching the last entry of the block list of the request at hot
+    /// index `h` (reads the record: prefetch it first).
+    #[inline]
+    pub fn prefetch_kv_tail(&self, h: u32) {
+        if let Some(last) = self.hot.get(h as usize).and_then(|r| r.kv_blocks.last()) {
+            prefetch(last);
         }
     }
 

@@ -342,6 +342,9 @@ impl Cluster {
 
     fn finish(mut self, peak_live: usize) -> ClusterOutcome {
         // Requests still in the system: write their result lines, count the pipeline.
+        for inst in &self.instances {
+            inst.sync(&mut self.store);
+        }
         let mut in_pipeline = 0;
         let mut live: Vec<Slot> = (0..self.store.capacity() as Slot)
             .filter(|&s| self.store.is_live(s))

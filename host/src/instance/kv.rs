@@ -30,7 +30,7 @@
 //! block's hash, so a later session round whose prompt repeats this stream
 //! hits the same blocks.
 
-use crate::request::{output_block_hash, prefetch, stream_block_hash, Request};
+use crate::request::{output_block_hash, output_run_hash, prefetch, stream_block_hash, Request};
 
 /// Sentinel for "no block" in the intrusive LRU links.
 const NIL: u32 = u32::MAX;
@@ -514,28 +514,29 @@ impl KvCache {
         true
     }
 
-    /// Prefetch what a one-token extension of `req` (which has `computed`
-    /// tokens) will touch when it fills an allocated block of output tokens
-    /// (the decode case at a block boundary): that block's metadata and the
-    /// index slot of its hash. A hint, called ahead of the extensions of a
-    /// step so that their cache misses overlap.
+    /// Prefetch what filling block `block` (the request's last, covering
+    /// stream tokens `[start, start + B)`) will touch, when it holds output
+    /// tokens only: its metadata and the index slot of its hash, chained
+    /// after `prev` (the hash of the block before it). Reads no request: a
+    /// hint the engine gives a step ahead of a decode that fills a block.
     #[inline]
-    pub fn prefetch_decode(&self, req: &Request, computed: u32) {
-        let len = req.kv_blocks.len();
-        let b = u64::from(self.block_size);
-        let cap = len as u64 * b;
-        // The extension fills block len − 1 exactly when it ends at `cap`.
-        if u64::from(computed) + 1 != cap || len < 2 {
-            return;
+    pub fn prefetch_fill(
+        &self,
+        prev: u64,
+        output_seed: u64,
+        input_len: u32,
+        start: u64,
+        block: u32,
+    ) {
+        if start < u64::from(input_len) || start == 0 {
+            return; // a prompt or straddling block, or the first one
         }
-        let start = cap - b;
-        if start < u64::from(req.input_len) {
-            return; // a prompt or straddling block: not worth the walk
+        let off = (start - u64::from(input_len)) as u32;
+        self.index
+            .prefetch(output_run_hash(prev, output_seed, off, self.block_size));
+        if let Some(b) = self.blocks.get(block as usize) {
+            prefetch(b);
         }
-        let off = (start - u64::from(req.input_len)) as u32;
-        let h = output_block_hash(req.kv_last_hash, req, off, self.block_size);
-        self.index.prefetch(h);
-        prefetch(&self.blocks[req.kv_blocks[len - 1] as usize]);
     }
 
     /// Release all of a request's blocks (last to first, so its leading,

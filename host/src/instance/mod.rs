@@ -184,9 +184,8 @@ pub struct Instance {
     latency: LatencyModel,
     kv: KvCache,
     waiting: WaitQueue,
-    /// The batch in flight, in admission order: slot and hot index of each
-    /// request (the instance reaches running requests through the store's
-    /// dense hot region, see [`RequestStore::promote`]).
+    /// The batch in flight, in admission order, with each request's progress
+    /// (see [`Run`]).
     running: Vec<Run>,
     /// A `Step` for this instance is in the event queue (at most one, ever).
     step_pending: bool,
@@ -198,12 +197,54 @@ pub struct Instance {
     hit_scratch: Vec<u32>,
 }
 
-/// A request in the running batch.
+/// A request in the running batch, with the progress a step updates.
+///
+/// A step touches every running request; doing it on these dense 48-byte
+/// records instead of the 200-byte [`Request`]s (reached through the store's
+/// hot region, see [`RequestStore::promote`]) keeps a steady decode step to
+/// one pass over one small array. The progress fields (`computed`,
+/// `generated`, `granted`, `last_token_at`) are written back to the
+/// request whenever the engine touches it for another reason (first token,
+/// block boundary, completion, preemption) and by [`Instance::sync`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Run {
     slot: Slot,
     /// Index in the store's hot region.
     hot: u32,
+    input_len: u32,
+    output_len: u32,
+    computed: u32,
+    generated: u32,
+    granted: u32,
+    /// Tokens the request's KV blocks can hold (blocks × block size).
+    kv_cap: u64,
+    last_token_at: Tick,
+    /// Copies of the request's KV state for prefetching without reading
+    /// the record: the hash of its last full block, its last block, and
+    /// its output seed.
+    kv_last_hash: u64,
+    last_block: u32,
+    output_seed: u64,
+}
+
+impl Run {
+    /// Refresh the copies of the request's KV state after the KV cache
+    /// changed it.
+    #[inline]
+    fn read_kv(&mut self, r: &Request, block_size: u32) {
+        self.kv_cap = r.kv_blocks.len() as u64 * u64::from(block_size);
+        self.kv_last_hash = r.kv_last_hash;
+        self.last_block = r.kv_blocks.last().copied().unwrap_or(0);
+    }
+
+    /// Write the progress to the request's record.
+    #[inline]
+    fn write_back(&self, r: &mut Request) {
+        r.computed = self.computed;
+        r.generated = self.generated;
+        r.granted = self.granted;
+        r.last_token_at = self.last_token_at;
+    }
 }
 
 /// End-of-run counts of one instance.
@@ -234,7 +275,7 @@ pub struct InstanceCounts {
 /// `decode` if its grant computes exactly the one token it emitted last,
 /// else to `prefill`.
 #[inline]
-fn add_to_shape(shape: &mut BatchShape, r: &Request) {
+fn add_to_shape(shape: &mut BatchShape, r: &Run) {
     if r.granted == 0 {
         return;
     }
@@ -410,6 +451,7 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
+        self.prefetch_boundaries(store);
         self.finish_batch(now, store, obs);
         let shape = self.form_batch(now, store, obs);
         if self.running.is_empty() {
@@ -448,58 +490,53 @@ impl Instance {
         obs: &mut impl InstanceObserver,
     ) {
         let a2 = self.latency.output_token_overhead().max(0);
-        let mut keep = 0;
         // ITL samples, reported in runs of equal gaps (decodes of one step
         // mostly share their previous token's time).
         let (mut gap, mut gaps) = (0, 0u64);
-        // This is the step's first touch of its requests, which other
-        // instances' steps have pushed out of the near caches: fetch a few
-        // requests ahead so the misses overlap.
-        const AHEAD: usize = 6;
-        for run in self.running.iter().take(AHEAD) {
-            store.prefetch_hot(run.hot);
-        }
-        for i in 0..self.running.len() {
-            if let Some(ahead) = self.running.get(i + AHEAD) {
-                store.prefetch_hot(ahead.hot);
-            }
-            let run = self.running[i];
-            let req = store.hot_mut(run.hot);
+        let index = self.index;
+        let mut running = std::mem::take(&mut self.running);
+        let mut keep = 0;
+        for i in 0..running.len() {
+            let mut run = running[i];
             let mut done = false;
-            if req.granted > 0 {
-                req.computed += req.granted;
-                req.granted = 0;
-                let target = req.input_len + req.generated;
-                debug_assert!(req.computed <= target);
-                if req.computed == target {
-                    if req.generated < req.output_len {
-                        req.generated += 1;
+            if run.granted > 0 {
+                run.computed += run.granted;
+                run.granted = 0;
+                let target = run.input_len + run.generated;
+                debug_assert!(run.computed <= target);
+                if run.computed == target {
+                    if run.generated < run.output_len {
+                        run.generated += 1;
                         // Token k reaches the client k·α2 after the step that
                         // produced it (α2: per-token output processing on the
                         // client path; it never delays the next step).
-                        let emit_at = now + a2 * Tick::from(req.generated);
-                        if req.generated == 1 {
+                        let emit_at = now + a2 * Tick::from(run.generated);
+                        if run.generated == 1 {
+                            let req = store.hot_mut(run.hot);
+                            run.write_back(req);
                             req.first_token_at = emit_at;
-                            obs.first_token(self.index, req, emit_at);
+                            obs.first_token(index, req, emit_at);
                         } else {
-                            let g = emit_at - req.last_token_at;
+                            let g = emit_at - run.last_token_at;
                             if g != gap && gaps > 0 {
-                                obs.token_gaps(self.index, gap, gaps);
+                                obs.token_gaps(index, gap, gaps);
                                 gaps = 0;
                             }
                             gap = g;
                             gaps += 1;
                         }
-                        req.last_token_at = emit_at;
+                        run.last_token_at = emit_at;
                     }
-                    done = req.generated == req.output_len;
+                    done = run.generated == run.output_len;
                 }
             }
             if done {
+                let req = store.hot_mut(run.hot);
+                run.write_back(req);
                 // The client sees completion with the last token (or at the
                 // step end when the request had no output to deliver).
-                let at = if req.generated > 0 {
-                    req.last_token_at
+                let at = if run.generated > 0 {
+                    run.last_token_at
                 } else {
                     now + a2
                 };
@@ -507,20 +544,51 @@ impl Instance {
                 req.completed_at = at;
                 self.kv.release(&mut req.kv_blocks);
                 self.completed += 1;
-                obs.completed(self.index, run.slot, req, at);
-            } else {
-                if req.generated > 0 && req.input_len + req.generated - req.computed == 1 {
-                    // Likely a decode grant next: start fetching the KV data
-                    // it touches if it fills a block.
-                    self.kv.prefetch_decode(req, req.computed);
-                }
-                self.running[keep] = run;
-                keep += 1;
+                obs.completed(index, run.slot, req, at);
+                continue;
             }
+            if run.generated > 0 && u64::from(run.computed) + 1 == run.kv_cap {
+                // Its next (decode) grant fills its last block: the record
+                // was prefetched at the start of the step, now fetch the
+                // tail of its block list too.
+                store.prefetch_kv_tail(run.hot);
+            }
+            running[keep] = run;
+            keep += 1;
         }
-        self.running.truncate(keep);
+        running.truncate(keep);
+        self.running = running;
         if gaps > 0 {
-            obs.token_gaps(self.index, gap, gaps);
+            obs.token_gaps(index, gap, gaps);
+        }
+    }
+
+    /// A decoding request reaches a KV block boundary every B steps, where
+    /// the KV cache touches its record, its block list, a block and the
+    /// index: all cold, since every other instance stepped in between.
+    /// Before finishing the batch, start fetching them for the decodes whose
+    /// next grant will fill their last block or need a fresh one, so the
+    /// misses overlap with the rest of the step. Reads only the batch.
+    fn prefetch_boundaries(&self, store: &RequestStore) {
+        let b = u64::from(self.config.block_size);
+        for run in &self.running {
+            if run.granted != 1 || run.generated == 0 {
+                continue; // not a decode in flight
+            }
+            // After this step's token, the next grant extends to c + 1.
+            let c = u64::from(run.computed) + 1;
+            if c + 1 == run.kv_cap {
+                store.prefetch_hot(run.hot);
+                self.kv.prefetch_fill(
+                    run.kv_last_hash,
+                    run.output_seed,
+                    run.input_len,
+                    run.kv_cap - b,
+                    run.last_block,
+                );
+            } else if c == run.kv_cap {
+                store.prefetch_hot(run.hot);
+            }
         }
     }
 
@@ -553,27 +621,40 @@ impl Instance {
         let mut shape = BatchShape::default();
 
         // Running requests, in batch order.
+        let b = u64::from(self.config.block_size);
         let mut i = 0;
         while i < self.running.len() && budget > 0 {
-            let h = self.running[i].hot;
-            let (computed, needed) = {
-                let r = store.hot(h);
-                (r.computed, r.input_len + r.generated - r.computed)
-            };
+            let run = &mut self.running[i];
+            let computed = run.computed;
+            let needed = run.input_len + run.generated - run.computed;
             debug_assert!(needed > 0);
             let n = chunk(needed, threshold, budget);
+            // Fast path (decode, 15 steps out of 16): the tokens fit in the
+            // last block without filling it; the KV cache has nothing to do.
+            let end = u64::from(computed) + u64::from(n);
+            if end < run.kv_cap && u64::from(computed) + b >= run.kv_cap {
+                run.granted = n;
+                add_to_shape(&mut shape, run);
+                budget -= n;
+                i += 1;
+                continue;
+            }
+            let h = run.hot;
             loop {
-                let r = store.hot_mut(h);
-                if self.kv.extend(r, computed, n) {
-                    r.granted = n;
-                    add_to_shape(&mut shape, r);
+                let req = store.hot_mut(h);
+                if self.kv.extend(req, computed, n) {
+                    let run = &mut self.running[i];
+                    run.read_kv(req, self.config.block_size);
+                    run.granted = n;
+                    run.write_back(req);
+                    add_to_shape(&mut shape, run);
                     budget -= n;
                     i += 1;
                     break;
                 }
                 let v = self.victim(store);
                 let victim = self.running.remove(v);
-                budget += store.hot(victim.hot).granted; // refund a grant made earlier this step
+                budget += victim.granted; // refund a grant made earlier this step
                 self.preempt(victim, now, store, obs);
                 preempted = true;
                 if v == i {
@@ -589,7 +670,7 @@ impl Instance {
 
         // New requests, while there is room and no preemption happened.
         if preempted {
-            return self.batch_shape(store);
+            return self.batch_shape();
         }
         let b = self.config.block_size;
         while self.running.len() < self.config.max_num_seqs as usize && budget > 0 {
@@ -624,11 +705,26 @@ impl Instance {
                 req.scheduled_at = now;
                 req.cached_tokens = cached;
             }
-            add_to_shape(&mut shape, req);
+            let mut run = Run {
+                slot,
+                hot: h,
+                input_len: req.input_len,
+                output_len: req.output_len,
+                computed: cached,
+                generated: req.generated,
+                granted: n,
+                kv_cap: 0,
+                last_token_at: req.last_token_at,
+                kv_last_hash: 0,
+                last_block: 0,
+                output_seed: req.output_seed,
+            };
+            run.read_kv(req, b);
+            add_to_shape(&mut shape, &run);
             budget -= n;
-            self.running.push(Run { slot, hot: h });
+            self.running.push(run);
         }
-        debug_assert_eq!(shape, self.batch_shape(store));
+        debug_assert_eq!(shape, self.batch_shape());
         shape
     }
 
@@ -665,6 +761,7 @@ impl Instance {
         obs: &mut impl InstanceObserver,
     ) {
         let req = store.hot_mut(run.hot);
+        run.write_back(req);
         self.kv.release(&mut req.kv_blocks);
         req.computed = 0;
         req.granted = 0;
@@ -676,12 +773,25 @@ impl Instance {
     }
 
     /// The batch as the latency model sees it (granted requests only).
-    fn batch_shape(&self, store: &RequestStore) -> BatchShape {
+    fn batch_shape(&self) -> BatchShape {
         let mut shape = BatchShape::default();
         for run in &self.running {
-            add_to_shape(&mut shape, store.hot(run.hot));
+            add_to_shape(&mut shape, run);
         }
         shape
+    }
+
+    /// Write the progress of the running requests (`computed`, `generated`,
+    /// `granted`, `last_token_at`) to their records in `store`. The engine
+    /// keeps that progress in its batch while a request runs and writes it
+    /// back when it touches the record anyway (first token, a KV block
+    /// boundary, completion, preemption); call this before reading those
+    /// fields of a running request between events (the cluster does at the
+    /// end of a run).
+    pub fn sync(&self, store: &mut RequestStore) {
+        for run in &self.running {
+            run.write_back(store.hot_mut(run.hot));
+        }
     }
 
     /// Requests waiting in the wait queue (Tier 2 signal).
@@ -765,16 +875,25 @@ impl Instance {
             if r.state != RequestState::Running {
                 return Err(format!("running request {} in state {:?}", r.id, r.state));
             }
+            if (r.input_len, r.output_len) != (run.input_len, run.output_len) {
+                return Err(format!(
+                    "request {}: batch copy of its lengths differs",
+                    r.id
+                ));
+            }
             let want = self
                 .kv
-                .blocks_for(u64::from(r.computed) + u64::from(r.granted));
+                .blocks_for(u64::from(run.computed) + u64::from(run.granted));
             if r.kv_blocks.len() as u64 != want {
                 return Err(format!(
                     "request {} holds {} blocks for {} tokens",
                     r.id,
                     r.kv_blocks.len(),
-                    r.computed + r.granted
+                    run.computed + run.granted
                 ));
+            }
+            if run.kv_cap != r.kv_blocks.len() as u64 * u64::from(self.config.block_size) {
+                return Err(format!("request {}: stale KV capacity in the batch", r.id));
             }
             for &b in &r.kv_blocks {
                 *holders.entry(b).or_default() += 1;

@@ -160,6 +160,9 @@ impl Sim {
                 }
                 other => panic!("unexpected event {other:?}"),
             }
+            // Running requests' progress lives in the batch; bring the
+            // records up to date before looking at them.
+            self.inst.sync(&mut self.store);
             assert!(self.pending_steps <= 1, "more than one pending step");
             assert_eq!(self.pending_steps == 1, self.inst.step_pending());
             self.check_transitions();
