@@ -3,6 +3,7 @@
 //! hash → bitset of instances holding it, so scoring a request costs one
 //! lookup per block whatever the number of instances.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -86,29 +87,35 @@ impl Lru {
     /// Touch `hash`: refresh it if present (returns false), else insert it
     /// (returns true).
     fn touch(&mut self, hash: u64) -> bool {
-        if let Some(&i) = self.at.get(&hash) {
-            self.unlink(i);
-            self.push_back(i);
-            return false;
+        // One hash-table probe for both outcomes.
+        match self.at.entry(hash) {
+            Entry::Occupied(e) => {
+                let i = *e.get();
+                self.unlink(i);
+                self.push_back(i);
+                false
+            }
+            Entry::Vacant(v) => {
+                let node = Node {
+                    hash,
+                    prev: NIL,
+                    next: NIL,
+                };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.nodes[i as usize] = node;
+                        i
+                    }
+                    None => {
+                        self.nodes.push(node);
+                        (self.nodes.len() - 1) as u32
+                    }
+                };
+                v.insert(i);
+                self.push_back(i);
+                true
+            }
         }
-        let node = Node {
-            hash,
-            prev: NIL,
-            next: NIL,
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        self.at.insert(hash, i);
-        self.push_back(i);
-        true
     }
 
     /// Remove and return the least recently used hash.
@@ -181,20 +188,14 @@ impl PrefixIndex {
             if !self.lrus[instance].touch(h) {
                 continue;
             }
-            let row = match self.rows.get(&h) {
-                Some(&r) => r,
+            let (free_rows, bits, words) = (&mut self.free_rows, &mut self.bits, self.words);
+            let row = *self.rows.entry(h).or_insert_with(|| match free_rows.pop() {
+                Some(r) => r,
                 None => {
-                    let r = match self.free_rows.pop() {
-                        Some(r) => r,
-                        None => {
-                            self.bits.resize(self.bits.len() + self.words, 0);
-                            (self.bits.len() / self.words - 1) as u32
-                        }
-                    };
-                    self.rows.insert(h, r);
-                    r
+                    bits.resize(bits.len() + words, 0);
+                    (bits.len() / words - 1) as u32
                 }
-            };
+            });
             self.bits[row as usize * self.words + word] |= bit;
             if self.lrus[instance].len() > self.capacity {
                 let old = self.lrus[instance].pop_lru().expect("non-empty");
@@ -204,11 +205,12 @@ impl PrefixIndex {
     }
 
     fn clear_bit(&mut self, hash: u64, word: usize, bit: u64) {
-        if let Some(&r) = self.rows.get(&hash) {
+        if let Entry::Occupied(e) = self.rows.entry(hash) {
+            let r = *e.get();
             let base = r as usize * self.words;
             self.bits[base + word] &= !bit;
             if self.bits[base..base + self.words].iter().all(|&w| w == 0) {
-                self.rows.remove(&hash);
+                e.remove();
                 self.free_rows.push(r);
             }
         }
