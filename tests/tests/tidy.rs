@@ -1,7 +1,7 @@
 //! Project conventions checked as ordinary tests: every Rust source file
 //! opens with a `//!` header saying what it is for (style: "every lib.rs and
-//! module opens with a //! header"), and tests use neither `#[ignore]` nor
-//! `#[should_panic]` (a test that is skipped or expects a crash proves nothing
+//! module opens with a //! header"), and tests use neither the ignore nor
+//! the should-panic attribute (a test that is skipped or expects a crash proves nothing
 //! about behaviour).
 
 use std::path::{Path, PathBuf};
