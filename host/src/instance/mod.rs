@@ -497,7 +497,7 @@ impl Instance {
         let mut running = std::mem::take(&mut self.running);
         let mut keep = 0;
         for i in 0..running.len() {
-            let mut run = running[i];
+            let run = &mut running[i];
             let mut done = false;
             if run.granted > 0 {
                 run.computed += run.granted;
@@ -553,7 +553,9 @@ impl Instance {
                 // tail of its block list too.
                 store.prefetch_kv_tail(run.hot);
             }
-            running[keep] = run;
+            if keep != i {
+                running[keep] = running[i];
+            }
             keep += 1;
         }
         running.truncate(keep);
@@ -623,23 +625,33 @@ impl Instance {
         // Running requests, in batch order.
         let b = u64::from(self.config.block_size);
         let mut i = 0;
-        while i < self.running.len() && budget > 0 {
-            let run = &mut self.running[i];
-            let computed = run.computed;
-            let needed = run.input_len + run.generated - run.computed;
-            debug_assert!(needed > 0);
-            let n = chunk(needed, threshold, budget);
+        loop {
             // Fast path (decode, 15 steps out of 16): the tokens fit in the
             // last block without filling it; the KV cache has nothing to do.
-            let end = u64::from(computed) + u64::from(n);
-            if end < run.kv_cap && u64::from(computed) + b >= run.kv_cap {
+            let runs = &mut self.running[..];
+            while i < runs.len() && budget > 0 {
+                let run = &mut runs[i];
+                let computed = run.computed;
+                let needed = run.input_len + run.generated - computed;
+                debug_assert!(needed > 0);
+                let n = chunk(needed, threshold, budget);
+                let end = u64::from(computed) + u64::from(n);
+                if end >= run.kv_cap || u64::from(computed) + b < run.kv_cap {
+                    break;
+                }
                 run.granted = n;
                 add_to_shape(&mut shape, run);
                 budget -= n;
                 i += 1;
-                continue;
             }
-            let h = run.hot;
+            if i >= self.running.len() || budget == 0 {
+                break;
+            }
+            // The KV cache allocates or registers blocks: grant through it,
+            // preempting under pressure.
+            let run = &self.running[i];
+            let (computed, h) = (run.computed, run.hot);
+            let n = chunk(run.input_len + run.generated - computed, threshold, budget);
             loop {
                 let req = store.hot_mut(h);
                 if self.kv.extend(req, computed, n) {
