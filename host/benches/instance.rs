@@ -142,6 +142,10 @@ fn simulate(config: &InstanceConfig, mut store: RequestStore, mut q: EventQueue)
             Event::Step { .. } => inst.on_step(ev.time, &mut store, &mut q, &mut obs),
             _ => unreachable!(),
         }
+        // Recycle finished requests, as the cluster does.
+        for slot in obs.finished.drain(..) {
+            store.release(slot);
+        }
     }
     assert_eq!(obs.completed, REQUESTS);
     (events, obs)
