@@ -11,6 +11,10 @@
 //! * `decision` — `route_observe` plus building the 16 snapshots from live
 //!   instances, i.e. everything `Cluster::on_routing` does.
 //!
+//! * `routing_weighted_64x3_unique/route_observe` — 64 instances, every
+//!   prompt unique (the situation of scenario e): the prefix scorer's
+//!   observe inserts and evicts 32 hashes per decision.
+//!
 //! `CARGO_TARGET_DIR=/work/target-perf cargo bench -p blis-host --bench routing`
 
 use abi_stable::std_types::{RSlice, RStr};
@@ -146,6 +150,55 @@ fn bench(c: &mut Criterion) {
             };
             let rv = view(i as u64, &pool[i % POOL]);
             i += 1;
+            let (chosen, _) = r.route(&rv, &cluster).expect("route");
+            r.observe(&rv, &cluster, chosen).expect("observe");
+            chosen
+        })
+    });
+    g.finish();
+
+    // As in scenario (e): 64 instances and prompts that share nothing, so
+    // every observe inserts 32 new hashes into the prefix scorer's index and
+    // (once an instance's 10,000-hash LRU is full) evicts as many.
+    let mut g = c.benchmark_group("routing_weighted_64x3_unique");
+    g.throughput(Throughput::Elements(1));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let snaps: Vec<InstanceSnapshot> = (0..64)
+        .map(|_| InstanceSnapshot {
+            queue_depth: rng.random_range(0..2000),
+            batch_size: 256,
+            pending_requests: rng.random_range(0..3),
+            kv_utilization: rng.random_range(0.5..1.0),
+            free_kv_blocks: rng.random_range(0..5_000),
+            cache_hit_rate: 0.0,
+            ..InstanceSnapshot::default()
+        })
+        .collect();
+    let cluster = ClusterView {
+        clock_us: 0,
+        instances: RSlice::from_slice(&snaps),
+    };
+    let mut r = routing();
+    let mut id = 0u64;
+    let mut hashes = vec![0u64; 32];
+    let mut next = |hashes: &mut Vec<u64>| {
+        id += 1;
+        for (k, h) in hashes.iter_mut().enumerate() {
+            *h = blis_host::request::mix64(id.wrapping_mul(1_000) + k as u64);
+        }
+        id
+    };
+    // Fill every instance's LRU first.
+    for _ in 0..64 * 10_000 / 32 + 1_000 {
+        let id = next(&mut hashes);
+        let rv = view(id, &hashes);
+        let (chosen, _) = r.route(&rv, &cluster).expect("route");
+        r.observe(&rv, &cluster, chosen).expect("observe");
+    }
+    g.bench_function("route_observe", |b| {
+        b.iter(|| {
+            let id = next(&mut hashes);
+            let rv = view(id, &hashes);
             let (chosen, _) = r.route(&rv, &cluster).expect("route");
             r.observe(&rv, &cluster, chosen).expect("observe");
             chosen

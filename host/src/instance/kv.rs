@@ -7,7 +7,7 @@
 //!   of them. Blocks that were never used are therefore only a counter; a block
 //!   gets metadata the first time it is handed out, so `KvCache::new` costs
 //!   nothing whatever the capacity and memory is O(blocks ever used): 16 bytes
-//!   of metadata per block plus about 14 bytes of index per cached hash.
+//!   of metadata per block plus 16 to 32 bytes of index per cached hash.
 //! * **Freed blocks stay useful.** A freed block keeps its hash and goes to
 //!   the tail of an intrusive LRU list; it is only reused (and its hash
 //!   forgotten) when it reaches the head. Never-used blocks are handed out
@@ -82,7 +82,8 @@ impl Block {
 /// tag's top bits, so the table can be rebuilt and entries shifted on deletion
 /// without reading any block. A tag match is confirmed against the block's
 /// full hash. One probe usually costs one cache line, and an entry costs
-/// 8 bytes / load factor (10.7 to 21 bytes).
+/// 8 bytes / load factor (16 to 32 bytes: the table grows at load 1/2, as
+/// linear-probing clusters, which deletions must walk, get long beyond that).
 #[derive(Debug, Default)]
 struct BlockIndex {
     slots: Vec<u64>,
@@ -160,11 +161,11 @@ impl BlockIndex {
         }
     }
 
-    /// Make room for one more entry (grow at load factor 3/4; slot positions
+    /// Make room for one more entry (grow at load factor 1/2; slot positions
     /// change when the table is rebuilt).
     #[inline]
     fn reserve_one(&mut self) {
-        if (self.len + 1) * 4 <= self.slots.len() * 3 {
+        if (self.len + 1) * 2 <= self.slots.len() {
             return;
         }
         // Tags are 32 bits, so 2^32 slots at most; there is always an empty
