@@ -17,9 +17,9 @@
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //!
-//! Architecture invariant: only `metrics::report` writes the report and only
-//! `main.rs` writes to stdout; the engine and instances know nothing of
-//! plugins, TOML or JSON.
+//! Architecture invariant: only `metrics::report` builds the report and only
+//! the CLI (`cli::print_stdout`, called from `main.rs`) writes to stdout; the
+//! engine and instances know nothing of plugins, TOML or JSON.
 
 pub mod cli;
 pub mod cluster;

@@ -1,7 +1,7 @@
 //! Project conventions checked as ordinary tests: every Rust source file
 //! opens with a `//!` header saying what it is for (style: "every lib.rs and
-//! module opens with a //! header"), and tests use neither `#[ignore]` nor
-//! `#[should_panic]` (a test that is skipped or expects a crash proves nothing
+//! module opens with a //! header"), and tests use neither the ignore nor
+//! the should-panic attribute (a test that is skipped or expects a crash proves nothing
 //! about behaviour).
 
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ fn every_source_file_has_a_header_and_no_skipped_tests() {
         }
         if text.contains(&ignore) || text.contains(&should_panic) {
             bad.push(format!(
-                "{}: uses #[ignore] or #[should_panic]",
+                "{}: uses an ignore or should-panic test attribute",
                 f.display()
             ));
         }

@@ -4,8 +4,6 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::Deserialize;
-
 use super::{Cli, Command, ConvertCommand, PluginsCommand, RunArgs};
 use crate::cluster::Cluster;
 use crate::config::{self, overrides, RunFile, Source};
@@ -201,14 +199,36 @@ fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
     if !changed {
         return Ok((parsed, source));
     }
-    let run = RunFile::deserialize(table).map_err(|e| {
+    // Re-parse the merged table as text so a mistake points at its key.
+    let merged = toml::to_string(&table).map_err(|e| usage(format!("{}: {e}", source.name)))?;
+    let run = toml::from_str::<RunFile>(&merged).map_err(|e| {
         usage(format!(
-            "{}: after applying command-line overrides: {}",
+            "{}: after applying command-line overrides: {}{}",
             source.name,
-            e.message().trim()
+            e.message().trim(),
+            e.span()
+                .map(|sp| offending_key(&merged, sp.start))
+                .unwrap_or_default()
         ))
     })?;
     Ok((run, source))
+}
+
+/// ` (at section.key = value)` for the line of `text` holding byte `pos`.
+fn offending_key(text: &str, pos: usize) -> String {
+    let pos = pos.min(text.len());
+    let line_start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("").trim();
+    let section = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').to_string());
+    match section {
+        Some(sec) if !line.starts_with('[') => format!(" (at [{sec}] {line})"),
+        _ => format!(" (at {line})"),
+    }
 }
 
 /// Remove `keys` from table `section`; true if something was removed.

@@ -3,7 +3,8 @@
 //! hash → bitset of instances holding it, so scoring a request costs one
 //! lookup per block whatever the number of instances.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Block hashes are already well mixed: hash them as themselves.
@@ -26,102 +27,61 @@ impl Hasher for IdentityHasher {
 
 type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
 
-const NIL: u32 = u32::MAX;
-
-#[derive(Clone, Copy)]
-struct Node {
-    hash: u64,
-    prev: u32,
-    next: u32,
-}
-
 /// One instance's LRU set of block hashes.
+///
+/// Recency is a stamp per hash (the clock of its latest touch) plus a queue
+/// of touches in order; a queued touch is current when its stamp is still the
+/// hash's stamp. The least recently used hash is the first current touch.
+/// Touching appends to the queue (sequential memory) instead of relinking a
+/// list node, which is what makes recording cheap.
 #[derive(Default)]
 struct Lru {
-    nodes: Vec<Node>,
-    free: Vec<u32>,
-    at: IdMap<u32>,
-    head: u32, // least recently used
-    tail: u32, // most recently used
+    at: IdMap<u64>,
+    touches: VecDeque<(u64, u64)>,
+    clock: u64,
 }
 
 impl Lru {
-    fn new() -> Self {
-        Lru {
-            head: NIL,
-            tail: NIL,
-            ..Default::default()
-        }
-    }
-
     fn len(&self) -> usize {
         self.at.len()
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let Node { prev, next, .. } = self.nodes[i as usize];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.nodes[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.nodes[next as usize].prev = prev;
-        }
-    }
-
-    fn push_back(&mut self, i: u32) {
-        self.nodes[i as usize].prev = self.tail;
-        self.nodes[i as usize].next = NIL;
-        if self.tail == NIL {
-            self.head = i;
-        } else {
-            self.nodes[self.tail as usize].next = i;
-        }
-        self.tail = i;
     }
 
     /// Touch `hash`: refresh it if present (returns false), else insert it
     /// (returns true).
     fn touch(&mut self, hash: u64) -> bool {
-        if let Some(&i) = self.at.get(&hash) {
-            self.unlink(i);
-            self.push_back(i);
-            return false;
+        self.clock += 1;
+        let stamp = self.clock;
+        let new = match self.at.entry(hash) {
+            Entry::Occupied(mut e) => {
+                *e.get_mut() = stamp;
+                false
+            }
+            Entry::Vacant(v) => {
+                v.insert(stamp);
+                true
+            }
+        };
+        self.touches.push_back((hash, stamp));
+        // Stale touches are dropped at eviction; a set that never fills up
+        // would keep them, so compact once they outnumber the live ones.
+        if self.touches.len() > 2 * self.at.len() + 64 {
+            let at = &self.at;
+            self.touches.retain(|(h, s)| at.get(h) == Some(s));
         }
-        let node = Node {
-            hash,
-            prev: NIL,
-            next: NIL,
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        self.at.insert(hash, i);
-        self.push_back(i);
-        true
+        new
     }
 
     /// Remove and return the least recently used hash.
     fn pop_lru(&mut self) -> Option<u64> {
-        let i = self.head;
-        if i == NIL {
-            return None;
+        while let Some((h, s)) = self.touches.pop_front() {
+            if let Entry::Occupied(e) = self.at.entry(h) {
+                if *e.get() == s {
+                    e.remove();
+                    return Some(h);
+                }
+            }
         }
-        self.unlink(i);
-        let h = self.nodes[i as usize].hash;
-        self.at.remove(&h);
-        self.free.push(i);
-        Some(h)
+        None
     }
 }
 
@@ -161,7 +121,7 @@ impl PrefixIndex {
                 self.bits = bits;
             }
             self.words = words;
-            self.lrus.resize_with(instances, Lru::new);
+            self.lrus.resize_with(instances, Lru::default);
         }
     }
 
@@ -181,20 +141,14 @@ impl PrefixIndex {
             if !self.lrus[instance].touch(h) {
                 continue;
             }
-            let row = match self.rows.get(&h) {
-                Some(&r) => r,
+            let (free_rows, bits, words) = (&mut self.free_rows, &mut self.bits, self.words);
+            let row = *self.rows.entry(h).or_insert_with(|| match free_rows.pop() {
+                Some(r) => r,
                 None => {
-                    let r = match self.free_rows.pop() {
-                        Some(r) => r,
-                        None => {
-                            self.bits.resize(self.bits.len() + self.words, 0);
-                            (self.bits.len() / self.words - 1) as u32
-                        }
-                    };
-                    self.rows.insert(h, r);
-                    r
+                    bits.resize(bits.len() + words, 0);
+                    (bits.len() / words - 1) as u32
                 }
-            };
+            });
             self.bits[row as usize * self.words + word] |= bit;
             if self.lrus[instance].len() > self.capacity {
                 let old = self.lrus[instance].pop_lru().expect("non-empty");
@@ -204,11 +158,12 @@ impl PrefixIndex {
     }
 
     fn clear_bit(&mut self, hash: u64, word: usize, bit: u64) {
-        if let Some(&r) = self.rows.get(&hash) {
+        if let Entry::Occupied(e) = self.rows.entry(hash) {
+            let r = *e.get();
             let base = r as usize * self.words;
             self.bits[base + word] &= !bit;
             if self.bits[base..base + self.words].iter().all(|&w| w == 0) {
-                self.rows.remove(&hash);
+                e.remove();
                 self.free_rows.push(r);
             }
         }
@@ -268,6 +223,56 @@ mod tests {
         assert_eq!(c[100], 2);
         assert_eq!(c[3], 1);
         assert_eq!(c.iter().sum::<u32>(), 3);
+    }
+
+    /// The index agrees with a plain model (per instance: hash → last touch,
+    /// evict the smallest) over random records with shared and repeated hashes.
+    #[test]
+    fn matches_a_plain_lru_model() {
+        use std::collections::BTreeMap;
+        let cap = 40;
+        let mut idx = PrefixIndex::new(cap);
+        let mut model: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); 3];
+        let mut clock = 0u64;
+        let mut x = 12345u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            let inst = (next() % 3) as usize;
+            let n = (next() % 12) as usize;
+            let hashes: Vec<u64> = (0..n).map(|_| next() % 150).collect();
+            idx.record(&hashes, inst, 3);
+            for &h in &hashes {
+                clock += 1;
+                let m = &mut model[inst];
+                m.insert(h, clock);
+                if m.len() > cap {
+                    let (&oldest, _) = m.iter().min_by_key(|(_, &t)| t).unwrap();
+                    m.remove(&oldest);
+                }
+            }
+            let probe: Vec<u64> = (0..150).collect();
+            let mut counts = [0u32; 3];
+            idx.count_matches(&probe, &mut counts);
+            for i in 0..3 {
+                assert_eq!(counts[i] as usize, model[i].len());
+                assert_eq!(idx.len(i), model[i].len());
+            }
+            let one = next() % 150;
+            let mut c = [0u32; 3];
+            idx.count_matches(&[one], &mut c);
+            for i in 0..3 {
+                assert_eq!(
+                    c[i] == 1,
+                    model[i].contains_key(&one),
+                    "hash {one} instance {i}"
+                );
+            }
+        }
     }
 
     #[test]
