@@ -17,32 +17,31 @@ use super::distribution::{stats_of_runs, unpack_class, CountMap, TickStats};
 use super::fitness::{evaluate, FitnessInputs};
 use super::InstanceRecord;
 
+/// Insert `<prefix>mean_ms`, `<prefix>p50_ms`, … `<prefix>max_ms` (null
+/// when the population is empty).
 fn put_stats(m: &mut Map<String, Value>, prefix: &str, s: Option<TickStats>) {
-    let s = s.map(TickStats::to_ms);
-    let v = |x: Option<f64>| x.map_or(Value::Null, |x| json!(x));
-    let s = s.unwrap_or_default();
-    m.insert(format!("{prefix}_mean_ms"), v(s.mean));
-    m.insert(format!("{prefix}_p50_ms"), v(s.p50));
-    m.insert(format!("{prefix}_p90_ms"), v(s.p90));
-    m.insert(format!("{prefix}_p95_ms"), v(s.p95));
-    m.insert(format!("{prefix}_p99_ms"), v(s.p99));
-    m.insert(format!("{prefix}_min_ms"), v(s.min));
-    m.insert(format!("{prefix}_max_ms"), v(s.max));
+    let s = s.map(TickStats::to_ms).unwrap_or_default();
+    for (name, x) in [
+        ("mean", s.mean),
+        ("p50", s.p50),
+        ("p90", s.p90),
+        ("p95", s.p95),
+        ("p99", s.p99),
+        ("min", s.min),
+        ("max", s.max),
+    ] {
+        m.insert(
+            format!("{prefix}{name}_ms"),
+            x.map_or(Value::Null, |x| json!(x)),
+        );
+    }
 }
 
+/// `{"count", "mean_ms", "p50_ms", …}` for one population.
 fn stats_object(s: Option<TickStats>) -> Value {
     let mut m = Map::new();
     m.insert("count".into(), json!(s.map_or(0, |s| s.count)));
-    let s = s.map(TickStats::to_ms);
-    let v = |x: Option<f64>| x.map_or(Value::Null, |x| json!(x));
-    let s = s.unwrap_or_default();
-    m.insert("mean_ms".into(), v(s.mean));
-    m.insert("p50_ms".into(), v(s.p50));
-    m.insert("p90_ms".into(), v(s.p90));
-    m.insert("p95_ms".into(), v(s.p95));
-    m.insert("p99_ms".into(), v(s.p99));
-    m.insert("min_ms".into(), v(s.min));
-    m.insert("max_ms".into(), v(s.max));
+    put_stats(&mut m, "", s);
     Value::Object(m)
 }
 
@@ -100,10 +99,10 @@ fn write_block(m: &mut Map<String, Value>, c: &Counts, l: &Latencies) -> (f64, f
     let tps = rate(c.output_tokens, dur_s);
     m.insert("responses_per_sec".into(), json!(rps));
     m.insert("tokens_per_sec".into(), json!(tps));
-    put_stats(m, "ttft", l.ttft);
-    put_stats(m, "e2e", l.e2e);
-    put_stats(m, "itl", l.itl);
-    put_stats(m, "scheduling_delay", l.sched);
+    put_stats(m, "ttft_", l.ttft);
+    put_stats(m, "e2e_", l.e2e);
+    put_stats(m, "itl_", l.itl);
+    put_stats(m, "scheduling_delay_", l.sched);
     m.insert(
         "kv_cache_hit_rate".into(),
         json!(if c.cache_lookups == 0 {
