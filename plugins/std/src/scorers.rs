@@ -134,9 +134,8 @@ impl Scorer for PrefixAffinityScorer {
         }
     }
 
-    fn observe(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, chosen: usize) {
-        self.index
-            .record(request.block_hashes.as_slice(), chosen, cluster.len());
+    fn observe(&mut self, request: &RequestView<'_>, _cluster: &ClusterView<'_>, chosen: usize) {
+        self.index.record(request.block_hashes.as_slice(), chosen);
     }
 }
 
