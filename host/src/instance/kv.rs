@@ -9,11 +9,19 @@
 //!   nothing whatever the capacity and memory is O(blocks ever used): 16 bytes
 //!   of metadata per block plus 16 to 32 bytes of index per cached hash.
 //! * **Freed blocks stay useful.** A freed block keeps its hash and goes to
-//!   the tail of an intrusive LRU list; it is only reused (and its hash
-//!   forgotten) when it reaches the head. Never-used blocks are handed out
-//!   before any cached block is evicted, so cached content lives as long as
-//!   possible. A freed block without a hash (a partial block) holds nothing
-//!   reusable and goes to the head instead, so it is recycled first.
+//!   the tail of a FIFO queue of block ids; it is only reused (and its hash
+//!   forgotten) when it reaches the head, so cached blocks are evicted least
+//!   recently freed first. Never-used blocks are handed out before any cached
+//!   block is evicted, so cached content lives as long as possible. A freed
+//!   block without a hash (a partial block) holds nothing reusable and goes
+//!   on a stack that is drawn from first.
+//! * **Eviction reads ahead.** A prefix hit takes a cached block out of the
+//!   middle of the queue; instead of unlinking it (an intrusive list would
+//!   make every eviction chase a pointer to a random block), its queue entry
+//!   just becomes stale: an entry is current when its block is free and
+//!   cached and records that position. Since the next blocks to evict are a
+//!   run of ids in the queue, their metadata and index slots are fetched a
+//!   few evictions ahead.
 //! * **One live block per hash.** The index maps a block hash to exactly one
 //!   block; evicting a block only removes the index entry if it points at that
 //!   block, so two requests that computed the same prefix can never make each
@@ -31,47 +39,41 @@
 //! hits the same blocks.
 
 use crate::request::{output_block_hash, output_run_hash, prefetch, stream_block_hash, Request};
+use std::collections::VecDeque;
 
-/// Sentinel for "no block" in the intrusive LRU links.
-const NIL: u32 = u32::MAX;
-/// `Block::next` of a block held by requests (not on the free list). Not a
-/// valid block id: ids are below `MAX_KV_BLOCKS`.
-const HELD: u32 = u32::MAX - 1;
-/// Flag in `Block::prev` of a held block: it carries a registered hash.
+/// Flag in `Block::state`: the block carries a registered hash (held and
+/// full, or free and cached in the eviction queue).
 const HASHED: u32 = 1 << 31;
+/// `Block::state` of a free block that is cached (in the eviction queue).
+const CACHED: u32 = HASHED;
 
-/// Largest number of blocks an instance may have (block ids are `u32` and one
-/// value is the list sentinel).
-pub const MAX_KV_BLOCKS: u64 = u32::MAX as u64 - 1;
+/// Largest number of blocks an instance may have (2^30: block ids are `u32`,
+/// and eviction-queue positions are compared modulo 2^32, which is exact
+/// while the queue, at most twice the cached blocks plus 64, stays shorter).
+pub const MAX_KV_BLOCKS: u64 = 1 << 30;
 
 /// Metadata of a block that has been used at least once: 16 bytes.
-///
-/// A held block is off the free list, so its link fields are free to carry
-/// its state: `next == HELD`, `prev` = reference count, with the `HASHED`
-/// flag when the block is full and registered. A free block is on the LRU
-/// list (`prev`, `next` are its neighbours); whether it still carries a hash
-/// follows from its position (see `KvCache::lru_unhashed`).
 #[derive(Clone, Copy, Debug)]
 struct Block {
     /// Hash of the token prefix ending with this block (valid when hashed).
     hash: u64,
-    prev: u32,
-    next: u32,
+    /// Reference count (requests holding the block; 0 = free) and the
+    /// `HASHED` flag.
+    state: u32,
+    /// Position of the block's current entry in the eviction queue (modulo
+    /// 2^32), when it is free and cached.
+    queued_at: u32,
 }
 
 impl Block {
     #[inline]
     fn held(&self) -> bool {
-        self.next == HELD
+        self.state & !HASHED != 0
     }
-    /// Requests holding the block (0 = on the free list).
+    /// Requests holding the block (0 = free).
     #[inline]
     fn refs(&self) -> u32 {
-        if self.held() {
-            self.prev & !HASHED
-        } else {
-            0
-        }
+        self.state & !HASHED
     }
 }
 
@@ -269,14 +271,16 @@ pub struct KvCache {
     total: u64,
     /// Metadata of blocks `0 .. blocks.len()` (the blocks ever used).
     blocks: Vec<Block>,
-    /// Free list of used-before blocks: evict from the head, free to the tail.
-    lru_head: u32,
-    lru_tail: u32,
-    lru_len: u64,
-    /// The first `lru_unhashed` blocks of the free list carry no hash (partial
-    /// or superseded blocks are freed to the head, hashed ones to the tail, so
-    /// the unhashed ones always form the head of the list).
-    lru_unhashed: u64,
+    /// Free cached blocks, least recently freed first, with stale entries
+    /// (see the module documentation); `queue_head` is the position of the
+    /// first entry.
+    queue: VecDeque<u32>,
+    queue_head: u64,
+    /// Current entries in `queue` (free cached blocks).
+    cached_free: u64,
+    /// Free blocks without a hash, drawn from before any cached block (last
+    /// freed first).
+    unhashed: Vec<u32>,
     /// Blocks held by at least one request.
     used: u64,
     peak_used: u64,
@@ -297,10 +301,10 @@ impl KvCache {
             block_size,
             total,
             blocks: Vec::new(),
-            lru_head: NIL,
-            lru_tail: NIL,
-            lru_len: 0,
-            lru_unhashed: 0,
+            queue: VecDeque::new(),
+            queue_head: 0,
+            cached_free: 0,
+            unhashed: Vec::new(),
             used: 0,
             peak_used: 0,
             index: BlockIndex::default(),
@@ -318,7 +322,7 @@ impl KvCache {
     }
     /// Blocks not held by any request (never used, or freed and maybe cached).
     pub fn free(&self) -> u64 {
-        self.total - self.blocks.len() as u64 + self.lru_len
+        self.total - self.blocks.len() as u64 + self.cached_free + self.unhashed.len() as u64
     }
     pub fn peak_used(&self) -> u64 {
         self.peak_used
@@ -423,20 +427,15 @@ impl KvCache {
             .reserve((max_blocks as usize).saturating_sub(req.kv_blocks.len()));
         for &id in hits {
             let blk = &mut self.blocks[id as usize];
+            debug_assert!(blk.state & HASHED != 0, "a hit block without a hash");
             if blk.held() {
-                debug_assert!(blk.prev & HASHED != 0, "a hit block without a hash");
-                assert!(
-                    blk.prev & !HASHED < HASHED - 1,
-                    "KV block reference count overflow"
-                );
-                blk.prev += 1;
+                assert!(blk.refs() < HASHED - 1, "KV block reference count overflow");
+                blk.state += 1;
             } else {
-                // An indexed free block sits in the hashed part of the list.
-                self.lru_unlink(id);
+                // A cached free block: held again, its queue entry goes stale.
+                blk.state = 1 | HASHED;
+                self.cached_free -= 1;
                 self.used += 1;
-                let blk = &mut self.blocks[id as usize];
-                blk.prev = 1 | HASHED;
-                blk.next = HELD;
             }
             req.kv_blocks.push(id);
         }
@@ -501,7 +500,7 @@ impl KvCache {
                 // the request so the block itself need not be read.
                 debug_assert!({
                     let p = &self.blocks[req.kv_blocks[k as usize - 1] as usize];
-                    p.held() && p.prev & HASHED != 0 && p.hash == req.kv_last_hash
+                    p.held() && p.state & HASHED != 0 && p.hash == req.kv_last_hash
                 });
                 Some(req.kv_last_hash)
             };
@@ -533,12 +532,13 @@ impl KvCache {
         self.check_conservation();
     }
 
-    /// Start fetching the metadata of the block the free list hands out
-    /// next (a hint).
+    /// Start fetching the metadata of the blocks evicted next (a hint).
     #[inline]
     pub fn prefetch_next_free(&self) {
-        if (self.blocks.len() as u64) >= self.total && self.lru_head != NIL {
-            prefetch(&self.blocks[self.lru_head as usize]);
+        if (self.blocks.len() as u64) >= self.total {
+            for &id in self.queue.iter().take(2) {
+                prefetch(&self.blocks[id as usize]);
+            }
         }
     }
 
@@ -576,69 +576,99 @@ impl KvCache {
         }
         for &id in blocks.iter().rev() {
             let blk = &mut self.blocks[id as usize];
-            debug_assert!(blk.held() && blk.refs() > 0, "releasing a free block");
-            if blk.prev & !HASHED == 1 {
+            debug_assert!(blk.held(), "releasing a free block");
+            if blk.refs() == 1 {
                 self.used -= 1;
-                if blk.prev & HASHED != 0 {
-                    self.lru_push_tail(id);
+                if blk.state & HASHED != 0 {
+                    blk.state = CACHED;
+                    blk.queued_at = (self.queue_head + self.queue.len() as u64) as u32;
+                    self.queue.push_back(id);
+                    self.cached_free += 1;
                 } else {
-                    self.lru_push_head(id);
-                    self.lru_unhashed += 1;
+                    blk.state = 0;
+                    self.unhashed.push(id);
                 }
             } else {
-                blk.prev -= 1;
+                blk.state -= 1;
             }
         }
         blocks.clear();
+        self.compact_queue();
         self.check_conservation();
     }
 
-    /// Hand out one free block: a never-used one if any, else the LRU head
-    /// (forgetting its hash). The caller accounts for `used`.
+    /// Drop stale queue entries once they outnumber the current ones (hits on
+    /// cached blocks leave them behind), renumbering the positions.
+    fn compact_queue(&mut self) {
+        if (self.queue.len() as u64) <= 2 * self.cached_free + 64 {
+            return;
+        }
+        let mut queue = std::mem::take(&mut self.queue);
+        let mut pos = self.queue_head;
+        let blocks = &mut self.blocks;
+        queue.retain(|&id| {
+            let b = &mut blocks[id as usize];
+            let current = b.state == CACHED && b.queued_at == pos as u32;
+            pos += 1;
+            current
+        });
+        for (k, &id) in queue.iter().enumerate() {
+            self.blocks[id as usize].queued_at = (self.queue_head + k as u64) as u32;
+        }
+        self.queue = queue;
+    }
+
+    /// Hand out one free block: a never-used one if any, else an unhashed
+    /// one, else the least recently freed cached block (forgetting its
+    /// hash). The caller accounts for `used`.
     fn take_free_block(&mut self) -> u32 {
         if (self.blocks.len() as u64) < self.total {
             let id = self.blocks.len() as u32;
             self.blocks.push(Block {
                 hash: 0,
-                prev: 1,
-                next: HELD,
+                state: 1,
+                queued_at: 0,
             });
             return id;
         }
-        let id = self.lru_head;
-        assert!(id != NIL, "KV free list empty after a successful pre-check");
-        self.lru_unlink(id);
-        // The next head was just touched by the unlink: start fetching what
-        // taking it will need (its index slot and its successor's metadata),
-        // so the next eviction finds them in cache.
-        let next = self.lru_head;
-        if next != NIL {
-            let nb = self.blocks[next as usize];
-            self.index.prefetch(nb.hash);
-            if nb.next != NIL {
-                prefetch(&self.blocks[nb.next as usize]);
+        if let Some(id) = self.unhashed.pop() {
+            self.blocks[id as usize].state = 1;
+            return id;
+        }
+        loop {
+            let id = self
+                .queue
+                .pop_front()
+                .expect("KV free list empty after a successful pre-check");
+            let pos = self.queue_head as u32;
+            self.queue_head += 1;
+            let blk = self.blocks[id as usize];
+            if blk.state != CACHED || blk.queued_at != pos {
+                continue; // stale: the block was hit since it was queued
             }
+            // Read ahead: the metadata of the block evicted 8 evictions from
+            // now, and the index slot of the one after this (its metadata
+            // was fetched ahead already).
+            if let Some(&far) = self.queue.get(8) {
+                prefetch(&self.blocks[far as usize]);
+            }
+            if let Some(&next) = self.queue.front() {
+                self.index.prefetch(self.blocks[next as usize].hash);
+            }
+            self.cached_free -= 1;
+            self.index.remove_if(blk.hash, id, &self.blocks);
+            self.blocks[id as usize].state = 1;
+            return id;
         }
-        if self.lru_unhashed > 0 {
-            // The head is an unhashed block: nothing to forget.
-            self.lru_unhashed -= 1;
-        } else {
-            let h = self.blocks[id as usize].hash;
-            self.index.remove_if(h, id, &self.blocks);
-        }
-        let blk = &mut self.blocks[id as usize];
-        blk.prev = 1;
-        blk.next = HELD;
-        id
     }
 
     /// Record that live block `id` now holds the full prefix hashed `h`.
     fn register(&mut self, id: u32, h: u64) {
         {
             let blk = &mut self.blocks[id as usize];
-            debug_assert!(blk.held() && blk.prev & HASHED == 0);
+            debug_assert!(blk.held() && blk.state & HASHED == 0);
             blk.hash = h;
-            blk.prev |= HASHED;
+            blk.state |= HASHED;
         }
         self.index.reserve_one();
         // One probe of the (large, cache-unfriendly) index per registration.
@@ -647,106 +677,62 @@ impl KvCache {
             Probe::Found(pos, old) => {
                 if old != id && !self.blocks[old as usize].held() {
                     // The old copy is only cached: point the index at the live
-                    // copy and recycle the old one first (it is now unreachable).
+                    // copy and recycle the old one first (it is now
+                    // unreachable; its queue entry goes stale).
                     self.index.set_at(pos, id);
-                    self.lru_unlink(old);
-                    self.lru_push_head(old);
-                    self.lru_unhashed += 1;
+                    self.blocks[old as usize].state = 0;
+                    self.cached_free -= 1;
+                    self.unhashed.push(old);
                 }
                 // Else another live block already serves this hash; keep it.
             }
         }
     }
 
-    /// Take a free block off the LRU list (the caller sets its held state).
-    fn lru_unlink(&mut self, id: u32) {
-        let Block { prev, next, .. } = self.blocks[id as usize];
-        debug_assert!(next != HELD, "unlinking a held block");
-        if prev == NIL {
-            self.lru_head = next;
-        } else {
-            self.blocks[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.lru_tail = prev;
-        } else {
-            self.blocks[next as usize].prev = prev;
-        }
-        self.lru_len -= 1;
-    }
-
-    fn lru_push_tail(&mut self, id: u32) {
-        let tail = self.lru_tail;
-        {
-            let blk = &mut self.blocks[id as usize];
-            blk.prev = tail;
-            blk.next = NIL;
-        }
-        if tail == NIL {
-            self.lru_head = id;
-        } else {
-            self.blocks[tail as usize].next = id;
-        }
-        self.lru_tail = id;
-        self.lru_len += 1;
-    }
-
-    fn lru_push_head(&mut self, id: u32) {
-        let head = self.lru_head;
-        {
-            let blk = &mut self.blocks[id as usize];
-            blk.prev = NIL;
-            blk.next = head;
-        }
-        if head == NIL {
-            self.lru_tail = id;
-        } else {
-            self.blocks[head as usize].prev = id;
-        }
-        self.lru_head = id;
-        self.lru_len += 1;
-    }
-
-    /// Full structural check, O(blocks ever used): the LRU list holds exactly
-    /// the unreferenced blocks (the unhashed ones first), `used` counts the
-    /// referenced ones, the index points at hashed blocks with the right hash
-    /// and every entry is reachable by probing, and INV-4 holds. Used by
-    /// tests; returns a description of the first violation.
+    /// Full structural check, O(blocks ever used): every free block is
+    /// either on the unhashed stack or has exactly one current entry in the
+    /// eviction queue, `used` counts the referenced blocks, the index points
+    /// at hashed blocks with the right hash and every entry is reachable by
+    /// probing, and INV-4 holds. Used by tests; returns a description of the
+    /// first violation.
     pub fn check(&self) -> Result<(), String> {
-        let mut on_list = 0u64;
         let mut hashed = vec![false; self.blocks.len()];
-        let mut id = self.lru_head;
-        let mut prev = NIL;
-        while id != NIL {
+        let mut free_seen = vec![false; self.blocks.len()];
+        for &id in &self.unhashed {
             let blk = &self.blocks[id as usize];
-            if blk.held() {
+            if blk.state != 0 {
                 return Err(format!(
-                    "block {id} on the free list with {} refs",
-                    blk.refs()
+                    "unhashed free block {id} in state {:#x}",
+                    blk.state
                 ));
             }
-            if blk.prev != prev {
-                return Err(format!("block {id}: broken back link"));
+            if std::mem::replace(&mut free_seen[id as usize], true) {
+                return Err(format!("block {id} twice on the unhashed stack"));
             }
-            hashed[id as usize] = on_list >= self.lru_unhashed;
-            on_list += 1;
-            if on_list > self.blocks.len() as u64 {
-                return Err("cycle in the free list".into());
+        }
+        let mut current = 0u64;
+        for (k, &id) in self.queue.iter().enumerate() {
+            let blk = &self.blocks[id as usize];
+            let pos = (self.queue_head + k as u64) as u32;
+            if blk.state == CACHED && blk.queued_at == pos {
+                if std::mem::replace(&mut free_seen[id as usize], true) {
+                    return Err(format!("block {id} free twice"));
+                }
+                hashed[id as usize] = true;
+                current += 1;
             }
-            prev = id;
-            id = blk.next;
         }
-        if prev != self.lru_tail {
-            return Err("free-list tail mismatch".into());
-        }
-        if on_list != self.lru_len {
+        if current != self.cached_free {
             return Err(format!(
-                "free list has {on_list} blocks, counter says {}",
-                self.lru_len
+                "{current} current queue entries, counter says {}",
+                self.cached_free
             ));
         }
-        if self.lru_unhashed > self.lru_len {
-            return Err("more unhashed free blocks than free blocks".into());
+        let on_list = current + self.unhashed.len() as u64;
+        for (i, b) in self.blocks.iter().enumerate() {
+            if !b.held() && !free_seen[i] {
+                return Err(format!("free block {i} is neither queued nor unhashed"));
+            }
         }
         let mut referenced = 0u64;
         for (i, b) in self.blocks.iter().enumerate() {
@@ -755,7 +741,7 @@ impl KvCache {
                     return Err(format!("held block {i} with no reference"));
                 }
                 referenced += 1;
-                hashed[i] = b.prev & HASHED != 0;
+                hashed[i] = b.state & HASHED != 0;
             }
         }
         if referenced != self.used {
@@ -787,6 +773,12 @@ impl KvCache {
             return Err("INV-4: used + free != total".into());
         }
         Ok(())
+    }
+
+    /// Entries in the eviction queue, stale ones included (tests).
+    #[cfg(test)]
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
     }
 
     /// Reference count of a block (consistency checks).

@@ -184,3 +184,31 @@ fn output_blocks_serve_next_session_round() {
     assert_eq!(lk.candidates, 5);
     kv.check().unwrap();
 }
+
+/// Hits on cached blocks leave stale entries in the eviction queue; the queue
+/// stays bounded (compaction) and eviction stays least-recently-freed first.
+#[test]
+fn repeated_hits_on_cached_blocks_keep_lru_order_and_bounded_queue() {
+    let mut kv = KvCache::new(4, 16);
+    let mut q = request(0, &[seg(1, 32)], 1, 4);
+    let mut p = request(1, &[seg(2, 32)], 1, 4);
+    assert!(admit(&mut kv, &mut q, 0, 32).0);
+    assert!(admit(&mut kv, &mut p, 0, 32).0);
+    kv.release(&mut q.kv_blocks); // Q freed first
+    kv.release(&mut p.kv_blocks);
+    for round in 0..100 {
+        let (ok, lk) = admit(&mut kv, &mut p, 32, 0);
+        assert!(ok);
+        assert_eq!((lk.hits, lk.hits_free), (8, 8), "round {round}");
+        kv.release(&mut p.kv_blocks);
+        kv.check().unwrap();
+        assert!(kv.queue_len() <= 2 * 16 + 64, "queue {}", kv.queue_len());
+    }
+    // A new prompt evicts Q's blocks (freed least recently), not P's.
+    let mut r = request(2, &[seg(3, 32)], 1, 4);
+    assert!(admit(&mut kv, &mut r, 0, 32).0);
+    kv.check().unwrap();
+    let mut hits = Vec::new();
+    assert_eq!(kv.lookup(&q, 32, &mut hits).hits, 0);
+    assert_eq!(kv.lookup(&p, 32, &mut hits).hits, 8);
+}
