@@ -287,6 +287,8 @@ pub struct KvCache {
     index: BlockIndex,
     hit_blocks: u64,
     lookup_blocks: u64,
+    /// The block most recently handed out (see [`KvCache::last_allocated`]).
+    last_allocated: u32,
 }
 
 impl KvCache {
@@ -310,6 +312,7 @@ impl KvCache {
             index: BlockIndex::default(),
             hit_blocks: 0,
             lookup_blocks: 0,
+            last_allocated: 0,
         }
     }
 
@@ -489,6 +492,7 @@ impl KvCache {
         for _ in 0..fresh {
             let id = self.take_free_block();
             req.kv_blocks.push(id);
+            self.last_allocated = id;
         }
         // Register the blocks that become full with this extension.
         for k in first_full..last_full {
@@ -514,6 +518,14 @@ impl KvCache {
         true
     }
 
+    /// The block most recently handed out: after an [`KvCache::extend`]
+    /// that allocated, the request's last block (known without reading its
+    /// block list back).
+    #[inline]
+    pub fn last_allocated(&self) -> u32 {
+        self.last_allocated
+    }
+
     /// [`KvCache::extend`]`(req, computed, 1)` for the case where that one
     /// token fills the request's last block, `last` (the caller knows its
     /// id, which saves reading the block list): the block is hashed and
@@ -529,15 +541,25 @@ impl KvCache {
         let h = self.block_hash(req, k, prev);
         self.register(last, h);
         req.kv_last_hash = h;
+        // The request's next extension (B tokens from now) appends a block
+        // id here: start fetching that line.
+        prefetch(req.kv_blocks.spare_capacity_mut().as_ptr());
         self.check_conservation();
     }
 
-    /// Start fetching the metadata of the blocks evicted next (a hint).
+    /// Start fetching what the next evictions read: the metadata of the
+    /// first blocks in the queue and the index slots of the first two (a
+    /// hint given at the start of a step).
     #[inline]
     pub fn prefetch_next_free(&self) {
         if (self.blocks.len() as u64) >= self.total {
-            for &id in self.queue.iter().take(2) {
-                prefetch(&self.blocks[id as usize]);
+            for (k, &id) in self.queue.iter().take(8).enumerate() {
+                let b = &self.blocks[id as usize];
+                if k < 2 {
+                    self.index.prefetch(b.hash);
+                } else {
+                    prefetch(b);
+                }
             }
         }
     }
@@ -647,13 +669,13 @@ impl KvCache {
                 continue; // stale: the block was hit since it was queued
             }
             // Read ahead: the metadata of the block evicted 8 evictions from
-            // now, and the index slot of the one after this (its metadata
+            // now, and the index slot of the one 4 from now (its metadata
             // was fetched ahead already).
             if let Some(&far) = self.queue.get(8) {
                 prefetch(&self.blocks[far as usize]);
             }
-            if let Some(&next) = self.queue.front() {
-                self.index.prefetch(self.blocks[next as usize].hash);
+            if let Some(&near) = self.queue.get(4) {
+                self.index.prefetch(self.blocks[near as usize].hash);
             }
             self.cached_free -= 1;
             self.index.remove_if(blk.hash, id, &self.blocks);

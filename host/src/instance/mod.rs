@@ -655,9 +655,15 @@ impl Instance {
             }
             loop {
                 let req = store.hot_mut(h);
+                let had = req.kv_blocks.len();
                 if self.kv.extend(req, computed, n) {
                     let run = &mut self.running[i];
-                    run.read_kv(req, self.config.block_size);
+                    let len = req.kv_blocks.len();
+                    run.kv_cap = len as u64 * u64::from(self.config.block_size);
+                    run.kv_last_hash = req.kv_last_hash;
+                    if len > had {
+                        run.last_block = self.kv.last_allocated();
+                    }
                     run.granted = n;
                     run.write_back(req);
                     add_to_shape(&mut shape, run);
