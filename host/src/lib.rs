@@ -21,6 +21,7 @@
 //! the CLI (`cli::print_stdout`, called from `main.rs`) writes to stdout; the
 //! engine and instances know nothing of plugins, TOML or JSON.
 
+pub mod alloc;
 pub mod cli;
 pub mod cluster;
 pub mod config;

@@ -3,9 +3,14 @@
 
 use clap::Parser;
 
+use blis_host::alloc::HugePageAlloc;
 use blis_host::cli::{self, Cli};
 
+#[global_allocator]
+static ALLOCATOR: HugePageAlloc = HugePageAlloc;
+
 fn main() {
+    blis_host::alloc::init();
     let cli = Cli::parse();
     match cli::dispatch(cli) {
         Ok(Some(text)) => {
