@@ -101,14 +101,14 @@ mod platform {
         ENABLED.store(true, Relaxed);
     }
 
-    /// Advise `[from, to)`, shrunk to whole pages.
-    fn advise(from: usize, to: usize) {
+    /// Give `advice` for `[from, to)`, shrunk to whole pages.
+    fn advise(from: usize, to: usize, advice: libc::c_int) {
         let from = from.next_multiple_of(PAGE);
         let to = to & !(PAGE - 1);
         if to > from {
             // SAFETY: advice only; the kernel ignores unmapped parts.
             unsafe {
-                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+                libc::madvise(from as *mut libc::c_void, to - from, advice);
             }
         }
     }
@@ -116,7 +116,7 @@ mod platform {
     #[inline]
     pub fn advise_block(p: usize, size: usize) {
         if size >= LARGE_BLOCK {
-            advise(p, p + size);
+            advise(p, p + size, libc::MADV_HUGEPAGE);
             return;
         }
         // SAFETY: sbrk(0) reads the current break without moving it.
@@ -142,7 +142,13 @@ mod platform {
             }
             // The heap grew: advise from the last advised break (the first
             // time, from the heap's start).
-            advise(advised, brk);
+            advise(advised, brk, libc::MADV_HUGEPAGE);
+            if advised == start {
+                // What the run built so far (instances, indexes) is hot and
+                // already on small pages: move it to huge pages now rather
+                // than whenever the kernel's background scan gets there.
+                advise(start, brk, libc::MADV_COLLAPSE);
+            }
         }
         // (A trimmed heap just lowers the mark; its regrowth is advised.)
         ADVISED_BREAK.store(brk, Relaxed);
