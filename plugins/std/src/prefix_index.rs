@@ -87,9 +87,14 @@ impl PairTable {
         self.slots.len() - 1
     }
 
+    /// Start fetching the start of `hash`'s probe run: its home slot's
+    /// cache line and the next one (runs often cross it, and a deletion
+    /// scans to the run's end).
     #[inline]
     fn prefetch(&self, hash: u64) {
-        prefetch(&self.slots[self.home(hash)]);
+        let i = self.home(hash);
+        prefetch(&self.slots[i]);
+        prefetch(&self.slots[(i + 4) & self.mask()]);
     }
 
     #[inline]
@@ -201,6 +206,9 @@ struct Recency {
     clock: u64,
 }
 
+/// How many evictions ahead their probe runs are fetched.
+const EVICTION_LOOKAHEAD: usize = 8;
+
 /// Per-instance bounded LRU sets of block hashes, queried across instances.
 pub(crate) struct PrefixIndex {
     capacity: usize,
@@ -242,7 +250,7 @@ impl PrefixIndex {
         }
         let rec = &self.recency[instance];
         let evictions = (rec.len + hashes.len()).saturating_sub(self.capacity);
-        for &(h, _) in rec.touches.iter().take(evictions.min(64)) {
+        for &(h, _) in rec.touches.iter().take(evictions.min(EVICTION_LOOKAHEAD)) {
             self.pairs.prefetch(h);
         }
         for &h in hashes {
@@ -268,6 +276,11 @@ impl PrefixIndex {
     fn evict_lru(&mut self, instance: usize) {
         let rec = &mut self.recency[instance];
         while let Some((h, s)) = rec.touches.pop_front() {
+            // Keep the next evictions' probe runs coming (a window of
+            // fetches in flight rather than a burst the CPU cannot hold).
+            if let Some(&(ahead, _)) = rec.touches.get(EVICTION_LOOKAHEAD - 1) {
+                self.pairs.prefetch(ahead);
+            }
             if let Probe::Found(i) = self.pairs.find(h, instance) {
                 if stamp_of(self.pairs.slots[i].1) == s {
                     self.pairs.delete_at(i);
