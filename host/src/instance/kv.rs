@@ -592,11 +592,17 @@ impl KvCache {
     /// Release all of a request's blocks (last to first, so its leading,
     /// most shareable blocks are freed last and evicted last).
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
-        // The blocks lie at random places: start fetching them all at once.
-        for &id in blocks.iter() {
+        // The blocks lie at random places: keep a window of fetches in
+        // flight ahead of the loop (a burst of all of them would overflow
+        // the CPU's miss buffers).
+        const AHEAD: usize = 8;
+        for &id in blocks.iter().rev().take(AHEAD) {
             prefetch(&self.blocks[id as usize]);
         }
-        for &id in blocks.iter().rev() {
+        for (k, &id) in blocks.iter().enumerate().rev() {
+            if let Some(&ahead) = k.checked_sub(AHEAD).and_then(|a| blocks.get(a)) {
+                prefetch(&self.blocks[ahead as usize]);
+            }
             let blk = &mut self.blocks[id as usize];
             debug_assert!(blk.held(), "releasing a free block");
             if blk.refs() == 1 {
