@@ -57,15 +57,26 @@ pub struct Scheduled {
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     /// `(time, class << 32 | instance)` packed so comparison is two integer compares.
-    time: Tick,
-    rank: u64,
-    seq: u64,
+    /// `(time, class, instance, sequence)` packed so that comparing keys is
+    /// one integer comparison: the time (sign bit flipped, so the order of
+    /// `i64` is kept) in the high 64 bits, then 2 bits of class, 20 of
+    /// instance and 42 of sequence number.
+    key: u128,
     event: Event,
 }
 
+const SEQ_BITS: u32 = 42;
+const INSTANCE_BITS: u32 = 20;
+
 impl Entry {
-    fn key(&self) -> (Tick, u64, u64) {
-        (self.time, self.rank, self.seq)
+    #[inline]
+    fn key(&self) -> u128 {
+        self.key
+    }
+
+    #[inline]
+    fn time(&self) -> Tick {
+        ((self.key >> 64) as u64 ^ (1 << 63)) as Tick
     }
 }
 
@@ -109,11 +120,18 @@ impl EventQueue {
             "INV-3: event {event:?} scheduled at {time} before the clock {}",
             self.now
         );
-        let rank = (u64::from(event.class()) << 32) | u64::from(event.instance());
+        let instance = event.instance();
+        assert!(
+            instance < 1 << INSTANCE_BITS && self.seq < 1 << SEQ_BITS,
+            "event queue limits exceeded (instance {instance}, event {})",
+            self.seq
+        );
+        let low = (u64::from(event.class()) << (INSTANCE_BITS + SEQ_BITS))
+            | (u64::from(instance) << SEQ_BITS)
+            | self.seq;
+        let high = time as u64 ^ (1 << 63);
         self.heap.push(Entry {
-            time,
-            rank,
-            seq: self.seq,
+            key: (u128::from(high) << 64) | u128::from(low),
             event,
         });
         self.seq += 1;
@@ -122,17 +140,17 @@ impl EventQueue {
     /// Time of the earliest event, if any.
     #[inline]
     pub fn peek_time(&self) -> Option<Tick> {
-        self.heap.peek().map(|e| e.time)
+        self.heap.peek().map(|e| e.time())
     }
 
     /// Remove the earliest event and advance the clock to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<Scheduled> {
         let e = self.heap.pop()?;
-        debug_assert!(e.time >= self.now, "INV-3: clock went back");
-        self.now = e.time;
+        debug_assert!(e.time() >= self.now, "INV-3: clock went back");
+        self.now = e.time();
         Some(Scheduled {
-            time: e.time,
+            time: e.time(),
             event: e.event,
         })
     }
