@@ -78,6 +78,36 @@ fn same_seed_is_byte_identical_across_processes_and_seed_matters() {
     assert_ne!(a, c, "a different seed gives a different report");
 }
 
+/// The binary's allocator advises large blocks for huge pages (a backlog of
+/// 40,000 requests makes the request store several MB); the report is the
+/// same with the advice off.
+#[test]
+fn huge_page_advice_changes_no_output() {
+    let dir = TestDir::new("cli_huge_pages");
+    dir.write(
+        "run.toml",
+        r#"
+seed = 9
+[instance]
+count = 2
+[workload]
+aggregate_rate = 100000.0
+num_requests = 40000
+prompt_tokens = 64
+output_tokens = 16
+"#,
+    );
+    let on = run_ok(&dir, &["run", "run.toml"]);
+    let o = dir
+        .blis()
+        .args(["run", "run.toml"])
+        .env("BLIS_HUGE_PAGES", "0")
+        .output()
+        .expect("run blis");
+    assert!(o.status.success(), "{}", stderr(&o));
+    eqnice!(on, stdout(&o));
+}
+
 #[test]
 fn embedded_and_loaded_standard_library_print_identical_stdout() {
     let dir = TestDir::new("cli_std_so");
