@@ -547,6 +547,29 @@ impl KvCache {
         self.check_conservation();
     }
 
+    /// [`KvCache::fill_last`] for a block wholly inside the output (its
+    /// tokens start `start ≥ input_len` tokens into the stream, and it is not
+    /// the stream's first block), from what the engine keeps in its batch
+    /// record instead of the request: the block `last`, the hash `prev` of
+    /// the block before it and the output seed. Returns the block's hash,
+    /// the request's new last full-block hash.
+    #[inline]
+    pub fn fill_output_block(
+        &mut self,
+        last: u32,
+        prev: u64,
+        output_seed: u64,
+        input_len: u32,
+        start: u64,
+    ) -> u64 {
+        debug_assert!(start >= u64::from(input_len) && start > 0);
+        let off = (start - u64::from(input_len)) as u32;
+        let h = output_run_hash(prev, output_seed, off, self.block_size);
+        self.register(last, h);
+        self.check_conservation();
+        h
+    }
+
     /// Start fetching what the next evictions read: the metadata of the
     /// first blocks in the queue and the index slots of the first two (a
     /// hint given at the start of a step).

@@ -237,13 +237,15 @@ impl Run {
         self.last_block = r.kv_blocks.last().copied().unwrap_or(0);
     }
 
-    /// Write the progress to the request's record.
+    /// Write the progress (and the last full block's hash, which a block
+    /// filled from the batch record alone changes) to the request's record.
     #[inline]
     fn write_back(&self, r: &mut Request) {
         r.computed = self.computed;
         r.generated = self.generated;
         r.granted = self.granted;
         r.last_token_at = self.last_token_at;
+        r.kv_last_hash = self.kv_last_hash;
     }
 }
 
@@ -556,7 +558,11 @@ impl Instance {
                 // alone, so the misses overlap with the rest of the step.
                 let c = u64::from(run.computed);
                 if c + 1 == run.kv_cap {
-                    store.prefetch_hot(run.hot);
+                    // (An output block is filled from the batch record alone.)
+                    let start = run.kv_cap - b;
+                    if start < u64::from(run.input_len) || start == 0 {
+                        store.prefetch_hot(run.hot);
+                    }
                     self.kv.prefetch_fill(
                         run.kv_last_hash,
                         run.output_seed,
@@ -642,19 +648,37 @@ impl Instance {
                 // One token fills the last block: register it (no allocation,
                 // so no preemption), knowing the block from the batch record.
                 let last = run.last_block;
-                let req = store.hot_mut(h);
-                self.kv.fill_last(req, computed, last);
-                let run = &mut self.running[i];
-                run.kv_last_hash = req.kv_last_hash;
-                run.granted = n;
-                run.write_back(req);
-                add_to_shape(&mut shape, run);
+                let start = run.kv_cap - b;
+                if start >= u64::from(run.input_len) && start > 0 {
+                    // An output block: its hash needs only the batch record,
+                    // so the request's record is not touched.
+                    let (prev, seed, input_len) =
+                        (run.kv_last_hash, run.output_seed, run.input_len);
+                    let hash = self
+                        .kv
+                        .fill_output_block(last, prev, seed, input_len, start);
+                    let run = &mut self.running[i];
+                    run.kv_last_hash = hash;
+                    run.granted = n;
+                    add_to_shape(&mut shape, run);
+                } else {
+                    let req = store.hot_mut(h);
+                    run.write_back(req);
+                    self.kv.fill_last(req, computed, last);
+                    let run = &mut self.running[i];
+                    run.kv_last_hash = req.kv_last_hash;
+                    run.granted = n;
+                    run.write_back(req);
+                    add_to_shape(&mut shape, run);
+                }
                 budget -= n;
                 i += 1;
                 continue;
             }
             loop {
                 let req = store.hot_mut(h);
+                // The record's KV hash may be behind the batch record's.
+                req.kv_last_hash = self.running[i].kv_last_hash;
                 let had = req.kv_blocks.len();
                 if self.kv.extend(req, computed, n) {
                     let run = &mut self.running[i];
