@@ -58,8 +58,10 @@ pub struct PhaseSums {
     pub new_tokens: u64,
     /// `Σ S_i`.
     pub context_tokens: u64,
-    /// `Σ T_i · (S_i + (T_i − 1) / 2)` — attention work (QKᵀ and AV).
-    pub attention_tokens: f64,
+    /// `Σ T_i · (S_i + (T_i − 1) / 2)` — attention work (QKᵀ and AV). An
+    /// integer (`T (T − 1)` is even), summed as one: exact, and a step's
+    /// sum is no longer a chain of dependent floating-point additions.
+    pub attention_tokens: u64,
 }
 
 impl PhaseSums {
@@ -69,8 +71,8 @@ impl PhaseSums {
         self.requests += 1;
         self.new_tokens += u64::from(t);
         self.context_tokens += u64::from(s);
-        let (s, t) = (f64::from(s), f64::from(t));
-        self.attention_tokens += t * (s + (t - 1.0) / 2.0);
+        let (s, t) = (u64::from(s), u64::from(t));
+        self.attention_tokens += t * s + t * t.saturating_sub(1) / 2;
     }
 }
 

@@ -256,7 +256,7 @@ impl RooflineModel {
             return 0.0;
         }
         let t = p.new_tokens as f64;
-        let compute = c.compute_per_token * t + c.compute_per_attention * p.attention_tokens;
+        let compute = c.compute_per_token * t + c.compute_per_attention * p.attention_tokens as f64;
         let memory = self.memory_weights
             + self.memory_per_token * t
             + self.memory_per_context * p.context_tokens as f64;
