@@ -56,7 +56,6 @@ pub struct Scheduled {
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// `(time, class << 32 | instance)` packed so comparison is two integer compares.
     /// `(time, class, instance, sequence)` packed so that comparing keys is
     /// one integer comparison: the time (sign bit flipped, so the order of
     /// `i64` is kept) in the high 64 bits, then 2 bits of class, 20 of

@@ -237,6 +237,15 @@ impl Run {
         self.last_block = r.kv_blocks.last().copied().unwrap_or(0);
     }
 
+    /// Whether the block this request fills next lies wholly in the output
+    /// (and is not the stream's first): its hash then needs only this
+    /// record, see [`KvCache::fill_output_block`].
+    #[inline]
+    fn fills_output_block(&self, block_size: u64) -> bool {
+        let start = self.kv_cap - block_size;
+        start >= u64::from(self.input_len) && start > 0
+    }
+
     /// Write the progress (and the last full block's hash, which a block
     /// filled from the batch record alone changes) to the request's record.
     #[inline]
@@ -559,8 +568,7 @@ impl Instance {
                 let c = u64::from(run.computed);
                 if c + 1 == run.kv_cap {
                     // (An output block is filled from the batch record alone.)
-                    let start = run.kv_cap - b;
-                    if start < u64::from(run.input_len) || start == 0 {
+                    if !run.fills_output_block(b) {
                         store.prefetch_hot(run.hot);
                     }
                     self.kv.prefetch_fill(
@@ -648,10 +656,10 @@ impl Instance {
                 // One token fills the last block: register it (no allocation,
                 // so no preemption), knowing the block from the batch record.
                 let last = run.last_block;
-                let start = run.kv_cap - b;
-                if start >= u64::from(run.input_len) && start > 0 {
+                if run.fills_output_block(b) {
                     // An output block: its hash needs only the batch record,
                     // so the request's record is not touched.
+                    let start = run.kv_cap - b;
                     let (prev, seed, input_len) =
                         (run.kv_last_hash, run.output_seed, run.input_len);
                     let hash = self
@@ -663,7 +671,8 @@ impl Instance {
                     add_to_shape(&mut shape, run);
                 } else {
                     let req = store.hot_mut(h);
-                    run.write_back(req);
+                    // The record's KV hash may be behind the batch record's.
+                    req.kv_last_hash = run.kv_last_hash;
                     self.kv.fill_last(req, computed, last);
                     let run = &mut self.running[i];
                     run.kv_last_hash = req.kv_last_hash;
