@@ -14,6 +14,7 @@
 //! * [`cluster`] — the shared-clock pipeline, snapshots, weighted routing, decision traces.
 //! * [`workload`] — request generators, sessions, trace replay.
 //! * [`metrics`] — per-request records, aggregation, fitness, the JSON report.
+//! * [`output`] — output paths checked against the inputs; atomic output files.
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //!
@@ -28,6 +29,10 @@ pub mod config;
 pub mod engine;
 pub mod instance;
 pub mod metrics;
+pub mod output;
 pub mod plugins;
 pub mod request;
 pub mod workload;
+
+#[cfg(test)]
+mod campaign;

@@ -22,5 +22,9 @@ mod cli;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
 
+// Issue 18: regressions of the hardening defects and edges (overflowing
+// times and weights, huge prompts, u64 seeds, outputs vs inputs, warnings).
+mod hardening;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

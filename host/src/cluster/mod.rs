@@ -14,21 +14,25 @@
 //! then FIFO). An event later than the horizon is not executed and ends the
 //! run. The cluster owns the request slab; instances and queues hold slots.
 
+mod error;
 mod routing;
+mod servable;
 mod snapshot;
 mod trace;
 
 #[cfg(test)]
 mod tests;
 
+pub use error::RunError;
 pub use routing::Routing;
+pub use servable::ServableBound;
 pub use snapshot::SnapshotProvider;
 pub use trace::TraceWriter;
 
 use abi_stable::std_types::{RSlice, RStr};
 use blis_plugin_api::{ClusterView, RequestView, SloClass as AbiSlo};
 
-use crate::engine::{Event, EventQueue, Tick};
+use crate::engine::{later, Event, EventQueue, Tick, TIME_LIMIT};
 use crate::instance::Instance;
 use crate::metrics::Collector;
 use crate::plugins::{AdmissionPolicy, PluginError};
@@ -62,11 +66,40 @@ pub struct ClusterOutcome {
     pub still_in_pipeline: u64,
     /// Time of the last executed event.
     pub end_time: Tick,
+    /// The run's duration: the last executed event or the last token
+    /// delivered to a client, whichever is later (with α2 > 0 a step's
+    /// tokens reach the client after the step, possibly past the horizon).
+    pub duration: Tick,
     pub events: u64,
     /// Largest number of requests alive at once (memory high-water mark).
     pub peak_live_requests: usize,
     /// An error the workload met while streaming (the run ended early).
     pub workload_error: Option<crate::workload::WorkloadError>,
+}
+
+/// Watches a run event by event: the property campaign checks invariants
+/// through it. [`Cluster::run`] uses [`NoAudit`], which compiles to nothing.
+pub trait EventAudit {
+    /// Called after every executed event with the state it left.
+    fn after_event(&mut self, view: AuditView<'_>);
+}
+
+/// What an [`EventAudit`] sees after an event.
+pub struct AuditView<'a> {
+    pub time: Tick,
+    pub event: Event,
+    pub instances: &'a [Instance],
+    pub store: &'a RequestStore,
+    /// Requests routed to each instance and not yet in its wait queue.
+    pub pending: &'a [u32],
+}
+
+/// The audit of an ordinary run: none.
+pub struct NoAudit;
+
+impl EventAudit for NoAudit {
+    #[inline(always)]
+    fn after_event(&mut self, _: AuditView<'_>) {}
 }
 
 /// The running cluster.
@@ -98,6 +131,9 @@ pub struct Cluster {
     /// admission into its own buffers), so a waiting request holds none and
     /// the buffers are reused by the next arrivals.
     hash_pool: Vec<Vec<u64>>,
+    /// Whether an arriving request could be served by some instance (asked
+    /// before its prompt is hashed).
+    servable: ServableBound,
 }
 
 /// Build the ABI view of a request.
@@ -121,6 +157,7 @@ impl Cluster {
     /// Assemble a cluster.
     pub fn new(setup: ClusterSetup) -> Self {
         let n = setup.instances.len();
+        let servable = ServableBound::new(&setup.instances);
         let tenant_names = setup.collector.tenant_names.clone();
         let admission_desc = format!(
             "{}::{}",
@@ -150,6 +187,7 @@ impl Cluster {
             admission_desc,
             tenant_names,
             hash_pool: Vec::new(),
+            servable,
         }
     }
 
@@ -167,15 +205,28 @@ impl Cluster {
 
     /// Run until the horizon or until no event remains. `progress` is called
     /// now and then with the current simulated time.
-    pub fn run(
+    pub fn run(self, progress: impl FnMut(Tick, u64)) -> Result<ClusterOutcome, RunError> {
+        self.run_audited(progress, &mut NoAudit)
+    }
+
+    /// [`Cluster::run`], calling `audit` after every event.
+    pub fn run_audited(
         mut self,
         mut progress: impl FnMut(Tick, u64),
-    ) -> Result<ClusterOutcome, Box<PluginError>> {
+        audit: &mut impl EventAudit,
+    ) -> Result<ClusterOutcome, RunError> {
         self.schedule_arrivals();
         let mut peak_live = 0usize;
         while let Some(t) = self.queue.peek_time() {
             if t > self.horizon {
                 break;
+            }
+            if t >= TIME_LIMIT {
+                let ev = self.queue.pop().expect("peeked").event;
+                return Err(RunError::TimeLimit {
+                    at: t,
+                    what: format!("event {ev:?}"),
+                });
             }
             let ev = self.queue.pop().expect("peeked").event;
             self.end_time = t;
@@ -222,8 +273,20 @@ impl Cluster {
                     self.release_finished(t);
                 }
             }
+            audit.after_event(AuditView {
+                time: t,
+                event: ev,
+                instances: &self.instances,
+                store: &self.store,
+                pending: &self.pending,
+            });
         }
         peak_live = peak_live.max(self.store.live());
+        for inst in &self.instances {
+            RunError::check_time(inst.counts().last_delivery, || {
+                format!("a token delivered by instance {}", inst.index())
+            })?;
+        }
         Ok(self.finish(peak_live))
     }
 
@@ -247,14 +310,21 @@ impl Cluster {
                 self.store.release(slot);
                 break;
             }
-            // Compute the prompt's block hashes once; admission and routing both see them.
+            // Compute the prompt's block hashes once; admission and routing
+            // both see them. A request no instance can serve (it will be
+            // dropped at its instance) gets none: its prompt may be huge.
             let mut hashes = self.hash_pool.pop().unwrap_or_default();
-            prompt_block_hashes(&self.store[slot], bs, &mut hashes);
+            let req = &self.store[slot];
+            if self.servable.admits(req.input_len, req.output_len) {
+                prompt_block_hashes(req, bs, &mut hashes);
+            } else {
+                hashes.clear();
+            }
             self.store[slot].prompt_hashes = hashes;
             self.arrived += 1;
             self.collector.arrived(&self.store[slot]);
             self.queue
-                .push(t + self.admission_latency, Event::Admission(slot));
+                .push(later(t, self.admission_latency), Event::Admission(slot));
         }
         self.schedule_arrivals();
     }
@@ -270,7 +340,7 @@ impl Cluster {
         let admitted = self.admission.admit(&rv, &view)?;
         if admitted {
             self.queue
-                .push(t + self.routing_latency, Event::Routing(slot));
+                .push(later(t, self.routing_latency), Event::Routing(slot));
         } else {
             self.rejected += 1;
             if let Some(tr) = self.trace.as_mut() {
@@ -364,7 +434,13 @@ impl Cluster {
         if let Some(tr) = self.trace.as_mut() {
             tr.finish();
         }
+        let duration = self
+            .instances
+            .iter()
+            .map(|i| i.counts().last_delivery)
+            .fold(self.end_time, Tick::max);
         ClusterOutcome {
+            duration,
             instances: self.instances,
             collector: self.collector,
             trace: self.trace,

@@ -27,14 +27,12 @@ impl Routing {
     /// Weighted routing from `(scorer, weight)` pairs; weights must be
     /// finite, ≥ 0 and not all zero (checked by the config layer).
     pub fn weighted(scorers: Vec<(ScorerPolicy, f64)>) -> Routing {
-        let total: f64 = scorers.iter().map(|(_, w)| *w).sum();
+        let weights = normalise(&scorers.iter().map(|(_, w)| *w).collect::<Vec<_>>());
         Routing::Weighted {
             scorers: scorers
                 .into_iter()
-                .map(|(scorer, w)| WeightedScorer {
-                    scorer,
-                    weight: w / total,
-                })
+                .zip(weights)
+                .map(|((scorer, _), weight)| WeightedScorer { scorer, weight })
                 .collect(),
             composite: Vec::new(),
         }
@@ -99,5 +97,33 @@ impl Routing {
                 format!("weighted({})", parts.join(","))
             }
         }
+    }
+}
+
+/// Weights scaled to sum 1 (finite, ≥ 0, not all zero in). When their sum
+/// overflows (`1e308` twice is infinite, and every weight would normalise
+/// to zero) they are first divided by the largest, so it cannot.
+pub fn normalise(weights: &[f64]) -> Vec<f64> {
+    let total: f64 = weights.iter().sum();
+    if total.is_finite() {
+        return weights.iter().map(|w| w / total).collect();
+    }
+    let max = weights.iter().copied().fold(0.0, f64::max);
+    let scaled: Vec<f64> = weights.iter().map(|w| w / max).collect();
+    let total: f64 = scaled.iter().sum();
+    scaled.iter().map(|w| w / total).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise;
+
+    #[test]
+    fn weights_normalise_exactly_and_huge_weights_do_not_overflow() {
+        assert_eq!(normalise(&[3.0, 2.0, 2.0]), vec![3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0]);
+        // Issue 18, defect 2: the sum of these is infinite.
+        assert_eq!(normalise(&[1e308, 1e308]), vec![0.5, 0.5]);
+        assert_eq!(normalise(&[f64::MAX, 0.0, f64::MAX / 4.0]), vec![0.8, 0.0, 0.2]);
+        assert_eq!(normalise(&[0.0, 5e-324]), vec![0.0, 1.0]);
     }
 }

@@ -372,3 +372,50 @@ fn session_rounds_hit_the_cache_of_the_instance_that_served_them() {
         hit(&rr)
     );
 }
+
+/// Largest prompt-hash buffer an arriving request held, over every event.
+#[derive(Default)]
+struct LongestHashes(usize);
+
+impl crate::cluster::EventAudit for LongestHashes {
+    fn after_event(&mut self, v: crate::cluster::AuditView<'_>) {
+        for s in 0..v.store.capacity() as Slot {
+            if v.store.is_live(s) {
+                self.0 = self.0.max(v.store[s].prompt_hashes.len());
+            }
+        }
+    }
+}
+
+/// Issue 18, defect 3: a prompt no instance can hold was hashed block by
+/// block on arrival (a 2^30-token prompt: 9 s and 530 MB) only to be
+/// dropped at its instance. Now the unservable check comes first; a
+/// servable prompt still carries its hashes to admission and routing.
+#[test]
+fn unservable_prompts_are_not_hashed_on_arrival() {
+    let dir = scratch("huge-prompts");
+    let run = |prompt: u32| {
+        let text = format!(
+            "{}\n[instance]\ncount = 2\ntotal_kv_blocks = 100\n[admission]\nlatency_us = 1000\n\
+             [workload]\naggregate_rate = 10.0\nnum_requests = 3\nprompt_tokens = {prompt}\n\
+             prompt_tokens_stdev = 0\nprompt_tokens_max = {prompt}\noutput_tokens = 4\noutput_tokens_stdev = 0\n",
+            linear_model_section()
+        );
+        let source = Source {
+            name: "test.toml".into(),
+            base_dir: dir.clone(),
+            text,
+        };
+        let run: RunFile = config::parse(&source).unwrap();
+        let built = config::build(&run, &dir, &mut Registry::standard(), false).unwrap();
+        let mut longest = LongestHashes::default();
+        let outcome = Cluster::new(built.setup)
+            .run_audited(|_, _| {}, &mut longest)
+            .unwrap();
+        let dropped: u64 = outcome.instances.iter().map(|i| i.counts().dropped).sum();
+        (longest.0, dropped)
+    };
+    // 2^24 tokens = 2^20 blocks of 16: far more than 100 blocks.
+    assert_eq!(run(1 << 24), (0, 3));
+    assert_eq!(run(64), (64 / 16, 0));
+}

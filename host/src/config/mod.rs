@@ -6,9 +6,13 @@
 //! TOML table before it is deserialised ([`overrides`]). [`build`] validates
 //! the result and assembles a [`ClusterSetup`](crate::cluster::ClusterSetup).
 
+pub mod bounds;
 pub mod build;
+pub mod outputs;
 pub mod overrides;
 mod run_file;
+pub mod seed;
+pub mod warnings;
 
 pub use build::{build, BuiltRun};
 pub use run_file::*;

@@ -12,7 +12,8 @@ use crate::workload::WorkloadConfig;
 #[serde(deny_unknown_fields)]
 pub struct RunFile {
     /// Master random seed (default 42). Same seed, same report (INV-6).
-    #[serde(default = "default_seed")]
+    /// Any u64; above i64::MAX written as a string (see [`super::seed`]).
+    #[serde(default = "default_seed", with = "super::seed")]
     pub seed: u64,
     /// Simulated time limit in µs; events later than this are not executed.
     /// Absent = run until all work is done.

@@ -24,3 +24,17 @@ pub type Tick = i64;
 
 /// The largest representable horizon ("run until the work is done").
 pub const NEVER: Tick = i64::MAX;
+
+/// Simulated time no run may reach: 2^62 µs, about 146,000 years. Every
+/// time computed from a delay saturates instead of wrapping ([`later`]), so
+/// a time at or past this limit is the sign that a delay or step time was
+/// absurdly large; the cluster then ends the run with an error rather than
+/// report times that wrapped around.
+pub const TIME_LIMIT: Tick = 1 << 62;
+
+/// `now + delay`, saturating at `i64::MAX` instead of wrapping (see
+/// [`TIME_LIMIT`]).
+#[inline]
+pub fn later(now: Tick, delay: Tick) -> Tick {
+    now.saturating_add(delay)
+}

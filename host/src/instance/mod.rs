@@ -45,7 +45,7 @@ mod tests;
 
 use std::cmp::Reverse;
 
-use crate::engine::{Event, EventQueue, Tick};
+use crate::engine::{later, Event, EventQueue, Tick};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot, UNSET};
 
 pub use kv::MAX_KV_BLOCKS;
@@ -193,6 +193,9 @@ pub struct Instance {
     preemptions: u64,
     completed: u64,
     dropped: u64,
+    /// Latest time a token (or a completion without output) reached a
+    /// client; with α2 > 0 it can lie after the last executed event.
+    last_delivery: Tick,
     /// Reused buffer for prefix-cache hits during admission.
     hit_scratch: Vec<u32>,
 }
@@ -280,6 +283,8 @@ pub struct InstanceCounts {
     pub completed: u64,
     /// Requests dropped at enqueue as unservable.
     pub dropped: u64,
+    /// Latest time a token or a completion reached a client (0 if none).
+    pub last_delivery: Tick,
 }
 
 /// Add a request to the batch shape: nothing if it got no grant, to
@@ -330,6 +335,7 @@ impl Instance {
             preemptions: 0,
             completed: 0,
             dropped: 0,
+            last_delivery: 0,
             hit_scratch: Vec::new(),
         }
     }
@@ -344,6 +350,11 @@ impl Instance {
         &self.config
     }
 
+    /// The step-time model this instance runs with.
+    pub fn latency_model(&self) -> &LatencyModel {
+        &self.latency
+    }
+
     /// A routed request reached the instance at `now`: schedule its `Queued`
     /// event after the alpha queueing delay.
     pub fn on_arrival(
@@ -355,7 +366,7 @@ impl Instance {
     ) {
         let delay = self.latency.queueing_delay(store[slot].input_len).max(0);
         q.push(
-            now + delay,
+            later(now, delay),
             Event::Queued {
                 instance: self.index,
                 slot,
@@ -425,20 +436,36 @@ impl Instance {
 
     /// The unservable guard and the `max_model_len` cap (may lower `output_len`).
     fn admissible(&self, req: &mut Request) -> bool {
-        let l = u64::from(req.input_len);
+        if !self.can_serve(req.input_len, req.output_len) {
+            return false;
+        }
+        if let Some(m) = self.config.max_model_len {
+            let (l, m) = (u64::from(req.input_len), u64::from(m));
+            if l + u64::from(req.output_len) > m {
+                req.output_len = (m - l) as u32;
+            }
+        }
+        true
+    }
+
+    /// Whether a request with these lengths can ever be served here: a
+    /// non-empty prompt shorter than `max_model_len`, whose prompt plus
+    /// (capped) output fits in the whole KV cache. O(1); the cluster asks it
+    /// before any per-token work on an arriving request.
+    pub fn can_serve(&self, input_len: u32, output_len: u32) -> bool {
+        let l = u64::from(input_len);
         if l == 0 {
             return false;
         }
+        let mut n = u64::from(output_len);
         if let Some(m) = self.config.max_model_len {
             let m = u64::from(m);
             if l >= m {
                 return false;
             }
-            if l + u64::from(req.output_len) > m {
-                req.output_len = (m - l) as u32;
-            }
+            n = n.min(m - l);
         }
-        let total = l + u64::from(req.output_len);
+        let total = l + n;
         total <= u64::from(u32::MAX) && self.kv.blocks_for(total) <= self.kv.total()
     }
 
@@ -473,7 +500,7 @@ impl Instance {
             let dt = self.latency.step_time(&BatchShape::default()).max(1);
             self.step_pending = true;
             q.push(
-                now + dt,
+                later(now, dt),
                 Event::Step {
                     instance: self.index,
                 },
@@ -484,7 +511,7 @@ impl Instance {
         self.steps += 1;
         self.step_pending = true;
         q.push(
-            now + dt,
+            later(now, dt),
             Event::Step {
                 instance: self.index,
             },
@@ -507,6 +534,7 @@ impl Instance {
         let index = self.index;
         let b = u64::from(self.config.block_size);
         let mut running = std::mem::take(&mut self.running);
+        let mut delivered = self.last_delivery;
         let mut keep = 0;
         for i in 0..running.len() {
             let run = &mut running[i];
@@ -522,7 +550,8 @@ impl Instance {
                         // Token k reaches the client k·α2 after the step that
                         // produced it (α2: per-token output processing on the
                         // client path; it never delays the next step).
-                        let emit_at = now + a2 * Tick::from(run.generated);
+                        let emit_at = later(now, a2.saturating_mul(Tick::from(run.generated)));
+                        delivered = delivered.max(emit_at);
                         if run.generated == 1 {
                             let req = store.hot_mut(run.hot);
                             run.write_back(req);
@@ -550,8 +579,9 @@ impl Instance {
                 let at = if run.generated > 0 {
                     run.last_token_at
                 } else {
-                    now + a2
+                    later(now, a2)
                 };
+                delivered = delivered.max(at);
                 req.state = RequestState::Completed;
                 req.completed_at = at;
                 self.kv.release(&mut req.kv_blocks);
@@ -589,6 +619,7 @@ impl Instance {
         }
         running.truncate(keep);
         self.running = running;
+        self.last_delivery = delivered;
         if gaps > 0 {
             obs.token_gaps(index, gap, gaps);
         }
@@ -903,6 +934,7 @@ impl Instance {
             peak_kv_blocks: self.kv.peak_used(),
             completed: self.completed,
             dropped: self.dropped,
+            last_delivery: self.last_delivery,
         }
     }
 

@@ -131,7 +131,7 @@ pub fn build(
     let all = |_: u64| true;
     let mut instances = Vec::new();
     let mut cluster = Counts {
-        duration: outcome.end_time,
+        duration: outcome.duration,
         ..Counts::default()
     };
     let mut cluster_itl = CountMap::default();
@@ -146,7 +146,7 @@ pub fn build(
             preemptions: k.preemptions,
             input_tokens: rec.input_tokens,
             output_tokens: rec.output_tokens,
-            duration: rec.last_event,
+            duration: rec.last_event.max(k.last_delivery),
             cache_hits: k.cache_hit_blocks,
             cache_lookups: k.cache_lookup_blocks,
             peak_kv_blocks: k.peak_kv_blocks,
@@ -188,7 +188,7 @@ pub fn build(
     cm.insert("num_requests".into(), json!(outcome.arrived));
     cm.insert("rejected_requests".into(), json!(outcome.rejected));
     cm.insert("still_in_pipeline".into(), json!(outcome.still_in_pipeline));
-    let duration_s = ticks_to_s(outcome.end_time);
+    let duration_s = ticks_to_s(outcome.duration);
     let cl = Latencies {
         ttft: stats_of_runs(&ttft_runs, all),
         e2e: stats_of_runs(&e2e_runs, all),

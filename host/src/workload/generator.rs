@@ -32,7 +32,7 @@ const DOMAIN_SESSION: u64 = 0x7365_7373_696f_0003;
 const DOMAIN_TRACE: u64 = 0x7472_6163_6500_0004;
 
 /// Arrivals later than this (µs, about 146,000 years) end a client's stream.
-const MAX_TIME_US: f64 = (1u64 << 62) as f64;
+const MAX_TIME_US: f64 = crate::engine::TIME_LIMIT as f64;
 /// A session whose next prompt would exceed this many tokens ends instead.
 const MAX_CONTEXT_TOKENS: u64 = (u32::MAX / 2) as u64;
 

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 pub enum LatencyError {
     /// A coefficient (`alpha[i]` or `beta[i]`) is negative, NaN or infinite.
     /// Fix the value in the run file or on the command line.
-    #[error("{name} = {value} must be a finite number ≥ 0")]
+    #[error("{name} = {value} must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)")]
     InvalidCoefficient {
         /// Which coefficient, e.g. `beta[1]`.
         name: String,

@@ -135,10 +135,18 @@ pub fn round_tick(us: f64) -> Tick {
     us.round() as Tick
 }
 
-/// Check that every entry of `values` is finite and ≥ 0; the error names
-/// `name[i]`.
+/// Largest α or β coefficient, µs (per step or per token): about 11.6
+/// days. A larger one cannot be meant, and keeps simulated times far from
+/// overflowing (see [`crate::engine::TIME_LIMIT`]).
+pub const MAX_COEFFICIENT_US: f64 = 1e12;
+
+/// Check that every entry of `values` is finite and in
+/// [0, [`MAX_COEFFICIENT_US`]]; the error names `name[i]`.
 pub fn validate_coefficients(name: &str, values: &[f64]) -> Result<(), LatencyError> {
-    match values.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+    match values
+        .iter()
+        .position(|v| !(v.is_finite() && (0.0..=MAX_COEFFICIENT_US).contains(v)))
+    {
         None => Ok(()),
         Some(i) => Err(LatencyError::InvalidCoefficient {
             name: format!("{name}[{i}]"),
@@ -147,7 +155,7 @@ pub fn validate_coefficients(name: &str, values: &[f64]) -> Result<(), LatencyEr
     }
 }
 
-/// Check the alpha coefficients (finite, ≥ 0).
+/// Check the alpha coefficients (finite, in [0, [`MAX_COEFFICIENT_US`]]).
 pub fn validate_alpha(alpha: &[f64; 3]) -> Result<(), LatencyError> {
     validate_coefficients("alpha", alpha)
 }
@@ -159,6 +167,18 @@ pub fn validate_roofline(model: &ModelConfig, gpu: &GpuSpec, tp: u32) -> Result<
     problems.extend(gpu.problems());
     if tp == 0 {
         problems.push("tensor parallelism (tp) must be ≥ 1".into());
+    } else if model.num_heads > 0 && model.num_heads % tp != 0 {
+        // vLLM shards attention heads evenly over the GPUs.
+        let divisors: Vec<String> = (1..=model.num_heads)
+            .filter(|d| model.num_heads % d == 0 && *d <= 64)
+            .map(|d| d.to_string())
+            .collect();
+        problems.push(format!(
+            "tensor parallelism tp = {tp} does not divide the {} attention heads of model {}; use one of {}",
+            model.num_heads,
+            model.name,
+            divisors.join(", ")
+        ));
     }
     if problems.is_empty() {
         Ok(())

@@ -214,20 +214,27 @@ fn linear_rejects_bad_coefficients_naming_them() {
     let msg = |alpha, beta| LinearModel::new(alpha, beta).unwrap_err().to_string();
     assert_eq!(
         msg([0.0; 3], [1.0, -3.0, 0.0]),
-        "beta[1] = -3 must be a finite number ≥ 0"
+        "beta[1] = -3 must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)"
     );
     assert_eq!(
         msg([f64::NAN, 0.0, 0.0], [0.0; 3]),
-        "alpha[0] = NaN must be a finite number ≥ 0"
+        "alpha[0] = NaN must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)"
     );
     assert_eq!(
         msg([0.0, 0.0, f64::INFINITY], [0.0; 3]),
-        "alpha[2] = inf must be a finite number ≥ 0"
+        "alpha[2] = inf must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)"
     );
     assert_eq!(
         msg([0.0; 3], [0.0, 0.0, -0.5]),
-        "beta[2] = -0.5 must be a finite number ≥ 0"
+        "beta[2] = -0.5 must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)"
     );
+    // Issue 18: absurd coefficients overflowed simulated time.
+    assert_eq!(
+        msg([1e19, 0.0, 0.0], [0.0; 3]),
+        "alpha[0] = 10000000000000000000 must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)"
+    );
+    assert!(msg([0.0; 3], [1e308, 0.0, 0.0]).starts_with("beta[0] = 1000000"));
+    assert!(LinearModel::new([1e12; 3], [1e12; 3]).is_ok());
     assert!(LinearModel::new([0.0; 3], [0.0; 3]).is_ok());
 }
 
@@ -264,7 +271,7 @@ fn roofline_validation_lists_every_problem() {
     assert_eq!(problems.len(), 5, "{problems:?}");
 
     let err = RooflineModel::new(&a4_model(), &h100(), 1, [0.0, -1.0, 0.0]).unwrap_err();
-    assert_eq!(err.to_string(), "alpha[1] = -1 must be a finite number ≥ 0");
+    assert_eq!(err.to_string(), "alpha[1] = -1 must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)");
 }
 
 // ---- Bundled data -----------------------------------------------------------------
@@ -775,7 +782,7 @@ fn build_linear_with_explicit_coefficients() {
     s.beta = Some([1.0, -3.0, 0.0]);
     assert_eq!(
         build_latency(&s).unwrap_err().to_string(),
-        "beta[1] = -3 must be a finite number ≥ 0"
+        "beta[1] = -3 must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)"
     );
 }
 

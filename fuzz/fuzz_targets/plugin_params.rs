@@ -1,0 +1,28 @@
+//! Fuzz plugin `params` parsing: the input is the params table's TOML text
+//! handed to every standard policy's constructor through the plugin ABI
+//! (what `[admission.params]`, `[routing.params]` and scorer params
+//! become). Each must build or refuse with an error, never panic or abort.
+#![no_main]
+
+use blis_host::plugins::Registry;
+use blis_plugin_api::PolicyKind;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(params) = std::str::from_utf8(data) else {
+        return;
+    };
+    let registry = Registry::standard();
+    let policies: Vec<(PolicyKind, String)> = registry
+        .libraries()
+        .iter()
+        .flat_map(|l| l.policies.iter().map(|p| (p.kind, p.name.clone())))
+        .collect();
+    for (kind, name) in policies {
+        let _ = match kind {
+            PolicyKind::Admission => registry.admission(&name, params, 1).map(drop),
+            PolicyKind::Router => registry.router(&name, params, 1).map(drop),
+            PolicyKind::Scorer => registry.scorer(&name, params, 1).map(drop),
+        };
+    }
+});

@@ -1,0 +1,26 @@
+//! Fuzz `blis convert workload-spec`: any YAML must convert or be refused
+//! with an error, never panic; and what it converts must be a `[workload]`
+//! table blis reads back (a converter that writes TOML blis then rejects
+//! for syntax is a bug; rejected values are reported by validation).
+#![no_main]
+
+use blis_host::workload::{convert_workload_spec, WorkloadConfig};
+use libfuzzer_sys::fuzz_target;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[allow(dead_code)]
+    workload: WorkloadConfig,
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok((toml_text, _notes)) = convert_workload_spec(text) {
+        if let Err(e) = toml::from_str::<File>(&toml_text) {
+            panic!("converted TOML does not read back: {e}\n{toml_text}");
+        }
+    }
+});

@@ -1,0 +1,128 @@
+//! Invariants checked after every event of a campaign run: INV-3 (the clock
+//! never goes back), INV-2 (only the documented state transitions), INV-4
+//! and INV-8 with the instance's own structural check on the instance the
+//! event touched, the Tier 1 pending counts, and what each routing decision
+//! saw (compared with the trace for INV-7 at the end).
+
+use std::collections::HashMap;
+
+use crate::cluster::{AuditView, EventAudit};
+use crate::engine::{Event, Tick};
+use crate::request::RequestState;
+
+/// What the cluster looked like when it routed one request.
+#[derive(Clone, Debug)]
+pub struct RoutingSeen {
+    pub time: Tick,
+    pub chosen: u32,
+    pub queue_depth: Vec<u32>,
+    pub batch_size: Vec<u32>,
+    /// Pending counts the decision saw (before its own increment).
+    pub pending: Vec<u32>,
+    pub free_kv_blocks: Vec<u64>,
+}
+
+/// The auditor: records the first violation and the routing observations.
+#[derive(Debug, Default)]
+pub struct Auditor {
+    last_time: Tick,
+    pub events: u64,
+    pub violation: Option<String>,
+    /// Last state seen of every request still in the system, by id.
+    states: HashMap<u64, RequestState>,
+    /// Last state seen of every request that left (by id).
+    pub last_seen: HashMap<u64, RequestState>,
+    pub routed: HashMap<u64, RoutingSeen>,
+}
+
+/// Whether `from → to` is a documented transition (INV-2).
+pub fn allowed(from: RequestState, to: RequestState) -> bool {
+    use RequestState::*;
+    from == to
+        || matches!(
+            (from, to),
+            (Pipeline, Queued | Rejected | Dropped)
+                | (Queued, Running)
+                | (Running, Queued | Completed)
+        )
+}
+
+impl Auditor {
+    fn fail(&mut self, what: String) {
+        self.violation.get_or_insert(what);
+    }
+}
+
+impl EventAudit for Auditor {
+    fn after_event(&mut self, v: AuditView<'_>) {
+        if self.violation.is_some() {
+            return;
+        }
+        self.events += 1;
+        if v.time < self.last_time {
+            self.fail(format!(
+                "INV-3: event {:?} at {} after the clock reached {}",
+                v.event, v.time, self.last_time
+            ));
+        }
+        self.last_time = v.time;
+        let touched = match v.event {
+            Event::InstanceArrival { instance, .. }
+            | Event::Queued { instance, .. }
+            | Event::Step { instance } => Some(instance),
+            _ => None,
+        };
+        if let Some(i) = touched {
+            if let Err(e) = v.instances[i as usize].check_invariants(v.store) {
+                self.fail(format!("instance {i} after {:?} at {}: {e}", v.event, v.time));
+            }
+        }
+        // INV-2 over every live request; Tier 1 pending counts.
+        let mut pending = vec![0u32; v.instances.len()];
+        let mut live = HashMap::with_capacity(self.states.len());
+        for s in 0..v.store.capacity() as u32 {
+            if !v.store.is_live(s) {
+                continue;
+            }
+            let r = &v.store[s];
+            let before = self.states.get(&r.id).copied().unwrap_or(RequestState::Pipeline);
+            if !allowed(before, r.state) {
+                self.fail(format!(
+                    "INV-2: request {} went {before:?} → {:?} at {}",
+                    r.id, r.state, v.time
+                ));
+            }
+            if r.state == RequestState::Pipeline && r.instance != u32::MAX {
+                pending[r.instance as usize] += 1;
+            }
+            live.insert(r.id, r.state);
+        }
+        for (id, st) in std::mem::replace(&mut self.states, live) {
+            if !self.states.contains_key(&id) {
+                self.last_seen.insert(id, st);
+            }
+        }
+        if pending != v.pending {
+            self.fail(format!(
+                "Tier 1: pending counts {:?}, requests routed and not yet queued {:?} at {}",
+                v.pending, pending, v.time
+            ));
+        }
+        if let Event::Routing(slot) = v.event {
+            let r = &v.store[slot];
+            let mut before = v.pending.to_vec();
+            before[r.instance as usize] = before[r.instance as usize].saturating_sub(1);
+            self.routed.insert(
+                r.id,
+                RoutingSeen {
+                    time: v.time,
+                    chosen: r.instance,
+                    queue_depth: v.instances.iter().map(|i| i.queue_depth()).collect(),
+                    batch_size: v.instances.iter().map(|i| i.batch_size()).collect(),
+                    pending: before,
+                    free_kv_blocks: v.instances.iter().map(|i| i.free_kv_blocks()).collect(),
+                },
+            );
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! One generator per run-file concern; [`scenario`] merges their fragments
+//! into a complete run file. A new feature adds a generator to
+//! [`generators`] (a strategy yielding the keys it sets).
+
+use proptest::prelude::*;
+use toml::{Table, Value};
+
+/// A generated run: the run file as a TOML table, and the CSV trace it
+/// replays, if any (written next to it as `trace.csv`).
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub table: Table,
+    pub trace_csv: Option<String>,
+}
+
+/// What one generator contributes: keys (merged into the run table) and,
+/// for a trace workload, the trace file's text.
+#[derive(Clone, Debug, Default)]
+pub struct Fragment {
+    pub table: Table,
+    pub trace_csv: Option<String>,
+}
+
+/// The generators, one per concern.
+pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
+    vec![
+        seed().boxed(),
+        model().boxed(),
+        instance().boxed(),
+        workload().boxed(),
+        admission().boxed(),
+        routing().boxed(),
+        horizon().boxed(),
+    ]
+}
+
+/// A complete run: every generator's fragment merged, outputs switched on
+/// (the checks read the results file and the trace).
+pub fn scenario() -> impl Strategy<Value = Scenario> {
+    generators().prop_map(|fragments| {
+        let mut table = Table::new();
+        let mut trace_csv = None;
+        for f in fragments {
+            merge(&mut table, f.table);
+            trace_csv = trace_csv.or(f.trace_csv);
+        }
+        let out = section(&mut table, "output");
+        out.insert("results_path".into(), "results.jsonl".into());
+        out.insert("trace_path".into(), "trace.jsonl".into());
+        out.insert("counterfactual_k".into(), Value::Integer(64));
+        Scenario { table, trace_csv }
+    })
+}
+
+/// Deep-merge `from` into `into` (tables merge, other values replace).
+fn merge(into: &mut Table, from: Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(Value::Table(a)), Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// The table `name` of `t`, created if absent.
+fn section<'a>(t: &'a mut Table, name: &str) -> &'a mut Table {
+    match t
+        .entry(name.to_string())
+        .or_insert_with(|| Value::Table(Table::new()))
+    {
+        Value::Table(s) => s,
+        _ => unreachable!("generators only put tables at section names"),
+    }
+}
+
+/// A fragment with the table `name` holding `keys`.
+fn fragment(name: &str, keys: Table) -> Fragment {
+    let mut table = Table::new();
+    table.insert(name.into(), Value::Table(keys));
+    Fragment {
+        table,
+        trace_csv: None,
+    }
+}
+
+fn int(v: impl Into<i64>) -> Value {
+    Value::Integer(v.into())
+}
+
+/// Any u64 seed (above i64::MAX the run file holds it as a string).
+fn seed() -> impl Strategy<Value = Fragment> {
+    any::<u64>().prop_map(|s| {
+        let mut table = Table::new();
+        table.insert("seed".into(), crate::config::seed::to_value(s));
+        Fragment {
+            table,
+            trace_csv: None,
+        }
+    })
+}
+
+/// The linear model with random small coefficients, or the roofline model
+/// of a bundled model (with a random α).
+fn model() -> impl Strategy<Value = Fragment> {
+    let alpha = (0.0f64..500.0, 0.0f64..2.0, prop_oneof![Just(0.0f64), 0.0f64..200.0]);
+    prop_oneof![
+        3 => (alpha.clone(), 1.0f64..5000.0, 0.0f64..30.0, 0.0f64..50.0).prop_map(|((a0, a1, a2), b0, b1, b2)| {
+            let mut m = Table::new();
+            m.insert("latency_model".into(), "linear".into());
+            m.insert("alpha".into(), Value::Array(vec![a0.into(), a1.into(), a2.into()]));
+            m.insert("beta".into(), Value::Array(vec![b0.into(), b1.into(), b2.into()]));
+            fragment("model", m)
+        }),
+        1 => (alpha, prop::sample::select(vec![1u32, 2])).prop_map(|((a0, a1, a2), tp)| {
+            let mut m = Table::new();
+            m.insert("name".into(), "qwen3-14b".into());
+            m.insert("hardware".into(), "H100".into());
+            m.insert("tp".into(), int(tp));
+            m.insert("latency_model".into(), "roofline".into());
+            m.insert("alpha".into(), Value::Array(vec![a0.into(), a1.into(), a2.into()]));
+            fragment("model", m)
+        }),
+    ]
+}
+
+/// Cluster size, batching, chunked prefill, schedulers, preemption, KV
+/// pressure (tiny caches preempt and drop), context limits.
+fn instance() -> impl Strategy<Value = Fragment> {
+    (
+        1u32..6,
+        prop::sample::select(vec![1u32, 2, 4, 16, 32]),
+        prop_oneof![2 => 4u64..40, 2 => 40u64..400, 1 => Just(1_000_000u64)],
+        1u32..12,
+        prop::sample::select(vec![8u32, 64, 256, 2048]),
+        prop::sample::select(vec![0u32, 0, 16, 128]),
+        prop::sample::select(vec!["fcfs", "priority-fcfs", "sjf", "reverse-priority"]),
+        prop::sample::select(vec!["fcfs", "priority"]),
+        prop::option::weighted(0.25, 16u32..2000),
+    )
+        .prop_map(
+            |(count, block, blocks, seqs, budget, threshold, sched, preempt, mml)| {
+                let mut t = Table::new();
+                t.insert("count".into(), int(count));
+                t.insert("block_size".into(), int(block));
+                t.insert("total_kv_blocks".into(), int(blocks as i64));
+                t.insert("max_num_seqs".into(), int(seqs));
+                t.insert("max_num_batched_tokens".into(), int(budget));
+                t.insert("long_prefill_token_threshold".into(), int(threshold));
+                t.insert("scheduler".into(), sched.into());
+                t.insert("preemption".into(), preempt.into());
+                if let Some(m) = mml {
+                    t.insert("max_model_len".into(), int(m));
+                }
+                fragment("instance", t)
+            },
+        )
+}
+
+fn arrival() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(("poisson", None::<f64>)),
+        Just(("constant", None)),
+        (0.2f64..4.0).prop_map(|cv| ("gamma", Some(cv))),
+        (0.3f64..3.0).prop_map(|cv| ("weibull", Some(cv))),
+    ]
+    .prop_map(|(process, cv)| {
+        let mut t = Table::new();
+        t.insert("process".into(), process.into());
+        if let Some(cv) = cv {
+            t.insert("cv".into(), cv.into());
+        }
+        Value::Table(t)
+    })
+}
+
+fn length_dist() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        (1u32..300, 0u32..200, 1u32..50, 0u32..600).prop_map(|(mean, sd, min, extra)| {
+            let mut t = Table::new();
+            t.insert("type".into(), "gaussian".into());
+            let (min, max) = (min.min(mean), mean.max(min) + extra);
+            t.insert("mean".into(), f64::from(mean).into());
+            t.insert("std_dev".into(), f64::from(sd).into());
+            t.insert("min".into(), int(min));
+            t.insert("max".into(), int(max));
+            Value::Table(t)
+        }),
+        (1.0f64..200.0).prop_map(|mean| {
+            let mut t = Table::new();
+            t.insert("type".into(), "exponential".into());
+            t.insert("mean".into(), mean.into());
+            Value::Table(t)
+        }),
+        (1u32..400).prop_map(|v| {
+            let mut t = Table::new();
+            t.insert("type".into(), "constant".into());
+            t.insert("value".into(), int(v));
+            Value::Table(t)
+        }),
+    ]
+}
+
+/// One client of a multi-client workload: prefix group, session, class,
+/// tenant, activity windows.
+fn client() -> impl Strategy<Value = Value> {
+    (
+        0.1f64..1.0,
+        arrival(),
+        length_dist(),
+        length_dist(),
+        prop::option::weighted(0.6, (0usize..3, 1u32..300)),
+        prop::option::weighted(
+            0.5,
+            (1u32..5, 0u64..200_000, prop::bool::weighted(0.7)),
+        ),
+        prop::sample::select(vec!["critical", "standard", "sheddable", "batch", "background"]),
+        0usize..3,
+        prop::option::weighted(0.15, (0u64..2_000_000, 1u64..5_000_000)),
+    )
+        .prop_map(
+            |(frac, arr, input, output, prefix, session, class, tenant, window)| {
+                let mut c = Table::new();
+                c.insert("rate_fraction".into(), frac.into());
+                c.insert("arrival".into(), arr);
+                c.insert("input".into(), input);
+                c.insert("output".into(), output);
+                if let Some((g, len)) = prefix {
+                    c.insert("prefix_group".into(), format!("group-{g}").into());
+                    c.insert("prefix_length".into(), int(len));
+                }
+                if let Some((rounds, think, accumulate)) = session {
+                    let mut s = Table::new();
+                    s.insert("max_rounds".into(), int(rounds));
+                    s.insert("think_time_us".into(), int(think as i64));
+                    s.insert(
+                        "context_growth".into(),
+                        if accumulate { "accumulate" } else { "none" }.into(),
+                    );
+                    c.insert("session".into(), Value::Table(s));
+                }
+                c.insert("slo_class".into(), class.into());
+                c.insert("tenant_id".into(), format!("tenant-{tenant}").into());
+                if let Some((start, len)) = window {
+                    let mut w = Table::new();
+                    w.insert("start_us".into(), int(start as i64));
+                    w.insert("end_us".into(), int((start + len) as i64));
+                    c.insert("windows".into(), Value::Array(vec![Value::Table(w)]));
+                }
+                Value::Table(c)
+            },
+        )
+}
+
+/// A CSV trace: rows with gaps, prefix groups, classes, tenants, sessions.
+fn trace_rows() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        (
+            0i64..50_000,
+            1u32..600,
+            1u32..200,
+            prop::option::weighted(0.5, (0usize..2, 1u32..200)),
+            prop::sample::select(vec!["critical", "standard", "batch", ""]),
+            prop::option::weighted(0.3, 0usize..3),
+        ),
+        1..40,
+    )
+    .prop_map(|rows| {
+        let mut s = String::from(
+            "arrival_us,input_tokens,output_tokens,prefix_group,prefix_length,slo_class,tenant_id,session_id\n",
+        );
+        let mut t = 0;
+        for (gap, input, output, prefix, class, session) in rows {
+            t += gap;
+            let (g, l) = prefix
+                .map(|(g, l)| (format!("p{g}"), l.min(input).to_string()))
+                .unwrap_or_default();
+            let sess = session.map(|x| format!("s{x}")).unwrap_or_default();
+            s.push_str(&format!("{t},{input},{output},{g},{l},{class},t{},{sess}\n", input % 2));
+        }
+        s
+    })
+}
+
+/// The workload: distribution mode, a preset, clients, or a trace; a few to
+/// a hundred requests, any rate.
+fn workload() -> impl Strategy<Value = Fragment> {
+    let rate = prop_oneof![0.5f64..20.0, 20.0f64..2000.0];
+    let n = 1u64..80;
+    prop_oneof![
+        3 => (rate.clone(), n.clone(), prop::sample::select(vec![0u32, 0, 16, 100]), arrival(), (1u32..400, 0u32..300, 1u32..300, 0u32..200))
+            .prop_map(|(rate, n, prefix, arr, (pm, ps, om, os))| {
+                    let mut w = Table::new();
+                    w.insert("aggregate_rate".into(), rate.into());
+                    w.insert("num_requests".into(), int(n as i64));
+                    w.insert("prompt_tokens".into(), int(pm));
+                    w.insert("prompt_tokens_stdev".into(), int(ps));
+                    w.insert("prompt_tokens_min".into(), int(1));
+                    w.insert("prompt_tokens_max".into(), int(pm * 3));
+                    w.insert("output_tokens".into(), int(om));
+                    w.insert("output_tokens_stdev".into(), int(os));
+                    w.insert("output_tokens_min".into(), int(1));
+                    w.insert("output_tokens_max".into(), int(om * 3));
+                    w.insert("prefix_tokens".into(), int(prefix));
+                    w.insert("arrival".into(), arr);
+                    fragment("workload", w)
+            }),
+        1 => (rate.clone(), 1u64..25, prop::sample::select(vec!["chatbot", "contentgen", "summarization", "multidoc"]))
+            .prop_map(|(rate, n, preset)| {
+                let mut w = Table::new();
+                w.insert("aggregate_rate".into(), rate.into());
+                w.insert("num_requests".into(), int(n as i64));
+                w.insert("preset".into(), preset.into());
+                fragment("workload", w)
+            }),
+        3 => (rate, n, prop::collection::vec(client(), 1..4)).prop_map(|(rate, n, clients)| {
+            let mut w = Table::new();
+            w.insert("aggregate_rate".into(), rate.into());
+            w.insert("num_requests".into(), int(n as i64));
+            let clients = clients
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut c)| {
+                    if let Value::Table(t) = &mut c {
+                        t.insert("id".into(), format!("client-{i}").into());
+                    }
+                    c
+                })
+                .collect();
+            w.insert("clients".into(), Value::Array(clients));
+            fragment("workload", w)
+        }),
+        1 => trace_rows().prop_map(|csv| {
+            let mut w = Table::new();
+            w.insert("trace".into(), "trace.csv".into());
+            let mut f = fragment("workload", w);
+            f.trace_csv = Some(csv);
+            f
+        }),
+    ]
+}
+
+fn admission() -> impl Strategy<Value = Fragment> {
+    (
+        prop_oneof![
+            6 => Just(("always-admit", None)),
+            3 => (100.0f64..20_000.0, 10.0f64..100_000.0).prop_map(|(c, r)| ("token-bucket", Some((c, r)))),
+            1 => Just(("reject-all", None)),
+        ],
+        prop::sample::select(vec![0i64, 0, 100, 5_000]),
+    )
+        .prop_map(|((policy, params), latency)| {
+            let mut a = Table::new();
+            a.insert("policy".into(), policy.into());
+            a.insert("latency_us".into(), int(latency));
+            if let Some((capacity, refill)) = params {
+                let mut p = Table::new();
+                p.insert("capacity".into(), capacity.into());
+                p.insert("refill_rate".into(), refill.into());
+                a.insert("params".into(), Value::Table(p));
+            }
+            fragment("admission", a)
+        })
+}
+
+fn scorers() -> impl Strategy<Value = Value> {
+    prop::collection::vec(
+        (
+            prop::sample::select(vec!["prefix-affinity", "queue-depth", "kv-utilization", "load-balance"]),
+            prop_oneof![4 => 0.0f64..10.0, 1 => Just(1e308f64)],
+        ),
+        1..4,
+    )
+    .prop_map(|list| {
+        let mut any_positive = false;
+        let mut v: Vec<Value> = list
+            .into_iter()
+            .map(|(name, w)| {
+                any_positive |= w > 0.0;
+                let mut s = Table::new();
+                s.insert("name".into(), name.into());
+                s.insert("weight".into(), w.into());
+                Value::Table(s)
+            })
+            .collect();
+        if !any_positive {
+            if let Some(Value::Table(s)) = v.first_mut() {
+                s.insert("weight".into(), 1.0.into());
+            }
+        }
+        Value::Array(v)
+    })
+}
+
+fn routing() -> impl Strategy<Value = Fragment> {
+    (
+        prop_oneof![
+            Just(None),
+            Just(Some("round-robin")),
+            Just(Some("least-loaded")),
+            Just(Some("always-busiest")),
+            Just(Some("prefix-affinity")),
+        ],
+        prop::option::weighted(0.5, scorers()),
+        prop::sample::select(vec![0i64, 0, 300, 2_000]),
+        prop::sample::select(vec![0i64, 0, 1_000, 50_000]),
+    )
+        .prop_map(|(router, scorers, latency, refresh)| {
+            let mut r = Table::new();
+            match router {
+                Some(name) => {
+                    r.insert("policy".into(), name.into());
+                }
+                None => {
+                    r.insert("policy".into(), "weighted".into());
+                    if let Some(s) = scorers {
+                        r.insert("scorers".into(), s);
+                    }
+                }
+            }
+            r.insert("latency_us".into(), int(latency));
+            r.insert("snapshot_refresh_interval_us".into(), int(refresh));
+            fragment("routing", r)
+        })
+}
+
+fn horizon() -> impl Strategy<Value = Fragment> {
+    prop::option::weighted(0.35, prop_oneof![0i64..100_000, 100_000i64..20_000_000]).prop_map(
+        |h| {
+            let mut table = Table::new();
+            if let Some(h) = h {
+                table.insert("horizon_us".into(), int(h));
+            }
+            Fragment {
+                table,
+                trace_csv: None,
+            }
+        },
+    )
+}
