@@ -6,12 +6,14 @@
 //! 2 bad input (command line, run file, trace, plugin library) — nothing ran.
 
 mod commands;
+mod load;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use commands::{dispatch, print_stdout, Failure};
+pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
+pub use load::load_run;
 
 /// blis: a discrete-event simulator of LLM inference serving clusters with plugin policies.
 #[derive(Debug, Parser)]
@@ -71,19 +73,19 @@ pub struct RunArgs {
     /// TOML run file (default: the built-in scenario — 4 instances, weighted routing, chat-like workload).
     pub run_file: Option<PathBuf>,
     /// Master random seed.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub seed: Option<u64>,
     /// Number of instances (`instance.count`).
     #[arg(long)]
     pub num_instances: Option<u32>,
     /// Aggregate request rate in requests/s (`workload.aggregate_rate`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Number of requests (`workload.num_requests`).
     #[arg(long)]
     pub num_requests: Option<u64>,
     /// Simulated time limit in µs (`horizon_us`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub horizon: Option<i64>,
     /// Admission policy (`admission.policy`).
     #[arg(long)]

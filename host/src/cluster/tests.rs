@@ -39,6 +39,9 @@ fn run_text(text: &str, dir: &Path) -> Value {
     let mut outcome = Cluster::new(built.setup)
         .run(|_, _| {})
         .unwrap_or_else(|e| panic!("{e}"));
+    for o in built.outputs {
+        o.commit().unwrap();
+    }
     report::build(&mut outcome, fw.as_ref())
 }
 

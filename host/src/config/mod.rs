@@ -14,5 +14,5 @@ mod run_file;
 pub mod seed;
 pub mod warnings;
 
-pub use build::{build, BuiltRun};
+pub use build::{build, derive_seed, resolve, BuiltRun, MAX_INSTANCES};
 pub use run_file::*;

@@ -11,16 +11,7 @@ use crate::cluster::TraceWriter;
 use crate::metrics::ResultsWriter;
 use crate::output::{check_paths, PendingOutput};
 
-use super::RunFile;
-
-/// Resolve a path from the run file against its folder.
-fn resolve(base_dir: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base_dir.join(p)
-    }
-}
+use super::{resolve, RunFile};
 
 /// The output files of `run`, with their keys.
 pub fn output_paths(run: &RunFile, base_dir: &Path) -> Vec<(&'static str, PathBuf)> {

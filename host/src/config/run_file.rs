@@ -299,6 +299,9 @@ num_requests = 1000
 policy = "weighted"
 "#;
 
+/// [`Source::name`] of the built-in default scenario.
+const BUILTIN_NAME: &str = "<built-in default>";
+
 /// A run file's text and where it came from.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -310,6 +313,12 @@ pub struct Source {
 }
 
 impl Source {
+    /// The run file's path, when the text was read from one (an input the
+    /// outputs must not overwrite).
+    pub fn file(&self) -> Option<&Path> {
+        (self.name != BUILTIN_NAME).then(|| Path::new(&self.name))
+    }
+
     /// Read a run file.
     pub fn read(path: &Path) -> Result<Source, String> {
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -328,7 +337,7 @@ impl Source {
     /// The built-in default scenario.
     pub fn builtin() -> Source {
         Source {
-            name: "<built-in default>".to_string(),
+            name: BUILTIN_NAME.to_string(),
             base_dir: PathBuf::from("."),
             text: DEFAULT_RUN_FILE.to_string(),
         }

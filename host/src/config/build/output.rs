@@ -1,0 +1,79 @@
+//! `[output]`: per-request results, the decision trace, fitness weights.
+
+use std::path::Path;
+
+use super::{one_of, Problems};
+use crate::cluster::TraceWriter;
+use crate::config::{outputs, OutputSection, RunFile};
+use crate::metrics::fitness::KEYS as FITNESS_KEYS;
+use crate::metrics::Collector;
+use crate::output::PendingOutput;
+use crate::workload::Workload;
+
+/// What `[output]` resolved to.
+pub(super) struct CheckedOutput {
+    /// A decision trace is written.
+    trace: bool,
+}
+
+pub(super) fn check(out: &OutputSection, problems: &mut Problems) -> Option<CheckedOutput> {
+    let trace = match (out.trace_level.as_deref(), &out.trace_path) {
+        (None, Some(_)) | (Some("decisions"), Some(_)) => true,
+        (None | Some("none"), None) => false,
+        (Some("none"), Some(_)) => {
+            problems.error(
+                "output.trace_path is set but output.trace_level = \"none\"; remove one of them",
+            );
+            false
+        }
+        (Some("decisions"), None) => {
+            problems.error("output.trace_level = \"decisions\" needs output.trace_path (where to write the trace)");
+            false
+        }
+        (Some(s), _) => {
+            problems.error(one_of("output.trace_level", s, &["none", "decisions"]));
+            false
+        }
+    };
+    for (k, w) in &out.fitness_weights {
+        if !FITNESS_KEYS.contains(&k.as_str()) {
+            problems.error(format!(
+                "output.fitness_weights: unknown metric '{k}'; accepted: {}",
+                FITNESS_KEYS.join(", ")
+            ));
+        }
+        if !(w.is_finite() && *w >= 0.0) {
+            problems.error(format!(
+                "output.fitness_weights.{k} = {w}: must be a finite number ≥ 0"
+            ));
+        }
+    }
+    Some(CheckedOutput { trace })
+}
+
+impl CheckedOutput {
+    /// The metrics collector, with the results file and the trace opened
+    /// when `open_outputs` (not for `blis validate`): as temporary files,
+    /// renamed into place by committing the returned [`PendingOutput`]s
+    /// once the run succeeded (see [`crate::output`]).
+    pub(super) fn create(
+        self,
+        run: &RunFile,
+        base_dir: &Path,
+        open_outputs: bool,
+        instances: usize,
+        workload: &Workload,
+    ) -> Result<(Collector, Option<TraceWriter>, Vec<PendingOutput>), String> {
+        let mut collector = Collector::new(
+            instances,
+            workload.tenant_names().to_vec(),
+            workload.client_names().to_vec(),
+        );
+        if !open_outputs {
+            return Ok((collector, None, Vec::new()));
+        }
+        let opened = outputs::open(run, base_dir, self.trace)?;
+        collector.results = opened.results;
+        Ok((collector, opened.trace, opened.pending))
+    }
+}
