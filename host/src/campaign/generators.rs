@@ -210,7 +210,7 @@ fn client() -> impl Strategy<Value = Value> {
         arrival(),
         length_dist(),
         length_dist(),
-        prop::option::weighted(0.6, (0usize..3, 1u32..300)),
+        prop::option::weighted(0.6, prop::sample::select(vec![1u32, 16, 33, 100, 300])),
         prop::option::weighted(
             0.5,
             (1u32..5, 0u64..200_000, prop::bool::weighted(0.7)),
@@ -226,8 +226,9 @@ fn client() -> impl Strategy<Value = Value> {
                 c.insert("arrival".into(), arr);
                 c.insert("input".into(), input);
                 c.insert("output".into(), output);
-                if let Some((g, len)) = prefix {
-                    c.insert("prefix_group".into(), format!("group-{g}").into());
+                if let Some(len) = prefix {
+                    // One prefix length per group: the name says which.
+                    c.insert("prefix_group".into(), format!("prefix-{len}").into());
                     c.insert("prefix_length".into(), int(len));
                 }
                 if let Some((rounds, think, accumulate)) = session {

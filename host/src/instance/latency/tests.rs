@@ -134,6 +134,8 @@ proptest! {
             1 => ModelConfig::bundled("qwen3-14b").unwrap(),
             _ => ModelConfig::bundled("qwen2.5-1.5b-instruct").unwrap(),
         };
+        // TP must divide the attention heads: the largest divisor ≤ tp.
+        let tp = (1..=tp).rev().find(|d| model.num_heads % d == 0).unwrap();
         let gpu = if tp % 2 == 0 { GpuSpec::bundled("A100-SXM").unwrap() } else { h100() };
         let m = RooflineModel::new(&model, &gpu, tp, [0.0; 3]).unwrap();
         let decode_pairs: Vec<(u32, u32)> = decode.iter().map(|&s| (s, 1)).collect();
@@ -298,8 +300,15 @@ fn every_bundled_model_and_gpu_loads_and_validates() {
         for gpu in bundled_gpu_names() {
             let g = GpuSpec::bundled(&gpu).unwrap();
             assert!(g.problems().is_empty(), "{gpu}: {:?}", g.problems());
-            for tp in [1, 2, 4, 8] {
-                RooflineModel::new(&m, &g, tp, [0.0; 3]).unwrap();
+            for tp in [1, 2, 3, 4, 8] {
+                let built = RooflineModel::new(&m, &g, tp, [0.0; 3]);
+                if m.num_heads % tp == 0 {
+                    built.unwrap();
+                } else {
+                    // Issue 18: vLLM shards the heads evenly over the GPUs.
+                    let e = built.unwrap_err().to_string();
+                    assert!(e.contains(&format!("tp = {tp} does not divide")), "{e}");
+                }
             }
         }
     }
