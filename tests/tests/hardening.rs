@@ -38,7 +38,11 @@ fn blis(dir: &TestDir, args: &[&str]) -> Output {
 /// Exit 0; the report.
 fn ok(dir: &TestDir, args: &[&str]) -> (Value, String) {
     let o = blis(dir, args);
-    assert!(o.status.success(), "blis {args:?} failed: {}", text(&o.stderr));
+    assert!(
+        o.status.success(),
+        "blis {args:?} failed: {}",
+        text(&o.stderr)
+    );
     let report = serde_json::from_slice(&o.stdout).expect("one JSON report");
     (report, text(&o.stderr))
 }
@@ -55,7 +59,8 @@ fn fails(dir: &TestDir, code: i32, args: &[&str]) -> String {
 }
 
 fn count(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 #[test]
@@ -64,9 +69,18 @@ fn absurd_delays_and_coefficients_are_refused_before_the_run() {
     let run = dir.write("run.toml", BASE);
     let run = run.to_str().unwrap();
     for (set, key) in [
-        ("admission.latency_us=9223372036854775807", "admission.latency_us"),
-        ("routing.latency_us=9223372036854775807", "routing.latency_us"),
-        ("routing.snapshot_refresh_interval_us=9223372036854775807", "routing.snapshot_refresh_interval_us"),
+        (
+            "admission.latency_us=9223372036854775807",
+            "admission.latency_us",
+        ),
+        (
+            "routing.latency_us=9223372036854775807",
+            "routing.latency_us",
+        ),
+        (
+            "routing.snapshot_refresh_interval_us=9223372036854775807",
+            "routing.snapshot_refresh_interval_us",
+        ),
         ("model.alpha=[1e19,0,0]", "alpha[0]"),
         ("model.alpha=[0,1e308,0]", "alpha[1]"),
         ("model.alpha=[0,0,1e308]", "alpha[2]"),
@@ -139,7 +153,10 @@ fn seeds_above_i64_max_work_from_the_flag_and_the_file() {
     assert_eq!(flag, file, "the same seed from the flag and the file");
     let (other, _) = ok(&dir, &["run", run, "--seed", "9223372036854775808"]);
     let (small, _) = ok(&dir, &["run", run, "--seed", "3"]);
-    assert_ne!(other["cluster"], small["cluster"], "seeds differ above i64::MAX");
+    assert_ne!(
+        other["cluster"], small["cluster"],
+        "seeds differ above i64::MAX"
+    );
     let e = fails(&dir, 2, &["run", run, "--seed", "-1"]);
     assert!(e.contains("--seed"), "{e}");
     let bad = dir.write("bad.toml", &BASE.replace("seed = 3", "seed = \"x\""));
@@ -154,8 +171,15 @@ fn outputs_never_overwrite_inputs_or_each_other() {
     let run = dir.write("run.toml", &body);
     let run = run.to_str().unwrap();
     let e = fails(&dir, 2, &["run", run]);
-    assert!(e.contains("output.results_path") && e.contains("run file"), "{e}");
-    assert_eq!(std::fs::read_to_string(run).unwrap(), body, "the run file is intact");
+    assert!(
+        e.contains("output.results_path") && e.contains("run file"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(run).unwrap(),
+        body,
+        "the run file is intact"
+    );
     // The same file under another spelling, from the command line.
     let plain = dir.write("plain.toml", BASE);
     let plain = plain.to_str().unwrap();
@@ -164,18 +188,31 @@ fn outputs_never_overwrite_inputs_or_each_other() {
     let e = fails(
         &dir,
         2,
-        &["run", plain, "--results-path", "out.jsonl", "--trace-path", "./out.jsonl"],
+        &[
+            "run",
+            plain,
+            "--results-path",
+            "out.jsonl",
+            "--trace-path",
+            "./out.jsonl",
+        ],
     );
     assert!(e.contains("same file"), "{e}");
     assert!(!dir.path().join("out.jsonl").exists(), "nothing written");
     // A trace the workload replays is an input too.
-    dir.write("t.csv", "arrival_us,input_tokens,output_tokens\n0,10,2\n5,10,2\n");
+    dir.write(
+        "t.csv",
+        "arrival_us,input_tokens,output_tokens\n0,10,2\n5,10,2\n",
+    );
     let replay = dir.write(
         "replay.toml",
         "[workload]\ntrace = \"t.csv\"\n[model]\nlatency_model = \"linear\"\nbeta = [1000.0, 1.0, 1.0]\n[output]\ntrace_path = \"t.csv\"\n",
     );
     let e = fails(&dir, 2, &["run", replay.to_str().unwrap()]);
-    assert!(e.contains("output.trace_path") && e.contains("workload.trace"), "{e}");
+    assert!(
+        e.contains("output.trace_path") && e.contains("workload.trace"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -264,11 +301,21 @@ fn surely_unmeant_runs_draw_warnings() {
     // Prompt lengths of 0 are raised to one token, and it says so.
     let (_, e) = ok(
         &dir,
-        &["run", run, "--prompt-tokens", "0", "--prompt-tokens-min", "0"],
+        &[
+            "run",
+            run,
+            "--prompt-tokens",
+            "0",
+            "--prompt-tokens-min",
+            "0",
+        ],
     );
     assert!(e.contains("warning") && e.contains("prompt_tokens"), "{e}");
     // A rate so low that no request ever arrives.
-    let (r, e) = ok(&dir, &["run", run, "--set", "workload.aggregate_rate=1e-300"]);
+    let (r, e) = ok(
+        &dir,
+        &["run", run, "--set", "workload.aggregate_rate=1e-300"],
+    );
     assert_eq!(count(&r["cluster"], "num_requests"), 0);
     assert!(e.contains("warning") && e.contains("no request"), "{e}");
     // A horizon before the first arrival (the first arrives at 10 ms).

@@ -74,7 +74,10 @@ impl EventAudit for Auditor {
         };
         if let Some(i) = touched {
             if let Err(e) = v.instances[i as usize].check_invariants(v.store) {
-                self.fail(format!("instance {i} after {:?} at {}: {e}", v.event, v.time));
+                self.fail(format!(
+                    "instance {i} after {:?} at {}: {e}",
+                    v.event, v.time
+                ));
             }
         }
         // INV-2 over every live request; Tier 1 pending counts.
@@ -85,7 +88,11 @@ impl EventAudit for Auditor {
                 continue;
             }
             let r = &v.store[s];
-            let before = self.states.get(&r.id).copied().unwrap_or(RequestState::Pipeline);
+            let before = self
+                .states
+                .get(&r.id)
+                .copied()
+                .unwrap_or(RequestState::Pipeline);
             if !allowed(before, r.state) {
                 self.fail(format!(
                     "INV-2: request {} went {before:?} → {:?} at {}",

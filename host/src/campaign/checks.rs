@@ -13,7 +13,8 @@ use super::runner::RunOutput;
 use crate::request::RequestState;
 
 fn u(v: &Value, k: &str) -> Result<u64, String> {
-    v[k].as_u64().ok_or_else(|| format!("{k} missing or not a count in {v}"))
+    v[k].as_u64()
+        .ok_or_else(|| format!("{k} missing or not a count in {v}"))
 }
 
 fn f(v: &Value, k: &str) -> Option<f64> {
@@ -41,19 +42,40 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     );
     // INV-1: the pipeline and every level.
     ensure!(
-        u(c, "num_requests")? == u(c, "injected_requests")? + u(c, "rejected_requests")? + u(c, "still_in_pipeline")?,
+        u(c, "num_requests")?
+            == u(c, "injected_requests")? + u(c, "rejected_requests")? + u(c, "still_in_pipeline")?,
         "INV-1 (pipeline): {c}"
     );
     for b in std::iter::once(c).chain(instances) {
         ensure!(
             u(b, "injected_requests")?
-                == u(b, "completed_requests")? + u(b, "still_queued")? + u(b, "still_running")? + u(b, "dropped_unservable")?,
+                == u(b, "completed_requests")?
+                    + u(b, "still_queued")?
+                    + u(b, "still_running")?
+                    + u(b, "dropped_unservable")?,
             "INV-1: {b}"
         );
     }
-    for k in ["completed_requests", "injected_requests", "still_queued", "still_running", "dropped_unservable", "preemption_count", "total_output_tokens", "total_input_tokens", "steps"] {
-        let sum: u64 = instances.iter().map(|b| u(b, k)).sum::<Result<u64, String>>()?;
-        ensure!(sum == u(c, k)?, "cluster {k} = {} but the instances sum to {sum}", u(c, k)?);
+    for k in [
+        "completed_requests",
+        "injected_requests",
+        "still_queued",
+        "still_running",
+        "dropped_unservable",
+        "preemption_count",
+        "total_output_tokens",
+        "total_input_tokens",
+        "steps",
+    ] {
+        let sum: u64 = instances
+            .iter()
+            .map(|b| u(b, k))
+            .sum::<Result<u64, String>>()?;
+        ensure!(
+            sum == u(c, k)?,
+            "cluster {k} = {} but the instances sum to {sum}",
+            u(c, k)?
+        );
     }
     if out.run.horizon_us.is_none() {
         ensure!(
@@ -61,15 +83,40 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             "INV-2: without a horizon every request must end: {c}"
         );
     }
-    let classes: u64 = r["slo_classes"].as_object().ok_or("no slo_classes")?.values().map(|v| u(v, "completed_requests")).sum::<Result<u64, String>>()?;
-    ensure!(classes == u(c, "completed_requests")?, "SLO classes complete {classes}, cluster {}", u(c, "completed_requests")?);
-    let tenants: u64 = r["tenants"].as_object().ok_or("no tenants")?.values().map(|v| u(v, "completed_requests")).sum::<Result<u64, String>>()?;
-    ensure!(tenants == u(c, "completed_requests")?, "tenants complete {tenants}, cluster {}", u(c, "completed_requests")?);
+    let classes: u64 = r["slo_classes"]
+        .as_object()
+        .ok_or("no slo_classes")?
+        .values()
+        .map(|v| u(v, "completed_requests"))
+        .sum::<Result<u64, String>>()?;
+    ensure!(
+        classes == u(c, "completed_requests")?,
+        "SLO classes complete {classes}, cluster {}",
+        u(c, "completed_requests")?
+    );
+    let tenants: u64 = r["tenants"]
+        .as_object()
+        .ok_or("no tenants")?
+        .values()
+        .map(|v| u(v, "completed_requests"))
+        .sum::<Result<u64, String>>()?;
+    ensure!(
+        tenants == u(c, "completed_requests")?,
+        "tenants complete {tenants}, cluster {}",
+        u(c, "completed_requests")?
+    );
     let duration_s = f(c, "simulated_duration_s").ok_or("no duration")?;
     let duration = (duration_s * 1e6).round() as i64;
     let tps = f(c, "tokens_per_sec").ok_or("no tokens_per_sec")?;
-    let want_tps = if duration_s > 0.0 { u(c, "total_output_tokens")? as f64 / duration_s } else { 0.0 };
-    ensure!(tps == want_tps, "tokens_per_sec {tps} is not total_output_tokens / simulated_duration_s = {want_tps}");
+    let want_tps = if duration_s > 0.0 {
+        u(c, "total_output_tokens")? as f64 / duration_s
+    } else {
+        0.0
+    };
+    ensure!(
+        tps == want_tps,
+        "tokens_per_sec {tps} is not total_output_tokens / simulated_duration_s = {want_tps}"
+    );
 
     // Per-request results.
     let lines: Vec<Value> = out
@@ -77,10 +124,19 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         .lines()
         .map(|l| serde_json::from_str(l).map_err(|e| format!("results line {l}: {e}")))
         .collect::<Result<_, _>>()?;
-    ensure!(lines.len() as u64 == u(c, "num_requests")?, "{} result lines for {} requests", lines.len(), u(c, "num_requests")?);
+    ensure!(
+        lines.len() as u64 == u(c, "num_requests")?,
+        "{} result lines for {} requests",
+        lines.len(),
+        u(c, "num_requests")?
+    );
     let mut status: BTreeMap<String, u64> = BTreeMap::new();
     for (i, l) in lines.iter().enumerate() {
-        ensure!(u(l, "id")? == i as u64, "result line {i} has id {}", l["id"]);
+        ensure!(
+            u(l, "id")? == i as u64,
+            "result line {i} has id {}",
+            l["id"]
+        );
         let st = l["status"].as_str().ok_or("no status")?.to_string();
         *status.entry(st.clone()).or_default() += 1;
         let arrival = l["arrival_us"].as_i64().ok_or("no arrival")?;
@@ -103,27 +159,43 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             other => return Err(format!("unknown status {other}")),
         };
         if let Some(&seen) = out.audit.last_seen.get(&(i as u64)) {
-            ensure!(allowed(seen, final_state), "INV-2: request {i} last seen {seen:?}, ended {st}");
+            ensure!(
+                allowed(seen, final_state),
+                "INV-2: request {i} last seen {seen:?}, ended {st}"
+            );
         }
         match final_state {
             RequestState::Completed => {
                 ensure!(e2e.is_some(), "completed request {i} without e2e: {l}");
                 let done = arrival + (e2e.unwrap_or(0.0) * 1000.0).round() as i64;
-                ensure!(done <= duration + 1, "request {i} completed at {done} µs, after the run's duration {duration} µs");
+                ensure!(
+                    done <= duration + 1,
+                    "request {i} completed at {done} µs, after the run's duration {duration} µs"
+                );
                 if u(l, "output_tokens")? > 0 {
                     ensure!(ttft.is_some(), "completed request {i} without ttft: {l}");
                 }
             }
             RequestState::Rejected | RequestState::Pipeline => {
-                ensure!(e2e.is_none() && ttft.is_none(), "request {i} never served has latencies: {l}");
+                ensure!(
+                    e2e.is_none() && ttft.is_none(),
+                    "request {i} never served has latencies: {l}"
+                );
             }
             _ => {}
         }
         if !matches!(final_state, RequestState::Rejected) && !l["instance"].is_null() {
             let inst = u(l, "instance")?;
-            ensure!(inst < u64::from(out.run.instance.count), "request {i} on instance {inst}");
+            ensure!(
+                inst < u64::from(out.run.instance.count),
+                "request {i} on instance {inst}"
+            );
             if let Some(seen) = out.audit.routed.get(&(i as u64)) {
-                ensure!(u64::from(seen.chosen) == inst, "request {i}: routed to {} but results say {inst}", seen.chosen);
+                ensure!(
+                    u64::from(seen.chosen) == inst,
+                    "request {i}: routed to {} but results say {inst}",
+                    seen.chosen
+                );
             }
         }
     }
@@ -136,7 +208,11 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         ("in_pipeline", "still_in_pipeline"),
     ] {
         let n = status.get(st).copied().unwrap_or(0);
-        ensure!(n == u(c, key)?, "{n} results are {st}, the report says {key} = {}", u(c, key)?);
+        ensure!(
+            n == u(c, key)?,
+            "{n} results are {st}, the report says {key} = {}",
+            u(c, key)?
+        );
     }
 
     // The decision trace.
@@ -149,36 +225,88 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         match v["kind"].as_str() {
             Some("admission") => {
                 rejections += 1;
-                ensure!(lines.get(id as usize).is_some_and(|l| l["status"] == "rejected"), "trace rejects request {id}, results disagree");
+                ensure!(
+                    lines
+                        .get(id as usize)
+                        .is_some_and(|l| l["status"] == "rejected"),
+                    "trace rejects request {id}, results disagree"
+                );
             }
             Some("routing") => {
                 routings += 1;
                 let chosen = u(&v, "chosen")? as u32;
-                let seen = out.audit.routed.get(&id).ok_or_else(|| format!("trace routes request {id}, the audit saw no routing"))?;
-                ensure!(seen.chosen == chosen && v["time_us"].as_i64() == Some(seen.time), "trace routing of {id} differs from the run: {v}");
+                let seen = out.audit.routed.get(&id).ok_or_else(|| {
+                    format!("trace routes request {id}, the audit saw no routing")
+                })?;
+                ensure!(
+                    seen.chosen == chosen && v["time_us"].as_i64() == Some(seen.time),
+                    "trace routing of {id} differs from the run: {v}"
+                );
                 let cands = v["candidates"].as_array().ok_or("no candidates")?;
-                ensure!(cands.len() == seen.queue_depth.len(), "{} candidates for {} instances", cands.len(), seen.queue_depth.len());
-                let best = cands.iter().filter_map(|x| f(x, "score")).fold(f64::NEG_INFINITY, f64::max);
+                ensure!(
+                    cands.len() == seen.queue_depth.len(),
+                    "{} candidates for {} instances",
+                    cands.len(),
+                    seen.queue_depth.len()
+                );
+                let best = cands
+                    .iter()
+                    .filter_map(|x| f(x, "score"))
+                    .fold(f64::NEG_INFINITY, f64::max);
                 let regret = f(&v, "regret").ok_or("no regret")?;
-                ensure!(regret >= 0.0 && regret == (best - f(&v, "chosen_score").ok_or("no chosen_score")?).max(0.0), "regret {regret} is not best − chosen: {v}");
+                ensure!(
+                    regret >= 0.0
+                        && regret
+                            == (best - f(&v, "chosen_score").ok_or("no chosen_score")?).max(0.0),
+                    "regret {regret} is not best − chosen: {v}"
+                );
                 if out.run.routing.policy == "weighted" {
-                    ensure!(regret == 0.0, "weighted routing chose a non-best instance: {v}");
+                    ensure!(
+                        regret == 0.0,
+                        "weighted routing chose a non-best instance: {v}"
+                    );
                 }
                 // INV-7: Tier 1 and 2 are live at every decision; Tier 3 too with no refresh interval.
                 for x in cands {
                     let i = u(x, "instance")? as usize;
-                    ensure!(u(x, "pending")? == u64::from(seen.pending[i]), "INV-7: request {id} saw pending {} at instance {i}, the cluster had {}", x["pending"], seen.pending[i]);
-                    ensure!(u(x, "queue_depth")? == u64::from(seen.queue_depth[i]) && u(x, "batch_size")? == u64::from(seen.batch_size[i]), "INV-7: request {id} saw stale queue/batch at instance {i}: {x}");
+                    ensure!(
+                        u(x, "pending")? == u64::from(seen.pending[i]),
+                        "INV-7: request {id} saw pending {} at instance {i}, the cluster had {}",
+                        x["pending"],
+                        seen.pending[i]
+                    );
+                    ensure!(
+                        u(x, "queue_depth")? == u64::from(seen.queue_depth[i])
+                            && u(x, "batch_size")? == u64::from(seen.batch_size[i]),
+                        "INV-7: request {id} saw stale queue/batch at instance {i}: {x}"
+                    );
                     if fresh {
-                        ensure!(u(x, "free_kv_blocks")? == seen.free_kv_blocks[i], "INV-7: request {id} saw free KV {} at instance {i}, live {}", x["free_kv_blocks"], seen.free_kv_blocks[i]);
+                        ensure!(
+                            u(x, "free_kv_blocks")? == seen.free_kv_blocks[i],
+                            "INV-7: request {id} saw free KV {} at instance {i}, live {}",
+                            x["free_kv_blocks"],
+                            seen.free_kv_blocks[i]
+                        );
                     }
                 }
             }
             other => return Err(format!("unknown trace record kind {other:?}")),
         }
     }
-    ensure!(routings == out.audit.routed.len() as u64, "{routings} routing records, {} routings ran", out.audit.routed.len());
-    ensure!(Some(routings) == c["routing_decisions"].as_u64(), "{routings} routing records, report says {}", c["routing_decisions"]);
-    ensure!(rejections == u(c, "rejected_requests")?, "{rejections} rejection records, report says {}", u(c, "rejected_requests")?);
+    ensure!(
+        routings == out.audit.routed.len() as u64,
+        "{routings} routing records, {} routings ran",
+        out.audit.routed.len()
+    );
+    ensure!(
+        Some(routings) == c["routing_decisions"].as_u64(),
+        "{routings} routing records, report says {}",
+        c["routing_decisions"]
+    );
+    ensure!(
+        rejections == u(c, "rejected_requests")?,
+        "{rejections} rejection records, report says {}",
+        u(c, "rejected_requests")?
+    );
     Ok(())
 }

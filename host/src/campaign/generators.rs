@@ -104,7 +104,11 @@ fn seed() -> impl Strategy<Value = Fragment> {
 /// The linear model with random small coefficients, or the roofline model
 /// of a bundled model (with a random α).
 fn model() -> impl Strategy<Value = Fragment> {
-    let alpha = (0.0f64..500.0, 0.0f64..2.0, prop_oneof![Just(0.0f64), 0.0f64..200.0]);
+    let alpha = (
+        0.0f64..500.0,
+        0.0f64..2.0,
+        prop_oneof![Just(0.0f64), 0.0f64..200.0],
+    );
     prop_oneof![
         3 => (alpha.clone(), 1.0f64..5000.0, 0.0f64..30.0, 0.0f64..50.0).prop_map(|((a0, a1, a2), b0, b1, b2)| {
             let mut m = Table::new();
@@ -211,11 +215,14 @@ fn client() -> impl Strategy<Value = Value> {
         length_dist(),
         length_dist(),
         prop::option::weighted(0.6, prop::sample::select(vec![1u32, 16, 33, 100, 300])),
-        prop::option::weighted(
-            0.5,
-            (1u32..5, 0u64..200_000, prop::bool::weighted(0.7)),
-        ),
-        prop::sample::select(vec!["critical", "standard", "sheddable", "batch", "background"]),
+        prop::option::weighted(0.5, (1u32..5, 0u64..200_000, prop::bool::weighted(0.7))),
+        prop::sample::select(vec![
+            "critical",
+            "standard",
+            "sheddable",
+            "batch",
+            "background",
+        ]),
         0usize..3,
         prop::option::weighted(0.15, (0u64..2_000_000, 1u64..5_000_000)),
     )
@@ -368,7 +375,12 @@ fn admission() -> impl Strategy<Value = Fragment> {
 fn scorers() -> impl Strategy<Value = Value> {
     prop::collection::vec(
         (
-            prop::sample::select(vec!["prefix-affinity", "queue-depth", "kv-utilization", "load-balance"]),
+            prop::sample::select(vec![
+                "prefix-affinity",
+                "queue-depth",
+                "kv-utilization",
+                "load-balance",
+            ]),
             prop_oneof![4 => 0.0f64..10.0, 1 => Just(1e308f64)],
         ),
         1..4,
@@ -427,16 +439,14 @@ fn routing() -> impl Strategy<Value = Fragment> {
 }
 
 fn horizon() -> impl Strategy<Value = Fragment> {
-    prop::option::weighted(0.35, prop_oneof![0i64..100_000, 100_000i64..20_000_000]).prop_map(
-        |h| {
-            let mut table = Table::new();
-            if let Some(h) = h {
-                table.insert("horizon_us".into(), int(h));
-            }
-            Fragment {
-                table,
-                trace_csv: None,
-            }
-        },
-    )
+    prop::option::weighted(0.35, prop_oneof![0i64..100_000, 100_000i64..20_000_000]).prop_map(|h| {
+        let mut table = Table::new();
+        if let Some(h) = h {
+            table.insert("horizon_us".into(), int(h));
+        }
+        Fragment {
+            table,
+            trace_csv: None,
+        }
+    })
 }

@@ -47,7 +47,9 @@ fn run_once(text: &str, dir: &Path) -> Result<RunOutput, String> {
         .run_audited(|_, _| {}, &mut audit)
         .map_err(|e| format!("the run failed: {e}"))?;
     for output in built.outputs {
-        output.commit().map_err(|e| format!("cannot commit an output: {e}"))?;
+        output
+            .commit()
+            .map_err(|e| format!("cannot commit an output: {e}"))?;
     }
     if let Some(e) = &outcome.workload_error {
         return Err(format!("the workload stopped: {e}"));
@@ -56,7 +58,8 @@ fn run_once(text: &str, dir: &Path) -> Result<RunOutput, String> {
         return Err(v);
     }
     let report = report::build(&mut outcome, fitness.as_ref());
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| format!("{name}: {e}"));
+    let read =
+        |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| format!("{name}: {e}"));
     Ok(RunOutput {
         report_text: serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?,
         report,
@@ -79,7 +82,9 @@ pub fn run_and_check(s: &Scenario, dir: &Path) -> Result<(), String> {
         && first.results == second.results
         && first.trace == second.trace;
     if !same {
-        return Err(format!("INV-6: two runs of the same file differ\nrun file:\n{text}"));
+        return Err(format!(
+            "INV-6: two runs of the same file differ\nrun file:\n{text}"
+        ));
     }
     checks::check(&first).map_err(|e| format!("{e}\nrun file:\n{text}"))
 }

@@ -120,10 +120,16 @@ mod tests {
 
     #[test]
     fn weights_normalise_exactly_and_huge_weights_do_not_overflow() {
-        assert_eq!(normalise(&[3.0, 2.0, 2.0]), vec![3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0]);
+        assert_eq!(
+            normalise(&[3.0, 2.0, 2.0]),
+            vec![3.0 / 7.0, 2.0 / 7.0, 2.0 / 7.0]
+        );
         // Issue 18, defect 2: the sum of these is infinite.
         assert_eq!(normalise(&[1e308, 1e308]), vec![0.5, 0.5]);
-        assert_eq!(normalise(&[f64::MAX, 0.0, f64::MAX / 4.0]), vec![0.8, 0.0, 0.2]);
+        assert_eq!(
+            normalise(&[f64::MAX, 0.0, f64::MAX / 4.0]),
+            vec![0.8, 0.0, 0.2]
+        );
         assert_eq!(normalise(&[0.0, 5e-324]), vec![0.0, 1.0]);
     }
 }

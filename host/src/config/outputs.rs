@@ -27,13 +27,20 @@ pub fn output_paths(run: &RunFile, base_dir: &Path) -> Vec<(&'static str, PathBu
 
 /// Every file `run` reads, named for messages; `run_file` is the run
 /// file's own path, when it has one.
-pub fn input_paths(run: &RunFile, base_dir: &Path, run_file: Option<&Path>) -> Vec<(String, PathBuf)> {
+pub fn input_paths(
+    run: &RunFile,
+    base_dir: &Path,
+    run_file: Option<&Path>,
+) -> Vec<(String, PathBuf)> {
     let mut v = Vec::new();
     if let Some(p) = run_file {
         v.push(("the run file".to_string(), p.to_path_buf()));
     }
     if let Some(t) = &run.workload.trace {
-        v.push(("workload.trace".to_string(), resolve(base_dir, Path::new(t))));
+        v.push((
+            "workload.trace".to_string(),
+            resolve(base_dir, Path::new(t)),
+        ));
     }
     if let Some(p) = &run.model.config_path {
         v.push(("model.config_path".to_string(), resolve(base_dir, p)));

@@ -34,9 +34,10 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match Raw::deserialize(d).map_err(|_| de::Error::custom(format!("expected {WHAT}")))? {
         Raw::Int(i) => u64::try_from(i)
             .map_err(|_| de::Error::custom(format!("seed = {i} is negative; expected {WHAT}"))),
-        Raw::Text(t) => t.trim().parse::<u64>().map_err(|_| {
-            de::Error::custom(format!("seed = \"{t}\" is not {WHAT}"))
-        }),
+        Raw::Text(t) => t
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| de::Error::custom(format!("seed = \"{t}\" is not {WHAT}"))),
     }
 }
 
@@ -51,7 +52,9 @@ mod tests {
     }
 
     fn read(s: &str) -> Result<u64, String> {
-        toml::from_str::<T>(s).map(|t| t.seed).map_err(|e| e.message().to_string())
+        toml::from_str::<T>(s)
+            .map(|t| t.seed)
+            .map_err(|e| e.message().to_string())
     }
 
     #[test]
@@ -66,9 +69,17 @@ mod tests {
         }
         assert_eq!(read("seed = \"18446744073709551615\""), Ok(u64::MAX));
         assert_eq!(read("seed = \"7\""), Ok(7));
-        for bad in ["seed = -1", "seed = \"18446744073709551616\"", "seed = \"x\"", "seed = 1.5"] {
+        for bad in [
+            "seed = -1",
+            "seed = \"18446744073709551616\"",
+            "seed = \"x\"",
+            "seed = 1.5",
+        ] {
             let e = read(bad).unwrap_err();
-            assert!(e.contains("seed") && e.contains("18446744073709551615"), "{bad}: {e}");
+            assert!(
+                e.contains("seed") && e.contains("18446744073709551615"),
+                "{bad}: {e}"
+            );
         }
     }
 }

@@ -42,7 +42,10 @@ pub fn warnings(run: &RunFile, workload: &Workload) -> Vec<String> {
         for (side, d) in [("input", &c.input), ("output", &c.output)] {
             if let LengthDist::Gaussian { mean, min, .. } = d {
                 if *min == 0 || *mean < 0.5 {
-                    w.push(zero_length(&format!("workload.clients[{i}] ({}).{side}", c.id)));
+                    w.push(zero_length(&format!(
+                        "workload.clients[{i}] ({}).{side}",
+                        c.id
+                    )));
                 }
             }
         }

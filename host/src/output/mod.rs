@@ -57,7 +57,11 @@ impl PendingOutput {
         self.temp.persist(&path).map_err(|e| {
             io::Error::new(
                 e.error.kind(),
-                format!("cannot move the output into {}: {}", path.display(), e.error),
+                format!(
+                    "cannot move the output into {}: {}",
+                    path.display(),
+                    e.error
+                ),
             )
         })
     }
@@ -73,7 +77,9 @@ pub fn identity(p: &Path) -> PathBuf {
     let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
-        std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
     };
     match (abs.parent(), abs.file_name()) {
         (Some(dir), Some(name)) => dir
@@ -141,7 +147,11 @@ mod tests {
         drop(f);
         drop(pending); // a failed run
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "old\n");
-        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "temporary file removed");
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            1,
+            "temporary file removed"
+        );
         let (mut f, pending) = PendingOutput::create(&p).unwrap();
         f.write_all(b"new\n").unwrap();
         // Until the commit the destination is untouched.
@@ -161,7 +171,10 @@ mod tests {
         let same_run = d.join(".").join("run.toml");
         let e = check_paths(&[("output.results_path", same_run)], &inputs);
         assert_eq!(e.len(), 1, "{e:?}");
-        assert!(e[0].contains("output.results_path") && e[0].contains("the run file"), "{e:?}");
+        assert!(
+            e[0].contains("output.results_path") && e[0].contains("the run file"),
+            "{e:?}"
+        );
         let e = check_paths(
             &[
                 ("output.results_path", d.join("a.jsonl")),

@@ -120,7 +120,9 @@ pub fn build(
     let horizon = check_top_level(run, &mut problems);
     let policies = policies::check(run, &mut problems);
     let output = output::check(&run.output, &mut problems);
-    problems.errors.extend(super::outputs::check(run, base_dir, None));
+    problems
+        .errors
+        .extend(super::outputs::check(run, base_dir, None));
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
