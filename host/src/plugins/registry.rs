@@ -83,8 +83,14 @@ impl Registry {
 
     /// A registry holding the embedded standard library.
     pub fn standard() -> Self {
+        // Making the root module leaks it into a 'static prefix: make it
+        // once per process, not once per registry (fuzzing found the leak).
+        static EMBEDDED: std::sync::OnceLock<PluginModRef> = std::sync::OnceLock::new();
         let mut r = Self::empty();
-        r.add_module(blis_std::blis_plugin_module(), Origin::Embedded);
+        r.add_module(
+            *EMBEDDED.get_or_init(blis_std::blis_plugin_module),
+            Origin::Embedded,
+        );
         r
     }
 
