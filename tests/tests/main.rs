@@ -22,5 +22,9 @@ mod cli;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
 
+// inference-perf workloads end to end: per-stage statistics equal those
+// recomputed from the per-request results; bad stages name their line.
+mod stages;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

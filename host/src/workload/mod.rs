@@ -134,9 +134,11 @@ impl Workload {
             for (plan, schedule) in plans.iter_mut().zip(x.schedules) {
                 plan.schedule = schedule;
             }
+            // The stages bound the workload: no cap or horizon is needed.
+            let total = x.total_requests;
             return Ok(Workload {
                 source: Source::Generated(Box::new(Generator::new(plans))),
-                cap,
+                cap: Some(cap.map_or(total, |c| c.min(total))),
                 yielded: 0,
                 tenants,
                 clients,

@@ -8,6 +8,7 @@ use super::{one_of, resolve, Problems};
 use crate::cluster::TraceWriter;
 use crate::config::OutputSection;
 use crate::metrics::fitness::KEYS as FITNESS_KEYS;
+use crate::metrics::stages::StageRecorder;
 use crate::metrics::{Collector, ResultsWriter};
 use crate::workload::Workload;
 
@@ -68,6 +69,7 @@ impl CheckedOutput {
             workload.tenant_names().to_vec(),
             workload.client_names().to_vec(),
         );
+        collector.stages = StageRecorder::for_stages(workload.stages());
         let mut trace = None;
         if open_outputs {
             if let Some(p) = &out.results_path {

@@ -46,6 +46,8 @@ pub(crate) struct Expansion {
     pub aggregate_rate: f64,
     /// Stage windows `[start, end)` in ticks.
     pub stages: Vec<(Tick, Tick)>,
+    /// Σ T_s: the most requests the workload can send (chat rounds included).
+    pub total_requests: u64,
 }
 
 /// Stage windows `[O_s, O_s + duration_s)` in µs, or an error naming the stage.
@@ -94,6 +96,7 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
     let mut clients = Vec::new();
     let mut schedules = Vec::new();
     let mut aggregate_rate = 0.0;
+    let mut total_requests = 0u64;
     for (s, (st, &(start, end))) in spec.stages.iter().zip(&windows).enumerate() {
         let product = (st.rate * st.duration as f64).floor();
         if product < 1.0 {
@@ -109,6 +112,7 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
             )));
         }
         let total = product as u64;
+        total_requests = total_requests.saturating_add(total);
         let (base, extra) = (total / n, total % n);
         let fraction = st.rate / n as f64;
         let think_time_us = (n as f64 / st.rate * 1e6) as u64;
@@ -175,5 +179,6 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
         schedules,
         aggregate_rate,
         stages: windows,
+        total_requests,
     })
 }
