@@ -190,3 +190,47 @@ fn a_bad_stage_is_an_error_naming_file_and_line() {
         assert!(!e.contains("panicked"), "{e}");
     }
 }
+
+#[test]
+fn convert_inference_perf_prints_a_table_that_runs() {
+    let dir = TestDir::new("stages_convert");
+    dir.write(
+        "ip.yaml",
+        "load:\n  type: constant\n  stages:\n  - {rate: 20, duration: 2}\n\
+         server:\n  type: vllm\n\
+         data:\n  type: shared_prefix\n  shared_prefix:\n    num_groups: 2\n    \
+         num_prompts_per_group: 2\n    system_prompt_len: 32\n    question_len: 16\n    \
+         output_len: 8\n    enable_multi_turn_chat: true\n",
+    );
+    let o = dir
+        .blis()
+        .args(["convert", "inference-perf", "ip.yaml"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let toml_text = String::from_utf8(o.stdout).unwrap();
+    assert_contains!(toml_text, "[workload.inference_perf]");
+    assert_contains!(String::from_utf8_lossy(&o.stderr), "server: not simulated");
+    dir.write("run.toml", &toml_text);
+    let o = dir.blis().args(["run", "run.toml"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["cluster"]["completed_requests"], 40);
+    assert_eq!(report["stages"][0]["num_requests"], 40);
+    dir.write(
+        "bad.yaml",
+        "load: {stages: [{rate: 1, duration: 0}]}\n\
+         data: {type: shared_prefix, shared_prefix: {num_groups: 1, num_prompts_per_group: 1}}\n",
+    );
+    let o = dir
+        .blis()
+        .args(["convert", "inference-perf", "bad.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert_contains!(
+        String::from_utf8_lossy(&o.stderr),
+        "load.stages[0].duration"
+    );
+}

@@ -36,7 +36,9 @@ pub use config::{
 };
 pub use convert::convert_workload_spec;
 pub use generator::Footprint;
-pub use inference_perf::{InferencePerfSpec, SharedPrefixSpec, StageSpec, MAX_USERS};
+pub use inference_perf::{
+    convert_inference_perf, InferencePerfSpec, SharedPrefixSpec, StageSpec, MAX_USERS,
+};
 pub use sampler::MAX_TOKENS;
 
 use crate::engine::Tick;

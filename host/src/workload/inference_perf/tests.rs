@@ -356,3 +356,135 @@ fn inconsistent_tables_are_clear_errors() {
     ));
     assert!(e.contains("shorten"), "{e}");
 }
+
+use crate::workload::convert_inference_perf;
+
+/// An inference-perf config as inference-perf runs it.
+const INFERENCE_PERF_CONFIG: &str = r#"
+load:
+  type: constant
+  interval: 15
+  stages:
+  - rate: 1
+    duration: 30
+  - rate: 2.5
+    duration: 30
+api:
+  type: completion
+  streaming: true
+server:
+  type: vllm
+  model_name: HuggingFaceTB/SmolLM2-135M-Instruct
+  base_url: http://0.0.0.0:8000
+  ignore_eos: true
+tokenizer:
+  pretrained_model_name_or_path: HuggingFaceTB/SmolLM2-135M-Instruct
+data:
+  type: shared_prefix
+  shared_prefix:
+    num_groups: 10
+    num_prompts_per_group: 4
+    system_prompt_len: 100
+    question_len: 50
+    output_len: 30
+report:
+  request_lifecycle:
+    per_stage: true
+"#;
+
+#[test]
+fn convert_reads_an_inference_perf_config_and_lists_what_it_drops() {
+    let (text, notes) = convert_inference_perf(INFERENCE_PERF_CONFIG).unwrap();
+    let cfg = parse(&text).unwrap();
+    let ip = cfg.inference_perf.expect("native table");
+    assert_eq!(
+        ip.stages
+            .iter()
+            .map(|s| (s.rate, s.duration))
+            .collect::<Vec<_>>(),
+        [(1.0, 30), (2.5, 30)]
+    );
+    let sp = ip.shared_prefix;
+    assert_eq!(
+        (
+            sp.num_unique_system_prompts,
+            sp.num_users_per_system_prompt,
+            sp.system_prompt_len,
+            sp.question_len,
+            sp.output_len,
+            sp.enable_multi_turn_chat
+        ),
+        (10, 4, 100, 50, 30, false)
+    );
+    for dropped in ["load.interval", "api", "server", "tokenizer", "report"] {
+        assert!(
+            notes.iter().any(|n| n.starts_with(&format!("{dropped}:"))),
+            "{dropped} not reported: {notes:?}"
+        );
+    }
+    assert_eq!(notes.len(), 5, "{notes:?}");
+}
+
+#[test]
+fn convert_reads_the_reference_example_spec() {
+    // The reference's examples/inference-perf-shared-prefix.yaml (comments cut).
+    let yaml = r#"
+version: "1"
+seed: 42
+inference_perf:
+  stages:
+    - rate: 8.0
+      duration: 600
+    - rate: 20.0
+      duration: 600
+  shared_prefix:
+    num_unique_system_prompts: 9
+    num_users_per_system_prompt: 5
+    system_prompt_len: 100
+    question_len: 447
+    output_len: 248
+    enable_multi_turn_chat: false
+"#;
+    let (text, notes) = convert_inference_perf(yaml).unwrap();
+    assert_eq!(notes.len(), 1, "only the seed: {notes:?}");
+    let mut w = Workload::new(&parse(&text).unwrap(), 42, Path::new(".")).unwrap();
+    assert_eq!(w.client_names().len(), 90, "2 stages × 9 prompts × 5 users");
+    let reqs = all(&mut w);
+    assert_eq!(reqs.len(), 4800 + 12_000);
+    assert!(reqs
+        .iter()
+        .all(|r| r.input_len == 547 && r.output_len == 248));
+}
+
+#[test]
+fn convert_errors_name_the_key_and_no_input_panics() {
+    let bad = |from: &str, to: &str| {
+        convert_inference_perf(&INFERENCE_PERF_CONFIG.replace(from, to))
+            .unwrap_err()
+            .to_string()
+    };
+    let e = bad("duration: 30\n  - rate: 2.5", "duration: 0\n  - rate: 2.5");
+    assert!(e.contains("load.stages[0].duration"), "{e}");
+    let e = bad("rate: 2.5", "rate: -2.5");
+    assert!(e.contains("load.stages[1].rate"), "{e}");
+    let e = bad("type: shared_prefix", "type: shareGPT");
+    assert!(e.contains("data.type") && e.contains("shareGPT"), "{e}");
+    let e = bad("num_groups: 10", "num_groups: 0");
+    assert!(e.contains("data.shared_prefix.num_groups"), "{e}");
+    let e = bad("type: constant", "type: concurrent");
+    assert!(e.contains("load.type"), "{e}");
+    for junk in [
+        "",
+        "[]",
+        "42",
+        "load: 3",
+        "load: {stages: 3}\ndata: {type: shared_prefix}",
+        "load: {stages: [{rate: .nan, duration: 1}]}\ndata: {type: shared_prefix, shared_prefix: {}}",
+        "inference_perf: {stages: [{rate: 1e308, duration: 1e300}], shared_prefix: {num_unique_system_prompts: 1, num_users_per_system_prompt: 1}}",
+        "inference_perf: {stages: [[1, 2]], shared_prefix: []}",
+        "{{{{",
+        "inference_perf: {stages: [{rate: 1, duration: 1}], shared_prefix: {num_unique_system_prompts: 1, num_users_per_system_prompt: 1, enable_multi_turn_chat: yes}}",
+    ] {
+        assert!(convert_inference_perf(junk).is_err(), "{junk:?} accepted");
+    }
+}
