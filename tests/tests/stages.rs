@@ -234,3 +234,50 @@ fn convert_inference_perf_prints_a_table_that_runs() {
         "load.stages[0].duration"
     );
 }
+
+#[test]
+fn output_windows_report_the_requests_that_arrived_in_each_window() {
+    let dir = TestDir::new("stages_windows");
+    let base = "[model]\nlatency_model = \"linear\"\nalpha = [100.0, 0.5, 20.0]\n\
+                beta = [2000.0, 5.0, 30.0]\n[workload]\naggregate_rate = 50.0\n\
+                num_requests = 200\narrival = { process = \"poisson\" }\n[output]\n";
+    dir.write(
+        "run.toml",
+        &format!(
+            "{base}windows = [{{ start_us = 0, end_us = 1000000 }}, {{ start_us = 2000000, end_us = 3000000 }}]\n"
+        ),
+    );
+    let o = dir
+        .blis()
+        .args(["run", "run.toml", "--results-path", "r.jsonl"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results: Vec<Value> = std::fs::read_to_string(dir.path().join("r.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for (i, (a, b)) in [(0u64, 1_000_000u64), (2_000_000, 3_000_000)]
+        .into_iter()
+        .enumerate()
+    {
+        let n = results
+            .iter()
+            .filter(|r| (a..b).contains(&r["arrival_us"].as_u64().unwrap()))
+            .count();
+        assert!(n > 20, "window {i}: {n} requests");
+        assert_eq!(report["stages"][i]["num_requests"], n);
+        assert_eq!(report["stages"][i]["start_s"], a as f64 / 1e6);
+    }
+    dir.write(
+        "bad.toml",
+        &format!(
+            "{base}windows = [{{ start_us = 0, end_us = 10 }}, {{ start_us = 5, end_us = 20 }}]\n"
+        ),
+    );
+    let o = dir.blis().args(["run", "bad.toml"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_contains!(String::from_utf8_lossy(&o.stderr), "output.windows[1]");
+}

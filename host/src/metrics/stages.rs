@@ -1,13 +1,15 @@
 //! Per-stage metrics: the statistics of the requests that *arrived* in each
-//! stage of a staged workload (inference-perf), so that a stage can be
-//! compared with a measurement of that stage.
+//! stage of a staged workload (inference-perf), or in each report window
+//! (`output.windows`), so that a stage can be compared with a measurement of
+//! that stage.
 //!
 //! A request belongs to the stage whose window `[start, end)` holds its
 //! arrival; closed-loop follow-up rounds belong to the stage of their own
 //! arrival. The stages of a workload tile time from 0, and the last one is
 //! open-ended (it also takes the rounds that arrive after its end), so every
 //! request belongs to exactly one stage and the stages' counts add up to the
-//! cluster's. Nothing is recorded when the workload has no stages.
+//! cluster's. Report windows are not open-ended: a request outside every
+//! window belongs to none. Nothing is recorded without stages or windows.
 
 use serde_json::{json, Map, Value};
 
@@ -64,6 +66,14 @@ impl StageRecorder {
             open_ended: true,
             records: windows.iter().map(|_| StageRecord::default()).collect(),
         })
+    }
+
+    /// A recorder for report windows (sorted, disjoint): requests arriving
+    /// outside every window belong to none. `None` when there are none.
+    pub fn for_windows(windows: &[(Tick, Tick)]) -> Option<StageRecorder> {
+        let mut r = StageRecorder::for_stages(windows)?;
+        r.open_ended = false;
+        Some(r)
     }
 
     /// The stage of a request that arrived at `arrival`, if any.
@@ -204,5 +214,14 @@ mod tests {
             .collect();
         assert_eq!(got, [Some(0), Some(0), Some(1), Some(1), Some(1), Some(1)]);
         assert!(StageRecorder::for_stages(&[]).is_none());
+        let w = StageRecorder::for_windows(&[(5, 10), (20, 30)]).unwrap();
+        let got: Vec<Option<usize>> = [0, 5, 9, 10, 19, 20, 29, 30]
+            .iter()
+            .map(|&t| w.stage_of(t))
+            .collect();
+        assert_eq!(
+            got,
+            [None, Some(0), Some(0), None, None, Some(1), Some(1), None]
+        );
     }
 }
