@@ -26,5 +26,9 @@ mod examples;
 // times and weights, huge prompts, u64 seeds, outputs vs inputs, warnings).
 mod hardening;
 
+// inference-perf workloads end to end: per-stage statistics equal those
+// recomputed from the per-request results; bad stages name their line.
+mod stages;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;
