@@ -21,9 +21,11 @@ fn f(v: &Value, k: &str) -> Option<f64> {
     v[k].as_f64()
 }
 
+/// Return the formatted error unless `cond` holds.
 macro_rules! ensure {
     ($cond:expr, $($fmt:tt)+) => {
-        if !$cond {
+        let holds: bool = $cond;
+        if !holds {
             return Err(format!($($fmt)+));
         }
     };
