@@ -130,6 +130,29 @@ pub struct InstanceSection {
     /// `fcfs` (default: evict the batch tail) or `priority`.
     #[serde(default = "d_fcfs")]
     pub preemption: String,
+    /// `[instance.kv_offload]`: a CPU tier behind the GPU KV blocks
+    /// (absent = GPU only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<KvOffloadSection>,
+}
+
+/// `[instance.kv_offload]`: the CPU KV tier of every instance.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvOffloadSection {
+    /// CPU tier capacity in KV blocks (0 = no tier).
+    pub cpu_blocks: u64,
+    /// CPU → GPU transfer bandwidth in tokens per µs (default 100): a block
+    /// of B tokens takes ⌈B / bandwidth⌉ µs.
+    #[serde(default = "d_transfer_bandwidth")]
+    pub transfer_bandwidth_tokens_per_us: f64,
+    /// Fixed cost added per reloaded block, µs (default 0).
+    #[serde(default)]
+    pub transfer_base_latency_us: i64,
+}
+
+fn d_transfer_bandwidth() -> f64 {
+    100.0
 }
 
 fn one() -> u32 {
@@ -160,6 +183,7 @@ impl Default for InstanceSection {
             max_model_len: None,
             scheduler: d_fcfs(),
             preemption: d_fcfs(),
+            kv_offload: None,
         }
     }
 }

@@ -38,6 +38,7 @@
 //!   costs O(batch + log queue) and allocates nothing in steady state.
 
 mod kv;
+mod kv_offload;
 pub mod latency;
 mod queue;
 #[cfg(test)]
@@ -53,6 +54,7 @@ pub use kv::MAX_KV_BLOCKS;
 /// simulations reach it through [`Instance`].
 #[doc(hidden)]
 pub use kv::{KvCache, Lookup};
+pub use kv_offload::{KvOffloadConfig, KvOffloadCounts};
 use queue::WaitQueue;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
@@ -100,6 +102,8 @@ pub struct InstanceConfig {
     pub scheduler: SchedulerKind,
     /// Victim choice when KV blocks run out.
     pub preemption: PreemptionKind,
+    /// A CPU tier behind the GPU KV blocks (`None` = GPU only).
+    pub kv_offload: Option<KvOffloadConfig>,
 }
 
 impl Default for InstanceConfig {
@@ -115,6 +119,7 @@ impl Default for InstanceConfig {
             max_model_len: None,
             scheduler: SchedulerKind::Fcfs,
             preemption: PreemptionKind::Fcfs,
+            kv_offload: None,
         }
     }
 }
@@ -146,6 +151,9 @@ impl InstanceConfig {
         }
         if self.max_model_len == Some(0) {
             return Err("max_model_len must be greater than 0 when given".into());
+        }
+        if let Some(o) = &self.kv_offload {
+            o.validate()?;
         }
         Ok(())
     }
@@ -276,6 +284,8 @@ pub struct InstanceCounts {
     pub cache_lookup_blocks: u64,
     /// Largest number of KV blocks held at once.
     pub peak_kv_blocks: u64,
+    /// The CPU tier's counts, when one is configured.
+    pub kv_offload: Option<KvOffloadCounts>,
     /// Requests completed.
     pub completed: u64,
     /// Requests dropped at enqueue as unservable.
@@ -320,7 +330,10 @@ impl Instance {
         }
         Instance {
             index,
-            kv: KvCache::new(config.block_size, config.total_kv_blocks),
+            kv: match config.kv_offload {
+                None => KvCache::new(config.block_size, config.total_kv_blocks),
+                Some(o) => KvCache::with_cpu_tier(config.block_size, config.total_kv_blocks, o),
+            },
             waiting: WaitQueue::new(config.scheduler),
             config,
             latency,
@@ -462,6 +475,9 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
+        if self.kv.has_cpu_tier() {
+            self.mirror_running(store);
+        }
         self.kv.prefetch_next_free();
         self.finish_batch(now, store, obs);
         let shape = self.form_batch(now, store, obs);
@@ -470,7 +486,9 @@ impl Instance {
                 return; // idle until the next Queued
             }
             // Everything was preempted: retry after an empty step.
-            let dt = self.latency.step_time(&BatchShape::default()).max(1);
+            let dt = (self.latency.step_time(&BatchShape::default())
+                + self.kv.take_transfer_time())
+            .max(1);
             self.step_pending = true;
             q.push(
                 now + dt,
@@ -480,7 +498,8 @@ impl Instance {
             );
             return;
         }
-        let dt = self.latency.step_time(&shape).max(1);
+        // Blocks reloaded from the CPU tier while forming the batch delay it.
+        let dt = (self.latency.step_time(&shape) + self.kv.take_transfer_time()).max(1);
         self.steps += 1;
         self.step_pending = true;
         q.push(
@@ -489,6 +508,16 @@ impl Instance {
                 instance: self.index,
             },
         );
+    }
+
+    /// Mirror the full blocks of the batch that ends now to the CPU tier
+    /// (after the step computed them, before completions release them), as
+    /// the reference's CPU mirror does.
+    #[inline(never)]
+    fn mirror_running(&mut self, store: &RequestStore) {
+        for run in &self.running {
+            self.kv.mirror(&store.hot(run.hot).kv_blocks);
+        }
     }
 
     /// Apply the grants of the batch that ends at `now`: KV computed, tokens
@@ -901,6 +930,7 @@ impl Instance {
             cache_hit_blocks: self.kv.hit_blocks(),
             cache_lookup_blocks: self.kv.lookup_blocks(),
             peak_kv_blocks: self.kv.peak_used(),
+            kv_offload: self.kv.cpu_counts(),
             completed: self.completed,
             dropped: self.dropped,
         }
