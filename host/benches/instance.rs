@@ -214,7 +214,7 @@ impl Steady {
             total_kv_blocks: Some(1_000_000),
             hardware: Some("H100".into()),
             tp: Some(1),
-            ..LatencySetup::new(LatencyKind::Roofline, "qwen3-14b")
+            ..LatencySetup::new(LatencyKind::RooflineV1, "qwen3-14b")
         })
         .expect("bundled qwen3-14b / H100")
         .model;

@@ -221,7 +221,7 @@ pub fn build(
             errors.push(one_of(
                 "model.latency_model",
                 &run.model.latency_model,
-                &["roofline", "linear"],
+                LatencyKind::NAMES,
             ));
             None
         }
@@ -241,7 +241,9 @@ pub fn build(
             .map(|p| resolve(base_dir, p));
         ls.tp = run.model.tp;
         ls.alpha = run.model.alpha;
-        ls.beta = run.model.beta;
+        ls.beta = run.model.beta.clone();
+        ls.dp = run.model.dp;
+        ls.moe_comm_backend = run.model.moe_comm_backend.clone();
         ls.block_size = inst.block_size.max(1);
         ls.total_kv_blocks = inst.total_kv_blocks.filter(|&b| b > 0);
         if let Some(u) = run.model.gpu_memory_utilization {
@@ -341,8 +343,9 @@ pub fn build(
         .map(|i| Instance::new(i, config.clone(), latency.model.clone()))
         .collect();
     notes.push(format!(
-        "{} instance(s), {} KV blocks each ({:?}), {} routing, {} admission",
+        "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
         inst.count,
+        latency.model.name(),
         latency.total_kv_blocks,
         latency.kv_blocks_source,
         routing.describe(),
