@@ -6,12 +6,14 @@
 //! 2 bad input (command line, run file, trace, plugin library) — nothing ran.
 
 mod commands;
+mod load;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use commands::{dispatch, print_stdout, Failure};
+pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
+pub use load::load_run;
 
 /// blis: a discrete-event simulator of LLM inference serving clusters with plugin policies.
 #[derive(Debug, Parser)]
