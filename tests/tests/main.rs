@@ -22,5 +22,8 @@ mod cli;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
 
+// Latency models end to end: bad latency-model and model-config input.
+mod latency;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

@@ -86,7 +86,7 @@ fn default_model() -> String {
     "qwen3-14b".to_string()
 }
 fn default_latency_model() -> String {
-    "roofline".to_string()
+    "trained-physics".to_string()
 }
 
 impl Default for ModelSection {
@@ -293,7 +293,7 @@ seed = 42
 name = "qwen3-14b"
 hardware = "H100"
 tp = 1
-latency_model = "roofline"
+latency_model = "trained-physics"
 
 [instance]
 count = 4
