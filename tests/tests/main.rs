@@ -25,5 +25,9 @@ mod examples;
 // Latency models end to end: bad latency-model and model-config input.
 mod latency;
 
+// inference-perf workloads end to end: per-stage statistics equal those
+// recomputed from the per-request results; bad stages name their line.
+mod stages;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::WorkloadConfig;
+use crate::workload::{Window, WorkloadConfig};
 
 /// A run file: everything one simulation needs.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -282,6 +282,11 @@ pub struct OutputSection {
     /// Fitness weights: metric → weight (keys in `metrics::fitness::KEYS`).
     #[serde(default)]
     pub fitness_weights: BTreeMap<String, f64>,
+    /// Report windows `[{ start_us, end_us }, …]`: the report gains a
+    /// `stages` entry per window for the requests that arrived in it
+    /// (instead of the workload's stages).
+    #[serde(default)]
+    pub windows: Option<Vec<Window>>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted
