@@ -7,8 +7,8 @@
 #   examples/sim-to-real/run.sh [BLIS]          (default: target/release/blis)
 #
 # A `*` after the id marks an experiment the reference ran with a CPU KV tier (cpu_kv_blocks > 0);
-# blis runs it with the GPU tier only (the tiered cache is a later issue). For roofline, the KV
-# settings are the roofline golden file's (it differs from the trained-physics file for 3
+# blis runs it with the same CPU tier ([instance.kv_offload]). For roofline, the KV
+# settings (GPU and CPU blocks) are the roofline golden file's (it differs from the trained-physics file for 3
 # experiments). Needs only bash, grep, sed and awk. Prints the total wall time at the end.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -24,7 +24,7 @@ printf '%-17s %-15s | %-23s %-8s %-8s | %-25s %-9s %-9s | %-21s %-6s %-6s\n' \
 grep -v '^#' "$here/golden.tsv" | tail -n +2 |
   while IFS=$'\t' read -r id model kv cpu completed tm t90 t99 em e90 e99 im; do
     "$blis" run "$here/$id.toml" --quiet --set "model.latency_model=\"$model\"" \
-      --set "instance.total_kv_blocks=$kv" 2>"$tmp/stderr" >"$tmp/report.json" ||
+      --set "instance.total_kv_blocks=$kv" --set "instance.kv_offload.cpu_blocks=$cpu" 2>"$tmp/stderr" >"$tmp/report.json" ||
       { cat "$tmp/stderr" >&2; exit 1; }
     mark=""
     [ "$cpu" != 0 ] && mark="*"

@@ -33,11 +33,12 @@
 //!   asserted after every allocation and release in debug builds.
 //!
 //! * **Tiers are optional.** A CPU tier ([`super::kv_offload`]) may sit
-//!   behind the GPU blocks: the engine mirrors full blocks into it after each
-//!   step, and a lookup that runs out of GPU hits continues there, reloading
-//!   blocks into free GPU blocks at admission. Without one, `cpu` is `None`
-//!   and each entry point pays one branch at most (a lookup that misses, an
-//!   admission that reloads, the step that takes the transfer time).
+//!   behind the GPU blocks: a block is copied to it when it becomes full
+//!   (registered) and refreshed there when an admission hits it, and a
+//!   lookup that runs out of GPU hits continues there, reloading blocks into
+//!   free GPU blocks at admission. Without one, `cpu` is `None` and each
+//!   entry point pays one branch at most (a registration, a lookup that
+//!   misses, an admission, the step that takes the transfer time).
 //!
 //! Block hashes come from [`crate::request`]: the prompt's full-block hashes are
 //! precomputed in `Request::prompt_hashes`; blocks that reach into the output
@@ -363,20 +364,6 @@ impl KvCache {
         self.cpu.as_ref().map_or(0, |c| c.used())
     }
 
-    /// Mirror the full, hashed blocks among `blocks` (a running request's) to
-    /// the CPU tier; nothing without one.
-    pub fn mirror(&mut self, blocks: &[u32]) {
-        let Some(cpu) = self.cpu.as_deref_mut() else {
-            return;
-        };
-        for &id in blocks {
-            let blk = &self.blocks[id as usize];
-            if blk.state & HASHED != 0 {
-                cpu.mirror(blk.hash);
-            }
-        }
-    }
-
     /// Reload time owed since the last call (to be added to the step being
     /// formed), reset to 0. Always 0 without a CPU tier.
     #[inline]
@@ -541,6 +528,9 @@ impl KvCache {
         } else {
             self.attach(req, hits);
         }
+        if self.cpu.is_some() && !hits.is_empty() {
+            self.refresh_cpu_copies(hits);
+        }
         if let Some(&last) = req.kv_blocks.last() {
             req.kv_last_hash = self.blocks[last as usize].hash;
         }
@@ -565,6 +555,17 @@ impl KvCache {
             blk.state = 1 | HASHED;
             self.cached_free -= 1;
             self.used += 1;
+        }
+    }
+
+    /// An admission used these hit blocks: refresh (or store again) their
+    /// copies in the CPU tier, most recently used last.
+    #[inline(never)]
+    fn refresh_cpu_copies(&mut self, hits: &[u32]) {
+        if let Some(cpu) = self.cpu.as_deref_mut() {
+            for &id in hits.iter().filter(|&&id| id != RELOAD) {
+                cpu.mirror(self.blocks[id as usize].hash);
+            }
         }
     }
 
@@ -880,6 +881,9 @@ impl KvCache {
             debug_assert!(blk.held() && blk.state & HASHED == 0);
             blk.hash = h;
             blk.state |= HASHED;
+        }
+        if let Some(cpu) = self.cpu.as_deref_mut() {
+            cpu.mirror(h);
         }
         self.index.reserve_one();
         // One probe of the (large, cache-unfriendly) index per registration.

@@ -6,10 +6,14 @@
 //! (`cluster-head.md` §1.2), the one the reference's validation experiments
 //! use:
 //!
-//! * **Mirror.** After every step, each full, hashed block held by a request
-//!   of the running batch is stored in the CPU tier (or, if already there,
-//!   marked most recently used). A full tier first evicts its least recently
-//!   used entry. The GPU tier is never changed by mirroring.
+//! * **Mirror.** A GPU block is stored in the CPU tier when it becomes full
+//!   (its hash is registered), and its entry is marked most recently used
+//!   again whenever an admission hits the block (stored again if it was
+//!   evicted meanwhile). A full tier first evicts its least recently used
+//!   entry. The GPU tier is never changed by mirroring. (The reference
+//!   re-touches every block of every running request after every step, which
+//!   costs O(KV of the batch) per step; blis touches a block when it is
+//!   computed or reused, as vLLM's CPU offloading stores a block once.)
 //! * **Reload.** When a request is admitted, the prefix lookup continues past
 //!   the GPU hits into this tier: each following block found here is copied
 //!   back into a free GPU block (a *CPU hit*) until the first block found in

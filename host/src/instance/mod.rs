@@ -477,9 +477,6 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
-        if self.kv.has_cpu_tier() {
-            self.mirror_running(store);
-        }
         self.kv.prefetch_next_free();
         self.finish_batch(now, store, obs);
         let shape = self.form_batch(now, store, obs);
@@ -510,16 +507,6 @@ impl Instance {
                 instance: self.index,
             },
         );
-    }
-
-    /// Mirror the full blocks of the batch that ends now to the CPU tier
-    /// (after the step computed them, before completions release them), as
-    /// the reference's CPU mirror does.
-    #[inline(never)]
-    fn mirror_running(&mut self, store: &RequestStore) {
-        for run in &self.running {
-            self.kv.mirror(&store.hot(run.hot).kv_blocks);
-        }
     }
 
     /// Apply the grants of the batch that ends at `now`: KV computed, tokens
