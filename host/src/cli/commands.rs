@@ -221,7 +221,7 @@ fn plugins_show(name: &str, paths: &[PathBuf]) -> Result<String, Failure> {
 /// Reads `file`, converts it, prints the notes on stderr and returns the TOML.
 fn convert_yaml(
     file: &Path,
-    convert: fn(&str) -> Result<(String, Vec<String>), crate::workload::WorkloadError>,
+    convert: fn(&str) -> crate::workload::Conversion,
 ) -> Result<String, Failure> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;

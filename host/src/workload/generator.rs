@@ -146,14 +146,15 @@ struct ClientGen {
     sessions_started: u64,
     /// Arrivals produced so far (for [`Schedule`] limits).
     arrivals: u64,
-    spread: Option<SpreadState>,
+    /// Boxed: only spread clients pay for its stream.
+    spread: Option<Box<SpreadState>>,
 }
 
 impl ClientGen {
     fn new(plan: ClientPlan) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(plan.seed);
         let spread = match plan.schedule {
-            Schedule::Spread { count, .. } => Some(SpreadState::new(plan.seed, count)),
+            Schedule::Spread { count, .. } => Some(Box::new(SpreadState::new(plan.seed, count))),
             _ => None,
         };
         ClientGen {

@@ -78,6 +78,9 @@ pub enum WorkloadError {
     Spec(String),
 }
 
+/// A YAML conversion's result: the TOML text and the notes for stderr.
+pub type Conversion = Result<(String, Vec<String>), WorkloadError>;
+
 fn cfg_err(msg: impl Into<String>) -> WorkloadError {
     WorkloadError::Config(msg.into())
 }

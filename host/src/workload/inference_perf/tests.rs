@@ -488,3 +488,120 @@ fn convert_errors_name_the_key_and_no_input_panics() {
         assert!(convert_inference_perf(junk).is_err(), "{junk:?} accepted");
     }
 }
+
+mod props {
+    //! Invariants of the expansion over random tables and seeds.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// (rate, duration) stages, P, U, chat, seed.
+    fn table_strategy() -> impl Strategy<Value = (Vec<(f64, u64)>, u32, u32, bool, u64)> {
+        (
+            prop::collection::vec((0.5f64..40.0, 1u64..6), 1..4),
+            1u32..5,
+            1u32..5,
+            any::<bool>(),
+            any::<u64>(),
+        )
+    }
+
+    fn text(stages: &[(f64, u64)], p: u32, u: u32, chat: bool) -> String {
+        let list: Vec<String> = stages
+            .iter()
+            .map(|(r, d)| format!("{{ rate = {r:?}, duration = {d} }}"))
+            .collect();
+        table(&list.join(", "), p, u, (7, 5, 3), chat)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn every_stage_sends_its_share_inside_its_window(t in table_strategy()) {
+            let (stages, p, u, chat, seed) = t;
+            let cfg = parse(&text(&stages, p, u, chat)).unwrap();
+            let Ok(mut w) = Workload::new(&cfg, seed, Path::new(".")) else {
+                // Only a stage with no request is refused.
+                prop_assert!(stages.iter().any(|(r, d)| (r * *d as f64).floor() < 1.0));
+                return Ok(());
+            };
+            let n = u64::from(p * u);
+            let windows = w.stages().to_vec();
+            prop_assert_eq!(windows.len(), stages.len());
+            let done = drive(&mut w, 250_000);
+            // Client names are unique and carry the stage (several stages).
+            let stage_of_client = |c: u32| -> usize {
+                let name = &w.client_names()[c as usize];
+                if stages.len() == 1 {
+                    0
+                } else {
+                    name.split('-').nth(1).unwrap().parse().unwrap()
+                }
+            };
+            prop_assert!(done.windows(2).all(|d| d[0].0.arrival <= d[1].0.arrival));
+            for (s, (rate, dur)) in stages.iter().enumerate() {
+                let total = (rate * *dur as f64).floor() as u64;
+                let mine: Vec<&(Request, Tick)> =
+                    done.iter().filter(|d| stage_of_client(d.0.client) == s).collect();
+                let mut per_user: BTreeMap<u32, u64> = BTreeMap::new();
+                for (r, _) in &mine {
+                    *per_user.entry(r.client).or_default() += 1;
+                    // Users of prompt p are tenant p and share its prefix.
+                    let name = &w.client_names()[r.client as usize];
+                    let group: u32 = name.rsplit("-user-").nth(1).unwrap()
+                        .rsplit('-').next().unwrap().parse().unwrap();
+                    prop_assert_eq!(r.tenant, group);
+                    prop_assert_eq!((r.input_len, r.output_len), (12, 3));
+                }
+                let (start, end) = windows[s];
+                if chat {
+                    // Each session sends at most its share; round 0 in the stage.
+                    prop_assert!(mine.len() as u64 <= total);
+                    for (r, _) in &mine {
+                        if r.session.unwrap().1 == 0 {
+                            prop_assert!((start..end).contains(&r.arrival));
+                        }
+                    }
+                } else {
+                    prop_assert_eq!(mine.len() as u64, total);
+                    let mut shares: Vec<u64> = per_user.values().copied().collect();
+                    shares.sort_unstable();
+                    let (base, extra) = (total / n, total % n);
+                    let mut want: Vec<u64> = (0..n)
+                        .map(|k| base + u64::from(k < extra))
+                        .filter(|&c| c > 0)
+                        .collect();
+                    want.sort_unstable();
+                    prop_assert_eq!(shares, want);
+                    for (r, _) in &mine {
+                        prop_assert!((start..end).contains(&r.arrival));
+                    }
+                }
+            }
+            if chat {
+                // Closed loop: round k+1 arrives think time after round k completed.
+                let mut last: BTreeMap<u32, (u32, Tick, usize)> = BTreeMap::new();
+                for (r, at) in &done {
+                    let (sid, round) = r.session.unwrap();
+                    let s = stage_of_client(r.client);
+                    let think = (n as f64 / stages[s].0 * 1e6) as Tick;
+                    if let Some(&(prev_round, prev_done, prev_stage)) = last.get(&sid) {
+                        prop_assert_eq!(round, prev_round + 1);
+                        prop_assert_eq!(prev_stage, s);
+                        prop_assert_eq!(r.arrival, prev_done + think);
+                    } else {
+                        prop_assert_eq!(round, 0);
+                    }
+                    last.insert(sid, (round, *at, s));
+                }
+            }
+        }
+
+        #[test]
+        fn convert_never_panics(yaml in "[a-z_:{}\\[\\], 0-9.\\n-]{0,120}") {
+            let _ = convert_inference_perf(&yaml);
+        }
+    }
+}
