@@ -340,7 +340,21 @@ fn kv_offload_section_errors_and_report() {
         "cpu.toml",
         &with("cpu_blocks = 400\ntransfer_bandwidth_tokens_per_us = 0.5"),
     );
-    let cpu: Value = serde_json::from_str(&run_ok(&dir, &["run", "cpu.toml"])).unwrap();
+    let cpu_out = run_ok(&dir, &["run", "cpu.toml"]);
+    let cpu: Value = serde_json::from_str(&cpu_out).unwrap();
+    // The flag sets the same key (here over `cpu_blocks = 0`).
+    let flagged = run_ok(
+        &dir,
+        &[
+            "run",
+            "gpu.toml",
+            "--kv-cpu-blocks",
+            "400",
+            "--set",
+            "instance.kv_offload.transfer_bandwidth_tokens_per_us=0.5",
+        ],
+    );
+    assert_eq!(flagged, cpu_out);
     let c = &cpu["cluster"]["kv_offload"];
     let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
     for k in [
