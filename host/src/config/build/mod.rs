@@ -130,8 +130,9 @@ pub fn build(
     let (admission, routing) = policies.create(run, base_dir, registry)?;
     let instances = instance.create(&run.instance, &model)?;
     notes.push(format!(
-        "{} instance(s), {} KV blocks each ({:?}), {} routing, {} admission",
+        "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
         run.instance.count,
+        model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
         routing.describe(),
