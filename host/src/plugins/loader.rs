@@ -17,6 +17,17 @@ pub(super) fn load_root_module(path: &Path) -> Result<PluginModRef, PluginError>
             path: path.to_path_buf(),
         });
     }
+    // A bare file name ("libfoo.so") would make the dynamic loader search the
+    // system library path instead of the folder it names: make it absolute.
+    let absolute;
+    let path = if path.is_relative() {
+        absolute = std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf());
+        absolute.as_path()
+    } else {
+        path
+    };
     let header = lib_header_from_path(path).map_err(|e| classify(path, e))?;
     let found_name = header.root_mod_consts().name();
     if found_name != PluginModRef::NAME {
@@ -34,9 +45,23 @@ pub(super) fn load_root_module(path: &Path) -> Result<PluginModRef, PluginError>
         .map_err(|e| classify(path, e))
 }
 
-/// The API version this host expects of plugins.
+/// SHA-256 of the file at `path` as lower-case hex, if it can be read.
+pub(super) fn sha256_hex(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let bytes = std::fs::read(path).ok()?;
+    let digest = Sha256::digest(&bytes);
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        write!(hex, "{b:02x}").ok()?;
+    }
+    Some(hex)
+}
+
+/// The plugin ABI version this host implements (it also loads every
+/// earlier minor version of the same line).
 pub(super) fn expected_version() -> String {
-    PluginModRef::VERSION_STRINGS.version.to_string()
+    blis_plugin_api::ABI_VERSION.to_string()
 }
 
 /// Turn abi_stable's (often very long) errors into a short paragraph.
@@ -58,15 +83,13 @@ fn classify(path: &Path, err: LibraryError) -> PluginError {
             expected: expected_version(),
             found: format!("a library built with an incompatible abi_stable ({h:?})"),
         },
-        LibraryError::IncompatibleVersionNumber {
-            expected_version,
-            actual_version,
-            ..
-        } => PluginError::IncompatibleAbi {
-            path,
-            expected: expected_version.to_string(),
-            found: format!("a library built against blis-plugin-api {actual_version}"),
-        },
+        LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
+            PluginError::IncompatibleAbi {
+                path,
+                expected: expected_version(),
+                found: format!("a library built against blis-plugin-api {actual_version}"),
+            }
+        }
         LibraryError::AbiInstability(e) => {
             let detail = e.to_string();
             PluginError::IncompatibleAbi {

@@ -4,10 +4,15 @@
 use std::path::{Path, PathBuf};
 
 use abi_stable::std_types::RStr;
-use blis_plugin_api::{PluginModRef, PolicyKind, PolicyObject};
+use blis_plugin_api::{
+    AbiVersion, Hooks, KindCode, PluginModRef, PolicyKind, PolicyObject, ABI_0_1,
+};
 
 use super::loader;
-use super::policy::{AdmissionPolicy, PolicyLabel, RouterPolicy, ScorerPolicy};
+use super::policy::{
+    AdmissionPolicy, FilterPolicy, PickerPolicy, PolicyLabel, PreemptionPolicy, RouterPolicy,
+    SchedulerPolicy, ScorerPolicy,
+};
 use super::PluginError;
 
 /// Where a library came from.
@@ -31,10 +36,12 @@ impl std::fmt::Display for Origin {
 /// One policy a library offers.
 #[derive(Clone, Debug)]
 pub struct PolicyEntry {
-    pub kind: PolicyKind,
+    pub kind: KindCode,
     pub name: String,
     pub summary: String,
     pub params_doc: String,
+    /// Lifecycle events the policy handles (always none in a 0.1 library).
+    pub hooks: Hooks,
 }
 
 /// One library in the registry.
@@ -42,7 +49,11 @@ pub struct PolicyEntry {
 pub struct LibraryEntry {
     pub name: String,
     pub version: String,
+    /// The plugin ABI the library was built against.
+    pub abi: AbiVersion,
     pub origin: Origin,
+    /// SHA-256 of the file, lower-case hex (none for an embedded library).
+    pub sha256: Option<String>,
     pub policies: Vec<PolicyEntry>,
     module: PluginModRef,
 }
@@ -52,7 +63,9 @@ impl std::fmt::Debug for LibraryEntry {
         f.debug_struct("LibraryEntry")
             .field("name", &self.name)
             .field("version", &self.version)
+            .field("abi", &self.abi)
             .field("origin", &self.origin)
+            .field("sha256", &self.sha256)
             .field("policies", &self.policies)
             .finish_non_exhaustive()
     }
@@ -84,7 +97,7 @@ impl Registry {
     /// A registry holding the embedded standard library.
     pub fn standard() -> Self {
         let mut r = Self::empty();
-        r.add_module(blis_std::blis_plugin_module(), Origin::Embedded);
+        r.add_module(blis_std::blis_plugin_module(), Origin::Embedded, None);
         r
     }
 
@@ -93,26 +106,78 @@ impl Registry {
         &self.libraries
     }
 
-    fn add_module(&mut self, module: PluginModRef, origin: Origin) -> usize {
+    fn add_module(
+        &mut self,
+        module: PluginModRef,
+        origin: Origin,
+        sha256: Option<String>,
+    ) -> usize {
         let info = (module.describe())();
+        // A 0.2 library describes every policy (0.1 kinds included) with its
+        // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
+        let (abi, policies) = match module.describe_v2() {
+            Some(describe_v2) => {
+                let v2 = describe_v2();
+                let policies = v2
+                    .policies
+                    .iter()
+                    .filter(|p| p.kind.name() != "unknown")
+                    .map(|p| PolicyEntry {
+                        kind: p.kind,
+                        name: p.name.to_string(),
+                        summary: p.summary.to_string(),
+                        params_doc: p.params_doc.to_string(),
+                        hooks: p.hooks,
+                    })
+                    .collect();
+                (v2.abi, policies)
+            }
+            None => (
+                ABI_0_1,
+                info.policies
+                    .iter()
+                    .map(|p| PolicyEntry {
+                        kind: p.kind.into(),
+                        name: p.name.to_string(),
+                        summary: p.summary.to_string(),
+                        params_doc: p.params_doc.to_string(),
+                        hooks: Hooks::NONE,
+                    })
+                    .collect(),
+            ),
+        };
         let entry = LibraryEntry {
             name: info.name.to_string(),
             version: info.version.to_string(),
+            abi,
             origin,
-            policies: info
-                .policies
-                .iter()
-                .map(|p| PolicyEntry {
-                    kind: p.kind,
-                    name: p.name.to_string(),
-                    summary: p.summary.to_string(),
-                    params_doc: p.params_doc.to_string(),
-                })
-                .collect(),
+            sha256,
+            policies,
             module,
         };
         self.libraries.push(entry);
         self.libraries.len() - 1
+    }
+
+    /// The provenance of the run's plugin files, for the report: one object
+    /// per library loaded from a file (name, version, ABI version, path,
+    /// SHA-256), or `None` when every policy came from the `blis` binary.
+    pub fn provenance(&self) -> Option<serde_json::Value> {
+        let files: Vec<serde_json::Value> = self
+            .libraries
+            .iter()
+            .filter_map(|l| match &l.origin {
+                Origin::File(path) => Some(serde_json::json!({
+                    "name": l.name,
+                    "version": l.version,
+                    "abi_version": l.abi.to_string(),
+                    "path": path.display().to_string(),
+                    "sha256": l.sha256,
+                })),
+                Origin::Embedded => None,
+            })
+            .collect();
+        (!files.is_empty()).then_some(serde_json::Value::Array(files))
     }
 
     /// Load the library at `path`. A file whose library name equals an
@@ -128,7 +193,8 @@ impl Registry {
             return Ok(Added::AlreadyLoaded);
         }
         let module = loader::load_root_module(path)?;
-        let idx = self.add_module(module, Origin::File(canonical));
+        let sha256 = loader::sha256_hex(path);
+        let idx = self.add_module(module, Origin::File(canonical), sha256);
         let name = self.libraries[idx].name.clone();
         let same: Vec<usize> = (0..idx)
             .filter(|&i| self.libraries[i].name == name)
@@ -155,7 +221,12 @@ impl Registry {
     }
 
     /// Find the library offering `spec` (`name` or `library::name`) of `kind`.
-    pub fn resolve(&self, kind: PolicyKind, spec: &str) -> Result<(usize, String), PluginError> {
+    pub fn resolve(
+        &self,
+        kind: impl Into<KindCode>,
+        spec: &str,
+    ) -> Result<(usize, String), PluginError> {
+        let kind = kind.into();
         let (lib_filter, name) = match spec.split_once("::") {
             Some((l, n)) => (Some(l), n),
             None => (None, spec),
@@ -204,7 +275,8 @@ impl Registry {
     }
 
     /// Names of all policies of `kind`, sorted, deduplicated.
-    pub fn names(&self, kind: PolicyKind) -> Vec<String> {
+    pub fn names(&self, kind: impl Into<KindCode>) -> Vec<String> {
+        let kind = kind.into();
         let mut v: Vec<String> = self
             .libraries
             .iter()
@@ -231,6 +303,29 @@ impl Registry {
             .collect()
     }
 
+    /// The library offering `spec` of `kind`, and the label of the policy.
+    fn locate(
+        &self,
+        kind: KindCode,
+        spec: &str,
+    ) -> Result<(&LibraryEntry, PolicyLabel), PluginError> {
+        let (idx, name) = self.resolve(kind, spec)?;
+        let lib = &self.libraries[idx];
+        let hooks = lib
+            .policies
+            .iter()
+            .find(|p| p.kind == kind && p.name == name)
+            .map_or(Hooks::NONE, |p| p.hooks);
+        let label = PolicyLabel {
+            library: lib.name.clone(),
+            kind: kind.name(),
+            name,
+            abi: lib.abi,
+            hooks,
+        };
+        Ok((lib, label))
+    }
+
     fn create(
         &self,
         kind: PolicyKind,
@@ -238,27 +333,100 @@ impl Registry {
         params_toml: &str,
         seed: u64,
     ) -> Result<(PolicyLabel, PolicyObject), PluginError> {
-        let (idx, name) = self.resolve(kind, spec)?;
-        let lib = &self.libraries[idx];
-        let label = PolicyLabel {
-            library: lib.name.clone(),
-            kind: kind.name(),
-            name: name.clone(),
-        };
+        let (lib, label) = self.locate(kind.into(), spec)?;
         let created = (lib.module.create())(
             kind,
-            RStr::from(name.as_str()),
+            RStr::from(label.name.as_str()),
             RStr::from(params_toml),
             seed,
         );
         match created.into_result() {
             Ok(obj) => Ok((label, obj)),
-            Err(message) => Err(PluginError::Create {
-                library: label.library,
-                kind: label.kind,
-                name,
-                message: message.to_string(),
-            }),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create a filter (ABI 0.2).
+    pub fn filter(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<FilterPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::FILTER, spec)?;
+        let Some(create) = lib.module.create_filter() else {
+            return Err(create_error(
+                label,
+                "the library has no filters (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(FilterPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create a scheduler (ABI 0.2; one per instance).
+    pub fn scheduler(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<SchedulerPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::SCHEDULER, spec)?;
+        let Some(create) = lib.module.create_scheduler() else {
+            return Err(create_error(
+                label,
+                "the library has no schedulers (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(SchedulerPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create a preemption policy (ABI 0.2; one per instance).
+    pub fn preemption(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<PreemptionPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::PREEMPTION, spec)?;
+        let Some(create) = lib.module.create_preemption() else {
+            return Err(create_error(
+                label,
+                "the library has no preemption policies (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(PreemptionPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create a picker (ABI 0.2).
+    pub fn picker(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<PickerPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::PICKER, spec)?;
+        let Some(create) = lib.module.create_picker() else {
+            return Err(create_error(
+                label,
+                "the library has no pickers (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(PickerPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
         }
     }
 
@@ -299,6 +467,15 @@ impl Registry {
             (label, PolicyObject::Scorer(obj)) => Ok(ScorerPolicy::new(label, obj)),
             (label, _) => Err(wrong_kind(label)),
         }
+    }
+}
+
+fn create_error(label: PolicyLabel, message: String) -> PluginError {
+    PluginError::Create {
+        library: label.library,
+        kind: label.kind,
+        name: label.name,
+        message,
     }
 }
 
