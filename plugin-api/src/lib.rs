@@ -19,7 +19,8 @@
 //! * `testing` (feature `testing`) — views in one line and a short synthetic
 //!   run to drive a policy in unit tests.
 //! * [`abi`] — the `abi_stable` types the host and the library exchange; a
-//!   golden test pins their layout.
+//!   golden test pins their layout. [`abi_v0_1`] keeps the 0.1 root module
+//!   and traits so a host can load 0.1 libraries.
 //!
 //! ## ABI versions and how the ABI evolves
 //!
@@ -43,10 +44,14 @@
 //!    the tests and must decide exactly as the same source built against the
 //!    current crate.
 //! 2. **Additions only, as prefix extensions.** New root-module functions go
-//!    after the last field of [`PluginMod`] (the host reads them through
-//!    `Option` accessors: `None` means an older library); new trait methods
-//!    go after the last prefix method, *with a default body* (a 0.1 vtable
-//!    lacks them; the host never calls them there). New data never grows a
+//!    after the last field of [`PluginMod`]; new trait methods go after the
+//!    last prefix method, *with a default body*. abi_stable accepts a
+//!    library whose prefix types are *longer* than the host's (a newer
+//!    plugin in an older host), never shorter, so the host keeps each
+//!    released root module and trait set ([`abi_v0_1`] for 0.1) and checks a
+//!    library against the current one, then against the older ones: the
+//!    first that matches says which ABI the library speaks, and the host
+//!    calls only what that ABI has. New data never grows a
 //!    released struct: it comes in new structs, or new parallel slices
 //!    ([`InstanceInfo`] beside the frozen `InstanceSnapshot`), passed to new
 //!    methods ([`ClusterState`]).
@@ -115,6 +120,8 @@
 // `#[sabi_trait]` expands to impl blocks inside constants.
 #[allow(non_local_definitions)]
 pub mod abi;
+#[allow(non_local_definitions)]
+pub mod abi_v0_1;
 mod author;
 pub mod events;
 mod params;

@@ -14,6 +14,10 @@ const API_FILES: &[(&str, &str)] = &[
     ("src/lib.rs", include_str!("../../../plugin-api/src/lib.rs")),
     ("src/abi.rs", include_str!("../../../plugin-api/src/abi.rs")),
     (
+        "src/abi_v0_1.rs",
+        include_str!("../../../plugin-api/src/abi_v0_1.rs"),
+    ),
+    (
         "src/author.rs",
         include_str!("../../../plugin-api/src/author.rs"),
     ),
@@ -229,6 +233,20 @@ pub fn create(dir: &Path, name: &str) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every source file of the API crate is written into a new plugin.
+    #[test]
+    fn every_api_source_file_is_embedded() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin-api/src");
+        for entry in std::fs::read_dir(&src).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let rel = format!("src/{name}");
+            assert!(
+                API_FILES.iter().any(|(p, _)| *p == rel),
+                "{rel} is missing from scaffold::API_FILES"
+            );
+        }
+    }
 
     #[test]
     fn names_are_checked() {

@@ -3,15 +3,28 @@
 use std::path::Path;
 
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
-use blis_plugin_api::PluginModRef;
+use blis_plugin_api::{abi_v0_1, PluginModRef};
 
 use super::PluginError;
 
+/// The root module of a library, in the ABI it speaks.
+#[derive(Clone, Copy)]
+pub(super) enum Module {
+    /// ABI 0.2 (or a later, longer version of it).
+    Current(PluginModRef),
+    /// ABI 0.1.
+    V0_1(abi_v0_1::PluginModRef),
+}
+
 /// Load the blis root module of the library at `path`.
+///
+/// abi_stable accepts a library whose root module and vtables are at least
+/// as long as the host's, so the library is checked against the current
+/// root module first and then against the 0.1 one.
 ///
 /// The library stays loaded for the rest of the process (policies created
 /// from it hold code pointers into it).
-pub(super) fn load_root_module(path: &Path) -> Result<PluginModRef, PluginError> {
+pub(super) fn load_root_module(path: &Path) -> Result<Module, PluginError> {
     if !path.exists() {
         return Err(PluginError::NotFound {
             path: path.to_path_buf(),
@@ -40,9 +53,24 @@ pub(super) fn load_root_module(path: &Path) -> Result<PluginModRef, PluginError>
             ),
         });
     }
-    header
-        .init_root_module::<PluginModRef>()
-        .map_err(|e| classify(path, e))
+    match header.init_root_module::<PluginModRef>() {
+        Ok(m) => Ok(Module::Current(m)),
+        Err(current @ LibraryError::AbiInstability(_)) => {
+            match header.init_root_module::<abi_v0_1::PluginModRef>() {
+                Ok(m) => Ok(Module::V0_1(m)),
+                Err(old @ LibraryError::AbiInstability(_)) => {
+                    // Report the comparison with the shape the library has:
+                    // a two-field root module is a (changed) 0.1 library.
+                    let shorter = matches!(&current, LibraryError::AbiInstability(e)
+                        if summarize_layout_error(&e.to_string())
+                            .starts_with("PluginMod: too many fields (expected 7, found 2)"));
+                    Err(classify(path, if shorter { old } else { current }))
+                }
+                Err(other) => Err(classify(path, other)),
+            }
+        }
+        Err(e) => Err(classify(path, e)),
+    }
 }
 
 /// SHA-256 of the file at `path` as lower-case hex, if it can be read.

@@ -3,9 +3,9 @@
 
 use abi_stable::std_types::{RResult, RSlice, RVec};
 use blis_plugin_api::{
-    AbiVersion, AdmissionBox, ClusterState, ClusterView, EventKind, FilterBox, Hooks, PickerBox,
-    PolicyError, PreemptionBox, RequestEvent, RequestView, RouterBox, RunningRequest, SchedulerBox,
-    ScorerBox, SloClass as AbiSlo,
+    abi_v0_1, AbiVersion, AdmissionBox, ClusterState, ClusterView, EventKind, FilterBox, Hooks,
+    PickerBox, PolicyError, PreemptionBox, RequestEvent, RequestView, RouterBox, RunningRequest,
+    SchedulerBox, ScorerBox, SloClass as AbiSlo,
 };
 
 use super::PluginError;
@@ -83,16 +83,129 @@ macro_rules! lifecycle_methods {
     };
 }
 
+/// Dispatch `$call` to the object of either ABI.
+macro_rules! either {
+    ($obj:expr, $o:ident => $call:expr) => {
+        match $obj {
+            Self::Current($o) => $call,
+            Self::V0_1($o) => $call,
+        }
+    };
+}
+
+/// An admission policy object, in the ABI of its library.
+pub(super) enum AdmissionObj {
+    Current(AdmissionBox),
+    V0_1(abi_v0_1::AdmissionBox),
+}
+
+impl AdmissionObj {
+    #[inline]
+    fn admit(&mut self, r: &RequestView<'_>, c: &ClusterView<'_>) -> RResult<bool, PolicyError> {
+        either!(self, o => o.admit(r, c))
+    }
+    #[inline]
+    fn observe(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.observe(r, c, chosen))
+    }
+    fn on_event(&mut self, e: &RequestEvent<'_>, c: &ClusterState<'_>) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.on_event(e, c),
+            Self::V0_1(_) => RResult::ROk(()),
+        }
+    }
+}
+
+/// A routing policy object, in the ABI of its library.
+pub(super) enum RouterObj {
+    Current(RouterBox),
+    V0_1(abi_v0_1::RouterBox),
+}
+
+impl RouterObj {
+    #[inline]
+    fn route(&mut self, r: &RequestView<'_>, c: &ClusterView<'_>) -> RResult<u32, PolicyError> {
+        either!(self, o => o.route(r, c))
+    }
+    #[inline]
+    fn observe(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.observe(r, c, chosen))
+    }
+    fn on_event(&mut self, e: &RequestEvent<'_>, c: &ClusterState<'_>) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.on_event(e, c),
+            Self::V0_1(_) => RResult::ROk(()),
+        }
+    }
+}
+
+/// A scorer object, in the ABI of its library.
+pub(super) enum ScorerObj {
+    Current(ScorerBox),
+    V0_1(abi_v0_1::ScorerBox),
+}
+
+impl ScorerObj {
+    #[inline]
+    fn score(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        out: &mut RVec<f64>,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.score(r, c, out))
+    }
+    fn score_candidates(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterState<'_>,
+        out: &mut RVec<f64>,
+    ) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.score_candidates(r, c, out),
+            Self::V0_1(_) => RResult::RErr(PolicyError {
+                panicked: false,
+                message: "score_candidates is not part of ABI 0.1".into(),
+            }),
+        }
+    }
+    #[inline]
+    fn observe(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.observe(r, c, chosen))
+    }
+    fn on_event(&mut self, e: &RequestEvent<'_>, c: &ClusterState<'_>) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.on_event(e, c),
+            Self::V0_1(_) => RResult::ROk(()),
+        }
+    }
+}
+
 /// An admission policy created by a plugin library.
 pub struct AdmissionPolicy {
     label: PolicyLabel,
-    obj: AdmissionBox,
+    obj: AdmissionObj,
 }
 
 impl AdmissionPolicy {
     lifecycle_methods!();
 
-    pub(super) fn new(label: PolicyLabel, obj: AdmissionBox) -> Self {
+    pub(super) fn new(label: PolicyLabel, obj: AdmissionObj) -> Self {
         Self { label, obj }
     }
 
@@ -128,13 +241,13 @@ impl AdmissionPolicy {
 /// A routing policy created by a plugin library.
 pub struct RouterPolicy {
     label: PolicyLabel,
-    obj: RouterBox,
+    obj: RouterObj,
 }
 
 impl RouterPolicy {
     lifecycle_methods!();
 
-    pub(super) fn new(label: PolicyLabel, obj: RouterBox) -> Self {
+    pub(super) fn new(label: PolicyLabel, obj: RouterObj) -> Self {
         Self { label, obj }
     }
 
@@ -188,14 +301,14 @@ impl RouterPolicy {
 /// A scorer created by a plugin library, with its reusable score buffer.
 pub struct ScorerPolicy {
     label: PolicyLabel,
-    obj: ScorerBox,
+    obj: ScorerObj,
     buf: RVec<f64>,
 }
 
 impl ScorerPolicy {
     lifecycle_methods!();
 
-    pub(super) fn new(label: PolicyLabel, obj: ScorerBox) -> Self {
+    pub(super) fn new(label: PolicyLabel, obj: ScorerObj) -> Self {
         Self {
             label,
             obj,

@@ -4,14 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use abi_stable::std_types::RStr;
-use blis_plugin_api::{
-    AbiVersion, Hooks, KindCode, PluginModRef, PolicyKind, PolicyObject, ABI_0_1,
-};
+use blis_plugin_api::{abi_v0_1, AbiVersion, Hooks, KindCode, PolicyKind, PolicyObject, ABI_0_1};
 
-use super::loader;
+use super::loader::{self, Module};
 use super::policy::{
-    AdmissionPolicy, FilterPolicy, PickerPolicy, PolicyLabel, PreemptionPolicy, RouterPolicy,
-    SchedulerPolicy, ScorerPolicy,
+    AdmissionObj, AdmissionPolicy, FilterPolicy, PickerPolicy, PolicyLabel, PreemptionPolicy,
+    RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj, ScorerPolicy,
 };
 use super::PluginError;
 
@@ -55,7 +53,7 @@ pub struct LibraryEntry {
     /// SHA-256 of the file, lower-case hex (none for an embedded library).
     pub sha256: Option<String>,
     pub policies: Vec<PolicyEntry>,
-    module: PluginModRef,
+    module: Module,
 }
 
 impl std::fmt::Debug for LibraryEntry {
@@ -97,7 +95,11 @@ impl Registry {
     /// A registry holding the embedded standard library.
     pub fn standard() -> Self {
         let mut r = Self::empty();
-        r.add_module(blis_std::blis_plugin_module(), Origin::Embedded, None);
+        r.add_module(
+            Module::Current(blis_std::blis_plugin_module()),
+            Origin::Embedded,
+            None,
+        );
         r
     }
 
@@ -106,18 +108,19 @@ impl Registry {
         &self.libraries
     }
 
-    fn add_module(
-        &mut self,
-        module: PluginModRef,
-        origin: Origin,
-        sha256: Option<String>,
-    ) -> usize {
-        let info = (module.describe())();
+    fn add_module(&mut self, module: Module, origin: Origin, sha256: Option<String>) -> usize {
+        let info = match module {
+            Module::Current(m) => (m.describe())(),
+            Module::V0_1(m) => (m.describe())(),
+        };
         // A 0.2 library describes every policy (0.1 kinds included) with its
         // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
-        let (abi, policies) = match module.describe_v2() {
-            Some(describe_v2) => {
-                let v2 = describe_v2();
+        let v2 = match module {
+            Module::Current(m) => m.describe_v2().map(|d| d()),
+            Module::V0_1(_) => None,
+        };
+        let (abi, policies) = match v2 {
+            Some(v2) => {
                 let policies = v2
                     .policies
                     .iter()
@@ -332,17 +335,28 @@ impl Registry {
         spec: &str,
         params_toml: &str,
         seed: u64,
-    ) -> Result<(PolicyLabel, PolicyObject), PluginError> {
+    ) -> Result<(PolicyLabel, Created), PluginError> {
         let (lib, label) = self.locate(kind.into(), spec)?;
-        let created = (lib.module.create())(
-            kind,
-            RStr::from(label.name.as_str()),
-            RStr::from(params_toml),
-            seed,
-        );
-        match created.into_result() {
+        let (name, params) = (RStr::from(label.name.as_str()), RStr::from(params_toml));
+        let created = match lib.module {
+            Module::Current(m) => (m.create())(kind, name, params, seed)
+                .into_result()
+                .map(Created::Current),
+            Module::V0_1(m) => (m.create())(kind, name, params, seed)
+                .into_result()
+                .map(Created::V0_1),
+        };
+        match created {
             Ok(obj) => Ok((label, obj)),
             Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// The root module, if the library speaks ABI ≥ 0.2.
+    fn current(lib: &LibraryEntry) -> Option<blis_plugin_api::PluginModRef> {
+        match lib.module {
+            Module::Current(m) => Some(m),
+            Module::V0_1(_) => None,
         }
     }
 
@@ -354,7 +368,7 @@ impl Registry {
         seed: u64,
     ) -> Result<FilterPolicy, PluginError> {
         let (lib, label) = self.locate(KindCode::FILTER, spec)?;
-        let Some(create) = lib.module.create_filter() else {
+        let Some(create) = Self::current(lib).and_then(|m| m.create_filter()) else {
             return Err(create_error(
                 label,
                 "the library has no filters (ABI 0.1)".into(),
@@ -375,7 +389,7 @@ impl Registry {
         seed: u64,
     ) -> Result<SchedulerPolicy, PluginError> {
         let (lib, label) = self.locate(KindCode::SCHEDULER, spec)?;
-        let Some(create) = lib.module.create_scheduler() else {
+        let Some(create) = Self::current(lib).and_then(|m| m.create_scheduler()) else {
             return Err(create_error(
                 label,
                 "the library has no schedulers (ABI 0.1)".into(),
@@ -396,7 +410,7 @@ impl Registry {
         seed: u64,
     ) -> Result<PreemptionPolicy, PluginError> {
         let (lib, label) = self.locate(KindCode::PREEMPTION, spec)?;
-        let Some(create) = lib.module.create_preemption() else {
+        let Some(create) = Self::current(lib).and_then(|m| m.create_preemption()) else {
             return Err(create_error(
                 label,
                 "the library has no preemption policies (ABI 0.1)".into(),
@@ -417,7 +431,7 @@ impl Registry {
         seed: u64,
     ) -> Result<PickerPolicy, PluginError> {
         let (lib, label) = self.locate(KindCode::PICKER, spec)?;
-        let Some(create) = lib.module.create_picker() else {
+        let Some(create) = Self::current(lib).and_then(|m| m.create_picker()) else {
             return Err(create_error(
                 label,
                 "the library has no pickers (ABI 0.1)".into(),
@@ -438,7 +452,12 @@ impl Registry {
         seed: u64,
     ) -> Result<AdmissionPolicy, PluginError> {
         match self.create(PolicyKind::Admission, spec, params_toml, seed)? {
-            (label, PolicyObject::Admission(obj)) => Ok(AdmissionPolicy::new(label, obj)),
+            (label, Created::Current(PolicyObject::Admission(obj))) => {
+                Ok(AdmissionPolicy::new(label, AdmissionObj::Current(obj)))
+            }
+            (label, Created::V0_1(abi_v0_1::PolicyObject::Admission(obj))) => {
+                Ok(AdmissionPolicy::new(label, AdmissionObj::V0_1(obj)))
+            }
             (label, _) => Err(wrong_kind(label)),
         }
     }
@@ -451,7 +470,12 @@ impl Registry {
         seed: u64,
     ) -> Result<RouterPolicy, PluginError> {
         match self.create(PolicyKind::Router, spec, params_toml, seed)? {
-            (label, PolicyObject::Router(obj)) => Ok(RouterPolicy::new(label, obj)),
+            (label, Created::Current(PolicyObject::Router(obj))) => {
+                Ok(RouterPolicy::new(label, RouterObj::Current(obj)))
+            }
+            (label, Created::V0_1(abi_v0_1::PolicyObject::Router(obj))) => {
+                Ok(RouterPolicy::new(label, RouterObj::V0_1(obj)))
+            }
             (label, _) => Err(wrong_kind(label)),
         }
     }
@@ -464,10 +488,21 @@ impl Registry {
         seed: u64,
     ) -> Result<ScorerPolicy, PluginError> {
         match self.create(PolicyKind::Scorer, spec, params_toml, seed)? {
-            (label, PolicyObject::Scorer(obj)) => Ok(ScorerPolicy::new(label, obj)),
+            (label, Created::Current(PolicyObject::Scorer(obj))) => {
+                Ok(ScorerPolicy::new(label, ScorerObj::Current(obj)))
+            }
+            (label, Created::V0_1(abi_v0_1::PolicyObject::Scorer(obj))) => {
+                Ok(ScorerPolicy::new(label, ScorerObj::V0_1(obj)))
+            }
             (label, _) => Err(wrong_kind(label)),
         }
     }
+}
+
+/// A policy object of a 0.1 kind, in the ABI of its library.
+enum Created {
+    Current(PolicyObject),
+    V0_1(abi_v0_1::PolicyObject),
 }
 
 fn create_error(label: PolicyLabel, message: String) -> PluginError {
