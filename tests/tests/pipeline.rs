@@ -296,3 +296,69 @@ fn preemption_plugins_reproduce_the_native_policies() {
         "the victim choice does not matter in this run"
     );
 }
+
+/// `blis convert epp-config` turns llm-d's default profile (and a profile
+/// with a filter, a newer scorer and an unmappable plugin) into a
+/// `[routing]` section that `blis run` accepts: the scorers and weights are
+/// llm-d's, the picker breaks ties at random as llm-d does, and what cannot
+/// be mapped is named on stderr.
+#[test]
+fn llm_d_endpoint_picker_configs_convert_and_run() {
+    let dir = TestDir::new("llm_d_endpoint_picker_configs_convert_and_run");
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/epp");
+    for (file, scorers, note) in [
+        (
+            "default-profile.yaml",
+            vec![
+                ("queue-depth", 2.0),
+                ("kv-utilization", 2.0),
+                ("prefix-affinity", 3.0),
+            ],
+            "'metrics-data-source' (metrics-data-source): ignored",
+        ),
+        (
+            "decode-filter-load-aware.yaml",
+            vec![("prefix-affinity", 1.0), ("load-aware", 1.0)],
+            "'session-affinity-scorer' (session-affinity-scorer): NOT converted",
+        ),
+    ] {
+        let out = dir
+            .blis()
+            .args(["convert", "epp-config"])
+            .arg(fixtures.join(file))
+            .output()
+            .expect("run blis");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{file}: {stderr}");
+        assert!(stderr.contains(note), "{file}: {stderr}");
+        let routing = String::from_utf8(out.stdout).unwrap();
+        let t: toml::Table = routing.parse().expect("valid TOML");
+        let p = &t["routing"]["profiles"][0];
+        let got: Vec<(&str, f64)> = p["scorers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["name"].as_str().unwrap(), s["weight"].as_float().unwrap()))
+            .collect();
+        assert_eq!(got, scorers, "{file}");
+        assert_eq!(p["picker"]["params"]["tie_break"].as_str(), Some("random"));
+        let name = file.trim_end_matches(".yaml");
+        dir.write(&format!("{name}.toml"), &format!("{SCENARIO}{routing}\n"));
+        let out = dir
+            .blis()
+            .args(["run", &format!("{name}.toml"), "--quiet"])
+            .output()
+            .expect("run blis");
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            report["cluster"]["completed_requests"].as_u64(),
+            Some(500),
+            "{file}"
+        );
+    }
+}

@@ -14,6 +14,7 @@
 //! then FIFO). An event later than the horizon is not executed and ends the
 //! run. The cluster owns the request slab; instances and queues hold slots.
 
+mod first_tokens;
 mod routing;
 mod snapshot;
 mod trace;
@@ -21,6 +22,7 @@ mod trace;
 #[cfg(test)]
 mod tests;
 
+use first_tokens::{FirstToken, FirstTokens};
 pub use routing::{format_weight, Decision, Pick, Profile, Routing};
 pub use snapshot::SnapshotProvider;
 pub use trace::TraceWriter;
@@ -111,6 +113,8 @@ pub struct Cluster {
     hooks: Hooks,
     /// Some instance uses a scheduler or preemption plugin.
     custom_order: bool,
+    /// First tokens of the last step (only when a policy wants them).
+    first_tokens: Vec<FirstToken>,
     /// Prompt-hash buffers of requests that left the pipeline. Hashes are
     /// needed by admission and routing only (the instance recomputes them at
     /// admission into its own buffers), so a waiting request holds none and
@@ -156,6 +160,7 @@ impl Cluster {
             ),
             in_flight: vec![0; n],
             hooks: lifecycle_hooks(&setup.admission, &setup.routing),
+            first_tokens: Vec::new(),
             custom_order: setup.instances.iter().any(|i| {
                 i.config().scheduler == SchedulerKind::Custom
                     || i.config().preemption == PreemptionKind::Custom
@@ -242,12 +247,26 @@ impl Cluster {
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
-                    self.instances[instance as usize].on_step(
-                        t,
-                        &mut self.store,
-                        &mut self.queue,
-                        &mut self.collector,
-                    );
+                    if self.hooks.contains(EventKind::FIRST_TOKEN) {
+                        let mut obs = FirstTokens {
+                            collector: &mut self.collector,
+                            seen: &mut self.first_tokens,
+                        };
+                        self.instances[instance as usize].on_step(
+                            t,
+                            &mut self.store,
+                            &mut self.queue,
+                            &mut obs,
+                        );
+                        self.deliver_first_tokens()?;
+                    } else {
+                        self.instances[instance as usize].on_step(
+                            t,
+                            &mut self.store,
+                            &mut self.queue,
+                            &mut self.collector,
+                        );
+                    }
                     self.instance_policy_error(instance)?;
                     self.release_finished(t)?;
                 }
@@ -470,10 +489,60 @@ impl Cluster {
             output_tokens: req.generated,
             reserved: 0,
         };
-        if self.admission.wants(kind) {
-            self.admission.on_event(&event, &state)?;
+        notify(&mut self.admission, &mut self.routing, &event, &state)
+    }
+
+    /// Deliver the first tokens of the last step, in the order they were
+    /// produced, each with the cluster as the step left it.
+    #[cold]
+    fn deliver_first_tokens(&mut self) -> Result<(), Box<PluginError>> {
+        if self.first_tokens.is_empty() {
+            return Ok(());
         }
-        self.routing.on_event(&event, &state)
+        let firsts = std::mem::take(&mut self.first_tokens);
+        self.snapshots.peek(&self.instances, &self.pending);
+        self.snapshots.build_info(&self.instances, &self.in_flight);
+        let state = ClusterState {
+            view: ClusterView {
+                clock_us: self.queue.now(),
+                instances: RSlice::from_slice(self.snapshots.snaps()),
+            },
+            candidates: RSlice::from_slice(&[]),
+            info: RSlice::from_slice(self.snapshots.info()),
+        };
+        let mut result = Ok(());
+        for ft in &firsts {
+            let event = RequestEvent {
+                kind: EventKind::FIRST_TOKEN,
+                instance: ft.instance,
+                time_us: ft.at,
+                request: RequestView {
+                    id: ft.id,
+                    arrival_us: ft.arrival,
+                    input_tokens: ft.input_len,
+                    slo_class: AbiSlo(ft.slo_class.code()),
+                    tenant: RStr::from(
+                        self.tenant_names
+                            .get(ft.tenant as usize)
+                            .map(String::as_str)
+                            .unwrap_or(""),
+                    ),
+                    block_hashes: RSlice::from_slice(&[]),
+                },
+                ttft_us: ft.at - ft.arrival,
+                e2e_us: -1,
+                output_tokens: 1,
+                reserved: 0,
+            };
+            result = notify(&mut self.admission, &mut self.routing, &event, &state);
+            if result.is_err() {
+                break;
+            }
+        }
+        let mut firsts = firsts;
+        firsts.clear();
+        self.first_tokens = firsts;
+        result
     }
 
     /// Account for requests that completed or were dropped during the last
@@ -550,6 +619,19 @@ impl Cluster {
             workload_error: self.workload.take_error(),
         }
     }
+}
+
+/// Deliver one lifecycle event to every policy that handles it.
+fn notify(
+    admission: &mut AdmissionPolicy,
+    routing: &mut Routing,
+    event: &RequestEvent<'_>,
+    state: &ClusterState<'_>,
+) -> Result<(), Box<PluginError>> {
+    if admission.wants(event.kind) {
+        admission.on_event(event, state)?;
+    }
+    routing.on_event(event, state)
 }
 
 /// The lifecycle events any policy of the run handles.

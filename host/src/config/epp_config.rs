@@ -132,10 +132,13 @@ fn map_type(ty: &str) -> Mapped {
     }
 }
 
+/// A profile's name and its plugin references with their weights.
+type ProfileRefs = (String, Vec<(String, Option<f64>)>);
+
 /// One entry of a profile after mapping.
 enum Slot {
     Filter(String, toml::Table),
-    Scorer(String, f64),
+    Scorer(String, f64, toml::Table),
     Picker(String, toml::Table),
 }
 
@@ -201,8 +204,7 @@ pub fn convert(yaml_text: &str) -> Result<(String, Vec<String>), String> {
 
     // Profiles: as given, or llm-d's default of one profile with every
     // filter, scorer and picker in file order.
-    let profiles: Vec<(String, Vec<(String, Option<f64>)>)> = if cfg.scheduling_profiles.is_empty()
-    {
+    let profiles: Vec<ProfileRefs> = if cfg.scheduling_profiles.is_empty() {
         vec![(
             "default".to_string(),
             order
@@ -263,7 +265,16 @@ pub fn convert(yaml_text: &str) -> Result<(String, Vec<String>), String> {
                 slots.push(Slot::Filter(name.to_string(), t));
             }
             Mapped::Scorer(name) => {
-                if params.as_ref().is_some_and(|p| !p.is_null()) {
+                let mut t = toml::Table::new();
+                // load-aware-scorer's `threshold` is blis's load-aware `threshold`.
+                let threshold = params
+                    .as_ref()
+                    .filter(|_| *ty == "load-aware-scorer")
+                    .and_then(|p| p.get("threshold"))
+                    .and_then(Value::as_i64);
+                if let Some(th) = threshold {
+                    t.insert("threshold".into(), toml::Value::Integer(th));
+                } else if params.as_ref().is_some_and(|p| !p.is_null()) {
                     notes.push(format!(
                         "plugin '{r}' ({ty}): its parameters are not converted (blis's {name} takes its own; see `blis plugins show {name}`)"
                     ));
@@ -273,7 +284,7 @@ pub fn convert(yaml_text: &str) -> Result<(String, Vec<String>), String> {
                         "plugin '{r}' (queue-scorer): mapped to queue-depth, which min-max normalises the effective load (queue + batch + pending) where llm-d uses the waiting queue only"
                     ));
                 }
-                slots.push(Slot::Scorer(name.to_string(), weight.unwrap_or(1.0)))
+                slots.push(Slot::Scorer(name.to_string(), weight.unwrap_or(1.0), t))
             }
             Mapped::Picker(name, tie) => {
                 let mut t = toml::Table::new();
@@ -328,7 +339,6 @@ pub fn convert(yaml_text: &str) -> Result<(String, Vec<String>), String> {
     };
     let mut profile = toml::Table::new();
     profile.insert("name".into(), toml::Value::String(profile_name.clone()));
-    let empty = toml::Table::new();
     let filters: Vec<toml::Value> = slots
         .iter()
         .filter_map(|s| match s {
@@ -339,7 +349,7 @@ pub fn convert(yaml_text: &str) -> Result<(String, Vec<String>), String> {
     let scorers: Vec<toml::Value> = slots
         .iter()
         .filter_map(|s| match s {
-            Slot::Scorer(n, w) => Some(inline(n, &empty, Some(*w))),
+            Slot::Scorer(n, w, p) => Some(inline(n, p, Some(*w))),
             _ => None,
         })
         .collect();
