@@ -432,6 +432,9 @@ pub struct PolicyInfoV2 {
     pub params_doc: RString,
     /// The lifecycle events the policy handles.
     pub hooks: Hooks,
+    /// A scorer that reads the 0.2 [`ClusterState`]: the host calls its
+    /// `score_candidates` at every decision, filters or not.
+    pub uses_state: bool,
 }
 
 /// ABI 0.2: what a library says about itself.

@@ -44,6 +44,12 @@ pub trait PolicyDef: Sized + Send + 'static {
     /// default — none — costs nothing per request.
     const HOOKS: Hooks = Hooks::NONE;
 
+    /// For a scorer: true when it reads the 0.2 [`ClusterState`] (e.g.
+    /// `InstanceInfo::in_flight`), so the host calls
+    /// [`Scorer::score_candidates`] at every decision, with every instance a
+    /// candidate when the profile has no filter. Other kinds ignore it.
+    const USES_STATE: bool = false;
+
     /// Build the policy from its parameter table and its own random seed
     /// (derived from the run seed; use no other source of randomness or time).
     fn create(params: Params<'_>, seed: u64) -> Result<Self, String>;
@@ -372,6 +378,7 @@ pub mod __private {
             summary: P::SUMMARY.into(),
             params_doc: P::PARAMS_DOC.into(),
             hooks: P::HOOKS,
+            uses_state: P::USES_STATE,
         }
     }
 

@@ -161,12 +161,17 @@ fn hooked_scorer_tracks_in_flight_requests_exactly() {
             "pipeline",
             "[routing]\npolicy = \"pipeline\"\n[[routing.profiles]]\n\
              filters = [{ name = \"low-queue\", params = { threshold = 1000 } }]\n\
-             scorers = [{ name = \"active-requests\" }]\n",
+             scorers = [{ name = \"fixture-pipeline::active-requests\" }]\n",
         ),
         (
             "weighted",
             "[routing]\npolicy = \"weighted\"\n\
-             scorers = [{ name = \"active-requests\", weight = 1.0 }]\n",
+             scorers = [{ name = \"fixture-pipeline::active-requests\", weight = 1.0 }]\n",
+        ),
+        (
+            "std",
+            "[routing]\npolicy = \"weighted\"\n\
+             scorers = [{ name = \"blis-std::active-requests\", weight = 1.0 }]\n",
         ),
     ] {
         let (report, records) = run(&dir, name, routing);

@@ -105,9 +105,11 @@ impl Profile {
     }
 
     /// True when a decision needs the 0.2 cluster state (filters, a picker
-    /// plugin, or scorers that see only the candidates).
+    /// plugin, or a scorer that reads it).
     pub fn needs_state(&self) -> bool {
-        !self.filters.is_empty() || matches!(self.pick, Pick::Plugin(_))
+        !self.filters.is_empty()
+            || matches!(self.pick, Pick::Plugin(_))
+            || self.scorers.iter().any(|s| s.scorer.label().uses_state)
     }
 
     /// The instances each filter removed at the last decision.

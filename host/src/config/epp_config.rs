@@ -83,6 +83,7 @@ fn map_type(ty: &str) -> Mapped {
         "prefix-cache-scorer" => Mapped::Scorer("prefix-affinity"),
         "running-requests-size-scorer" => Mapped::Scorer("running-requests"),
         "load-aware-scorer" => Mapped::Scorer("load-aware"),
+        "active-request-scorer" => Mapped::Scorer("active-requests"),
         "max-score-picker" => Mapped::Picker("max-score", Some("random")),
         "random-picker" => Mapped::Picker("random", None),
         "weighted-random-picker" => Mapped::Picker("weighted-random", None),

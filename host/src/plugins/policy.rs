@@ -20,6 +20,8 @@ pub struct PolicyLabel {
     pub abi: AbiVersion,
     /// Lifecycle events the policy handles.
     pub hooks: Hooks,
+    /// A scorer that reads the 0.2 cluster state.
+    pub uses_state: bool,
 }
 
 impl PolicyLabel {

@@ -40,6 +40,8 @@ pub struct PolicyEntry {
     pub params_doc: String,
     /// Lifecycle events the policy handles (always none in a 0.1 library).
     pub hooks: Hooks,
+    /// A scorer that reads the 0.2 cluster state (see `PolicyDef::USES_STATE`).
+    pub uses_state: bool,
 }
 
 /// One library in the registry.
@@ -131,6 +133,7 @@ impl Registry {
                         summary: p.summary.to_string(),
                         params_doc: p.params_doc.to_string(),
                         hooks: p.hooks,
+                        uses_state: p.uses_state,
                     })
                     .collect();
                 (v2.abi, policies)
@@ -145,6 +148,7 @@ impl Registry {
                         summary: p.summary.to_string(),
                         params_doc: p.params_doc.to_string(),
                         hooks: Hooks::NONE,
+                        uses_state: false,
                     })
                     .collect(),
             ),
@@ -314,17 +318,17 @@ impl Registry {
     ) -> Result<(&LibraryEntry, PolicyLabel), PluginError> {
         let (idx, name) = self.resolve(kind, spec)?;
         let lib = &self.libraries[idx];
-        let hooks = lib
+        let entry = lib
             .policies
             .iter()
-            .find(|p| p.kind == kind && p.name == name)
-            .map_or(Hooks::NONE, |p| p.hooks);
+            .find(|p| p.kind == kind && p.name == name);
         let label = PolicyLabel {
             library: lib.name.clone(),
             kind: kind.name(),
             name,
             abi: lib.abi,
-            hooks,
+            hooks: entry.map_or(Hooks::NONE, |p| p.hooks),
+            uses_state: entry.is_some_and(|p| p.uses_state),
         };
         Ok((lib, label))
     }

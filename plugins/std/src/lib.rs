@@ -8,7 +8,8 @@
 //!   `always-busiest` ([`routing`]);
 //! * scorers for the host's weighted router: `prefix-affinity`,
 //!   `queue-depth`, `kv-utilization`, `load-balance`, and the reference's
-//!   newer `running-requests`, `load-aware`, `vllm-dp` ([`scorers`]);
+//!   newer `running-requests`, `load-aware`, `vllm-dp`, `active-requests`
+//!   ([`scorers`]);
 //! * filters of a routing profile: `low-queue`, `low-kv-utilization`
 //!   ([`filters`]);
 //! * pickers of a routing profile: `max-score`, `random`,
@@ -40,8 +41,8 @@ use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
 use schedulers::{Fcfs, PreemptLowestPriority, PreemptTail, PriorityFcfs, ReversePriority, Sjf};
 use scorers::{
-    KvUtilization, LoadAware, LoadBalance, PrefixAffinityScorer, QueueDepth, RunningRequests,
-    VllmDp,
+    ActiveRequests, KvUtilization, LoadAware, LoadBalance, PrefixAffinityScorer, QueueDepth,
+    RunningRequests, VllmDp,
 };
 
 blis_plugin_api::export_plugin! {
@@ -56,6 +57,7 @@ blis_plugin_api::export_plugin! {
         RunningRequests,
         LoadAware,
         VllmDp,
+        ActiveRequests,
     ],
     filters: [LowQueue, LowKvUtilization],
     pickers: [MaxScore, RandomPick, WeightedRandom],

@@ -336,6 +336,83 @@ impl Scorer for LoadAware {
     }
 }
 
+/// llm-d's active-request scorer (the reference's `active-requests`):
+/// c = requests dispatched to the instance and not finished (the host's
+/// exact in-flight count); `(max − c) / max` over the candidates, 1 when
+/// c = 0 or max = 0.
+pub struct ActiveRequests;
+
+impl PolicyDef for ActiveRequests {
+    const NAME: &'static str = "active-requests";
+    const SUMMARY: &'static str = "(max − in-flight) / max over the candidates; idle → 1";
+    const USES_STATE: bool = true;
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(ActiveRequests)
+    }
+}
+
+fn active_score(c: u64, max: u64) -> f64 {
+    if c == 0 || max == 0 {
+        1.0
+    } else {
+        (max - c) as f64 / max as f64
+    }
+}
+
+impl Scorer for ActiveRequests {
+    /// Only for hosts without the 0.2 cluster state (never blis ≥ 0.2):
+    /// the effective load stands in for the in-flight count.
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let max = cluster
+            .instances()
+            .iter()
+            .map(InstanceSnapshot::effective_load)
+            .max()
+            .unwrap_or(0);
+        for x in cluster.instances() {
+            scores.push(active_score(x.effective_load(), max));
+        }
+    }
+
+    fn score_candidates(
+        &mut self,
+        _: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: &mut Scores,
+    ) {
+        let info = cluster.info();
+        let c = |i: u32| u64::from(info[i as usize].in_flight);
+        let max = cluster
+            .candidates()
+            .iter()
+            .map(|&i| c(i))
+            .max()
+            .unwrap_or(0);
+        for &i in cluster.candidates() {
+            scores.push(active_score(c(i), max));
+        }
+    }
+}
+
+#[cfg(test)]
+mod active_requests_tests {
+    use super::*;
+    use blis_plugin_api::testing::Fixture;
+
+    #[test]
+    fn scores_in_flight_over_the_candidates() {
+        let mut f = Fixture::idle(4).candidates(&[0, 1, 3]);
+        for (x, n) in f.info.iter_mut().zip([4u32, 0, 9, 2]) {
+            x.in_flight = n;
+        }
+        let mut out = Scores::new();
+        ActiveRequests.score_candidates(&f.request(0), &f.state(), &mut out);
+        // max over the candidates is 4 (instance 2 was filtered out).
+        assert_eq!(out.as_slice(), &[0.0, 1.0, 0.5]);
+    }
+}
+
 #[cfg(test)]
 mod synthetic_run_tests {
     use super::*;
