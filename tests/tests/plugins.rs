@@ -1024,3 +1024,33 @@ fn export_plugin_refuses_panic_abort() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The template's run file says relative output paths are resolved against
+/// the run file's folder — and they are: a run started from another folder
+/// writes the trace beside the run file.
+#[test]
+fn relative_trace_path_is_beside_the_run_file_as_the_template_says() {
+    let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/plugin-template/example.toml");
+    let text = std::fs::read_to_string(template).unwrap();
+    assert_contains!(text, "resolved against this file's folder");
+    assert_lacks!(text, "resolved against the current directory");
+    let dir = TestDir::new("relative_trace_path_is_beside_the_run_file_as_the_template_says");
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    dir.write(
+        "sub/run.toml",
+        "[workload]\nnum_requests = 5\n[output]\ntrace_path = \"decisions.jsonl\"\n",
+    );
+    let out = dir
+        .blis()
+        .args(["run", "sub/run.toml", "--quiet"])
+        .output()
+        .expect("run blis");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("sub/decisions.jsonl").is_file());
+    assert!(!dir.path().join("decisions.jsonl").exists());
+}
