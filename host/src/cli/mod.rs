@@ -90,6 +90,13 @@ pub enum ConvertCommand {
         /// The YAML file.
         file: PathBuf,
     },
+    /// Turn an inference-perf config (shared_prefix data, load stages), or a
+    /// reference workload spec with an `inference_perf` block, into a
+    /// `[workload]` table with `[workload.inference_perf]`.
+    InferencePerf {
+        /// The YAML file.
+        file: PathBuf,
+    },
     /// Turn an llm-d EndpointPickerConfig YAML into a `[routing]` TOML section.
     EppConfig {
         /// The YAML file.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::WorkloadConfig;
+use crate::workload::{Window, WorkloadConfig};
 
 /// A run file: everything one simulation needs.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -58,17 +58,24 @@ pub struct ModelSection {
     /// Tensor parallelism (default: the model's calibrated default, else 1).
     #[serde(default)]
     pub tp: Option<u32>,
-    /// `roofline` (default) or `linear`.
+    /// Data parallelism of a mixture-of-experts deployment (trained-physics;
+    /// default 1).
+    #[serde(default)]
+    pub dp: Option<u32>,
+    /// MoE dispatch backend when dp > 1 (trained-physics; default
+    /// `allgather_reducescatter`).
+    #[serde(default)]
+    pub moe_comm_backend: Option<String>,
+    /// `trained-physics` (default), `roofline`, `roofline-v1` or `linear`.
     #[serde(default = "default_latency_model")]
     pub latency_model: String,
-    /// `[alpha0 µs, alpha1 µs/input token, alpha2 µs/output token]`: queueing
-    /// delay and per-token output overhead (default: calibrated, else zeros).
+    /// `[alpha0, alpha1, alpha2]` µs (default: the latency model's own).
     #[serde(default)]
     pub alpha: Option<[f64; 3]>,
-    /// `[beta0 µs/step, beta1 µs/prefill token, beta2 µs/decode token]`
-    /// (linear only; default: calibrated).
+    /// Step-time coefficients: 7 to 11 for trained-physics, 3 for linear
+    /// (default: the latency model's own).
     #[serde(default)]
-    pub beta: Option<[f64; 3]>,
+    pub beta: Option<Vec<f64>>,
     /// Fraction of GPU memory available for weights + KV cache when KV
     /// blocks are derived (default 0.9).
     #[serde(default)]
@@ -79,7 +86,7 @@ fn default_model() -> String {
     "qwen3-14b".to_string()
 }
 fn default_latency_model() -> String {
-    "roofline".to_string()
+    "trained-physics".to_string()
 }
 
 impl Default for ModelSection {
@@ -90,6 +97,8 @@ impl Default for ModelSection {
             hardware: None,
             hardware_config: None,
             tp: None,
+            dp: None,
+            moe_comm_backend: None,
             latency_model: default_latency_model(),
             alpha: None,
             beta: None,
@@ -343,6 +352,11 @@ pub struct OutputSection {
     /// Fitness weights: metric → weight (keys in `metrics::fitness::KEYS`).
     #[serde(default)]
     pub fitness_weights: BTreeMap<String, f64>,
+    /// Report windows `[{ start_us, end_us }, …]`: the report gains a
+    /// `stages` entry per window for the requests that arrived in it
+    /// (instead of the workload's stages).
+    #[serde(default)]
+    pub windows: Option<Vec<Window>>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted
@@ -354,7 +368,7 @@ seed = 42
 name = "qwen3-14b"
 hardware = "H100"
 tp = 1
-latency_model = "roofline"
+latency_model = "trained-physics"
 
 [instance]
 count = 4

@@ -346,7 +346,9 @@ fn add_to_shape(shape: &mut BatchShape, r: &Run) {
     if r.generated > 0 && needed == 1 {
         shape.decode.add(r.computed, r.granted);
     } else {
-        shape.prefill.add(r.computed, r.granted);
+        shape
+            .prefill
+            .add_prefill(r.computed, r.granted, r.input_len + r.generated);
     }
 }
 
@@ -556,6 +558,7 @@ impl Instance {
         obs: &mut impl InstanceObserver,
     ) {
         let a2 = self.latency.output_token_overhead().max(0);
+        let post = self.latency.post_decode_overhead().max(0);
         // ITL samples, reported in runs of equal gaps (decodes of one step
         // mostly share their previous token's time).
         let (mut gap, mut gaps) = (0, 0u64);
@@ -600,10 +603,11 @@ impl Instance {
             if done {
                 let req = store.hot_mut(run.hot);
                 run.write_back(req);
-                // The client sees completion with the last token (or at the
-                // step end when the request had no output to deliver).
+                // The client sees completion with the last token, plus the
+                // model's post-decode overhead (or at the step end when the
+                // request had no output to deliver).
                 let at = if run.generated > 0 {
-                    run.last_token_at
+                    run.last_token_at + post
                 } else {
                     now + a2
                 };

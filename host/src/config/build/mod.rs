@@ -135,8 +135,9 @@ pub fn build(
     let mut instances = instance.create(&run.instance, &model)?;
     instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
     notes.push(format!(
-        "{} instance(s), {} KV blocks each ({:?}), {} routing, {} admission",
+        "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
         run.instance.count,
+        model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
         routing.describe(),
