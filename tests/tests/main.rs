@@ -14,6 +14,10 @@ mod util;
 // panics, output validation, load errors, name resolution, embedded vs loaded.
 mod plugins;
 
+// Routing profiles (filters, scorers, pickers) and lifecycle hooks through
+// the real `blis`, with third-party ABI 0.2 policies.
+mod pipeline;
+
 // The `blis` command end to end: report shape, determinism across processes,
 // embedded vs loaded standard library, subcommands, bad input.
 mod cli;

@@ -7,6 +7,7 @@
 //! the result and assembles a [`ClusterSetup`](crate::cluster::ClusterSetup).
 
 pub mod build;
+pub mod epp_config;
 pub mod overrides;
 mod run_file;
 

@@ -133,12 +133,20 @@ pub struct InstanceSection {
     /// `max_position_embeddings` when known, else unlimited).
     #[serde(default)]
     pub max_model_len: Option<u32>,
-    /// `fcfs` (default), `priority-fcfs`, `sjf`, `reverse-priority`.
+    /// `fcfs` (default), `priority-fcfs`, `sjf`, `reverse-priority`, or a
+    /// scheduler plugin (`name` or `library::name`).
     #[serde(default = "d_fcfs")]
     pub scheduler: String,
-    /// `fcfs` (default: evict the batch tail) or `priority`.
+    /// Parameters handed to a scheduler plugin.
+    #[serde(default)]
+    pub scheduler_params: toml::Table,
+    /// `fcfs` (default: evict the batch tail), `priority`, or a preemption
+    /// plugin (`name` or `library::name`).
     #[serde(default = "d_fcfs")]
     pub preemption: String,
+    /// Parameters handed to a preemption plugin.
+    #[serde(default)]
+    pub preemption_params: toml::Table,
     /// `[instance.kv_offload]`: a CPU tier behind the GPU KV blocks
     /// (absent = GPU only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -191,7 +199,9 @@ impl Default for InstanceSection {
             total_kv_blocks: None,
             max_model_len: None,
             scheduler: d_fcfs(),
+            scheduler_params: toml::Table::new(),
             preemption: d_fcfs(),
+            preemption_params: toml::Table::new(),
             kv_offload: None,
         }
     }
@@ -260,6 +270,64 @@ pub struct RoutingSection {
     /// `prefix-affinity:3, queue-depth:2, kv-utilization:2`).
     #[serde(default)]
     pub scorers: Vec<ScorerSection>,
+    /// Scheduling profiles of the `pipeline` policy (llm-d's shape).
+    #[serde(default)]
+    pub profiles: Vec<ProfileSection>,
+    /// Profile handler of the `pipeline` policy: `single-profile` (the
+    /// default and, for now, the only one).
+    #[serde(default)]
+    pub profile_handler: Option<String>,
+}
+
+/// A filter or picker of a scheduling profile.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRef {
+    /// Policy name, or `library::name`.
+    pub name: String,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+/// One scorer of a scheduling profile (weight defaults to 1, as in llm-d).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileScorer {
+    /// Scorer name, or `library::name`.
+    pub name: String,
+    /// Weight (≥ 0, default 1; raw, not normalised).
+    #[serde(default = "d_weight")]
+    pub weight: f64,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+fn d_weight() -> f64 {
+    1.0
+}
+
+/// `[[routing.profiles]]`: filters → weighted scorers → picker.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSection {
+    /// Profile name (default `default`).
+    #[serde(default = "d_profile_name")]
+    pub name: String,
+    /// Filters, run in order, each on the previous one's output.
+    #[serde(default)]
+    pub filters: Vec<PolicyRef>,
+    /// Scorers, each scoring the candidates that survived the filters.
+    #[serde(default)]
+    pub scorers: Vec<ProfileScorer>,
+    /// Picker (default `max-score`).
+    #[serde(default)]
+    pub picker: Option<PolicyRef>,
+}
+
+fn d_profile_name() -> String {
+    "default".to_string()
 }
 
 fn d_route() -> String {
@@ -274,6 +342,8 @@ impl Default for RoutingSection {
             snapshot_refresh_interval_us: 0,
             params: toml::Table::new(),
             scorers: Vec::new(),
+            profiles: Vec::new(),
+            profile_handler: None,
         }
     }
 }

@@ -47,7 +47,9 @@ mod tests;
 use std::cmp::Reverse;
 
 use crate::engine::{Event, EventQueue, Tick};
-use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot, UNSET};
+use crate::request::{
+    prompt_block_hashes, Request, RequestState, RequestStore, SloClass, Slot, UNSET,
+};
 
 pub use kv::MAX_KV_BLOCKS;
 /// The KV cache, public for the benchmarks only (`host/benches/kv.rs`);
@@ -71,6 +73,18 @@ pub enum SchedulerKind {
     Sjf,
     /// SLO-class priority (low first), then arrival, then id.
     ReversePriority,
+    /// A key from outside the instance ([`SortKey`], set with
+    /// [`Instance::set_sort_key`]: a scheduler plugin), then arrival, then id.
+    Custom,
+}
+
+/// The primary wait-queue key of a request, supplied from outside the
+/// instance (the cluster wires a scheduler plugin in; the instance knows
+/// nothing of plugins). Called once when a request enters the wait queue.
+pub trait SortKey: Send {
+    /// Smallest first. An error is kept by the instance (see
+    /// [`Instance::take_policy_error`]) and the request gets key 0.
+    fn key(&mut self, req: &Request) -> Result<i64, String>;
 }
 
 /// Which running request is evicted when KV blocks run out.
@@ -81,6 +95,29 @@ pub enum PreemptionKind {
     Fcfs,
     /// The lowest-priority request (latest arrival among equals).
     Priority,
+    /// Chosen from outside the instance ([`VictimChoice`], set with
+    /// [`Instance::set_victim_choice`]: a preemption plugin).
+    Custom,
+}
+
+/// A request of the running batch, as a [`VictimChoice`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunningInfo {
+    pub id: u64,
+    pub arrival: Tick,
+    pub input_len: u32,
+    pub generated: u32,
+    pub computed: u32,
+    pub slo_class: SloClass,
+}
+
+/// The preemption victim, chosen from outside the instance (the cluster
+/// wires a preemption plugin in).
+pub trait VictimChoice: Send {
+    /// Index in `running` (the batch in admission order, never empty). An
+    /// error, or an index out of range, is kept by the instance (see
+    /// [`Instance::take_policy_error`]) and the tail is preempted.
+    fn victim(&mut self, running: &[RunningInfo]) -> Result<usize, String>;
 }
 
 /// Static configuration of an instance (every instance of a cluster shares one).
@@ -203,6 +240,21 @@ pub struct Instance {
     dropped: u64,
     /// Reused buffer for prefix-cache hits during admission.
     hit_scratch: Vec<u32>,
+    /// The victim choice of [`PreemptionKind::Custom`], its view buffer,
+    /// and its first error.
+    victim_choice: CustomVictim,
+    victim_view: Vec<RunningInfo>,
+    policy_error: Option<String>,
+}
+
+/// The optional [`VictimChoice`] (a newtype so the instance stays `Debug`).
+#[derive(Default)]
+struct CustomVictim(Option<Box<dyn VictimChoice>>);
+
+impl std::fmt::Debug for CustomVictim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CustomVictim({})", self.0.is_some())
+    }
 }
 
 /// A request in the running batch, with the progress a step updates.
@@ -346,6 +398,9 @@ impl Instance {
             completed: 0,
             dropped: 0,
             hit_scratch: Vec::new(),
+            victim_choice: CustomVictim::default(),
+            victim_view: Vec::new(),
+            policy_error: None,
         }
     }
 
@@ -801,7 +856,7 @@ impl Instance {
     }
 
     /// Index in the batch of the request to preempt.
-    fn victim(&self, store: &RequestStore) -> usize {
+    fn victim(&mut self, store: &RequestStore) -> usize {
         match self.config.preemption {
             PreemptionKind::Fcfs => self.running.len() - 1,
             PreemptionKind::Priority => {
@@ -819,6 +874,47 @@ impl Instance {
                     }
                 }
                 best
+            }
+            PreemptionKind::Custom => self.custom_victim(store),
+        }
+    }
+
+    /// The victim of the [`VictimChoice`]; the tail on an error.
+    #[cold]
+    fn custom_victim(&mut self, store: &RequestStore) -> usize {
+        let tail = self.running.len() - 1;
+        self.victim_view.clear();
+        for run in &self.running {
+            let r = store.hot(run.hot);
+            self.victim_view.push(RunningInfo {
+                id: r.id,
+                arrival: r.arrival,
+                input_len: run.input_len,
+                generated: run.generated,
+                computed: run.computed,
+                slo_class: r.slo_class,
+            });
+        }
+        let Some(choice) = self.victim_choice.0.as_mut() else {
+            self.policy_error.get_or_insert_with(|| {
+                "a custom preemption policy was configured without a victim choice".into()
+            });
+            return tail;
+        };
+        match choice.victim(&self.victim_view) {
+            Ok(v) if v < self.running.len() => v,
+            Ok(v) => {
+                self.policy_error.get_or_insert_with(|| {
+                    format!(
+                        "the preemption policy chose batch index {v}, but the batch has {} requests",
+                        self.running.len()
+                    )
+                });
+                tail
+            }
+            Err(e) => {
+                self.policy_error.get_or_insert(e);
+                tail
             }
         }
     }
@@ -881,6 +977,27 @@ impl Instance {
     /// Free KV blocks (Tier 3 signal). Includes free blocks that still cache a prefix.
     pub fn free_kv_blocks(&self) -> u64 {
         self.kv.free()
+    }
+    /// Order the wait queue by `key` (for [`SchedulerKind::Custom`]; call
+    /// before the first request arrives).
+    pub fn set_sort_key(&mut self, key: Box<dyn SortKey>) {
+        self.waiting.set_sort_key(key);
+    }
+    /// Choose preemption victims with `choice` (for
+    /// [`PreemptionKind::Custom`]).
+    pub fn set_victim_choice(&mut self, choice: Box<dyn VictimChoice>) {
+        self.victim_choice = CustomVictim(Some(choice));
+    }
+    /// The first error a custom sort key or victim choice returned, if any
+    /// (taken).
+    pub fn take_policy_error(&mut self) -> Option<String> {
+        self.policy_error
+            .take()
+            .or_else(|| self.waiting.take_error())
+    }
+    /// Preemptions so far (a request preempted twice counts twice).
+    pub fn preemption_count(&self) -> u64 {
+        self.preemptions
     }
     /// KV blocks held by requests.
     pub fn used_kv_blocks(&self) -> u64 {
