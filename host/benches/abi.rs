@@ -12,7 +12,10 @@
 //! * `scorer/prefix-affinity` — one call with 32 block hashes against a
 //!   warmed index;
 //! * `weighted/3-scorers` — a whole weighted decision: three scorer calls,
-//!   the weighted argmax, and `observe` on all three.
+//!   the weighted argmax, and `observe` on all three;
+//! * `hook/on_event` — one lifecycle event delivered through the ABI (ABI
+//!   0.2) to a policy: the cost a hook adds per request and event (a policy
+//!   without hooks is never called).
 //!
 //! Run with `cargo bench -p blis-host --bench abi`.
 
@@ -21,7 +24,8 @@ use std::hint::black_box;
 use blis_host::plugins::{Registry, ScorerPolicy};
 use blis_plugin_api::abi_stable::std_types::{RSlice, RStr};
 use blis_plugin_api::{
-    ClusterView, InstanceSnapshot, Params, PolicyDef, RVec, RequestView, Scorer, SloClass,
+    ClusterState, ClusterView, EventKind, InstanceInfo, InstanceSnapshot, Params, PolicyDef, RVec,
+    RequestEvent, RequestView, Scorer, SloClass,
 };
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -135,5 +139,37 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+fn bench_hook(c: &mut Criterion) {
+    let reg = Registry::standard();
+    let snaps = snapshots();
+    let info = vec![InstanceInfo::default(); INSTANCES];
+    let state = ClusterState {
+        view: ClusterView {
+            clock_us: 1_000,
+            instances: RSlice::from_slice(&snaps),
+        },
+        candidates: RSlice::from_slice(&[]),
+        info: RSlice::from_slice(&info),
+    };
+    let event = RequestEvent {
+        kind: EventKind::COMPLETED,
+        instance: 3,
+        time_us: 1_000,
+        request: request(&[]),
+        ttft_us: 120_000,
+        e2e_us: 900_000,
+        output_tokens: 200,
+        reserved: 0,
+    };
+    let mut scorer = reg.scorer("queue-depth", "", 0).unwrap();
+    c.bench_function("hook/on_event", |b| {
+        b.iter(|| {
+            scorer
+                .on_event(black_box(&event), black_box(&state))
+                .unwrap()
+        })
+    });
+}
+
+criterion_group!(benches, bench, bench_hook);
 criterion_main!(benches);

@@ -109,7 +109,11 @@ fn bench(c: &mut Criterion) {
     // Warm the prefix index with every prompt.
     for (i, h) in pool.iter().enumerate() {
         let rv = view(i as u64, h);
-        let (chosen, _) = r.route(&rv, &cluster).expect("route");
+        let chosen = r
+            .route(&rv, &cluster, None)
+            .expect("route")
+            .chosen()
+            .expect("routed");
         r.observe(&rv, &cluster, chosen).expect("observe");
     }
     let mut i = 0usize;
@@ -117,14 +121,18 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let rv = view(i as u64, &pool[i % POOL]);
             i += 1;
-            r.route(&rv, &cluster).expect("route").0
+            r.route(&rv, &cluster, None).expect("route").chosen()
         })
     });
     g.bench_function("route_observe", |b| {
         b.iter(|| {
             let rv = view(i as u64, &pool[i % POOL]);
             i += 1;
-            let (chosen, _) = r.route(&rv, &cluster).expect("route");
+            let chosen = r
+                .route(&rv, &cluster, None)
+                .expect("route")
+                .chosen()
+                .expect("routed");
             r.observe(&rv, &cluster, chosen).expect("observe");
             chosen
         })
@@ -150,7 +158,11 @@ fn bench(c: &mut Criterion) {
             };
             let rv = view(i as u64, &pool[i % POOL]);
             i += 1;
-            let (chosen, _) = r.route(&rv, &cluster).expect("route");
+            let chosen = r
+                .route(&rv, &cluster, None)
+                .expect("route")
+                .chosen()
+                .expect("routed");
             r.observe(&rv, &cluster, chosen).expect("observe");
             chosen
         })
@@ -192,14 +204,22 @@ fn bench(c: &mut Criterion) {
     for _ in 0..64 * 10_000 / 32 + 1_000 {
         let id = next(&mut hashes);
         let rv = view(id, &hashes);
-        let (chosen, _) = r.route(&rv, &cluster).expect("route");
+        let chosen = r
+            .route(&rv, &cluster, None)
+            .expect("route")
+            .chosen()
+            .expect("routed");
         r.observe(&rv, &cluster, chosen).expect("observe");
     }
     g.bench_function("route_observe", |b| {
         b.iter(|| {
             let id = next(&mut hashes);
             let rv = view(id, &hashes);
-            let (chosen, _) = r.route(&rv, &cluster).expect("route");
+            let chosen = r
+                .route(&rv, &cluster, None)
+                .expect("route")
+                .chosen()
+                .expect("routed");
             r.observe(&rv, &cluster, chosen).expect("observe");
             chosen
         })

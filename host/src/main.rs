@@ -1,8 +1,6 @@
 //! The `blis` command line: glue between clap and the library. Prints the
 //! report (and only the report) on stdout, one error paragraph on stderr.
 
-use clap::Parser;
-
 use blis_host::alloc::HugePageAlloc;
 use blis_host::cli::{self, Cli};
 
@@ -11,7 +9,7 @@ static ALLOCATOR: HugePageAlloc = HugePageAlloc;
 
 fn main() {
     blis_host::alloc::init();
-    let cli = Cli::parse();
+    let cli: Cli = cli::parse();
     match cli::dispatch(cli) {
         Ok(Some(text)) => {
             if let Err(e) = cli::print_stdout(&text) {

@@ -1,20 +1,25 @@
-//! The ABI proper: the root module every plugin library exports and the three
+//! The ABI proper: the root module every plugin library exports and the
 //! policy traits, as `abi_stable` types.
 //!
-//! Evolution rule: the ABI version is this crate's version. New methods and
-//! fields go after the `#[sabi(last_prefix_field)]` markers, with defaults,
-//! so older plugins keep loading. `tests/abi_layout.txt` pins the layout.
+//! Everything that existed in ABI 0.1 is frozen here byte for byte (the root
+//! module's `describe`/`create`, the three 0.1 policy traits up to `observe`,
+//! [`PolicyKind`], [`PolicyObject`], [`PolicyInfo`], [`LibraryInfo`] and the
+//! views). ABI 0.2 only *adds*: root-module fields after `create`, trait
+//! methods after `observe` (with defaults), and new types. The evolution
+//! rules are in the crate documentation; `tests/abi_layout.txt` pins the
+//! layout.
 
 use abi_stable::{
     declare_root_module_statics,
     library::RootModule,
     package_version_strings, sabi_trait,
     sabi_types::VersionStrings,
-    std_types::{RBox, RResult, RStr, RString, RVec},
+    std_types::{RBox, RResult, RSlice, RStr, RString, RVec},
     StableAbi,
 };
 
-use crate::views::{ClusterView, RequestView};
+use crate::events::RequestEvent;
+use crate::views::{ClusterState, ClusterView, RequestView, RunningRequest};
 
 /// The three kinds of policy a library can offer.
 #[repr(u8)]
@@ -67,6 +72,17 @@ pub trait AdmissionAbi: Send {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError>;
+
+    /// ABI 0.2: a lifecycle event of a request (only the kinds the policy
+    /// asked for in its [`PolicyInfoV2::hooks`]). Missing in a 0.1 library:
+    /// the default does nothing (and the host never calls it there).
+    fn on_event(
+        &mut self,
+        _event: &RequestEvent<'_>,
+        _cluster: &ClusterState<'_>,
+    ) -> RResult<(), PolicyError> {
+        RResult::ROk(())
+    }
 }
 
 /// A routing policy, as the host calls it.
@@ -87,6 +103,17 @@ pub trait RouterAbi: Send {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError>;
+
+    /// ABI 0.2: a lifecycle event of a request (only the kinds the policy
+    /// asked for in its [`PolicyInfoV2::hooks`]). Missing in a 0.1 library:
+    /// the default does nothing (and the host never calls it there).
+    fn on_event(
+        &mut self,
+        _event: &RequestEvent<'_>,
+        _cluster: &ClusterState<'_>,
+    ) -> RResult<(), PolicyError> {
+        RResult::ROk(())
+    }
 }
 
 /// A scorer for the host's weighted router, as the host calls it.
@@ -109,7 +136,127 @@ pub trait ScorerAbi: Send {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError>;
+
+    /// ABI 0.2: a lifecycle event of a request (only the kinds the policy
+    /// asked for in its [`PolicyInfoV2::hooks`]). Missing in a 0.1 library:
+    /// the default does nothing (and the host never calls it there).
+    fn on_event(
+        &mut self,
+        _event: &RequestEvent<'_>,
+        _cluster: &ClusterState<'_>,
+    ) -> RResult<(), PolicyError> {
+        RResult::ROk(())
+    }
+
+    /// ABI 0.2: one score per *candidate* (`cluster.candidates`, the
+    /// instances that survived the profile's filters), in candidate order.
+    /// The host calls it only for libraries of ABI ≥ 0.2 (it knows from
+    /// [`PluginMod::describe_v2`]); for a 0.1 library it calls
+    /// [`ScorerAbi::score`] over the whole cluster and keeps the candidates'
+    /// scores. The default (what a 0.1 vtable lacks) is an error.
+    fn score_candidates(
+        &mut self,
+        _request: &RequestView<'_>,
+        _cluster: &ClusterState<'_>,
+        _out: &mut RVec<f64>,
+    ) -> RResult<(), PolicyError> {
+        RResult::RErr(PolicyError {
+            panicked: false,
+            message: RString::from("score_candidates is not implemented (ABI 0.1 library)"),
+        })
+    }
 }
+
+/// ABI 0.2: a filter of a routing profile, as the host calls it.
+#[sabi_trait]
+pub trait FilterAbi: Send {
+    /// Push the candidates to keep onto `keep` (instance indices, a subset of
+    /// `cluster.candidates` in the same order; the host clears it before the
+    /// call and checks it after). An empty result ends the profile.
+    fn filter(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        keep: &mut RVec<u32>,
+    ) -> RResult<(), PolicyError>;
+
+    /// Called after every routing decision with the chosen instance.
+    fn observe(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError>;
+
+    /// A lifecycle event (only the kinds asked for in the policy's hooks).
+    #[sabi(last_prefix_field)]
+    fn on_event(
+        &mut self,
+        event: &RequestEvent<'_>,
+        cluster: &ClusterState<'_>,
+    ) -> RResult<(), PolicyError>;
+}
+
+/// ABI 0.2: the picker of a routing profile, as the host calls it.
+#[sabi_trait]
+pub trait PickerAbi: Send {
+    /// The chosen instance index, one of `cluster.candidates`; `scores[k]`
+    /// is the weighted total of candidate `k` (raw weights, each scorer's
+    /// value clamped to [0, 1]).
+    fn pick(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: RSlice<'_, f64>,
+    ) -> RResult<u32, PolicyError>;
+
+    /// Called after every routing decision with the chosen instance.
+    fn observe(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError>;
+
+    /// A lifecycle event (only the kinds asked for in the policy's hooks).
+    #[sabi(last_prefix_field)]
+    fn on_event(
+        &mut self,
+        event: &RequestEvent<'_>,
+        cluster: &ClusterState<'_>,
+    ) -> RResult<(), PolicyError>;
+}
+
+/// ABI 0.2: the wait-queue order of an instance, as the host calls it.
+#[sabi_trait]
+pub trait SchedulerAbi: Send {
+    /// The primary sort key of a request entering the wait queue: smallest
+    /// first; equal keys are served by arrival time, then request id.
+    /// Called once per request per instance (the key never changes while
+    /// the request waits).
+    #[sabi(last_prefix_field)]
+    fn key(&mut self, request: &RequestView<'_>) -> RResult<i64, PolicyError>;
+}
+
+/// A scheduler object owned by the host (ABI 0.2).
+pub type SchedulerBox = SchedulerAbi_TO<'static, RBox<()>>;
+
+/// ABI 0.2: an instance's preemption victim choice, as the host calls it.
+#[sabi_trait]
+pub trait PreemptionAbi: Send {
+    /// Index in `running` (the batch, in admission order) of the request to
+    /// preempt when KV blocks run out.
+    #[sabi(last_prefix_field)]
+    fn victim(&mut self, running: RSlice<'_, RunningRequest>) -> RResult<u32, PolicyError>;
+}
+
+/// A preemption policy object owned by the host (ABI 0.2).
+pub type PreemptionBox = PreemptionAbi_TO<'static, RBox<()>>;
+
+/// A filter object owned by the host (ABI 0.2).
+pub type FilterBox = FilterAbi_TO<'static, RBox<()>>;
+/// A picker object owned by the host (ABI 0.2).
+pub type PickerBox = PickerAbi_TO<'static, RBox<()>>;
 
 /// An admission policy object owned by the host.
 pub type AdmissionBox = AdmissionAbi_TO<'static, RBox<()>>;
@@ -156,13 +303,160 @@ pub struct LibraryInfo {
     pub policies: RVec<PolicyInfo>,
 }
 
-/// The root module of a plugin library: a small, frozen surface.
+/// The version of the blis plugin ABI: what [`PluginMod::describe_v2`]
+/// reports and `blis --version` prints. A library without `describe_v2` is
+/// ABI 0.1.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AbiVersion {
+    /// Major version (0 while the ABI is young).
+    pub major: u16,
+    /// Minor version: each minor version adds to the previous one.
+    pub minor: u16,
+}
+
+impl std::fmt::Display for AbiVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// The ABI version this crate implements.
+pub const ABI_VERSION: AbiVersion = AbiVersion { major: 0, minor: 2 };
+
+/// The ABI version of a library that predates [`PluginMod::describe_v2`].
+pub const ABI_0_1: AbiVersion = AbiVersion { major: 0, minor: 1 };
+
+/// ABI 0.2: the kind of a policy as an open-ended code. Unlike the frozen
+/// [`PolicyKind`] enum, a later ABI adds kinds as new codes; a host ignores
+/// policies of codes it does not know.
+#[repr(transparent)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KindCode(pub u8);
+
+impl KindCode {
+    /// [`PolicyKind::Admission`].
+    pub const ADMISSION: KindCode = KindCode(0);
+    /// [`PolicyKind::Router`].
+    pub const ROUTER: KindCode = KindCode(1);
+    /// [`PolicyKind::Scorer`].
+    pub const SCORER: KindCode = KindCode(2);
+    /// A routing-profile filter (0.2).
+    pub const FILTER: KindCode = KindCode(3);
+    /// A routing-profile picker (0.2).
+    pub const PICKER: KindCode = KindCode(4);
+    /// An instance's wait-queue order (0.2).
+    pub const SCHEDULER: KindCode = KindCode(5);
+    /// An instance's preemption victim choice (0.2).
+    pub const PREEMPTION: KindCode = KindCode(6);
+
+    /// Lower-case name used in messages and run files (`"unknown"` for a
+    /// code this version does not know).
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "admission",
+            1 => "router",
+            2 => "scorer",
+            3 => "filter",
+            4 => "picker",
+            5 => "scheduler",
+            6 => "preemption",
+            _ => "unknown",
+        }
+    }
+
+    /// The 0.1 enum for the kinds it has.
+    pub fn policy_kind(self) -> Option<PolicyKind> {
+        match self.0 {
+            0 => Some(PolicyKind::Admission),
+            1 => Some(PolicyKind::Router),
+            2 => Some(PolicyKind::Scorer),
+            _ => None,
+        }
+    }
+}
+
+impl From<PolicyKind> for KindCode {
+    fn from(k: PolicyKind) -> Self {
+        KindCode(k as u8)
+    }
+}
+
+/// ABI 0.2: which lifecycle events a policy wants (a bit set of
+/// [`EventKind`](crate::EventKind) codes). The host calls `on_event` only
+/// for these, so a policy that wants none costs nothing per request.
+#[repr(transparent)]
+#[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Hooks(pub u32);
+
+impl Hooks {
+    /// No lifecycle event.
+    pub const NONE: Hooks = Hooks(0);
+    /// Every event kind this version defines.
+    pub const ALL: Hooks = Hooks(0b1_1111);
+
+    /// The set holding one event kind.
+    pub const fn of(kind: crate::EventKind) -> Hooks {
+        Hooks(1 << kind.0)
+    }
+
+    /// Union.
+    pub const fn with(self, kind: crate::EventKind) -> Hooks {
+        Hooks(self.0 | (1 << kind.0))
+    }
+
+    /// True when `kind` is in the set.
+    #[inline]
+    pub const fn contains(self, kind: crate::EventKind) -> bool {
+        kind.0 < 32 && self.0 & (1 << kind.0) != 0
+    }
+
+    /// True when the set is empty.
+    #[inline]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// ABI 0.2: description of one policy, of any kind.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct PolicyInfoV2 {
+    /// Kind of policy.
+    pub kind: KindCode,
+    /// Name used in run files (unique per kind within a library).
+    pub name: RString,
+    /// One line saying what it does.
+    pub summary: RString,
+    /// Parameter documentation (TOML keys, types, defaults, units).
+    pub params_doc: RString,
+    /// The lifecycle events the policy handles.
+    pub hooks: Hooks,
+    /// A scorer that reads the 0.2 [`ClusterState`]: the host calls its
+    /// `score_candidates` at every decision, filters or not.
+    pub uses_state: bool,
+}
+
+/// ABI 0.2: what a library says about itself.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug)]
+pub struct LibraryInfoV2 {
+    /// The plugin ABI version the library was built against.
+    pub abi: AbiVersion,
+    /// Every policy it offers, the 0.1 kinds included.
+    pub policies: RVec<PolicyInfoV2>,
+}
+
+/// The root module of a plugin library.
+///
+/// `describe` and `create` are ABI 0.1 and frozen. Every later field is
+/// optional: a 0.1 library does not have it, and the host reads it through
+/// an `Option` accessor (`module.describe_v2()` is `None` for 0.1).
 #[repr(C)]
 #[derive(StableAbi)]
 #[sabi(kind(Prefix(prefix_ref = PluginModRef)))]
-#[sabi(missing_field(panic))]
 pub struct PluginMod {
-    /// Describe the library and its policies.
+    /// Describe the library and its 0.1 policies.
     pub describe: extern "C" fn() -> LibraryInfo,
     /// Create the policy `name` of `kind` from its TOML parameter table
     /// (`params_toml`, possibly empty) and its own random seed.
@@ -173,6 +467,32 @@ pub struct PluginMod {
         params_toml: RStr<'_>,
         seed: u64,
     ) -> RResult<PolicyObject, RString>,
+    /// ABI 0.2: the ABI version and every policy, with its hooks.
+    pub describe_v2: extern "C" fn() -> LibraryInfoV2,
+    /// ABI 0.2: create a filter.
+    pub create_filter: extern "C" fn(
+        name: RStr<'_>,
+        params_toml: RStr<'_>,
+        seed: u64,
+    ) -> RResult<FilterBox, RString>,
+    /// ABI 0.2: create a picker.
+    pub create_picker: extern "C" fn(
+        name: RStr<'_>,
+        params_toml: RStr<'_>,
+        seed: u64,
+    ) -> RResult<PickerBox, RString>,
+    /// ABI 0.2: create a scheduler (one per instance).
+    pub create_scheduler: extern "C" fn(
+        name: RStr<'_>,
+        params_toml: RStr<'_>,
+        seed: u64,
+    ) -> RResult<SchedulerBox, RString>,
+    /// ABI 0.2: create a preemption policy (one per instance).
+    pub create_preemption: extern "C" fn(
+        name: RStr<'_>,
+        params_toml: RStr<'_>,
+        seed: u64,
+    ) -> RResult<PreemptionBox, RString>,
 }
 
 impl RootModule for PluginModRef {

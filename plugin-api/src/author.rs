@@ -13,15 +13,18 @@ use std::sync::Once;
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
-    std_types::{RResult, RVec},
+    std_types::{RResult, RSlice, RVec},
 };
 
 use crate::abi::{
-    AdmissionAbi, AdmissionAbi_TO, PolicyError, PolicyInfo, PolicyKind, PolicyObject, RouterAbi,
-    RouterAbi_TO, ScorerAbi, ScorerAbi_TO,
+    AdmissionAbi, AdmissionAbi_TO, FilterAbi, FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi,
+    PickerAbi_TO, PickerBox, PolicyError, PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject,
+    PreemptionAbi, PreemptionAbi_TO, PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi,
+    SchedulerAbi_TO, SchedulerBox, ScorerAbi, ScorerAbi_TO,
 };
+use crate::events::RequestEvent;
 use crate::params::Params;
-use crate::views::{ClusterView, RequestView};
+use crate::views::{ClusterState, ClusterView, RequestView, RunningRequest};
 
 /// Scores a scorer writes: one per instance, in instance order.
 pub type Scores = RVec<f64>;
@@ -36,9 +39,25 @@ pub trait PolicyDef: Sized + Send + 'static {
     /// key with its type, unit and default.
     const PARAMS_DOC: &'static str = "This policy takes no parameters.";
 
+    /// The lifecycle events this policy handles in [`PolicyDef::on_event`]
+    /// (ABI 0.2). The host calls `on_event` for these kinds only, so the
+    /// default — none — costs nothing per request.
+    const HOOKS: Hooks = Hooks::NONE;
+
+    /// For a scorer: true when it reads the 0.2 [`ClusterState`] (e.g.
+    /// `InstanceInfo::in_flight`), so the host calls
+    /// [`Scorer::score_candidates`] at every decision, with every instance a
+    /// candidate when the profile has no filter. Other kinds ignore it.
+    const USES_STATE: bool = false;
+
     /// Build the policy from its parameter table and its own random seed
     /// (derived from the run seed; use no other source of randomness or time).
     fn create(params: Params<'_>, seed: u64) -> Result<Self, String>;
+
+    /// A lifecycle event of a request, one of the kinds in
+    /// [`PolicyDef::HOOKS`], in simulated-time order, with the cluster as it
+    /// is at that time (ABI 0.2).
+    fn on_event(&mut self, _event: &RequestEvent<'_>, _cluster: &ClusterState<'_>) {}
 }
 
 /// An admission policy: decides whether a request enters the cluster.
@@ -68,9 +87,78 @@ pub trait Scorer: PolicyDef {
     /// Score every instance.
     fn score(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores);
 
+    /// Score only the candidates that survived the profile's filters
+    /// (`cluster.candidates()`), one score per candidate in candidate order
+    /// (ABI 0.2). The default scores every instance with
+    /// [`Scorer::score`] and keeps the candidates' scores; override it when
+    /// the score depends on the set being scored (e.g. min-max
+    /// normalisation over the candidates, as llm-d does).
+    fn score_candidates(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: &mut Scores,
+    ) {
+        self.score(request, &cluster.view, scores);
+        let candidates = cluster.candidates();
+        if scores.len() == cluster.len() && candidates.len() < scores.len() {
+            for (k, &i) in candidates.iter().enumerate() {
+                scores[k] = scores[i as usize];
+            }
+            scores.truncate(candidates.len());
+        }
+    }
+
     /// Called after every routing decision with the chosen instance (stateful
     /// scorers such as prefix affinity update their index here).
     fn observe(&mut self, _request: &RequestView<'_>, _cluster: &ClusterView<'_>, _chosen: usize) {}
+}
+
+/// Instance indices a filter keeps.
+pub type Kept = RVec<u32>;
+
+/// A filter of a routing profile (ABI 0.2): keeps a subset of the candidate
+/// instances; the scorers then see only those.
+pub trait Filter: PolicyDef {
+    /// Push the indices of the candidates to keep (from
+    /// `cluster.candidates()`, in the same order) onto `keep`.
+    fn filter(&mut self, request: &RequestView<'_>, cluster: &ClusterState<'_>, keep: &mut Kept);
+
+    /// Called after every routing decision with the chosen instance.
+    fn observe(&mut self, _request: &RequestView<'_>, _cluster: &ClusterView<'_>, _chosen: usize) {}
+}
+
+/// The picker of a routing profile (ABI 0.2): chooses among the scored
+/// candidates.
+pub trait Picker: PolicyDef {
+    /// The chosen instance: one of `cluster.candidates()`. `scores[k]` is
+    /// the weighted total of candidate `k`.
+    fn pick(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: &[f64],
+    ) -> u32;
+
+    /// Called after every routing decision with the chosen instance.
+    fn observe(&mut self, _request: &RequestView<'_>, _cluster: &ClusterView<'_>, _chosen: usize) {}
+}
+
+/// An instance's wait-queue order (ABI 0.2): the sort key of a request
+/// entering the queue. blis creates one per instance.
+///
+/// The request view has no tenant and no block hashes here.
+pub trait Scheduler: PolicyDef {
+    /// Smallest first; equal keys are served by arrival time, then id.
+    fn key(&mut self, request: &RequestView<'_>) -> i64;
+}
+
+/// An instance's preemption victim choice (ABI 0.2). blis creates one per
+/// instance and asks it when a running request's KV cannot grow.
+pub trait Preemption: PolicyDef {
+    /// Index in `running` (the batch, in admission order; never empty) of
+    /// the request to preempt.
+    fn victim(&mut self, running: &[RunningRequest]) -> usize;
 }
 
 thread_local! {
@@ -127,6 +215,23 @@ fn guarded<T>(f: impl FnOnce() -> T) -> RResult<T, PolicyError> {
 struct AdmissionAdapter<P>(P);
 struct RouterAdapter<P>(P);
 struct ScorerAdapter<P>(P);
+struct FilterAdapter<P>(P);
+struct PickerAdapter<P>(P);
+struct SchedulerAdapter<P>(P);
+struct PreemptionAdapter<P>(P);
+
+/// The `on_event` body shared by every adapter.
+macro_rules! on_event_body {
+    () => {
+        fn on_event(
+            &mut self,
+            event: &RequestEvent<'_>,
+            cluster: &ClusterState<'_>,
+        ) -> RResult<(), PolicyError> {
+            guarded(|| self.0.on_event(event, cluster))
+        }
+    };
+}
 
 impl<P: Admission> AdmissionAbi for AdmissionAdapter<P> {
     fn admit(
@@ -144,6 +249,7 @@ impl<P: Admission> AdmissionAbi for AdmissionAdapter<P> {
     ) -> RResult<(), PolicyError> {
         guarded(|| self.0.observe(request, cluster, chosen as usize))
     }
+    on_event_body!();
 }
 
 impl<P: Router> RouterAbi for RouterAdapter<P> {
@@ -168,6 +274,7 @@ impl<P: Router> RouterAbi for RouterAdapter<P> {
     ) -> RResult<(), PolicyError> {
         guarded(|| self.0.observe(request, cluster, chosen as usize))
     }
+    on_event_body!();
 }
 
 impl<P: Scorer> ScorerAbi for ScorerAdapter<P> {
@@ -179,6 +286,14 @@ impl<P: Scorer> ScorerAbi for ScorerAdapter<P> {
     ) -> RResult<(), PolicyError> {
         guarded(|| self.0.score(request, cluster, out))
     }
+    fn score_candidates(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        out: &mut RVec<f64>,
+    ) -> RResult<(), PolicyError> {
+        guarded(|| self.0.score_candidates(request, cluster, out))
+    }
     fn observe(
         &mut self,
         request: &RequestView<'_>,
@@ -186,6 +301,59 @@ impl<P: Scorer> ScorerAbi for ScorerAdapter<P> {
         chosen: u32,
     ) -> RResult<(), PolicyError> {
         guarded(|| self.0.observe(request, cluster, chosen as usize))
+    }
+    on_event_body!();
+}
+
+impl<P: Filter> FilterAbi for FilterAdapter<P> {
+    fn filter(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        keep: &mut RVec<u32>,
+    ) -> RResult<(), PolicyError> {
+        guarded(|| self.0.filter(request, cluster, keep))
+    }
+    fn observe(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        guarded(|| self.0.observe(request, cluster, chosen as usize))
+    }
+    on_event_body!();
+}
+
+impl<P: Picker> PickerAbi for PickerAdapter<P> {
+    fn pick(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: RSlice<'_, f64>,
+    ) -> RResult<u32, PolicyError> {
+        guarded(|| self.0.pick(request, cluster, scores.as_slice()))
+    }
+    fn observe(
+        &mut self,
+        request: &RequestView<'_>,
+        cluster: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        guarded(|| self.0.observe(request, cluster, chosen as usize))
+    }
+    on_event_body!();
+}
+
+impl<P: Scheduler> SchedulerAbi for SchedulerAdapter<P> {
+    fn key(&mut self, request: &RequestView<'_>) -> RResult<i64, PolicyError> {
+        guarded(|| self.0.key(request))
+    }
+}
+
+impl<P: Preemption> PreemptionAbi for PreemptionAdapter<P> {
+    fn victim(&mut self, running: RSlice<'_, RunningRequest>) -> RResult<u32, PolicyError> {
+        guarded(|| u32::try_from(self.0.victim(running.as_slice())).unwrap_or(u32::MAX))
     }
 }
 
@@ -199,6 +367,75 @@ pub mod __private {
     };
     pub use abi_stable::prefix_type::PrefixTypeTrait;
     pub use abi_stable::std_types::{RResult, RStr, RString, RVec};
+
+    pub use crate::abi::{AbiVersion, LibraryInfoV2, ABI_VERSION};
+
+    /// ABI 0.2 description of policy `P` of `kind`.
+    pub fn info_v2<P: PolicyDef>(kind: KindCode) -> PolicyInfoV2 {
+        PolicyInfoV2 {
+            kind,
+            name: P::NAME.into(),
+            summary: P::SUMMARY.into(),
+            params_doc: P::PARAMS_DOC.into(),
+            hooks: P::HOOKS,
+            uses_state: P::USES_STATE,
+        }
+    }
+
+    /// Create filter `P`.
+    pub fn create_filter<P: Filter>(params: RStr<'_>, seed: u64) -> RResult<FilterBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| FilterAbi_TO::from_value(FilterAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// Create picker `P`.
+    pub fn create_picker<P: Picker>(params: RStr<'_>, seed: u64) -> RResult<PickerBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| PickerAbi_TO::from_value(PickerAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// Create scheduler `P`.
+    pub fn create_scheduler<P: Scheduler>(
+        params: RStr<'_>,
+        seed: u64,
+    ) -> RResult<SchedulerBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| SchedulerAbi_TO::from_value(SchedulerAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// Create preemption policy `P`.
+    pub fn create_preemption<P: Preemption>(
+        params: RStr<'_>,
+        seed: u64,
+    ) -> RResult<PreemptionBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| PreemptionAbi_TO::from_value(PreemptionAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// The error for a name the library does not offer (0.2 kinds).
+    pub fn unknown_v2<T>(kind: KindCode, name: RStr<'_>) -> RResult<T, RString> {
+        RResult::RErr(
+            format!(
+                "this library offers no {} policy named '{}'",
+                kind.name(),
+                name
+            )
+            .into(),
+        )
+    }
+
+    /// Run a 0.2 `create_*` body, turning a panic into an error.
+    pub fn guard_create_v2<T>(f: impl FnOnce() -> RResult<T, RString>) -> RResult<T, RString> {
+        install_panic_hook();
+        match guarded(f) {
+            RResult::ROk(r) => r,
+            RResult::RErr(e) => RResult::RErr(e.message),
+        }
+    }
 
     /// Description of policy `P` of `kind`.
     pub fn info<P: PolicyDef>(kind: PolicyKind) -> PolicyInfo {

@@ -1,19 +1,82 @@
 //! # blis-plugin-api — the only crate a blis plugin depends on
 //!
-//! blis loads admission policies, routing policies and routing scorers from
-//! shared libraries at run time. This crate is the contract between the
-//! simulator and those libraries:
+//! blis loads its policies from shared libraries at run time. This crate is
+//! the contract between the simulator and those libraries:
 //!
 //! * [`views`] — the `repr(C)` data a policy sees: the [`RequestView`] being
-//!   decided and the [`ClusterView`] (one [`InstanceSnapshot`] per instance).
-//! * [`Admission`], [`Router`], [`Scorer`] and [`PolicyDef`] — the plain Rust
-//!   traits an author implements.
+//!   decided, the [`ClusterView`] (one [`InstanceSnapshot`] per instance)
+//!   and, since ABI 0.2, the [`ClusterState`] (the view, the candidates still
+//!   in play, and one [`InstanceInfo`] per instance).
+//! * The plain Rust traits an author implements: [`Admission`], [`Router`],
+//!   [`Scorer`] (ABI 0.1), [`Filter`] and [`Picker`] (ABI 0.2, the parts of
+//!   an llm-d scheduling profile), each with [`PolicyDef`] (name, docs,
+//!   constructor, and the lifecycle events it wants, see [`events`]).
 //! * [`export_plugin!`] — turns a list of policy types into the library's root
 //!   module; every call is wrapped so a panic becomes a reported error, never
 //!   an abort of the simulator.
-//! * [`Params`] — the policy's TOML parameter table, deserialised with serde.
-//! * [`abi`] — the `abi_stable` types the host and the library exchange. The
-//!   ABI version is this crate's version; a golden test pins its layout.
+//! * [`Params`] — the policy's TOML parameter table, deserialised with serde;
+//!   [`Rng`] — the seeded random generator a policy should use.
+//! * `testing` (feature `testing`) — views in one line and a short synthetic
+//!   run to drive a policy in unit tests.
+//! * [`abi`] — the `abi_stable` types the host and the library exchange; a
+//!   golden test pins their layout. [`abi_v0_1`] keeps the 0.1 root module
+//!   and traits so a host can load 0.1 libraries.
+//!
+//! ## ABI versions and how the ABI evolves
+//!
+//! The ABI version ([`ABI_VERSION`], printed by `blis --version` and
+//! `blis plugins list`) is this crate's version: **0.2**. A plugin built
+//! against any earlier 0.x minor **keeps loading and runs unchanged**; a
+//! plugin whose types differ in layout is refused at load with a short
+//! message saying which version to rebuild against.
+//!
+//! abi_stable checks every type's layout and version when a library is
+//! loaded, and would refuse a 0.1 plugin in a 0.2 host twice over: it treats
+//! a 0.x minor bump as incompatible, and a slice of a grown struct has a
+//! different stride. So the rules are:
+//!
+//! 1. **Frozen once released.** Every type of a released version keeps its
+//!    exact layout: the views (`RequestView`, `InstanceSnapshot`,
+//!    `ClusterView`), `PolicyKind`, `PolicyObject`, `PolicyInfo`,
+//!    `LibraryInfo`, `PolicyError`, and each trait's methods up to its
+//!    `#[sabi(last_prefix_field)]`. A frozen copy of 0.1 lives in
+//!    `tests/fixtures/plugin-api-0.1`, and a plugin built against it is run in
+//!    the tests and must decide exactly as the same source built against the
+//!    current crate.
+//! 2. **Additions only, as prefix extensions.** New root-module functions go
+//!    after the last field of [`PluginMod`]; new trait methods go after the
+//!    last prefix method, *with a default body*. abi_stable accepts a
+//!    library whose prefix types are *longer* than the host's (a newer
+//!    plugin in an older host), never shorter, so the host keeps each
+//!    released root module and trait set ([`abi_v0_1`] for 0.1) and checks a
+//!    library against the current one, then against the older ones: the
+//!    first that matches says which ABI the library speaks, and the host
+//!    calls only what that ABI has. New data never grows a
+//!    released struct: it comes in new structs, or new parallel slices
+//!    ([`InstanceInfo`] beside the frozen `InstanceSnapshot`), passed to new
+//!    methods ([`ClusterState`]).
+//! 3. **Open-ended codes, not enums.** New policy kinds, lifecycle events and
+//!    the like are codes ([`KindCode`], [`EventKind`], [`Hooks`] bits): a
+//!    host ignores codes it does not know, so adding one breaks nobody.
+//! 4. **A new kind = a new `create_<kind>` root-module function + a new
+//!    `#[sabi_trait]` + a new [`KindCode`].** ABI 0.2 added `filter` (3),
+//!    `picker` (4), `scheduler` (5) and `preemption` (6) this way; the P/D `decider` and the `autoscaler` of the
+//!    disaggregation and control-plane work take the next codes the same
+//!    way, and new per-instance signals (pool, role, lifecycle state) come as
+//!    a new parallel slice in a new view struct.
+//! 5. **The host learns what a library supports from its descriptor**
+//!    ([`PluginMod::describe_v2`]): its ABI version, every policy with its
+//!    kind code and the lifecycle events it handles. A policy without hooks
+//!    is never called for an event, so it costs nothing per request.
+//! 6. **abi_stable's version line.** abi_stable compares the crate version
+//!    recorded in every type with cargo's semver rules, where 0.1 → 0.2 is a
+//!    break. The build script therefore presents this crate to abi_stable as
+//!    `0.1.<ABI minor>` (0.2 is `0.1.2`): the compatibility line 0.1 plus
+//!    additions. A breaking change (which these rules exist to avoid) would
+//!    start the next line, and abi_stable would then refuse every older
+//!    plugin, with blis's short message.
+//! 7. **The golden layout test** (`tests/abi_layout.txt`) changes only on
+//!    purpose: additions show up as new entries after the frozen ones.
 //!
 //! A complete scorer plugin:
 //!
@@ -57,8 +120,14 @@
 // `#[sabi_trait]` expands to impl blocks inside constants.
 #[allow(non_local_definitions)]
 pub mod abi;
+#[allow(non_local_definitions)]
+pub mod abi_v0_1;
 mod author;
+pub mod events;
 mod params;
+mod rng;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod views;
 
 pub use abi_stable;
@@ -69,14 +138,22 @@ pub use abi_stable::std_types::RVec;
 pub use serde;
 
 pub use abi::{
-    AdmissionBox, LibraryInfo, PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyKind,
-    PolicyObject, RouterBox, ScorerBox,
+    AbiVersion, AdmissionBox, FilterBox, Hooks, KindCode, LibraryInfo, LibraryInfoV2, PickerBox,
+    PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject,
+    PreemptionBox, RouterBox, SchedulerBox, ScorerBox, ABI_0_1, ABI_VERSION,
 };
 #[doc(hidden)]
 pub use author::__private;
-pub use author::{Admission, PolicyDef, Router, Scorer, Scores};
-pub use params::Params;
-pub use views::{ClusterView, InstanceSnapshot, RequestView, SloClass};
+pub use author::{
+    Admission, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler, Scorer, Scores,
+};
+pub use events::{EventKind, RequestEvent};
+pub use params::{check_params_doc, param_keys, Params};
+pub use rng::Rng;
+pub use views::{
+    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, RequestView, RunningRequest,
+    SloClass,
+};
 
 /// The symbol under which a library exports its root module (abi_stable's
 /// loader name; checked against abi_stable in a test).
@@ -103,8 +180,23 @@ macro_rules! export_plugin {
         library: $lib:expr,
         admission: [$($adm:ty),* $(,)?],
         routers: [$($rt:ty),* $(,)?],
-        scorers: [$($sc:ty),* $(,)?] $(,)?
+        scorers: [$($sc:ty),* $(,)?]
+        $(, filters: [$($fl:ty),* $(,)?])?
+        $(, pickers: [$($pk:ty),* $(,)?])?
+        $(, schedulers: [$($sch:ty),* $(,)?])?
+        $(, preemption: [$($pre:ty),* $(,)?])?
+        $(,)?
     ) => {
+        // A panic inside a policy must unwind to the adapter's catch_unwind;
+        // with panic = "abort" it would kill the simulator without a word.
+        #[cfg(panic = "abort")]
+        compile_error!(
+            "blis plugins must be built with panic = \"unwind\" (the default): blis-plugin-api \
+             catches a panic inside a policy and blis reports it as an error naming the plugin, \
+             but with panic = \"abort\" a panic kills the whole simulator with SIGABRT and no \
+             message. Remove `panic = \"abort\"` from your Cargo.toml profile."
+        );
+
         extern "C" fn __blis_describe() -> $crate::LibraryInfo {
             #[allow(unused_mut)]
             let mut policies = $crate::__private::RVec::new();
@@ -114,6 +206,22 @@ macro_rules! export_plugin {
             $crate::LibraryInfo {
                 name: ::core::convert::Into::into($lib),
                 version: ::core::convert::Into::into(env!("CARGO_PKG_VERSION")),
+                policies,
+            }
+        }
+
+        extern "C" fn __blis_describe_v2() -> $crate::__private::LibraryInfoV2 {
+            #[allow(unused_mut)]
+            let mut policies = $crate::__private::RVec::new();
+            $( policies.push($crate::__private::info_v2::<$adm>($crate::KindCode::ADMISSION)); )*
+            $( policies.push($crate::__private::info_v2::<$rt>($crate::KindCode::ROUTER)); )*
+            $( policies.push($crate::__private::info_v2::<$sc>($crate::KindCode::SCORER)); )*
+            $($( policies.push($crate::__private::info_v2::<$fl>($crate::KindCode::FILTER)); )*)?
+            $($( policies.push($crate::__private::info_v2::<$pk>($crate::KindCode::PICKER)); )*)?
+            $($( policies.push($crate::__private::info_v2::<$sch>($crate::KindCode::SCHEDULER)); )*)?
+            $($( policies.push($crate::__private::info_v2::<$pre>($crate::KindCode::PREEMPTION)); )*)?
+            $crate::__private::LibraryInfoV2 {
+                abi: $crate::__private::ABI_VERSION,
                 policies,
             }
         }
@@ -146,12 +254,73 @@ macro_rules! export_plugin {
             })
         }
 
+        extern "C" fn __blis_create_filter(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::FilterBox, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $($( if name.as_str() == <$fl as $crate::PolicyDef>::NAME {
+                    return $crate::__private::create_filter::<$fl>(params, seed);
+                } )*)?
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::FILTER, name)
+            })
+        }
+
+        extern "C" fn __blis_create_picker(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::PickerBox, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $($( if name.as_str() == <$pk as $crate::PolicyDef>::NAME {
+                    return $crate::__private::create_picker::<$pk>(params, seed);
+                } )*)?
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::PICKER, name)
+            })
+        }
+
+        extern "C" fn __blis_create_scheduler(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::SchedulerBox, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $($( if name.as_str() == <$sch as $crate::PolicyDef>::NAME {
+                    return $crate::__private::create_scheduler::<$sch>(params, seed);
+                } )*)?
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::SCHEDULER, name)
+            })
+        }
+
+        extern "C" fn __blis_create_preemption(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::PreemptionBox, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $($( if name.as_str() == <$pre as $crate::PolicyDef>::NAME {
+                    return $crate::__private::create_preemption::<$pre>(params, seed);
+                } )*)?
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::PREEMPTION, name)
+            })
+        }
+
         /// The library's root module (for hosts that link this crate directly).
         pub fn blis_plugin_module() -> $crate::PluginModRef {
             use $crate::__private::PrefixTypeTrait;
             $crate::PluginMod {
                 describe: __blis_describe,
                 create: __blis_create,
+                describe_v2: __blis_describe_v2,
+                create_filter: __blis_create_filter,
+                create_picker: __blis_create_picker,
+                create_scheduler: __blis_create_scheduler,
+                create_preemption: __blis_create_preemption,
             }
             .leak_into_prefix()
         }
@@ -175,6 +344,20 @@ macro_rules! export_plugin {
 
 #[cfg(test)]
 mod tests {
+    /// build.rs presents the crate to abi_stable as `0.1.<ABI minor>`.
+    #[test]
+    fn abi_stable_line_version_follows_the_abi_version() {
+        assert_eq!(super::ABI_VERSION.major, 0);
+        assert_eq!(
+            env!("BLIS_ABI_LINE_VERSION"),
+            format!("0.1.{}", super::ABI_VERSION.minor)
+        );
+        assert_eq!(
+            <super::PluginModRef as abi_stable::library::RootModule>::VERSION_STRINGS.version,
+            env!("BLIS_ABI_LINE_VERSION")
+        );
+    }
+
     #[test]
     fn root_module_symbol_matches_abi_stable() {
         assert_eq!(

@@ -140,3 +140,92 @@ impl<'a> ClusterView<'a> {
         self.instances.as_slice()
     }
 }
+
+/// ABI 0.2: what the cluster knows about one instance beyond the 0.1
+/// [`InstanceSnapshot`] (which is frozen: a slice of it cannot grow without
+/// breaking a 0.1 plugin's stride, so new signals live in this parallel
+/// slice). Read live at the decision.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq)]
+pub struct InstanceInfo<'a> {
+    /// Requests dispatched to the instance and not finished yet (routed,
+    /// queued or running; −1 at completion or drop).
+    pub in_flight: u32,
+    /// Tensor parallelism of the instance.
+    pub tp: u32,
+    /// Preemptions on the instance so far.
+    pub preemptions: u64,
+    /// KV capacity in tokens (total blocks × block size).
+    pub kv_capacity_tokens: u64,
+    /// KV tokens in use (used blocks × block size).
+    pub kv_tokens_in_use: u64,
+    /// Model name.
+    pub model: RStr<'a>,
+    /// GPU type.
+    pub gpu: RStr<'a>,
+}
+
+/// ABI 0.2: the cluster as a filter, picker, candidate scorer or lifecycle
+/// hook sees it: the 0.1 [`ClusterView`] (every instance), the candidates
+/// still in play, and the 0.2 per-instance signals. It dereferences to the
+/// [`ClusterView`], so `state.instances()` and `state.clock_us` work.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug)]
+pub struct ClusterState<'a> {
+    /// Every instance, as in 0.1.
+    pub view: ClusterView<'a>,
+    /// Indices of the instances still in play (all of them outside routing,
+    /// and before the first filter), ascending.
+    pub candidates: RSlice<'a, u32>,
+    /// One entry per instance, in instance order.
+    pub info: RSlice<'a, InstanceInfo<'a>>,
+}
+
+impl<'a> ClusterState<'a> {
+    /// The candidates as a plain slice.
+    #[inline]
+    pub fn candidates(&self) -> &'a [u32] {
+        self.candidates.as_slice()
+    }
+
+    /// The 0.2 signals as a plain slice (one per instance).
+    #[inline]
+    pub fn info(&self) -> &'a [InstanceInfo<'a>] {
+        self.info.as_slice()
+    }
+
+    /// Snapshot and 0.2 signals of instance `i`.
+    #[inline]
+    pub fn instance(&self, i: u32) -> (&'a InstanceSnapshot, &'a InstanceInfo<'a>) {
+        (
+            &self.view.instances()[i as usize],
+            &self.info.as_slice()[i as usize],
+        )
+    }
+}
+
+impl<'a> std::ops::Deref for ClusterState<'a> {
+    type Target = ClusterView<'a>;
+    fn deref(&self) -> &ClusterView<'a> {
+        &self.view
+    }
+}
+
+/// ABI 0.2: one request of an instance's running batch, as a preemption
+/// policy sees it (the batch in admission order).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunningRequest {
+    /// Request id.
+    pub id: u64,
+    /// Time the request reached the cluster, µs.
+    pub arrival_us: i64,
+    /// Prompt length in tokens.
+    pub input_tokens: u32,
+    /// Output tokens generated so far.
+    pub generated: u32,
+    /// Tokens whose KV is computed (prompt and output).
+    pub computed: u32,
+    /// Service class.
+    pub slo_class: SloClass,
+}

@@ -14,6 +14,10 @@ mod util;
 // panics, output validation, load errors, name resolution, embedded vs loaded.
 mod plugins;
 
+// Routing profiles (filters, scorers, pickers) and lifecycle hooks through
+// the real `blis`, with third-party ABI 0.2 policies.
+mod pipeline;
+
 // The `blis` command end to end: report shape, determinism across processes,
 // embedded vs loaded standard library, subcommands, bad input.
 mod cli;
@@ -25,6 +29,10 @@ mod examples;
 // Issue 18: regressions of the hardening defects and edges (overflowing
 // times and weights, huge prompts, u64 seeds, outputs vs inputs, warnings).
 mod hardening;
+
+// Latency models end to end: a sim-to-real run file within tolerance of the
+// reference's golden predictions; bad latency-model and model-config input.
+mod latency;
 
 // inference-perf workloads end to end: per-stage statistics equal those
 // recomputed from the per-request results; bad stages name their line.

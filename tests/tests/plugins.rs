@@ -428,7 +428,7 @@ fn loading_a_plugin_with_a_changed_abi_is_a_short_error() {
         "RequestView<'a>: incompatible type size",
         "too many fields (expected 6, found 7)",
         "Rebuild the plugin against blis-plugin-api",
-        env!("CARGO_PKG_VERSION"),
+        &blis_plugin_api::ABI_VERSION.to_string(),
     );
 }
 
@@ -650,7 +650,7 @@ fn embedded_and_loaded_standard_library_decide_identically() {
         Origin::File(std_so.canonicalize().unwrap()),
         loaded.libraries()[0].origin
     );
-    let listed = |r: &Registry| -> Vec<(PolicyKind, String)> {
+    let listed = |r: &Registry| -> Vec<(blis_plugin_api::KindCode, String)> {
         r.libraries()[0]
             .policies
             .iter()
@@ -667,4 +667,390 @@ fn embedded_and_loaded_standard_library_decide_identically() {
         assert!(a.iter().filter_map(|s| s.weighted_choice).any(|c| c != 0));
         eqnice!(a, b);
     }
+}
+
+// ------------------------------------------------- 8. ABI 0.2 compatibility
+
+/// Run the real `blis` in `dir` and return (stdout, the decision trace).
+fn run_with_trace(dir: &TestDir, name: &str, args: &[&str]) -> (String, String) {
+    let trace = dir.path().join(format!("{name}.trace"));
+    let out = dir
+        .blis()
+        .arg("run")
+        .args(args)
+        .arg("--trace-path")
+        .arg(&trace)
+        .arg("--quiet")
+        .output()
+        .expect("cannot run blis");
+    assert!(
+        out.status.success(),
+        "blis {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = std::fs::read_to_string(&trace).expect("trace written");
+    (String::from_utf8(out.stdout).expect("utf-8"), trace)
+}
+
+/// The report without its provenance section (which names the file).
+fn without_provenance(report: &str) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_str(report).expect("one JSON document");
+    v.as_object_mut().expect("an object").remove("plugins");
+    v
+}
+
+/// A plugin built against the frozen ABI 0.1 crate loads in this host,
+/// reports ABI 0.1, and makes exactly the decisions the same source built
+/// against the current crate makes: admission (with rejections), a router
+/// using every view field, the seed and `observe`, and a stateful scorer in
+/// the weighted policy — same reports, same decision traces.
+#[test]
+fn abi_0_1_plugin_loads_and_decides_like_its_0_2_build() {
+    let old = artifacts().compat_v0_1();
+    let new = artifacts().compat_v0_2();
+    let reg = registry_with(&[old.clone(), new.clone()]);
+    eqnice!("compat-v0-1", reg.libraries()[0].name.as_str());
+    eqnice!("0.1", reg.libraries()[0].abi.to_string());
+    eqnice!("0.2", reg.libraries()[1].abi.to_string());
+    eqnice!(3, reg.libraries()[0].policies.len());
+
+    let dir = TestDir::new("abi_0_1_plugin_loads_and_decides_like_its_0_2_build");
+    let run_file = dir.write(
+        "compat.toml",
+        "seed = 5\n\
+         [instance]\ncount = 4\ntotal_kv_blocks = 3000\n\
+         [workload]\naggregate_rate = 400.0\nnum_requests = 600\nprefix_tokens = 64\n\
+         arrival = { process = \"poisson\" }\n\
+         [admission]\npolicy = \"compat-admission\"\nparams = { max_load = 40, one_in = 9 }\n",
+    );
+    for (label, routing) in [
+        ("router", vec!["--routing-policy", "compat-router"]),
+        (
+            "weighted",
+            vec!["--routing-scorers", "compat-scorer:2,queue-depth:1"],
+        ),
+    ] {
+        let mut outs = Vec::new();
+        for lib in [&old, &new] {
+            let mut args = vec![
+                run_file.to_str().unwrap(),
+                "--plugin",
+                lib.to_str().unwrap(),
+            ];
+            args.extend(&routing);
+            let name = format!("{label}-{}", lib.file_stem().unwrap().to_string_lossy());
+            outs.push(run_with_trace(&dir, &name, &args));
+        }
+        let (old_report, old_trace) = &outs[0];
+        let (new_report, new_trace) = &outs[1];
+        let report = without_provenance(old_report);
+        let c = &report["cluster"];
+        assert!(c["rejected_requests"].as_u64().unwrap() > 0, "{label}: {c}");
+        assert!(
+            c["completed_requests"].as_u64().unwrap() > 0,
+            "{label}: {c}"
+        );
+        eqnice!(report, without_provenance(new_report));
+        // Rejection records name the admission policy's library.
+        eqnice!(old_trace.replace("compat-v0-1", "compat-v0-2"), *new_trace);
+        let chosen: std::collections::BTreeSet<u64> = old_trace
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["chosen"].as_u64())
+            .collect();
+        assert!(
+            chosen.len() > 1,
+            "{label}: every request went to one instance"
+        );
+    }
+}
+
+/// `blis --version` and `blis plugins list` name the plugin ABI; the list
+/// says each library's ABI and its columns line up whatever the name lengths.
+#[test]
+fn version_and_plugin_list_name_the_abi_and_align() {
+    let dir = TestDir::new("version_and_plugin_list_name_the_abi_and_align");
+    let out = dir.blis().arg("--version").output().expect("run blis");
+    let version = String::from_utf8_lossy(&out.stdout);
+    assert_contains!(version, "blis ", "(plugin ABI 0.2)");
+
+    let old = artifacts().compat_v0_1();
+    let out = dir
+        .blis()
+        .args(["plugins", "list", "--plugin"])
+        .arg(&old)
+        .arg("--plugin")
+        .arg(artifacts().pipeline())
+        .output()
+        .expect("run blis");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_contains!(
+        text,
+        "plugin ABI of this blis: 0.2",
+        "blis-std 0.1.0 (ABI 0.2, embedded)",
+        "compat-v0-1 0.1.0 (ABI 0.1, ",
+        "fixture-pipeline 0.1.0 (ABI 0.2, ",
+        "filter",
+        "picker",
+    );
+    // Every policy line: two spaces, kind, name, summary — the summaries
+    // all start in the same column.
+    let columns: std::collections::BTreeSet<usize> = text
+        .lines()
+        .filter(|l| l.starts_with("  "))
+        .map(|l| {
+            let name_end = l.trim_start().find("  ").unwrap() + 2;
+            let rest = &l.trim_start()[name_end..];
+            let summary = rest.trim_start();
+            l.len() - summary.len()
+        })
+        .collect();
+    eqnice!(1, columns.len());
+}
+
+/// The report lists every plugin file the run loaded: name, version, ABI
+/// version, path and the file's SHA-256; without plugin files there is no
+/// such section (so reports of runs without plugins did not change).
+#[test]
+fn report_names_every_loaded_library_with_its_sha256() {
+    use sha2::Digest;
+    let dir = TestDir::new("report_names_every_loaded_library_with_its_sha256");
+    let lib = artifacts().compat_v0_1();
+    let out = dir
+        .blis()
+        .args(["run", "--num-requests", "20", "--quiet", "--plugin"])
+        .arg(&lib)
+        .output()
+        .expect("run blis");
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = format!("{:x}", sha2::Sha256::digest(std::fs::read(&lib).unwrap()));
+    eqnice!(
+        serde_json::json!([{
+            "name": "compat-v0-1",
+            "version": "0.1.0",
+            "abi_version": "0.1",
+            "path": lib.canonicalize().unwrap().display().to_string(),
+            "sha256": want,
+        }]),
+        report["plugins"]
+    );
+    let out = dir
+        .blis()
+        .args(["run", "--num-requests", "20", "--quiet"])
+        .output()
+        .expect("run blis");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report.get("plugins").is_none(), "{report}");
+}
+
+/// A plugin path without a slash is the file in the current folder (on the
+/// command line) or in the run file's folder — never a name for the dynamic
+/// loader's search path.
+#[test]
+fn bare_plugin_file_name_is_found_in_its_folder() {
+    let dir = TestDir::new("bare_plugin_file_name_is_found_in_its_folder");
+    let so = artifacts().alpha();
+    let file = so.file_name().unwrap().to_str().unwrap().to_string();
+    std::fs::copy(&so, dir.path().join(&file)).unwrap();
+    let out = dir
+        .blis()
+        .args(["plugins", "list", "--plugin", &file])
+        .output()
+        .expect("run blis");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_contains!(String::from_utf8_lossy(&out.stdout), "fixture-alpha");
+    dir.write(
+        "run.toml",
+        &format!(
+            "[workload]\nnum_requests = 10\n[routing]\npolicy = \"weighted\"\n\
+             scorers = [{{ name = \"prefer-first\", weight = 1.0 }}]\n\
+             [[plugins]]\npath = \"{file}\"\n"
+        ),
+    );
+    let out = dir
+        .blis()
+        .args(["run", "run.toml", "--quiet"])
+        .output()
+        .expect("run blis");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `--routing-scorers "library::name:weight"` — the form the ambiguity error
+/// recommends — works, and `--set routing.scorers.N.params.KEY=…` reaches
+/// that scorer's parameters.
+#[test]
+fn qualified_scorer_flag_and_scorer_params_from_the_command_line() {
+    let dir = TestDir::new("qualified_scorer_flag_and_scorer_params_from_the_command_line");
+    let out = dir
+        .blis()
+        .args(["run", "--num-requests", "10", "--quiet", "--plugin"])
+        .arg(artifacts().alpha())
+        .arg("--plugin")
+        .arg(artifacts().beta())
+        .args(["--routing-scorers", "fixture-alpha::prefer-first:1"])
+        .output()
+        .expect("run blis");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A bad parameter set from the command line reaches the plugin, which
+    // names it: proof that the value arrived.
+    let out = dir
+        .blis()
+        .args(["run", "--num-requests", "10", "--quiet"])
+        .args(["--routing-scorers", "prefix-affinity:1,queue-depth:1"])
+        .args(["--set", "routing.scorers.0.params.capacity=\"lots\""])
+        .output()
+        .expect("run blis");
+    eqnice!(Some(2), out.status.code());
+    assert_contains!(
+        String::from_utf8_lossy(&out.stderr),
+        "prefix-affinity",
+        "params.capacity"
+    );
+}
+
+// ------------------------------------------------- 9. author toolkit
+
+/// A folder outside the repository (and outside cargo's target dir), fresh.
+fn outside_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("blis-{name}-{}", std::process::id()));
+    if d.exists() {
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `cargo ARGS --offline` in `dir`, into the tests' target dir.
+fn cargo_offline(dir: &Path, args: &[&str]) -> std::process::Output {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    std::process::Command::new(cargo)
+        .current_dir(dir)
+        .args(args)
+        .arg("--offline")
+        .arg("--target-dir")
+        .arg(artifacts().target_dir().join("plugins-new"))
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("run cargo")
+}
+
+/// `blis plugins new NAME` in a folder outside the repository writes a
+/// crate that builds offline and loads in this `blis` as ABI 0.2.
+#[test]
+fn plugins_new_scaffolds_a_crate_that_builds_offline_and_loads() {
+    let dir = outside_dir("plugins-new");
+    let out = std::process::Command::new(artifacts().blis())
+        .current_dir(&dir)
+        .args(["plugins", "new", "my-scorer"])
+        .output()
+        .expect("run blis");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_contains!(String::from_utf8_lossy(&out.stdout), "plugin ABI 0.2");
+    let krate = dir.join("my-scorer");
+    let built = cargo_offline(&krate, &["build", "--quiet"]);
+    assert!(
+        built.status.success(),
+        "cargo build --offline failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let so = artifacts()
+        .target_dir()
+        .join("plugins-new/debug")
+        .join(format!(
+            "{}my_scorer{}",
+            std::env::consts::DLL_PREFIX,
+            std::env::consts::DLL_SUFFIX
+        ));
+    let reg = registry_with(&[so]);
+    eqnice!("my-scorer", reg.libraries()[0].name.as_str());
+    eqnice!("0.2", reg.libraries()[0].abi.to_string());
+    eqnice!(vec![1.0, 1.0], scores_of(&reg, "least-waiting", 2));
+    // The folder exists now: a second `new` refuses to overwrite it.
+    let again = std::process::Command::new(artifacts().blis())
+        .current_dir(&dir)
+        .args(["plugins", "new", "my-scorer"])
+        .output()
+        .expect("run blis");
+    eqnice!(Some(2), again.status.code());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A plugin built with `panic = "abort"` does not compile: `export_plugin!`
+/// says why (a panic would kill blis without a message).
+#[test]
+fn export_plugin_refuses_panic_abort() {
+    let dir = outside_dir("panic-abort");
+    let out = std::process::Command::new(artifacts().blis())
+        .current_dir(&dir)
+        .args(["plugins", "new", "aborting"])
+        .output()
+        .expect("run blis");
+    assert!(out.status.success());
+    let krate = dir.join("aborting");
+    let manifest = krate.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        format!("{text}\n[profile.dev]\npanic = \"abort\"\n"),
+    )
+    .unwrap();
+    let checked = cargo_offline(&krate, &["check", "--quiet", "--lib"]);
+    assert!(
+        !checked.status.success(),
+        "a panic = \"abort\" plugin compiled"
+    );
+    assert_contains!(
+        String::from_utf8_lossy(&checked.stderr),
+        "blis plugins must be built with panic = \"unwind\"",
+        "SIGABRT",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The template's run file says relative output paths are resolved against
+/// the run file's folder — and they are: a run started from another folder
+/// writes the trace beside the run file.
+#[test]
+fn relative_trace_path_is_beside_the_run_file_as_the_template_says() {
+    let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/plugin-template/example.toml");
+    let text = std::fs::read_to_string(template).unwrap();
+    assert_contains!(text, "resolved against this file's folder");
+    assert_lacks!(text, "resolved against the current directory");
+    let dir = TestDir::new("relative_trace_path_is_beside_the_run_file_as_the_template_says");
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    dir.write(
+        "sub/run.toml",
+        "[workload]\nnum_requests = 5\n[output]\ntrace_path = \"decisions.jsonl\"\n",
+    );
+    let out = dir
+        .blis()
+        .args(["run", "sub/run.toml", "--quiet"])
+        .output()
+        .expect("run blis");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("sub/decisions.jsonl").is_file());
+    assert!(!dir.path().join("decisions.jsonl").exists());
 }

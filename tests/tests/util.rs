@@ -20,6 +20,9 @@ const PACKAGES: &[&str] = &[
     "fixture-beta",
     "fixture-abi-mismatch",
     "fixture-not-a-plugin",
+    "fixture-plugin-v0-1",
+    "fixture-plugin-v0-2",
+    "fixture-pipeline",
     "blis-std",
     "blis-host",
     "blis-p2c-router",
@@ -61,6 +64,21 @@ impl Artifacts {
     /// A shared library that is not a blis plugin.
     pub fn not_a_plugin(&self) -> PathBuf {
         self.library("fixture_not_a_plugin")
+    }
+
+    /// The compat policies built against the frozen ABI 0.1 API.
+    pub fn compat_v0_1(&self) -> PathBuf {
+        self.library("fixture_plugin_v0_1")
+    }
+
+    /// The same policies built against the current API.
+    pub fn compat_v0_2(&self) -> PathBuf {
+        self.library("fixture_plugin_v0_2")
+    }
+
+    /// Third-party ABI 0.2 policies: a filter, a picker, a hooked scorer.
+    pub fn pipeline(&self) -> PathBuf {
+        self.library("fixture_pipeline")
     }
 
     /// The standard library `blis-std`, as a loadable file.
@@ -163,6 +181,9 @@ fn build_artifacts() -> Result<Artifacts, String> {
         artifacts.beta(),
         artifacts.abi_mismatch(),
         artifacts.not_a_plugin(),
+        artifacts.compat_v0_1(),
+        artifacts.compat_v0_2(),
+        artifacts.pipeline(),
         artifacts.blis_std(),
         artifacts.blis(),
     ] {

@@ -119,6 +119,12 @@ mod tests {
     use crate::testutil::{cluster, queued, request};
     use blis_plugin_api::SloClass;
 
+    /// `PARAMS_DOC` documents exactly the keys of the params struct.
+    #[test]
+    fn params_doc_matches_the_params_struct() {
+        blis_plugin_api::check_params_doc::<P2cParams>(PowerOfChoices::PARAMS_DOC).unwrap();
+    }
+
     fn p2c(params: &str, seed: u64) -> PowerOfChoices {
         PowerOfChoices::create(Params::new(params), seed).unwrap()
     }

@@ -79,6 +79,12 @@ mod tests {
     use crate::testutil::{cluster, queued, request};
     use blis_plugin_api::{InstanceSnapshot, SloClass};
 
+    /// `PARAMS_DOC` documents exactly the keys of the params struct.
+    #[test]
+    fn params_doc_matches_the_params_struct() {
+        blis_plugin_api::check_params_doc::<ShedParams>(ShedSheddable::PARAMS_DOC).unwrap();
+    }
+
     const CLASSES: [SloClass; 5] = [
         SloClass::CRITICAL,
         SloClass::STANDARD,

@@ -231,6 +231,14 @@ mod tests {
     use blis_plugin_api::abi_stable::std_types::{RSlice, RStr};
     use blis_plugin_api::{PolicyKind, SloClass};
 
+    /// `PARAMS_DOC` documents exactly the keys of the params struct.
+    #[test]
+    fn params_doc_matches_the_params_struct() {
+        blis_plugin_api::check_params_doc::<QueueAwareLoadParams>(QueueAwareLoad::PARAMS_DOC)
+            .unwrap();
+        blis_plugin_api::check_params_doc::<MaxQueueParams>(MaxQueue::PARAMS_DOC).unwrap();
+    }
+
     /// A snapshot with the three parts of the effective load.
     fn snap(queue: u32, batch: u32, pending: u32) -> InstanceSnapshot {
         InstanceSnapshot {

@@ -38,6 +38,7 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Run(args) => run(&args).map(Some),
         Command::Validate(args) => validate(&args).map(|()| None),
         Command::Plugins(PluginsCommand::List { plugins }) => plugins_list(&plugins).map(Some),
+        Command::Plugins(PluginsCommand::New { name }) => plugins_new(&name).map(Some),
         Command::Plugins(PluginsCommand::Show { name, plugins }) => {
             plugins_show(&name, &plugins).map(Some)
         }
@@ -47,6 +48,7 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Convert(ConvertCommand::InferencePerf { file }) => {
             convert_yaml(&file, crate::workload::convert_inference_perf).map(Some)
         }
+        Command::Convert(ConvertCommand::EppConfig { file }) => convert_epp_config(&file).map(Some),
     }
 }
 
@@ -151,7 +153,10 @@ pub fn simulate(
             "cannot write the decision trace file: {e}"
         )));
     }
-    let report = report::build(&mut outcome, fitness.as_ref());
+    let mut report = report::build(&mut outcome, fitness.as_ref());
+    if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {
+        map.insert("plugins".into(), files);
+    }
     let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
     // Only a run that succeeded puts its output files in place.
     for o in outputs {
@@ -197,12 +202,25 @@ fn load_plugins(paths: &[PathBuf]) -> Result<Registry, Failure> {
 
 fn plugins_list(paths: &[PathBuf]) -> Result<String, Failure> {
     let registry = load_plugins(paths)?;
-    let mut out = String::new();
+    let policies = registry.libraries().iter().flat_map(|l| &l.policies);
+    let kind_w = policies
+        .clone()
+        .map(|p| p.kind.name().len())
+        .max()
+        .unwrap_or(0);
+    let name_w = policies.map(|p| p.name.chars().count()).max().unwrap_or(0);
+    let mut out = format!(
+        "plugin ABI of this blis: {}\n",
+        blis_plugin_api::ABI_VERSION
+    );
     for lib in registry.libraries() {
-        out.push_str(&format!("{} {} ({})\n", lib.name, lib.version, lib.origin));
+        out.push_str(&format!(
+            "{} {} (ABI {}, {})\n",
+            lib.name, lib.version, lib.abi, lib.origin
+        ));
         for p in &lib.policies {
             out.push_str(&format!(
-                "  {:<10} {:<18} {}\n",
+                "  {:<kind_w$}  {:<name_w$}  {}\n",
                 p.kind.name(),
                 p.name,
                 p.summary
@@ -210,6 +228,19 @@ fn plugins_list(paths: &[PathBuf]) -> Result<String, Failure> {
         }
     }
     Ok(out.trim_end().to_string())
+}
+
+fn plugins_new(name: &str) -> Result<String, Failure> {
+    let here = std::env::current_dir().map_err(|e| usage(format!("no current folder: {e}")))?;
+    let root = super::scaffold::create(&here, name).map_err(usage)?;
+    Ok(format!(
+        "created {} (plugin ABI {}): a scorer 'least-waiting' in src/lib.rs, the plugin API in blis-plugin-api/.\n\
+         Build it:  cd {name} && cargo build --release\n\
+         Try it:    blis plugins list --plugin {name}/target/release/lib{}.so",
+        root.display(),
+        blis_plugin_api::ABI_VERSION,
+        name.replace('-', "_")
+    ))
 }
 
 fn plugins_show(name: &str, paths: &[PathBuf]) -> Result<String, Failure> {
@@ -261,6 +292,21 @@ fn convert_yaml(
         eprintln!("warning: {}: {u}", file.display());
     }
     Ok(toml_text.trim_end().to_string())
+}
+
+fn convert_epp_config(file: &Path) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
+    let (toml_text, notes) = config::epp_config::convert(&text)
+        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    for n in &notes {
+        eprintln!("note: {}: {n}", file.display());
+    }
+    Ok(format!(
+        "# Converted from {} by `blis convert epp-config`.\n{}",
+        file.display(),
+        toml_text.trim_end()
+    ))
 }
 
 /// Write `text` and a newline to stdout; a closed pipe is not an error.

@@ -7,13 +7,32 @@
 
 mod commands;
 mod load;
+mod scaffold;
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
 pub use load::load_run;
+
+/// `blis --version`: the program version and the plugin ABI it loads.
+pub fn version() -> String {
+    format!(
+        "{} (plugin ABI {})",
+        env!("CARGO_PKG_VERSION"),
+        blis_plugin_api::ABI_VERSION
+    )
+}
+
+/// Parse the command line (exits with clap's message and code 2 on a
+/// mistake, prints help or version and exits 0 when asked).
+pub fn parse() -> Cli {
+    // clap keeps the version for the whole run: a short string leaked once.
+    let version: &'static str = Box::leak(version().into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
 
 /// blis: a discrete-event simulator of LLM inference serving clusters with plugin policies.
 #[derive(Debug, Parser)]
@@ -47,6 +66,12 @@ pub enum PluginsCommand {
         #[arg(long = "plugin", value_name = "PATH")]
         plugins: Vec<PathBuf>,
     },
+    /// Create a new plugin crate NAME (in the current folder) that builds
+    /// anywhere, offline too, against this blis's exact plugin API.
+    New {
+        /// Crate name, e.g. `my-scorer` (also the folder created).
+        name: String,
+    },
     /// One policy's summary and parameter documentation.
     Show {
         /// Policy name, or `library::name`.
@@ -72,6 +97,11 @@ pub enum ConvertCommand {
         /// The YAML file.
         file: PathBuf,
     },
+    /// Turn an llm-d EndpointPickerConfig YAML into a `[routing]` TOML section.
+    EppConfig {
+        /// The YAML file.
+        file: PathBuf,
+    },
 }
 
 /// A run file plus command-line overrides.
@@ -94,6 +124,9 @@ pub struct RunArgs {
     /// Simulated time limit in µs (`horizon_us`).
     #[arg(long, allow_negative_numbers = true)]
     pub horizon: Option<i64>,
+    /// CPU KV tier capacity in blocks per instance (`instance.kv_offload.cpu_blocks`; 0 = none).
+    #[arg(long)]
+    pub kv_cpu_blocks: Option<u64>,
     /// Admission policy (`admission.policy`).
     #[arg(long)]
     pub admission_policy: Option<String>,

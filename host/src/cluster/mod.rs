@@ -15,6 +15,7 @@
 //! run. The cluster owns the request slab; instances and queues hold slots.
 
 mod error;
+mod first_tokens;
 mod routing;
 mod servable;
 mod snapshot;
@@ -24,16 +25,19 @@ mod trace;
 mod tests;
 
 pub use error::RunError;
-pub use routing::Routing;
+use first_tokens::{FirstToken, FirstTokens};
+pub use routing::{format_weight, Decision, Pick, Profile, Routing};
 pub use servable::ServableBound;
 pub use snapshot::SnapshotProvider;
 pub use trace::TraceWriter;
 
 use abi_stable::std_types::{RSlice, RStr};
-use blis_plugin_api::{ClusterView, RequestView, SloClass as AbiSlo};
+use blis_plugin_api::{
+    ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, SloClass as AbiSlo,
+};
 
 use crate::engine::{later, Event, EventQueue, Tick, TIME_LIMIT};
-use crate::instance::Instance;
+use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::Collector;
 use crate::plugins::{AdmissionPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
@@ -52,6 +56,16 @@ pub struct ClusterSetup {
     pub block_size: u32,
     pub collector: Collector,
     pub trace: Option<TraceWriter>,
+    /// What the 0.2 cluster state says about every instance.
+    pub labels: InstanceLabels,
+}
+
+/// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
+#[derive(Clone, Debug, Default)]
+pub struct InstanceLabels {
+    pub model: String,
+    pub gpu: String,
+    pub tp: u32,
 }
 
 /// End-of-run state handed to the report.
@@ -126,6 +140,14 @@ pub struct Cluster {
     end_time: Tick,
     admission_desc: String,
     tenant_names: Vec<String>,
+    /// Requests routed to each instance and not finished yet.
+    in_flight: Vec<u32>,
+    /// Union of the lifecycle events any policy handles.
+    hooks: Hooks,
+    /// Some instance uses a scheduler or preemption plugin.
+    custom_order: bool,
+    /// First tokens of the last step (only when a policy wants them).
+    first_tokens: Vec<FirstToken>,
     /// Prompt-hash buffers of requests that left the pipeline. Hashes are
     /// needed by admission and routing only (the instance recomputes them at
     /// admission into its own buffers), so a waiting request holds none and
@@ -168,7 +190,18 @@ impl Cluster {
             queue: EventQueue::new(),
             store: RequestStore::new(),
             pending: vec![0; n],
-            snapshots: SnapshotProvider::new(n, setup.snapshot_refresh_interval),
+            snapshots: SnapshotProvider::with_labels(
+                n,
+                setup.snapshot_refresh_interval,
+                &setup.labels,
+            ),
+            in_flight: vec![0; n],
+            hooks: lifecycle_hooks(&setup.admission, &setup.routing),
+            first_tokens: Vec::new(),
+            custom_order: setup.instances.iter().any(|i| {
+                i.config().scheduler == SchedulerKind::Custom
+                    || i.config().preemption == PreemptionKind::Custom
+            }),
             instances: setup.instances,
             workload: setup.workload,
             admission: setup.admission,
@@ -260,17 +293,33 @@ impl Cluster {
                         &mut self.collector,
                     );
                     self.collector.queued(instance, &self.store[slot]);
-                    self.release_finished(t);
+                    self.instance_policy_error(instance)?;
+                    self.release_finished(t)?;
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
-                    self.instances[instance as usize].on_step(
-                        t,
-                        &mut self.store,
-                        &mut self.queue,
-                        &mut self.collector,
-                    );
-                    self.release_finished(t);
+                    if self.hooks.contains(EventKind::FIRST_TOKEN) {
+                        let mut obs = FirstTokens {
+                            collector: &mut self.collector,
+                            seen: &mut self.first_tokens,
+                        };
+                        self.instances[instance as usize].on_step(
+                            t,
+                            &mut self.store,
+                            &mut self.queue,
+                            &mut obs,
+                        );
+                        self.deliver_first_tokens()?;
+                    } else {
+                        self.instances[instance as usize].on_step(
+                            t,
+                            &mut self.store,
+                            &mut self.queue,
+                            &mut self.collector,
+                        );
+                    }
+                    self.instance_policy_error(instance)?;
+                    self.release_finished(t)?;
                 }
             }
             audit.after_event(AuditView {
@@ -342,38 +391,89 @@ impl Cluster {
             self.queue
                 .push(later(t, self.routing_latency), Event::Routing(slot));
         } else {
-            self.rejected += 1;
             if let Some(tr) = self.trace.as_mut() {
                 tr.rejection(req.id, t, &self.admission_desc);
             }
-            self.store[slot].state = RequestState::Rejected;
-            self.collector.rejected(&self.store[slot]);
-            self.workload.on_finished(&self.store[slot], t, false);
-            let hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
-            self.hash_pool.push(hashes);
-            self.store.release(slot);
-            self.schedule_arrivals();
+            self.reject(t, slot)?;
         }
         Ok(())
     }
 
+    /// Count a request refused by admission or routing, tell the policies
+    /// that asked, and release it.
+    fn reject(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+        self.rejected += 1;
+        self.lifecycle(t, EventKind::REJECTED, slot, u32::MAX)?;
+        self.store[slot].state = RequestState::Rejected;
+        self.collector.rejected(&self.store[slot]);
+        self.workload.on_finished(&self.store[slot], t, false);
+        let hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
+        self.hash_pool.push(hashes);
+        self.store.release(slot);
+        self.schedule_arrivals();
+        Ok(())
+    }
+
     fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
-        let snaps = self.snapshots.build(t, &self.instances, &self.pending);
+        let needs_state = self.routing.needs_state();
+        self.snapshots.build(t, &self.instances, &self.pending);
+        if needs_state {
+            self.snapshots.build_info(&self.instances, &self.in_flight);
+        }
+        let snaps = self.snapshots.snaps();
         let view = ClusterView {
             clock_us: t,
             instances: RSlice::from_slice(snaps),
         };
+        let state = ClusterState {
+            view,
+            candidates: RSlice::from_slice(&[]),
+            info: RSlice::from_slice(self.snapshots.info()),
+        };
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let (chosen, composite) = self.routing.route(&rv, &view)?;
-        if let Some(tr) = self.trace.as_mut() {
-            tr.routing(req.id, t, chosen, composite, snaps);
-        }
+        let decision = self
+            .routing
+            .route(&rv, &view, needs_state.then_some(&state))?;
+        let outcome = match decision {
+            Decision::Routed {
+                chosen,
+                scores,
+                candidates,
+            } => {
+                if let Some(tr) = self.trace.as_mut() {
+                    tr.routing(req.id, t, chosen, scores, candidates, snaps);
+                }
+                Ok(chosen)
+            }
+            Decision::NoCandidate { filter } => Err(filter),
+        };
+        let profile = self.routing.profile().filter(|p| !p.filters.is_empty());
+        let chosen = match outcome {
+            Ok(chosen) => {
+                if let Some(tr) = self.trace.as_mut() {
+                    if let Some(p) = profile {
+                        tr.filtered(p, None);
+                    }
+                    tr.emit();
+                }
+                chosen
+            }
+            Err(filter) => {
+                if let (Some(tr), Some(p)) = (self.trace.as_mut(), profile) {
+                    tr.no_candidate(req.id, t, p, filter);
+                }
+                return self.reject(t, slot);
+            }
+        };
         self.routing.observe(&rv, &view, chosen)?;
         self.admission.observe(&rv, &view, chosen)?;
         self.pending[chosen as usize] += 1;
+        self.in_flight[chosen as usize] += 1;
         let req = &mut self.store[slot];
         req.instance = chosen;
+        self.lifecycle(t, EventKind::DISPATCHED, slot, chosen)?;
+        let req = &mut self.store[slot];
         let hashes = std::mem::take(&mut req.prompt_hashes);
         self.hash_pool.push(hashes);
         self.queue.push(
@@ -386,14 +486,155 @@ impl Cluster {
         Ok(())
     }
 
+    /// The error of a scheduler or preemption plugin of `instance`, if its
+    /// last event met one.
+    #[inline]
+    fn instance_policy_error(&mut self, instance: u32) -> Result<(), Box<PluginError>> {
+        if !self.custom_order {
+            return Ok(());
+        }
+        match self.instances[instance as usize].take_policy_error() {
+            Some(message) => Err(Box::new(PluginError::InInstance { message })),
+            None => Ok(()),
+        }
+    }
+
+    /// Deliver lifecycle event `kind` of the request in `slot` to every
+    /// policy that handles it. Free when no policy does.
+    #[inline]
+    fn lifecycle(
+        &mut self,
+        t: Tick,
+        kind: EventKind,
+        slot: Slot,
+        instance: u32,
+    ) -> Result<(), Box<PluginError>> {
+        if !self.hooks.contains(kind) {
+            return Ok(());
+        }
+        self.deliver(t, kind, slot, instance)
+    }
+
+    #[cold]
+    fn deliver(
+        &mut self,
+        t: Tick,
+        kind: EventKind,
+        slot: Slot,
+        instance: u32,
+    ) -> Result<(), Box<PluginError>> {
+        self.snapshots.peek(&self.instances, &self.pending);
+        self.snapshots.build_info(&self.instances, &self.in_flight);
+        let state = ClusterState {
+            view: ClusterView {
+                clock_us: t,
+                instances: RSlice::from_slice(self.snapshots.snaps()),
+            },
+            candidates: RSlice::from_slice(&[]),
+            info: RSlice::from_slice(self.snapshots.info()),
+        };
+        let req = &self.store[slot];
+        let since = |at: Tick| {
+            if at == crate::request::UNSET {
+                -1
+            } else {
+                at - req.arrival
+            }
+        };
+        let completed = kind == EventKind::COMPLETED;
+        let event = RequestEvent {
+            kind,
+            instance,
+            time_us: t,
+            request: RequestView {
+                block_hashes: RSlice::from_slice(&[]),
+                ..request_view(req, &self.tenant_names)
+            },
+            ttft_us: since(req.first_token_at),
+            e2e_us: if completed {
+                since(req.completed_at)
+            } else {
+                -1
+            },
+            output_tokens: req.generated,
+            reserved: 0,
+        };
+        notify(&mut self.admission, &mut self.routing, &event, &state)
+    }
+
+    /// Deliver the first tokens of the last step, in the order they were
+    /// produced, each with the cluster as the step left it.
+    #[cold]
+    fn deliver_first_tokens(&mut self) -> Result<(), Box<PluginError>> {
+        if self.first_tokens.is_empty() {
+            return Ok(());
+        }
+        let firsts = std::mem::take(&mut self.first_tokens);
+        self.snapshots.peek(&self.instances, &self.pending);
+        self.snapshots.build_info(&self.instances, &self.in_flight);
+        let state = ClusterState {
+            view: ClusterView {
+                clock_us: self.queue.now(),
+                instances: RSlice::from_slice(self.snapshots.snaps()),
+            },
+            candidates: RSlice::from_slice(&[]),
+            info: RSlice::from_slice(self.snapshots.info()),
+        };
+        let mut result = Ok(());
+        for ft in &firsts {
+            let event = RequestEvent {
+                kind: EventKind::FIRST_TOKEN,
+                instance: ft.instance,
+                time_us: ft.at,
+                request: RequestView {
+                    id: ft.id,
+                    arrival_us: ft.arrival,
+                    input_tokens: ft.input_len,
+                    slo_class: AbiSlo(ft.slo_class.code()),
+                    tenant: RStr::from(
+                        self.tenant_names
+                            .get(ft.tenant as usize)
+                            .map(String::as_str)
+                            .unwrap_or(""),
+                    ),
+                    block_hashes: RSlice::from_slice(&[]),
+                },
+                ttft_us: ft.at - ft.arrival,
+                e2e_us: -1,
+                output_tokens: 1,
+                reserved: 0,
+            };
+            result = notify(&mut self.admission, &mut self.routing, &event, &state);
+            if result.is_err() {
+                break;
+            }
+        }
+        let mut firsts = firsts;
+        firsts.clear();
+        self.first_tokens = firsts;
+        result
+    }
+
     /// Account for requests that completed or were dropped during the last
     /// instance event, and recycle their slots.
-    fn release_finished(&mut self, t: Tick) {
+    fn release_finished(&mut self, t: Tick) -> Result<(), Box<PluginError>> {
         if self.collector.finished.is_empty() {
-            return;
+            return Ok(());
         }
         let finished = std::mem::take(&mut self.collector.finished);
         for &(slot, completed) in &finished {
+            let instance = self.store[slot].instance;
+            if let Some(n) = self.in_flight.get_mut(instance as usize) {
+                *n = n.saturating_sub(1);
+            }
+            let kind = if completed {
+                EventKind::COMPLETED
+            } else {
+                EventKind::DROPPED
+            };
+            if self.hooks.contains(kind) {
+                self.deliver(t, kind, slot, instance)?;
+            }
             self.collector.result_line(&self.store[slot]);
             // A session's think time starts when the client saw the last token.
             let at = if completed {
@@ -408,6 +649,7 @@ impl Cluster {
         finished.clear();
         self.collector.finished = finished;
         self.schedule_arrivals();
+        Ok(())
     }
 
     fn finish(mut self, peak_live: usize) -> ClusterOutcome {
@@ -453,4 +695,22 @@ impl Cluster {
             workload_error: self.workload.take_error(),
         }
     }
+}
+
+/// Deliver one lifecycle event to every policy that handles it.
+fn notify(
+    admission: &mut AdmissionPolicy,
+    routing: &mut Routing,
+    event: &RequestEvent<'_>,
+    state: &ClusterState<'_>,
+) -> Result<(), Box<PluginError>> {
+    if admission.wants(event.kind) {
+        admission.on_event(event, state)?;
+    }
+    routing.on_event(event, state)
+}
+
+/// The lifecycle events any policy of the run handles.
+fn lifecycle_hooks(admission: &AdmissionPolicy, routing: &Routing) -> Hooks {
+    Hooks(admission.label().hooks.0 | routing.hooks().0)
 }

@@ -1,69 +1,256 @@
-//! Routing: a single router plugin, or the weighted composition of scorer
-//! plugins (score → clamp to [0, 1] → weights normalised to sum 1 → sum →
-//! argmax, ties to the lowest index), as llm-d's endpoint picker does.
+//! Routing: a single router plugin, or one scheduling profile shaped like
+//! llm-d's (filters → weighted scorers → picker) run by the single-profile
+//! handler.
+//!
+//! The `weighted` policy is the profile with no filter, weights normalised to
+//! sum 1 and the host's own max-score pick (ties to the lowest index): it
+//! computes exactly what it always did, without a picker call. A
+//! `[[routing.profiles]]` profile keeps llm-d's raw weights (only their ratios
+//! matter to the pickers) and may name filters and a picker plugin.
+//!
+//! A profile whose filters leave no candidate fails, as in llm-d; blis then
+//! rejects the request (counted with the rejected requests, traced with the
+//! filter that emptied the set).
 
-use blis_plugin_api::{ClusterView, RequestView};
+use blis_plugin_api::{ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView};
 
-use crate::plugins::{PluginError, RouterPolicy, ScorerPolicy};
+use crate::plugins::{FilterPolicy, PickerPolicy, PluginError, RouterPolicy, ScorerPolicy};
 
-/// One scorer with its normalised weight.
+/// One scorer with its weight (normalised for `weighted`, raw in a profile).
 pub struct WeightedScorer {
     pub scorer: ScorerPolicy,
     pub weight: f64,
+}
+
+/// How a profile chooses among its scored candidates.
+pub enum Pick {
+    /// The highest total wins, ties to the lowest index (the host does it).
+    MaxScore,
+    /// A picker plugin.
+    Plugin(PickerPolicy),
+}
+
+/// One scheduling profile: filters, weighted scorers, a picker.
+pub struct Profile {
+    pub name: String,
+    pub filters: Vec<FilterPolicy>,
+    pub scorers: Vec<WeightedScorer>,
+    pub pick: Pick,
+    /// Weighted totals: per instance without filters, per candidate with.
+    composite: Vec<f64>,
+    /// Candidates still in play (only used with filters).
+    candidates: Vec<u32>,
+    /// Per filter: the instances it removed at the last decision.
+    removed: Vec<Vec<u32>>,
+}
+
+/// The result of one routing decision.
+pub enum Decision<'a> {
+    /// Route to `chosen`. `scores` are the weighted totals (per instance, or
+    /// per candidate when `candidates` is set), if the policy has scores.
+    Routed {
+        chosen: u32,
+        scores: Option<&'a [f64]>,
+        candidates: Option<&'a [u32]>,
+    },
+    /// The filters left no candidate: filter `filter` emptied the set.
+    NoCandidate { filter: usize },
+}
+
+impl Decision<'_> {
+    /// The chosen instance, if the request was routed.
+    pub fn chosen(&self) -> Option<u32> {
+        match self {
+            Decision::Routed { chosen, .. } => Some(*chosen),
+            Decision::NoCandidate { .. } => None,
+        }
+    }
 }
 
 /// How requests are routed.
 pub enum Routing {
     /// A router plugin picks the instance.
     Single(RouterPolicy),
-    /// The host combines scorer plugins.
-    Weighted {
-        scorers: Vec<WeightedScorer>,
-        composite: Vec<f64>,
-    },
+    /// A scheduling profile.
+    Profile(Box<Profile>),
 }
 
-impl Routing {
-    /// Weighted routing from `(scorer, weight)` pairs; weights must be
-    /// finite, ≥ 0 and not all zero (checked by the config layer).
-    pub fn weighted(scorers: Vec<(ScorerPolicy, f64)>) -> Routing {
-        let weights = normalise(&scorers.iter().map(|(_, w)| *w).collect::<Vec<_>>());
-        Routing::Weighted {
+impl Profile {
+    /// A profile. `normalise` divides the weights by their sum (the
+    /// `weighted` policy; see [`normalised_weights`], which cannot overflow);
+    /// weights are checked by the config layer.
+    pub fn new(
+        name: String,
+        filters: Vec<FilterPolicy>,
+        scorers: Vec<(ScorerPolicy, f64)>,
+        pick: Pick,
+        normalise: bool,
+    ) -> Profile {
+        let weights = normalised_weights(&scorers.iter().map(|(_, w)| *w).collect::<Vec<_>>());
+        let removed = filters.iter().map(|_| Vec::new()).collect();
+        Profile {
+            name,
+            filters,
             scorers: scorers
                 .into_iter()
                 .zip(weights)
-                .map(|((scorer, _), weight)| WeightedScorer { scorer, weight })
+                .map(|((scorer, w), normalised)| WeightedScorer {
+                    scorer,
+                    weight: if normalise { normalised } else { w },
+                })
                 .collect(),
+            pick,
             composite: Vec::new(),
+            candidates: Vec::new(),
+            removed,
         }
     }
 
-    /// Pick the instance for `req`. For weighted routing, also returns the
-    /// composite score of every instance.
+    /// True when a decision needs the 0.2 cluster state (filters, a picker
+    /// plugin, or a scorer that reads it).
+    pub fn needs_state(&self) -> bool {
+        !self.filters.is_empty()
+            || matches!(self.pick, Pick::Plugin(_))
+            || self.scorers.iter().any(|s| s.scorer.label().uses_state)
+    }
+
+    /// The instances each filter removed at the last decision.
+    pub fn removed(&self) -> impl Iterator<Item = (&FilterPolicy, &[u32])> {
+        self.filters
+            .iter()
+            .zip(&self.removed)
+            .map(|(f, r)| (f, r.as_slice()))
+    }
+
+    fn route(
+        &mut self,
+        req: &RequestView<'_>,
+        state: Option<&ClusterState<'_>>,
+        cluster: &ClusterView<'_>,
+    ) -> Result<Decision<'_>, Box<PluginError>> {
+        let Some(state) = state else {
+            // No filter and the host's max-score: every instance, as `weighted` always did.
+            self.composite.clear();
+            self.composite.resize(cluster.len(), 0.0);
+            for ws in self.scorers.iter_mut() {
+                let s = ws.scorer.score(req, cluster)?;
+                for (c, &x) in self.composite.iter_mut().zip(s) {
+                    *c += x * ws.weight;
+                }
+            }
+            let best = max_score(&self.composite);
+            return Ok(Decision::Routed {
+                chosen: best as u32,
+                scores: Some(&self.composite),
+                candidates: None,
+            });
+        };
+        self.candidates.clear();
+        self.candidates.extend(0..cluster.len() as u32);
+        for (k, f) in self.filters.iter_mut().enumerate() {
+            let view = ClusterState {
+                candidates: abi_stable::std_types::RSlice::from_slice(&self.candidates),
+                ..*state
+            };
+            let kept = f.filter(req, &view)?;
+            let removed = &mut self.removed[k];
+            removed.clear();
+            let mut kept_iter = kept.iter().peekable();
+            for &c in &self.candidates {
+                if kept_iter.peek() == Some(&&c) {
+                    kept_iter.next();
+                } else {
+                    removed.push(c);
+                }
+            }
+            if kept.is_empty() {
+                for r in &mut self.removed[k + 1..] {
+                    r.clear();
+                }
+                return Ok(Decision::NoCandidate { filter: k });
+            }
+            self.candidates.clear();
+            self.candidates.extend_from_slice(kept);
+        }
+        let view = ClusterState {
+            candidates: abi_stable::std_types::RSlice::from_slice(&self.candidates),
+            ..*state
+        };
+        self.composite.clear();
+        self.composite.resize(self.candidates.len(), 0.0);
+        for ws in self.scorers.iter_mut() {
+            let s = ws.scorer.score_candidates(req, &view)?;
+            for (c, &x) in self.composite.iter_mut().zip(s) {
+                *c += x * ws.weight;
+            }
+        }
+        let chosen = match &mut self.pick {
+            Pick::MaxScore => self.candidates[max_score(&self.composite)],
+            Pick::Plugin(p) => p.pick(req, &view, &self.composite)?,
+        };
+        Ok(Decision::Routed {
+            chosen,
+            scores: Some(&self.composite),
+            candidates: Some(&self.candidates),
+        })
+    }
+}
+
+/// Index of the highest value, ties to the lowest index.
+fn max_score(values: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, &c) in values.iter().enumerate() {
+        if c > values[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+impl Routing {
+    /// The `weighted` policy: `(scorer, weight)` pairs, weights finite, ≥ 0
+    /// and not all zero (checked by the config layer).
+    pub fn weighted(scorers: Vec<(ScorerPolicy, f64)>) -> Routing {
+        Routing::Profile(Box::new(Profile::new(
+            "weighted".to_string(),
+            Vec::new(),
+            scorers,
+            Pick::MaxScore,
+            true,
+        )))
+    }
+
+    /// True when decisions need the 0.2 cluster state.
+    pub fn needs_state(&self) -> bool {
+        match self {
+            Routing::Single(_) => false,
+            Routing::Profile(p) => p.needs_state(),
+        }
+    }
+
+    /// The profile, if routing uses one.
+    pub fn profile(&self) -> Option<&Profile> {
+        match self {
+            Routing::Single(_) => None,
+            Routing::Profile(p) => Some(p),
+        }
+    }
+
+    /// Pick the instance for `req`. `state` must be given when
+    /// [`Routing::needs_state`] says so.
     pub fn route(
         &mut self,
         req: &RequestView<'_>,
         cluster: &ClusterView<'_>,
-    ) -> Result<(u32, Option<&[f64]>), Box<PluginError>> {
+        state: Option<&ClusterState<'_>>,
+    ) -> Result<Decision<'_>, Box<PluginError>> {
         match self {
-            Routing::Single(r) => Ok((r.route(req, cluster)?, None)),
-            Routing::Weighted { scorers, composite } => {
-                composite.clear();
-                composite.resize(cluster.len(), 0.0);
-                for ws in scorers.iter_mut() {
-                    let s = ws.scorer.score(req, cluster)?;
-                    for (c, &x) in composite.iter_mut().zip(s) {
-                        *c += x * ws.weight;
-                    }
-                }
-                let mut best = 0;
-                for (i, &c) in composite.iter().enumerate() {
-                    if c > composite[best] {
-                        best = i;
-                    }
-                }
-                Ok((best as u32, Some(composite.as_slice())))
-            }
+            Routing::Single(r) => Ok(Decision::Routed {
+                chosen: r.route(req, cluster)?,
+                scores: None,
+                candidates: None,
+            }),
+            Routing::Profile(p) => p.route(req, state, cluster),
         }
     }
 
@@ -76,11 +263,62 @@ impl Routing {
     ) -> Result<(), Box<PluginError>> {
         match self {
             Routing::Single(r) => r.observe(req, cluster, chosen),
-            Routing::Weighted { scorers, .. } => {
-                for ws in scorers.iter_mut() {
+            Routing::Profile(p) => {
+                for f in p.filters.iter_mut() {
+                    f.observe(req, cluster, chosen)?;
+                }
+                for ws in p.scorers.iter_mut() {
                     ws.scorer.observe(req, cluster, chosen)?;
                 }
+                if let Pick::Plugin(pk) = &mut p.pick {
+                    pk.observe(req, cluster, chosen)?;
+                }
                 Ok(())
+            }
+        }
+    }
+
+    /// The union of the lifecycle events the routing policies handle.
+    pub fn hooks(&self) -> Hooks {
+        match self {
+            Routing::Single(r) => r.label().hooks,
+            Routing::Profile(p) => {
+                let mut h = 0;
+                for f in &p.filters {
+                    h |= f.label().hooks.0;
+                }
+                for ws in &p.scorers {
+                    h |= ws.scorer.label().hooks.0;
+                }
+                if let Pick::Plugin(pk) = &p.pick {
+                    h |= pk.label().hooks.0;
+                }
+                Hooks(h)
+            }
+        }
+    }
+
+    /// Deliver a lifecycle event to every routing policy that handles it.
+    pub fn on_event(
+        &mut self,
+        event: &RequestEvent<'_>,
+        cluster: &ClusterState<'_>,
+    ) -> Result<(), Box<PluginError>> {
+        let kind: EventKind = event.kind;
+        match self {
+            Routing::Single(r) if r.wants(kind) => r.on_event(event, cluster),
+            Routing::Single(_) => Ok(()),
+            Routing::Profile(p) => {
+                for f in p.filters.iter_mut().filter(|f| f.wants(kind)) {
+                    f.on_event(event, cluster)?;
+                }
+                for ws in p.scorers.iter_mut().filter(|w| w.scorer.wants(kind)) {
+                    ws.scorer.on_event(event, cluster)?;
+                }
+                match &mut p.pick {
+                    Pick::Plugin(pk) if pk.wants(kind) => pk.on_event(event, cluster),
+                    _ => Ok(()),
+                }
             }
         }
     }
@@ -89,12 +327,13 @@ impl Routing {
     pub fn describe(&self) -> String {
         match self {
             Routing::Single(r) => format!("{}::{}", r.label().library, r.label().name),
-            Routing::Weighted { scorers, .. } => {
-                let parts: Vec<String> = scorers
+            Routing::Profile(p) => {
+                let parts: Vec<String> = p
+                    .scorers
                     .iter()
-                    .map(|w| format!("{}:{}", w.scorer.label().name, w.weight))
+                    .map(|w| format!("{}:{}", w.scorer.label().name, format_weight(w.weight)))
                     .collect();
-                format!("weighted({})", parts.join(","))
+                format!("{}({})", p.name, parts.join(","))
             }
         }
     }
@@ -103,7 +342,7 @@ impl Routing {
 /// Weights scaled to sum 1 (finite, ≥ 0, not all zero in). When their sum
 /// overflows (`1e308` twice is infinite, and every weight would normalise
 /// to zero) they are first divided by the largest, so it cannot.
-pub fn normalise(weights: &[f64]) -> Vec<f64> {
+pub fn normalised_weights(weights: &[f64]) -> Vec<f64> {
     let total: f64 = weights.iter().sum();
     if total.is_finite() {
         return weights.iter().map(|w| w / total).collect();
@@ -116,7 +355,7 @@ pub fn normalise(weights: &[f64]) -> Vec<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::normalise;
+    use super::normalised_weights as normalise;
 
     #[test]
     fn weights_normalise_exactly_and_huge_weights_do_not_overflow() {
@@ -131,5 +370,31 @@ mod tests {
             vec![0.8, 0.0, 0.2]
         );
         assert_eq!(normalise(&[0.0, 5e-324]), vec![0.0, 1.0]);
+    }
+}
+
+/// A weight for people: at most 4 decimals, no trailing zeros
+/// (`3/7` → `0.4286`, `2.0` → `2`).
+pub fn format_weight(w: f64) -> String {
+    let s = format!("{w:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-" {
+        "0".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod weight_tests {
+    use super::format_weight;
+
+    #[test]
+    fn weights_print_short() {
+        assert_eq!(format_weight(3.0 / 7.0), "0.4286");
+        assert_eq!(format_weight(2.0), "2");
+        assert_eq!(format_weight(0.5), "0.5");
+        assert_eq!(format_weight(0.0), "0");
+        assert_eq!(format_weight(1.0 / 3.0), "0.3333");
     }
 }

@@ -9,9 +9,15 @@
 //!   passed since the last refresh (lazily, at the first snapshot after the
 //!   interval, as the reference does); 0 means always live. The first
 //!   snapshot of a run always reads them.
+//!
+//! The ABI 0.2 signals ([`InstanceInfo`]: in-flight requests, preemptions,
+//! KV capacity and use in tokens, model, GPU, TP) are read live, and only
+//! when a policy needs them (filters, pickers, lifecycle hooks).
 
-use blis_plugin_api::InstanceSnapshot;
+use abi_stable::std_types::RStr;
+use blis_plugin_api::{InstanceInfo, InstanceSnapshot};
 
+use super::InstanceLabels;
 use crate::engine::Tick;
 use crate::instance::Instance;
 
@@ -21,19 +27,36 @@ pub struct SnapshotProvider {
     interval: Tick,
     last_refresh: Option<Tick>,
     snaps: Vec<InstanceSnapshot>,
+    info: Vec<InstanceInfo<'static>>,
 }
 
 impl SnapshotProvider {
     /// A provider for `n` instances refreshing Tier 3 every `interval` ticks.
     pub fn new(n: usize, interval: Tick) -> Self {
+        Self::with_labels(n, interval, &InstanceLabels::default())
+    }
+
+    /// A provider whose 0.2 signals carry the fleet's model, GPU and TP.
+    pub fn with_labels(n: usize, interval: Tick, labels: &InstanceLabels) -> Self {
+        // The names live for the whole run; leaking two short strings once
+        // lets the views borrow them without a lifetime on the provider.
+        let model: &'static str = Box::leak(labels.model.clone().into_boxed_str());
+        let gpu: &'static str = Box::leak(labels.gpu.clone().into_boxed_str());
+        let info = InstanceInfo {
+            tp: labels.tp,
+            model: RStr::from(model),
+            gpu: RStr::from(gpu),
+            ..InstanceInfo::default()
+        };
         SnapshotProvider {
             interval,
             last_refresh: None,
             snaps: vec![InstanceSnapshot::default(); n],
+            info: vec![info; n],
         }
     }
 
-    /// Snapshots as of `now`.
+    /// Snapshots as of `now` for a decision (refreshing Tier 3 when due).
     pub fn build(
         &mut self,
         now: Tick,
@@ -47,6 +70,23 @@ impl SnapshotProvider {
         if refresh {
             self.last_refresh = Some(now);
         }
+        self.fill(refresh, instances, pending)
+    }
+
+    /// Snapshots for a lifecycle event: Tiers 1 and 2 as of now, Tier 3 as
+    /// the last decision saw it (an observer does not move the refresh
+    /// schedule, so hooks never change what the decisions see).
+    pub fn peek(&mut self, instances: &[Instance], pending: &[u32]) -> &[InstanceSnapshot] {
+        let never_read = self.last_refresh.is_none();
+        self.fill(never_read, instances, pending)
+    }
+
+    fn fill(
+        &mut self,
+        refresh: bool,
+        instances: &[Instance],
+        pending: &[u32],
+    ) -> &[InstanceSnapshot] {
         for ((s, inst), &p) in self.snaps.iter_mut().zip(instances).zip(pending) {
             s.queue_depth = inst.queue_depth();
             s.batch_size = inst.batch_size();
@@ -58,6 +98,32 @@ impl SnapshotProvider {
             }
         }
         &self.snaps
+    }
+
+    /// The 0.2 signals of every instance, read live.
+    pub fn build_info(
+        &mut self,
+        instances: &[Instance],
+        in_flight: &[u32],
+    ) -> &[InstanceInfo<'static>] {
+        for ((x, inst), &f) in self.info.iter_mut().zip(instances).zip(in_flight) {
+            let block = u64::from(inst.config().block_size);
+            x.in_flight = f;
+            x.preemptions = inst.preemption_count();
+            x.kv_capacity_tokens = inst.config().total_kv_blocks * block;
+            x.kv_tokens_in_use = inst.used_kv_blocks() * block;
+        }
+        &self.info
+    }
+
+    /// The snapshots of the last [`SnapshotProvider::build`].
+    pub fn snaps(&self) -> &[InstanceSnapshot] {
+        &self.snaps
+    }
+
+    /// The 0.2 signals of the last [`SnapshotProvider::build_info`].
+    pub fn info(&self) -> &[InstanceInfo<'static>] {
+        &self.info
     }
 
     /// Time of the last Tier 3 refresh.

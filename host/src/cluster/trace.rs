@@ -4,12 +4,17 @@
 //! Regret of a routing decision = best candidate score − chosen score (≥ 0).
 //! Candidate scores are the weighted composite for weighted routing, and
 //! −(effective load) for a router plugin (so lower load ranks higher).
-//! Candidates are ranked by score, ties by instance index.
+//! Candidates are ranked by score, ties by instance index. With a profile
+//! that has filters, only the candidates that survived them are ranked, and
+//! the record says which filter removed which instances (`filtered`); a
+//! decision whose filters left nothing is a `routing` record with
+//! `"chosen": null` and the filter that emptied the set.
 
 use std::io::Write;
 
 use blis_plugin_api::InstanceSnapshot;
 
+use super::routing::Profile;
 use crate::engine::Tick;
 
 /// Writes decision records and keeps the regret totals.
@@ -19,6 +24,8 @@ pub struct TraceWriter {
     order: Vec<u32>,
     scores: Vec<f64>,
     line: String,
+    /// The routing record being built (written by [`TraceWriter::emit`]).
+    record: Option<serde_json::Map<String, serde_json::Value>>,
     pub decisions: u64,
     pub regret_sum: f64,
     pub regret_max: f64,
@@ -42,6 +49,7 @@ impl TraceWriter {
             order: Vec::new(),
             scores: Vec::new(),
             line: String::new(),
+            record: None,
             decisions: 0,
             regret_sum: 0.0,
             regret_max: 0.0,
@@ -49,7 +57,7 @@ impl TraceWriter {
         }
     }
 
-    fn emit(&mut self) {
+    fn write_line(&mut self) {
         self.line.push('\n');
         if let Err(e) = self.out.write_all(self.line.as_bytes()) {
             self.error.get_or_insert(e);
@@ -67,27 +75,42 @@ impl TraceWriter {
             "policy": policy,
         });
         self.line = v.to_string();
-        self.emit();
+        self.write_line();
     }
 
-    /// A routing decision. `composite` is the weighted scores, if any.
+    /// A routing decision, written by the next [`TraceWriter::emit`].
+    /// `composite` is the weighted scores, if any: per instance, or per
+    /// candidate when `candidates` is given.
     pub fn routing(
         &mut self,
         request_id: u64,
         time: Tick,
         chosen: u32,
         composite: Option<&[f64]>,
+        candidates: Option<&[u32]>,
         snaps: &[InstanceSnapshot],
     ) {
         self.scores.clear();
         match composite {
-            Some(c) => self.scores.extend_from_slice(c),
+            Some(c) => match candidates {
+                // Scores by instance index; only candidates are ranked.
+                Some(cands) => {
+                    self.scores.resize(snaps.len(), f64::NEG_INFINITY);
+                    for (&i, &x) in cands.iter().zip(c) {
+                        self.scores[i as usize] = x;
+                    }
+                }
+                None => self.scores.extend_from_slice(c),
+            },
             None => self
                 .scores
                 .extend(snaps.iter().map(|s| -(s.effective_load() as f64))),
         }
         self.order.clear();
-        self.order.extend(0..snaps.len() as u32);
+        match candidates {
+            Some(cands) => self.order.extend_from_slice(cands),
+            None => self.order.extend(0..snaps.len() as u32),
+        }
         let scores = &self.scores;
         self.order.sort_by(|&a, &b| {
             scores[b as usize]
@@ -127,8 +150,54 @@ impl TraceWriter {
             "regret": regret,
             "candidates": candidates,
         });
-        self.line = v.to_string();
+        let serde_json::Value::Object(map) = v else {
+            unreachable!("json! of an object literal")
+        };
+        self.record = Some(map);
+    }
+
+    /// Add to the pending routing record which filter of `profile` removed
+    /// which instances (filters after `upto`, when given, did not run).
+    pub fn filtered(&mut self, profile: &Profile, upto: Option<usize>) {
+        let Some(rec) = self.record.as_mut() else {
+            return;
+        };
+        let list: Vec<serde_json::Value> = profile
+            .removed()
+            .take(upto.map_or(usize::MAX, |k| k + 1))
+            .map(|(f, removed)| {
+                serde_json::json!({
+                    "filter": format!("{}::{}", f.label().library, f.label().name),
+                    "removed": removed,
+                })
+            })
+            .collect();
+        rec.insert("filtered".into(), serde_json::Value::Array(list));
+    }
+
+    /// A decision whose filters left no candidate (`filter` emptied the set).
+    pub fn no_candidate(&mut self, request_id: u64, time: Tick, profile: &Profile, filter: usize) {
+        let v = serde_json::json!({
+            "kind": "routing",
+            "request_id": request_id,
+            "time_us": time,
+            "chosen": null,
+            "rejected": "no candidate left after the profile's filters",
+        });
+        let serde_json::Value::Object(map) = v else {
+            unreachable!("json! of an object literal")
+        };
+        self.record = Some(map);
+        self.filtered(profile, Some(filter));
         self.emit();
+    }
+
+    /// Write the pending routing record.
+    pub fn emit(&mut self) {
+        if let Some(rec) = self.record.take() {
+            self.line = serde_json::Value::Object(rec).to_string();
+            self.write_line();
+        }
     }
 
     /// Flush the file.

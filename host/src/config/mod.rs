@@ -8,6 +8,7 @@
 
 pub mod bounds;
 pub mod build;
+pub mod epp_config;
 pub mod outputs;
 pub mod overrides;
 mod run_file;

@@ -93,12 +93,16 @@ pub fn parse_set(arg: &str) -> Result<(String, toml::Value), String> {
 }
 
 /// Set `path` (dotted) to `value` in `table`, creating tables on the way.
+/// A numeric part indexes an existing array of tables, so
+/// `routing.scorers.0.params.x` reaches the first `[[routing.scorers]]`.
 pub fn set(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
     let mut parts: Vec<&str> = path.split('.').collect();
     let last = parts.pop().expect("non-empty path");
     let mut cur = table;
     let mut walked = String::new();
-    for p in parts {
+    let mut i = 0;
+    while i < parts.len() {
+        let p = parts[i];
         if !walked.is_empty() {
             walked.push('.');
         }
@@ -108,8 +112,32 @@ pub fn set(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<()
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         cur = match entry {
             toml::Value::Table(t) => t,
+            toml::Value::Array(a) => {
+                let Some(idx) = parts.get(i + 1).and_then(|x| x.parse::<usize>().ok()) else {
+                    return Err(format!(
+                        "cannot set '{path}': '{walked}' is an array; index it, e.g. '{walked}.0.…'"
+                    ));
+                };
+                let len = a.len();
+                walked.push_str(&format!(".{idx}"));
+                i += 1;
+                match a.get_mut(idx) {
+                    Some(toml::Value::Table(t)) => t,
+                    Some(_) => return Err(format!("cannot set '{path}': '{walked}' is not a table")),
+                    None => {
+                        return Err(format!(
+                            "cannot set '{path}': '{}' has {len} entr{} (valid indices 0..{}); \
+                             list them in the run file or with a flag first (e.g. --routing-scorers)",
+                            &walked[..walked.rfind('.').unwrap_or(0)],
+                            if len == 1 { "y" } else { "ies" },
+                            len.saturating_sub(1)
+                        ))
+                    }
+                }
+            }
             _ => return Err(format!("cannot set '{path}': '{walked}' is not a table")),
         };
+        i += 1;
     }
     cur.insert(last.to_string(), value);
     Ok(())
@@ -134,7 +162,8 @@ pub fn parse_scorers(arg: &str) -> Result<toml::Value, String> {
     let mut out = Vec::new();
     for part in arg.split(',') {
         let part = part.trim();
-        let (name, w) = part.split_once(':').ok_or_else(|| {
+        // The weight follows the last ':' (a name may be `library::name`).
+        let (name, w) = part.rsplit_once(':').filter(|(n, _)| !n.ends_with(':')).ok_or_else(|| {
             format!("--routing-scorers: '{part}' is not name:weight (e.g. \"prefix-affinity:3,queue-depth:2\")")
         })?;
         let weight: f64 = w.trim().parse().map_err(|_| {
@@ -178,5 +207,41 @@ mod tests {
         assert_eq!(s.as_array().unwrap().len(), 2);
         assert!(parse_scorers("a3").is_err());
         assert!(parse_scorers("a:x").is_err());
+        assert!(parse_scorers("lib::a").is_err());
+    }
+
+    /// The form the ambiguity error recommends, `library::name:weight`.
+    #[test]
+    fn qualified_scorer_names_keep_their_library() {
+        let s = parse_scorers("fixture-alpha::prefer-first:1, queue-depth:2.5").unwrap();
+        let a = s.as_array().unwrap();
+        assert_eq!(a[0]["name"].as_str(), Some("fixture-alpha::prefer-first"));
+        assert_eq!(a[0]["weight"].as_float(), Some(1.0));
+        assert_eq!(a[1]["name"].as_str(), Some("queue-depth"));
+        assert_eq!(a[1]["weight"].as_float(), Some(2.5));
+    }
+
+    /// `--set routing.scorers.0.params.x=…` reaches the scorer's params.
+    #[test]
+    fn set_indexes_arrays_of_tables() {
+        let mut t: toml::Table =
+            "[[routing.scorers]]\nname = \"a\"\n[[routing.scorers]]\nname = \"b\"\n"
+                .parse()
+                .unwrap();
+        let (p, v) = parse_set("routing.scorers.1.params.capacity=5").unwrap();
+        set(&mut t, &p, v).unwrap();
+        assert_eq!(
+            t["routing"]["scorers"][1]["params"]["capacity"],
+            toml::Value::Integer(5)
+        );
+        let err = set(
+            &mut t,
+            "routing.scorers.2.params.x",
+            toml::Value::Integer(1),
+        )
+        .unwrap_err();
+        assert!(err.contains("has 2 entries (valid indices 0..1)"), "{err}");
+        let err = set(&mut t, "routing.scorers.params.x", toml::Value::Integer(1)).unwrap_err();
+        assert!(err.contains("is an array; index it"), "{err}");
     }
 }

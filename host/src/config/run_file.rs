@@ -59,17 +59,24 @@ pub struct ModelSection {
     /// Tensor parallelism (default: the model's calibrated default, else 1).
     #[serde(default)]
     pub tp: Option<u32>,
-    /// `roofline` (default) or `linear`.
+    /// Data parallelism of a mixture-of-experts deployment (trained-physics;
+    /// default 1).
+    #[serde(default)]
+    pub dp: Option<u32>,
+    /// MoE dispatch backend when dp > 1 (trained-physics; default
+    /// `allgather_reducescatter`).
+    #[serde(default)]
+    pub moe_comm_backend: Option<String>,
+    /// `trained-physics` (default), `roofline`, `roofline-v1` or `linear`.
     #[serde(default = "default_latency_model")]
     pub latency_model: String,
-    /// `[alpha0 µs, alpha1 µs/input token, alpha2 µs/output token]`: queueing
-    /// delay and per-token output overhead (default: calibrated, else zeros).
+    /// `[alpha0, alpha1, alpha2]` µs (default: the latency model's own).
     #[serde(default)]
     pub alpha: Option<[f64; 3]>,
-    /// `[beta0 µs/step, beta1 µs/prefill token, beta2 µs/decode token]`
-    /// (linear only; default: calibrated).
+    /// Step-time coefficients: 7 to 11 for trained-physics, 3 for linear
+    /// (default: the latency model's own).
     #[serde(default)]
-    pub beta: Option<[f64; 3]>,
+    pub beta: Option<Vec<f64>>,
     /// Fraction of GPU memory available for weights + KV cache when KV
     /// blocks are derived (default 0.9).
     #[serde(default)]
@@ -80,7 +87,7 @@ fn default_model() -> String {
     "qwen3-14b".to_string()
 }
 fn default_latency_model() -> String {
-    "roofline".to_string()
+    "trained-physics".to_string()
 }
 
 impl Default for ModelSection {
@@ -91,6 +98,8 @@ impl Default for ModelSection {
             hardware: None,
             hardware_config: None,
             tp: None,
+            dp: None,
+            moe_comm_backend: None,
             latency_model: default_latency_model(),
             alpha: None,
             beta: None,
@@ -125,12 +134,43 @@ pub struct InstanceSection {
     /// `max_position_embeddings` when known, else unlimited).
     #[serde(default)]
     pub max_model_len: Option<u32>,
-    /// `fcfs` (default), `priority-fcfs`, `sjf`, `reverse-priority`.
+    /// `fcfs` (default), `priority-fcfs`, `sjf`, `reverse-priority`, or a
+    /// scheduler plugin (`name` or `library::name`).
     #[serde(default = "d_fcfs")]
     pub scheduler: String,
-    /// `fcfs` (default: evict the batch tail) or `priority`.
+    /// Parameters handed to a scheduler plugin.
+    #[serde(default)]
+    pub scheduler_params: toml::Table,
+    /// `fcfs` (default: evict the batch tail), `priority`, or a preemption
+    /// plugin (`name` or `library::name`).
     #[serde(default = "d_fcfs")]
     pub preemption: String,
+    /// Parameters handed to a preemption plugin.
+    #[serde(default)]
+    pub preemption_params: toml::Table,
+    /// `[instance.kv_offload]`: a CPU tier behind the GPU KV blocks
+    /// (absent = GPU only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<KvOffloadSection>,
+}
+
+/// `[instance.kv_offload]`: the CPU KV tier of every instance.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvOffloadSection {
+    /// CPU tier capacity in KV blocks (0 = no tier).
+    pub cpu_blocks: u64,
+    /// CPU → GPU transfer bandwidth in tokens per µs (default 100): a block
+    /// of B tokens takes ⌈B / bandwidth⌉ µs.
+    #[serde(default = "d_transfer_bandwidth")]
+    pub transfer_bandwidth_tokens_per_us: f64,
+    /// Fixed cost added per reloaded block, µs (default 0).
+    #[serde(default)]
+    pub transfer_base_latency_us: i64,
+}
+
+fn d_transfer_bandwidth() -> f64 {
+    100.0
 }
 
 fn one() -> u32 {
@@ -160,7 +200,10 @@ impl Default for InstanceSection {
             total_kv_blocks: None,
             max_model_len: None,
             scheduler: d_fcfs(),
+            scheduler_params: toml::Table::new(),
             preemption: d_fcfs(),
+            preemption_params: toml::Table::new(),
+            kv_offload: None,
         }
     }
 }
@@ -228,6 +271,64 @@ pub struct RoutingSection {
     /// `prefix-affinity:3, queue-depth:2, kv-utilization:2`).
     #[serde(default)]
     pub scorers: Vec<ScorerSection>,
+    /// Scheduling profiles of the `pipeline` policy (llm-d's shape).
+    #[serde(default)]
+    pub profiles: Vec<ProfileSection>,
+    /// Profile handler of the `pipeline` policy: `single-profile` (the
+    /// default and, for now, the only one).
+    #[serde(default)]
+    pub profile_handler: Option<String>,
+}
+
+/// A filter or picker of a scheduling profile.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRef {
+    /// Policy name, or `library::name`.
+    pub name: String,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+/// One scorer of a scheduling profile (weight defaults to 1, as in llm-d).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileScorer {
+    /// Scorer name, or `library::name`.
+    pub name: String,
+    /// Weight (≥ 0, default 1; raw, not normalised).
+    #[serde(default = "d_weight")]
+    pub weight: f64,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+fn d_weight() -> f64 {
+    1.0
+}
+
+/// `[[routing.profiles]]`: filters → weighted scorers → picker.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSection {
+    /// Profile name (default `default`).
+    #[serde(default = "d_profile_name")]
+    pub name: String,
+    /// Filters, run in order, each on the previous one's output.
+    #[serde(default)]
+    pub filters: Vec<PolicyRef>,
+    /// Scorers, each scoring the candidates that survived the filters.
+    #[serde(default)]
+    pub scorers: Vec<ProfileScorer>,
+    /// Picker (default `max-score`).
+    #[serde(default)]
+    pub picker: Option<PolicyRef>,
+}
+
+fn d_profile_name() -> String {
+    "default".to_string()
 }
 
 fn d_route() -> String {
@@ -242,6 +343,8 @@ impl Default for RoutingSection {
             snapshot_refresh_interval_us: 0,
             params: toml::Table::new(),
             scorers: Vec::new(),
+            profiles: Vec::new(),
+            profile_handler: None,
         }
     }
 }
@@ -290,7 +393,7 @@ seed = 42
 name = "qwen3-14b"
 hardware = "H100"
 tp = 1
-latency_model = "roofline"
+latency_model = "trained-physics"
 
 [instance]
 count = 4

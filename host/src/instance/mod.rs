@@ -38,6 +38,7 @@
 //!   costs O(batch + log queue) and allocates nothing in steady state.
 
 mod kv;
+mod kv_offload;
 pub mod latency;
 mod queue;
 #[cfg(test)]
@@ -46,13 +47,16 @@ mod tests;
 use std::cmp::Reverse;
 
 use crate::engine::{later, Event, EventQueue, Tick};
-use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot, UNSET};
+use crate::request::{
+    prompt_block_hashes, Request, RequestState, RequestStore, SloClass, Slot, UNSET,
+};
 
 pub use kv::MAX_KV_BLOCKS;
 /// The KV cache, public for the benchmarks only (`host/benches/kv.rs`);
 /// simulations reach it through [`Instance`].
 #[doc(hidden)]
 pub use kv::{KvCache, Lookup};
+pub use kv_offload::{KvOffloadConfig, KvOffloadCounts};
 use queue::WaitQueue;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
@@ -69,6 +73,18 @@ pub enum SchedulerKind {
     Sjf,
     /// SLO-class priority (low first), then arrival, then id.
     ReversePriority,
+    /// A key from outside the instance ([`SortKey`], set with
+    /// [`Instance::set_sort_key`]: a scheduler plugin), then arrival, then id.
+    Custom,
+}
+
+/// The primary wait-queue key of a request, supplied from outside the
+/// instance (the cluster wires a scheduler plugin in; the instance knows
+/// nothing of plugins). Called once when a request enters the wait queue.
+pub trait SortKey: Send {
+    /// Smallest first. An error is kept by the instance (see
+    /// [`Instance::take_policy_error`]) and the request gets key 0.
+    fn key(&mut self, req: &Request) -> Result<i64, String>;
 }
 
 /// Which running request is evicted when KV blocks run out.
@@ -79,6 +95,29 @@ pub enum PreemptionKind {
     Fcfs,
     /// The lowest-priority request (latest arrival among equals).
     Priority,
+    /// Chosen from outside the instance ([`VictimChoice`], set with
+    /// [`Instance::set_victim_choice`]: a preemption plugin).
+    Custom,
+}
+
+/// A request of the running batch, as a [`VictimChoice`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunningInfo {
+    pub id: u64,
+    pub arrival: Tick,
+    pub input_len: u32,
+    pub generated: u32,
+    pub computed: u32,
+    pub slo_class: SloClass,
+}
+
+/// The preemption victim, chosen from outside the instance (the cluster
+/// wires a preemption plugin in).
+pub trait VictimChoice: Send {
+    /// Index in `running` (the batch in admission order, never empty). An
+    /// error, or an index out of range, is kept by the instance (see
+    /// [`Instance::take_policy_error`]) and the tail is preempted.
+    fn victim(&mut self, running: &[RunningInfo]) -> Result<usize, String>;
 }
 
 /// Static configuration of an instance (every instance of a cluster shares one).
@@ -100,6 +139,8 @@ pub struct InstanceConfig {
     pub scheduler: SchedulerKind,
     /// Victim choice when KV blocks run out.
     pub preemption: PreemptionKind,
+    /// A CPU tier behind the GPU KV blocks (`None` = GPU only).
+    pub kv_offload: Option<KvOffloadConfig>,
 }
 
 impl Default for InstanceConfig {
@@ -115,6 +156,7 @@ impl Default for InstanceConfig {
             max_model_len: None,
             scheduler: SchedulerKind::Fcfs,
             preemption: PreemptionKind::Fcfs,
+            kv_offload: None,
         }
     }
 }
@@ -146,6 +188,9 @@ impl InstanceConfig {
         }
         if self.max_model_len == Some(0) {
             return Err("max_model_len must be greater than 0 when given".into());
+        }
+        if let Some(o) = &self.kv_offload {
+            o.validate()?;
         }
         Ok(())
     }
@@ -198,6 +243,21 @@ pub struct Instance {
     last_delivery: Tick,
     /// Reused buffer for prefix-cache hits during admission.
     hit_scratch: Vec<u32>,
+    /// The victim choice of [`PreemptionKind::Custom`], its view buffer,
+    /// and its first error.
+    victim_choice: CustomVictim,
+    victim_view: Vec<RunningInfo>,
+    policy_error: Option<String>,
+}
+
+/// The optional [`VictimChoice`] (a newtype so the instance stays `Debug`).
+#[derive(Default)]
+struct CustomVictim(Option<Box<dyn VictimChoice>>);
+
+impl std::fmt::Debug for CustomVictim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CustomVictim({})", self.0.is_some())
+    }
 }
 
 /// A request in the running batch, with the progress a step updates.
@@ -279,6 +339,8 @@ pub struct InstanceCounts {
     pub cache_lookup_blocks: u64,
     /// Largest number of KV blocks held at once.
     pub peak_kv_blocks: u64,
+    /// The CPU tier's counts, when one is configured.
+    pub kv_offload: Option<KvOffloadCounts>,
     /// Requests completed.
     pub completed: u64,
     /// Requests dropped at enqueue as unservable.
@@ -299,7 +361,9 @@ fn add_to_shape(shape: &mut BatchShape, r: &Run) {
     if r.generated > 0 && needed == 1 {
         shape.decode.add(r.computed, r.granted);
     } else {
-        shape.prefill.add(r.computed, r.granted);
+        shape
+            .prefill
+            .add_prefill(r.computed, r.granted, r.input_len + r.generated);
     }
 }
 
@@ -325,7 +389,10 @@ impl Instance {
         }
         Instance {
             index,
-            kv: KvCache::new(config.block_size, config.total_kv_blocks),
+            kv: match config.kv_offload {
+                None => KvCache::new(config.block_size, config.total_kv_blocks),
+                Some(o) => KvCache::with_cpu_tier(config.block_size, config.total_kv_blocks, o),
+            },
             waiting: WaitQueue::new(config.scheduler),
             config,
             latency,
@@ -337,6 +404,9 @@ impl Instance {
             dropped: 0,
             last_delivery: 0,
             hit_scratch: Vec::new(),
+            victim_choice: CustomVictim::default(),
+            victim_view: Vec::new(),
+            policy_error: None,
         }
     }
 
@@ -497,7 +567,9 @@ impl Instance {
                 return; // idle until the next Queued
             }
             // Everything was preempted: retry after an empty step.
-            let dt = self.latency.step_time(&BatchShape::default()).max(1);
+            let dt = (self.latency.step_time(&BatchShape::default())
+                + self.kv.take_transfer_time())
+            .max(1);
             self.step_pending = true;
             q.push(
                 later(now, dt),
@@ -507,7 +579,8 @@ impl Instance {
             );
             return;
         }
-        let dt = self.latency.step_time(&shape).max(1);
+        // Blocks reloaded from the CPU tier while forming the batch delay it.
+        let dt = (self.latency.step_time(&shape) + self.kv.take_transfer_time()).max(1);
         self.steps += 1;
         self.step_pending = true;
         q.push(
@@ -528,6 +601,7 @@ impl Instance {
         obs: &mut impl InstanceObserver,
     ) {
         let a2 = self.latency.output_token_overhead().max(0);
+        let post = self.latency.post_decode_overhead().max(0);
         // ITL samples, reported in runs of equal gaps (decodes of one step
         // mostly share their previous token's time).
         let (mut gap, mut gaps) = (0, 0u64);
@@ -574,10 +648,11 @@ impl Instance {
             if done {
                 let req = store.hot_mut(run.hot);
                 run.write_back(req);
-                // The client sees completion with the last token (or at the
-                // step end when the request had no output to deliver).
+                // The client sees completion with the last token, plus the
+                // model's post-decode overhead (or at the step end when the
+                // request had no output to deliver).
                 let at = if run.generated > 0 {
-                    run.last_token_at
+                    run.last_token_at + post
                 } else {
                     later(now, a2)
                 };
@@ -812,7 +887,7 @@ impl Instance {
     }
 
     /// Index in the batch of the request to preempt.
-    fn victim(&self, store: &RequestStore) -> usize {
+    fn victim(&mut self, store: &RequestStore) -> usize {
         match self.config.preemption {
             PreemptionKind::Fcfs => self.running.len() - 1,
             PreemptionKind::Priority => {
@@ -830,6 +905,47 @@ impl Instance {
                     }
                 }
                 best
+            }
+            PreemptionKind::Custom => self.custom_victim(store),
+        }
+    }
+
+    /// The victim of the [`VictimChoice`]; the tail on an error.
+    #[cold]
+    fn custom_victim(&mut self, store: &RequestStore) -> usize {
+        let tail = self.running.len() - 1;
+        self.victim_view.clear();
+        for run in &self.running {
+            let r = store.hot(run.hot);
+            self.victim_view.push(RunningInfo {
+                id: r.id,
+                arrival: r.arrival,
+                input_len: run.input_len,
+                generated: run.generated,
+                computed: run.computed,
+                slo_class: r.slo_class,
+            });
+        }
+        let Some(choice) = self.victim_choice.0.as_mut() else {
+            self.policy_error.get_or_insert_with(|| {
+                "a custom preemption policy was configured without a victim choice".into()
+            });
+            return tail;
+        };
+        match choice.victim(&self.victim_view) {
+            Ok(v) if v < self.running.len() => v,
+            Ok(v) => {
+                self.policy_error.get_or_insert_with(|| {
+                    format!(
+                        "the preemption policy chose batch index {v}, but the batch has {} requests",
+                        self.running.len()
+                    )
+                });
+                tail
+            }
+            Err(e) => {
+                self.policy_error.get_or_insert(e);
+                tail
             }
         }
     }
@@ -893,6 +1009,27 @@ impl Instance {
     pub fn free_kv_blocks(&self) -> u64 {
         self.kv.free()
     }
+    /// Order the wait queue by `key` (for [`SchedulerKind::Custom`]; call
+    /// before the first request arrives).
+    pub fn set_sort_key(&mut self, key: Box<dyn SortKey>) {
+        self.waiting.set_sort_key(key);
+    }
+    /// Choose preemption victims with `choice` (for
+    /// [`PreemptionKind::Custom`]).
+    pub fn set_victim_choice(&mut self, choice: Box<dyn VictimChoice>) {
+        self.victim_choice = CustomVictim(Some(choice));
+    }
+    /// The first error a custom sort key or victim choice returned, if any
+    /// (taken).
+    pub fn take_policy_error(&mut self) -> Option<String> {
+        self.policy_error
+            .take()
+            .or_else(|| self.waiting.take_error())
+    }
+    /// Preemptions so far (a request preempted twice counts twice).
+    pub fn preemption_count(&self) -> u64 {
+        self.preemptions
+    }
     /// KV blocks held by requests.
     pub fn used_kv_blocks(&self) -> u64 {
         self.kv.used()
@@ -932,6 +1069,7 @@ impl Instance {
             cache_hit_blocks: self.kv.hit_blocks(),
             cache_lookup_blocks: self.kv.lookup_blocks(),
             peak_kv_blocks: self.kv.peak_used(),
+            kv_offload: self.kv.cpu_counts(),
             completed: self.completed,
             dropped: self.dropped,
             last_delivery: self.last_delivery,

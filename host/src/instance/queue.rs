@@ -12,6 +12,9 @@
 //! two ends, where a heap of a deep overload backlog (hundreds of thousands
 //! of requests, tens of MB) costs a cache miss per level on every pop.
 //!
+//! A scheduler plugin supplies the primary key through [`SortKey`] (once per
+//! request, when it enters the queue); the order is then the same heap.
+//!
 //! Preempted requests bypass the key and wait in a separate front deque, as in
 //! vLLM, so work already started is resumed before new work is admitted. The
 //! front is LIFO: the most recent preemption is served first. Batch formation
@@ -21,7 +24,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::SchedulerKind;
+use super::{SchedulerKind, SortKey};
 use crate::engine::Tick;
 use crate::request::{Request, Slot};
 
@@ -44,11 +47,25 @@ enum Ordered {
 
 /// Wait queue: preempted requests first (most recent first), then the rest by
 /// the scheduler's key.
-#[derive(Debug)]
 pub(crate) struct WaitQueue {
     kind: SchedulerKind,
     front: VecDeque<Slot>,
     rest: Ordered,
+    /// The key of [`SchedulerKind::Custom`].
+    custom: Option<Box<dyn SortKey>>,
+    /// The first error `custom` returned.
+    error: Option<String>,
+}
+
+impl std::fmt::Debug for WaitQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitQueue")
+            .field("kind", &self.kind)
+            .field("front", &self.front)
+            .field("rest", &self.rest)
+            .field("custom", &self.custom.is_some())
+            .finish()
+    }
 }
 
 impl WaitQueue {
@@ -61,15 +78,40 @@ impl WaitQueue {
             kind,
             front: VecDeque::new(),
             rest,
+            custom: None,
+            error: None,
         }
     }
 
-    fn key(&self, slot: Slot, req: &Request) -> Key {
+    /// The key source of [`SchedulerKind::Custom`].
+    pub fn set_sort_key(&mut self, key: Box<dyn SortKey>) {
+        self.custom = Some(key);
+    }
+
+    /// The first error of the custom key, taken.
+    pub fn take_error(&mut self) -> Option<String> {
+        self.error.take()
+    }
+
+    fn key(&mut self, slot: Slot, req: &Request) -> Key {
         let primary = match self.kind {
             SchedulerKind::Fcfs => 0,
             SchedulerKind::PriorityFcfs => -i64::from(req.slo_class.priority()),
             SchedulerKind::Sjf => i64::from(req.input_len),
             SchedulerKind::ReversePriority => i64::from(req.slo_class.priority()),
+            SchedulerKind::Custom => match self.custom.as_mut().map(|k| k.key(req)) {
+                Some(Ok(k)) => k,
+                Some(Err(e)) => {
+                    self.error.get_or_insert(e);
+                    0
+                }
+                None => {
+                    self.error.get_or_insert_with(|| {
+                        "a custom wait-queue order was configured without a sort key".into()
+                    });
+                    0
+                }
+            },
         };
         Key {
             primary,

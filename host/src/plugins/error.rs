@@ -76,6 +76,10 @@ pub enum PluginError {
         message: String,
     },
 
+    /// A policy called inside an instance failed (the message names it).
+    #[error("{message}")]
+    InInstance { message: String },
+
     /// A policy returned something the host cannot use.
     #[error("plugin {library}: {kind} '{name}' {problem} (in {call} for request {request}).")]
     BadOutput {

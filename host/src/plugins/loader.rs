@@ -3,20 +3,44 @@
 use std::path::Path;
 
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
-use blis_plugin_api::PluginModRef;
+use blis_plugin_api::{abi_v0_1, PluginModRef};
 
 use super::PluginError;
 
+/// The root module of a library, in the ABI it speaks.
+#[derive(Clone, Copy)]
+pub(super) enum Module {
+    /// ABI 0.2 (or a later, longer version of it).
+    Current(PluginModRef),
+    /// ABI 0.1.
+    V0_1(abi_v0_1::PluginModRef),
+}
+
 /// Load the blis root module of the library at `path`.
+///
+/// abi_stable accepts a library whose root module and vtables are at least
+/// as long as the host's, so the library is checked against the current
+/// root module first and then against the 0.1 one.
 ///
 /// The library stays loaded for the rest of the process (policies created
 /// from it hold code pointers into it).
-pub(super) fn load_root_module(path: &Path) -> Result<PluginModRef, PluginError> {
+pub(super) fn load_root_module(path: &Path) -> Result<Module, PluginError> {
     if !path.exists() {
         return Err(PluginError::NotFound {
             path: path.to_path_buf(),
         });
     }
+    // A bare file name ("libfoo.so") would make the dynamic loader search the
+    // system library path instead of the folder it names: make it absolute.
+    let absolute;
+    let path = if path.is_relative() {
+        absolute = std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf());
+        absolute.as_path()
+    } else {
+        path
+    };
     let header = lib_header_from_path(path).map_err(|e| classify(path, e))?;
     let found_name = header.root_mod_consts().name();
     if found_name != PluginModRef::NAME {
@@ -29,14 +53,43 @@ pub(super) fn load_root_module(path: &Path) -> Result<PluginModRef, PluginError>
             ),
         });
     }
-    header
-        .init_root_module::<PluginModRef>()
-        .map_err(|e| classify(path, e))
+    match header.init_root_module::<PluginModRef>() {
+        Ok(m) => Ok(Module::Current(m)),
+        Err(current @ LibraryError::AbiInstability(_)) => {
+            match header.init_root_module::<abi_v0_1::PluginModRef>() {
+                Ok(m) => Ok(Module::V0_1(m)),
+                Err(old @ LibraryError::AbiInstability(_)) => {
+                    // Report the comparison with the shape the library has:
+                    // a two-field root module is a (changed) 0.1 library.
+                    let shorter = matches!(&current, LibraryError::AbiInstability(e)
+                        if summarize_layout_error(&e.to_string())
+                            .starts_with("PluginMod: too many fields (expected 7, found 2)"));
+                    Err(classify(path, if shorter { old } else { current }))
+                }
+                Err(other) => Err(classify(path, other)),
+            }
+        }
+        Err(e) => Err(classify(path, e)),
+    }
 }
 
-/// The API version this host expects of plugins.
+/// SHA-256 of the file at `path` as lower-case hex, if it can be read.
+pub(super) fn sha256_hex(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
+    let bytes = std::fs::read(path).ok()?;
+    let digest = Sha256::digest(&bytes);
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        write!(hex, "{b:02x}").ok()?;
+    }
+    Some(hex)
+}
+
+/// The plugin ABI version this host implements (it also loads every
+/// earlier minor version of the same line).
 pub(super) fn expected_version() -> String {
-    PluginModRef::VERSION_STRINGS.version.to_string()
+    blis_plugin_api::ABI_VERSION.to_string()
 }
 
 /// Turn abi_stable's (often very long) errors into a short paragraph.
@@ -58,15 +111,13 @@ fn classify(path: &Path, err: LibraryError) -> PluginError {
             expected: expected_version(),
             found: format!("a library built with an incompatible abi_stable ({h:?})"),
         },
-        LibraryError::IncompatibleVersionNumber {
-            expected_version,
-            actual_version,
-            ..
-        } => PluginError::IncompatibleAbi {
-            path,
-            expected: expected_version.to_string(),
-            found: format!("a library built against blis-plugin-api {actual_version}"),
-        },
+        LibraryError::IncompatibleVersionNumber { actual_version, .. } => {
+            PluginError::IncompatibleAbi {
+                path,
+                expected: expected_version(),
+                found: format!("a library built against blis-plugin-api {actual_version}"),
+            }
+        }
         LibraryError::AbiInstability(e) => {
             let detail = e.to_string();
             PluginError::IncompatibleAbi {

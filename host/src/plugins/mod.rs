@@ -21,5 +21,8 @@ pub mod policy;
 pub mod registry;
 
 pub use error::PluginError;
-pub use policy::{AdmissionPolicy, PolicyLabel, RouterPolicy, ScorerPolicy};
+pub use policy::{
+    AdmissionPolicy, FilterPolicy, PickerPolicy, PolicyLabel, PreemptionPolicy, RouterPolicy,
+    SchedulerPolicy, ScorerPolicy,
+};
 pub use registry::{LibraryEntry, Origin, Registry};

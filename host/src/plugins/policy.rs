@@ -1,8 +1,12 @@
 //! Host-side handles of plugin policies: every call goes through the ABI and
 //! every result is checked before the simulator uses it.
 
-use abi_stable::std_types::{RResult, RVec};
-use blis_plugin_api::{AdmissionBox, ClusterView, PolicyError, RequestView, RouterBox, ScorerBox};
+use abi_stable::std_types::{RResult, RSlice, RVec};
+use blis_plugin_api::{
+    abi_v0_1, AbiVersion, AdmissionBox, ClusterState, ClusterView, EventKind, FilterBox, Hooks,
+    PickerBox, PolicyError, PreemptionBox, RequestEvent, RequestView, RouterBox, RunningRequest,
+    SchedulerBox, ScorerBox, SloClass as AbiSlo,
+};
 
 use super::PluginError;
 
@@ -12,6 +16,12 @@ pub struct PolicyLabel {
     pub library: String,
     pub kind: &'static str,
     pub name: String,
+    /// ABI version of the library.
+    pub abi: AbiVersion,
+    /// Lifecycle events the policy handles.
+    pub hooks: Hooks,
+    /// A scorer that reads the 0.2 cluster state.
+    pub uses_state: bool,
 }
 
 impl PolicyLabel {
@@ -54,14 +64,150 @@ fn check<T>(
     }
 }
 
+/// `wants` and `on_event` for a policy handle whose object has `on_event`.
+macro_rules! lifecycle_methods {
+    () => {
+        /// True when the policy handles events of `kind`.
+        #[inline]
+        pub fn wants(&self, kind: EventKind) -> bool {
+            self.label.hooks.contains(kind)
+        }
+
+        /// Deliver a lifecycle event (call only when [`Self::wants`] it).
+        pub fn on_event(
+            &mut self,
+            event: &RequestEvent<'_>,
+            cluster: &ClusterState<'_>,
+        ) -> Result<(), Box<PluginError>> {
+            let r = self.obj.on_event(event, cluster);
+            check(&self.label, "on_event", event.request.id, r)
+        }
+    };
+}
+
+/// Dispatch `$call` to the object of either ABI.
+macro_rules! either {
+    ($obj:expr, $o:ident => $call:expr) => {
+        match $obj {
+            Self::Current($o) => $call,
+            Self::V0_1($o) => $call,
+        }
+    };
+}
+
+/// An admission policy object, in the ABI of its library.
+pub(super) enum AdmissionObj {
+    Current(AdmissionBox),
+    V0_1(abi_v0_1::AdmissionBox),
+}
+
+impl AdmissionObj {
+    #[inline]
+    fn admit(&mut self, r: &RequestView<'_>, c: &ClusterView<'_>) -> RResult<bool, PolicyError> {
+        either!(self, o => o.admit(r, c))
+    }
+    #[inline]
+    fn observe(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.observe(r, c, chosen))
+    }
+    fn on_event(&mut self, e: &RequestEvent<'_>, c: &ClusterState<'_>) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.on_event(e, c),
+            Self::V0_1(_) => RResult::ROk(()),
+        }
+    }
+}
+
+/// A routing policy object, in the ABI of its library.
+pub(super) enum RouterObj {
+    Current(RouterBox),
+    V0_1(abi_v0_1::RouterBox),
+}
+
+impl RouterObj {
+    #[inline]
+    fn route(&mut self, r: &RequestView<'_>, c: &ClusterView<'_>) -> RResult<u32, PolicyError> {
+        either!(self, o => o.route(r, c))
+    }
+    #[inline]
+    fn observe(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.observe(r, c, chosen))
+    }
+    fn on_event(&mut self, e: &RequestEvent<'_>, c: &ClusterState<'_>) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.on_event(e, c),
+            Self::V0_1(_) => RResult::ROk(()),
+        }
+    }
+}
+
+/// A scorer object, in the ABI of its library.
+pub(super) enum ScorerObj {
+    Current(ScorerBox),
+    V0_1(abi_v0_1::ScorerBox),
+}
+
+impl ScorerObj {
+    #[inline]
+    fn score(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        out: &mut RVec<f64>,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.score(r, c, out))
+    }
+    fn score_candidates(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterState<'_>,
+        out: &mut RVec<f64>,
+    ) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.score_candidates(r, c, out),
+            Self::V0_1(_) => RResult::RErr(PolicyError {
+                panicked: false,
+                message: "score_candidates is not part of ABI 0.1".into(),
+            }),
+        }
+    }
+    #[inline]
+    fn observe(
+        &mut self,
+        r: &RequestView<'_>,
+        c: &ClusterView<'_>,
+        chosen: u32,
+    ) -> RResult<(), PolicyError> {
+        either!(self, o => o.observe(r, c, chosen))
+    }
+    fn on_event(&mut self, e: &RequestEvent<'_>, c: &ClusterState<'_>) -> RResult<(), PolicyError> {
+        match self {
+            Self::Current(o) => o.on_event(e, c),
+            Self::V0_1(_) => RResult::ROk(()),
+        }
+    }
+}
+
 /// An admission policy created by a plugin library.
 pub struct AdmissionPolicy {
     label: PolicyLabel,
-    obj: AdmissionBox,
+    obj: AdmissionObj,
 }
 
 impl AdmissionPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: AdmissionBox) -> Self {
+    lifecycle_methods!();
+
+    pub(super) fn new(label: PolicyLabel, obj: AdmissionObj) -> Self {
         Self { label, obj }
     }
 
@@ -97,11 +243,13 @@ impl AdmissionPolicy {
 /// A routing policy created by a plugin library.
 pub struct RouterPolicy {
     label: PolicyLabel,
-    obj: RouterBox,
+    obj: RouterObj,
 }
 
 impl RouterPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: RouterBox) -> Self {
+    lifecycle_methods!();
+
+    pub(super) fn new(label: PolicyLabel, obj: RouterObj) -> Self {
         Self { label, obj }
     }
 
@@ -155,12 +303,14 @@ impl RouterPolicy {
 /// A scorer created by a plugin library, with its reusable score buffer.
 pub struct ScorerPolicy {
     label: PolicyLabel,
-    obj: ScorerBox,
+    obj: ScorerObj,
     buf: RVec<f64>,
 }
 
 impl ScorerPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: ScorerBox) -> Self {
+    lifecycle_methods!();
+
+    pub(super) fn new(label: PolicyLabel, obj: ScorerObj) -> Self {
         Self {
             label,
             obj,
@@ -183,13 +333,47 @@ impl ScorerPolicy {
         self.buf.clear();
         let r = self.obj.score(req, cluster, &mut self.buf);
         check(&self.label, "score", req.id, r)?;
-        let n = cluster.len();
+        self.checked(req.id, "score", cluster.len(), "instance")
+    }
+
+    /// One score per candidate (`cluster.candidates`), checked and clamped.
+    /// A 0.1 library scores the whole cluster and the candidates' scores are
+    /// kept.
+    pub fn score_candidates(
+        &mut self,
+        req: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+    ) -> Result<&[f64], Box<PluginError>> {
+        if self.label.abi == blis_plugin_api::ABI_0_1 {
+            self.score(req, &cluster.view)?;
+            let candidates = cluster.candidates();
+            for (k, &i) in candidates.iter().enumerate() {
+                self.buf[k] = self.buf[i as usize];
+            }
+            self.buf.truncate(candidates.len());
+            return Ok(self.buf.as_slice());
+        }
+        self.buf.clear();
+        let r = self.obj.score_candidates(req, cluster, &mut self.buf);
+        check(&self.label, "score_candidates", req.id, r)?;
+        let n = cluster.candidates.len();
+        self.checked(req.id, "score_candidates", n, "candidate")
+    }
+
+    /// Check the count and values in `buf`, clamp them to [0, 1].
+    fn checked(
+        &mut self,
+        request: u64,
+        call: &'static str,
+        n: usize,
+        what: &str,
+    ) -> Result<&[f64], Box<PluginError>> {
         if self.buf.len() != n {
             return Err(self.label.bad(
-                "score",
-                req.id,
+                call,
+                request,
                 format!(
-                    "returned {} scores for {n} instances; a scorer must push exactly one score per instance",
+                    "returned {} scores for {n} {what}s; a scorer must push exactly one score per {what}",
                     self.buf.len()
                 ),
             ));
@@ -198,11 +382,9 @@ impl ScorerPolicy {
             if !s.is_finite() {
                 let v = *s;
                 return Err(self.label.bad(
-                    "score",
-                    req.id,
-                    format!(
-                        "returned {v} for instance {i}; scores must be finite numbers in [0, 1]"
-                    ),
+                    call,
+                    request,
+                    format!("returned {v} for {what} {i}; scores must be finite numbers in [0, 1]"),
                 ));
             }
             *s = s.clamp(0.0, 1.0);
@@ -220,5 +402,207 @@ impl ScorerPolicy {
     ) -> Result<(), Box<PluginError>> {
         let r = self.obj.observe(req, cluster, chosen);
         check(&self.label, "observe", req.id, r)
+    }
+}
+
+/// A filter created by a plugin library (ABI 0.2), with its output buffer.
+pub struct FilterPolicy {
+    label: PolicyLabel,
+    obj: FilterBox,
+    buf: RVec<u32>,
+}
+
+impl FilterPolicy {
+    pub(super) fn new(label: PolicyLabel, obj: FilterBox) -> Self {
+        Self {
+            label,
+            obj,
+            buf: RVec::new(),
+        }
+    }
+
+    /// Which policy this is.
+    pub fn label(&self) -> &PolicyLabel {
+        &self.label
+    }
+
+    lifecycle_methods!();
+
+    /// The candidates to keep, checked to be a subset of
+    /// `cluster.candidates` in the same order.
+    pub fn filter(
+        &mut self,
+        req: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+    ) -> Result<&[u32], Box<PluginError>> {
+        self.buf.clear();
+        let r = self.obj.filter(req, cluster, &mut self.buf);
+        check(&self.label, "filter", req.id, r)?;
+        let mut rest = cluster.candidates().iter();
+        for &k in self.buf.iter() {
+            if !rest.any(|&c| c == k) {
+                return Err(self.label.bad(
+                    "filter",
+                    req.id,
+                    format!(
+                        "kept instance {k}, which is not a remaining candidate (or is out of order); \
+                         a filter keeps a subset of cluster.candidates() in their order"
+                    ),
+                ));
+            }
+        }
+        Ok(self.buf.as_slice())
+    }
+
+    /// Tell the filter where the request was routed.
+    pub fn observe(
+        &mut self,
+        req: &RequestView<'_>,
+        cluster: &ClusterView<'_>,
+        chosen: u32,
+    ) -> Result<(), Box<PluginError>> {
+        let r = self.obj.observe(req, cluster, chosen);
+        check(&self.label, "observe", req.id, r)
+    }
+}
+
+/// A picker created by a plugin library (ABI 0.2).
+pub struct PickerPolicy {
+    label: PolicyLabel,
+    obj: PickerBox,
+}
+
+impl PickerPolicy {
+    pub(super) fn new(label: PolicyLabel, obj: PickerBox) -> Self {
+        Self { label, obj }
+    }
+
+    /// Which policy this is.
+    pub fn label(&self) -> &PolicyLabel {
+        &self.label
+    }
+
+    lifecycle_methods!();
+
+    /// The chosen instance, checked to be one of the candidates.
+    pub fn pick(
+        &mut self,
+        req: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: &[f64],
+    ) -> Result<u32, Box<PluginError>> {
+        let r = self.obj.pick(req, cluster, RSlice::from_slice(scores));
+        let i = check(&self.label, "pick", req.id, r)?;
+        if cluster.candidates().contains(&i) {
+            Ok(i)
+        } else {
+            Err(self.label.bad(
+                "pick",
+                req.id,
+                format!(
+                    "chose instance {i}, which is not a candidate (candidates: {:?})",
+                    cluster.candidates()
+                ),
+            ))
+        }
+    }
+
+    /// Tell the picker where the request was routed.
+    pub fn observe(
+        &mut self,
+        req: &RequestView<'_>,
+        cluster: &ClusterView<'_>,
+        chosen: u32,
+    ) -> Result<(), Box<PluginError>> {
+        let r = self.obj.observe(req, cluster, chosen);
+        check(&self.label, "observe", req.id, r)
+    }
+}
+
+/// A scheduler created by a plugin library (ABI 0.2): the wait-queue key of
+/// one instance.
+pub struct SchedulerPolicy {
+    label: PolicyLabel,
+    obj: SchedulerBox,
+}
+
+impl SchedulerPolicy {
+    pub(super) fn new(label: PolicyLabel, obj: SchedulerBox) -> Self {
+        Self { label, obj }
+    }
+
+    /// Which policy this is.
+    pub fn label(&self) -> &PolicyLabel {
+        &self.label
+    }
+}
+
+impl crate::instance::SortKey for SchedulerPolicy {
+    fn key(&mut self, req: &crate::request::Request) -> Result<i64, String> {
+        let view = RequestView {
+            id: req.id,
+            arrival_us: req.arrival,
+            input_tokens: req.input_len,
+            slo_class: AbiSlo(req.slo_class.code()),
+            tenant: abi_stable::std_types::RStr::from(""),
+            block_hashes: RSlice::from_slice(&[]),
+        };
+        let r = self.obj.key(&view);
+        check(&self.label, "key", req.id, r).map_err(|e| e.to_string())
+    }
+}
+
+/// A preemption policy created by a plugin library (ABI 0.2): the victim
+/// choice of one instance, with its view buffer.
+pub struct PreemptionPolicy {
+    label: PolicyLabel,
+    obj: PreemptionBox,
+    buf: Vec<RunningRequest>,
+}
+
+impl PreemptionPolicy {
+    pub(super) fn new(label: PolicyLabel, obj: PreemptionBox) -> Self {
+        Self {
+            label,
+            obj,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Which policy this is.
+    pub fn label(&self) -> &PolicyLabel {
+        &self.label
+    }
+}
+
+impl crate::instance::VictimChoice for PreemptionPolicy {
+    fn victim(&mut self, running: &[crate::instance::RunningInfo]) -> Result<usize, String> {
+        self.buf.clear();
+        self.buf.extend(running.iter().map(|r| RunningRequest {
+            id: r.id,
+            arrival_us: r.arrival,
+            input_tokens: r.input_len,
+            generated: r.generated,
+            computed: r.computed,
+            slo_class: AbiSlo(r.slo_class.code()),
+        }));
+        let first = running.first().map_or(0, |r| r.id);
+        let r = self.obj.victim(RSlice::from_slice(&self.buf));
+        let v = check(&self.label, "victim", first, r).map_err(|e| e.to_string())?;
+        if (v as usize) < running.len() {
+            Ok(v as usize)
+        } else {
+            Err(self
+                .label
+                .bad(
+                    "victim",
+                    first,
+                    format!(
+                        "chose batch index {v}, but the batch has {} requests",
+                        running.len()
+                    ),
+                )
+                .to_string())
+        }
     }
 }

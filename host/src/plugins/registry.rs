@@ -4,10 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use abi_stable::std_types::RStr;
-use blis_plugin_api::{PluginModRef, PolicyKind, PolicyObject};
+use blis_plugin_api::{abi_v0_1, AbiVersion, Hooks, KindCode, PolicyKind, PolicyObject, ABI_0_1};
 
-use super::loader;
-use super::policy::{AdmissionPolicy, PolicyLabel, RouterPolicy, ScorerPolicy};
+use super::loader::{self, Module};
+use super::policy::{
+    AdmissionObj, AdmissionPolicy, FilterPolicy, PickerPolicy, PolicyLabel, PreemptionPolicy,
+    RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj, ScorerPolicy,
+};
 use super::PluginError;
 
 /// Where a library came from.
@@ -31,10 +34,14 @@ impl std::fmt::Display for Origin {
 /// One policy a library offers.
 #[derive(Clone, Debug)]
 pub struct PolicyEntry {
-    pub kind: PolicyKind,
+    pub kind: KindCode,
     pub name: String,
     pub summary: String,
     pub params_doc: String,
+    /// Lifecycle events the policy handles (always none in a 0.1 library).
+    pub hooks: Hooks,
+    /// A scorer that reads the 0.2 cluster state (see `PolicyDef::USES_STATE`).
+    pub uses_state: bool,
 }
 
 /// One library in the registry.
@@ -42,9 +49,13 @@ pub struct PolicyEntry {
 pub struct LibraryEntry {
     pub name: String,
     pub version: String,
+    /// The plugin ABI the library was built against.
+    pub abi: AbiVersion,
     pub origin: Origin,
+    /// SHA-256 of the file, lower-case hex (none for an embedded library).
+    pub sha256: Option<String>,
     pub policies: Vec<PolicyEntry>,
-    module: PluginModRef,
+    module: Module,
 }
 
 impl std::fmt::Debug for LibraryEntry {
@@ -52,7 +63,9 @@ impl std::fmt::Debug for LibraryEntry {
         f.debug_struct("LibraryEntry")
             .field("name", &self.name)
             .field("version", &self.version)
+            .field("abi", &self.abi)
             .field("origin", &self.origin)
+            .field("sha256", &self.sha256)
             .field("policies", &self.policies)
             .finish_non_exhaustive()
     }
@@ -85,11 +98,13 @@ impl Registry {
     pub fn standard() -> Self {
         // Making the root module leaks it into a 'static prefix: make it
         // once per process, not once per registry (fuzzing found the leak).
-        static EMBEDDED: std::sync::OnceLock<PluginModRef> = std::sync::OnceLock::new();
+        static EMBEDDED: std::sync::OnceLock<blis_plugin_api::PluginModRef> =
+            std::sync::OnceLock::new();
         let mut r = Self::empty();
         r.add_module(
-            *EMBEDDED.get_or_init(blis_std::blis_plugin_module),
+            Module::Current(*EMBEDDED.get_or_init(blis_std::blis_plugin_module)),
             Origin::Embedded,
+            None,
         );
         r
     }
@@ -99,26 +114,81 @@ impl Registry {
         &self.libraries
     }
 
-    fn add_module(&mut self, module: PluginModRef, origin: Origin) -> usize {
-        let info = (module.describe())();
+    fn add_module(&mut self, module: Module, origin: Origin, sha256: Option<String>) -> usize {
+        let info = match module {
+            Module::Current(m) => (m.describe())(),
+            Module::V0_1(m) => (m.describe())(),
+        };
+        // A 0.2 library describes every policy (0.1 kinds included) with its
+        // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
+        let v2 = match module {
+            Module::Current(m) => m.describe_v2().map(|d| d()),
+            Module::V0_1(_) => None,
+        };
+        let (abi, policies) = match v2 {
+            Some(v2) => {
+                let policies = v2
+                    .policies
+                    .iter()
+                    .filter(|p| p.kind.name() != "unknown")
+                    .map(|p| PolicyEntry {
+                        kind: p.kind,
+                        name: p.name.to_string(),
+                        summary: p.summary.to_string(),
+                        params_doc: p.params_doc.to_string(),
+                        hooks: p.hooks,
+                        uses_state: p.uses_state,
+                    })
+                    .collect();
+                (v2.abi, policies)
+            }
+            None => (
+                ABI_0_1,
+                info.policies
+                    .iter()
+                    .map(|p| PolicyEntry {
+                        kind: p.kind.into(),
+                        name: p.name.to_string(),
+                        summary: p.summary.to_string(),
+                        params_doc: p.params_doc.to_string(),
+                        hooks: Hooks::NONE,
+                        uses_state: false,
+                    })
+                    .collect(),
+            ),
+        };
         let entry = LibraryEntry {
             name: info.name.to_string(),
             version: info.version.to_string(),
+            abi,
             origin,
-            policies: info
-                .policies
-                .iter()
-                .map(|p| PolicyEntry {
-                    kind: p.kind,
-                    name: p.name.to_string(),
-                    summary: p.summary.to_string(),
-                    params_doc: p.params_doc.to_string(),
-                })
-                .collect(),
+            sha256,
+            policies,
             module,
         };
         self.libraries.push(entry);
         self.libraries.len() - 1
+    }
+
+    /// The provenance of the run's plugin files, for the report: one object
+    /// per library loaded from a file (name, version, ABI version, path,
+    /// SHA-256), or `None` when every policy came from the `blis` binary.
+    pub fn provenance(&self) -> Option<serde_json::Value> {
+        let files: Vec<serde_json::Value> = self
+            .libraries
+            .iter()
+            .filter_map(|l| match &l.origin {
+                Origin::File(path) => Some(serde_json::json!({
+                    "name": l.name,
+                    "version": l.version,
+                    "abi_version": l.abi.to_string(),
+                    "path": path.display().to_string(),
+                    "sha256": l.sha256,
+                })),
+                Origin::Embedded => None,
+            })
+            .collect();
+        (!files.is_empty()).then_some(serde_json::Value::Array(files))
     }
 
     /// Load the library at `path`. A file whose library name equals an
@@ -134,7 +204,8 @@ impl Registry {
             return Ok(Added::AlreadyLoaded);
         }
         let module = loader::load_root_module(path)?;
-        let idx = self.add_module(module, Origin::File(canonical));
+        let sha256 = loader::sha256_hex(path);
+        let idx = self.add_module(module, Origin::File(canonical), sha256);
         let name = self.libraries[idx].name.clone();
         let same: Vec<usize> = (0..idx)
             .filter(|&i| self.libraries[i].name == name)
@@ -161,7 +232,12 @@ impl Registry {
     }
 
     /// Find the library offering `spec` (`name` or `library::name`) of `kind`.
-    pub fn resolve(&self, kind: PolicyKind, spec: &str) -> Result<(usize, String), PluginError> {
+    pub fn resolve(
+        &self,
+        kind: impl Into<KindCode>,
+        spec: &str,
+    ) -> Result<(usize, String), PluginError> {
+        let kind = kind.into();
         let (lib_filter, name) = match spec.split_once("::") {
             Some((l, n)) => (Some(l), n),
             None => (None, spec),
@@ -210,7 +286,8 @@ impl Registry {
     }
 
     /// Names of all policies of `kind`, sorted, deduplicated.
-    pub fn names(&self, kind: PolicyKind) -> Vec<String> {
+    pub fn names(&self, kind: impl Into<KindCode>) -> Vec<String> {
+        let kind = kind.into();
         let mut v: Vec<String> = self
             .libraries
             .iter()
@@ -237,34 +314,141 @@ impl Registry {
             .collect()
     }
 
+    /// The library offering `spec` of `kind`, and the label of the policy.
+    fn locate(
+        &self,
+        kind: KindCode,
+        spec: &str,
+    ) -> Result<(&LibraryEntry, PolicyLabel), PluginError> {
+        let (idx, name) = self.resolve(kind, spec)?;
+        let lib = &self.libraries[idx];
+        let entry = lib
+            .policies
+            .iter()
+            .find(|p| p.kind == kind && p.name == name);
+        let label = PolicyLabel {
+            library: lib.name.clone(),
+            kind: kind.name(),
+            name,
+            abi: lib.abi,
+            hooks: entry.map_or(Hooks::NONE, |p| p.hooks),
+            uses_state: entry.is_some_and(|p| p.uses_state),
+        };
+        Ok((lib, label))
+    }
+
     fn create(
         &self,
         kind: PolicyKind,
         spec: &str,
         params_toml: &str,
         seed: u64,
-    ) -> Result<(PolicyLabel, PolicyObject), PluginError> {
-        let (idx, name) = self.resolve(kind, spec)?;
-        let lib = &self.libraries[idx];
-        let label = PolicyLabel {
-            library: lib.name.clone(),
-            kind: kind.name(),
-            name: name.clone(),
+    ) -> Result<(PolicyLabel, Created), PluginError> {
+        let (lib, label) = self.locate(kind.into(), spec)?;
+        let (name, params) = (RStr::from(label.name.as_str()), RStr::from(params_toml));
+        let created = match lib.module {
+            Module::Current(m) => (m.create())(kind, name, params, seed)
+                .into_result()
+                .map(Created::Current),
+            Module::V0_1(m) => (m.create())(kind, name, params, seed)
+                .into_result()
+                .map(Created::V0_1),
         };
-        let created = (lib.module.create())(
-            kind,
-            RStr::from(name.as_str()),
-            RStr::from(params_toml),
-            seed,
-        );
-        match created.into_result() {
+        match created {
             Ok(obj) => Ok((label, obj)),
-            Err(message) => Err(PluginError::Create {
-                library: label.library,
-                kind: label.kind,
-                name,
-                message: message.to_string(),
-            }),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// The root module, if the library speaks ABI ≥ 0.2.
+    fn current(lib: &LibraryEntry) -> Option<blis_plugin_api::PluginModRef> {
+        match lib.module {
+            Module::Current(m) => Some(m),
+            Module::V0_1(_) => None,
+        }
+    }
+
+    /// Create a filter (ABI 0.2).
+    pub fn filter(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<FilterPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::FILTER, spec)?;
+        let Some(create) = Self::current(lib).and_then(|m| m.create_filter()) else {
+            return Err(create_error(
+                label,
+                "the library has no filters (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(FilterPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create a scheduler (ABI 0.2; one per instance).
+    pub fn scheduler(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<SchedulerPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::SCHEDULER, spec)?;
+        let Some(create) = Self::current(lib).and_then(|m| m.create_scheduler()) else {
+            return Err(create_error(
+                label,
+                "the library has no schedulers (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(SchedulerPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create a preemption policy (ABI 0.2; one per instance).
+    pub fn preemption(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<PreemptionPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::PREEMPTION, spec)?;
+        let Some(create) = Self::current(lib).and_then(|m| m.create_preemption()) else {
+            return Err(create_error(
+                label,
+                "the library has no preemption policies (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(PreemptionPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create a picker (ABI 0.2).
+    pub fn picker(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<PickerPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::PICKER, spec)?;
+        let Some(create) = Self::current(lib).and_then(|m| m.create_picker()) else {
+            return Err(create_error(
+                label,
+                "the library has no pickers (ABI 0.1)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(PickerPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
         }
     }
 
@@ -276,7 +460,12 @@ impl Registry {
         seed: u64,
     ) -> Result<AdmissionPolicy, PluginError> {
         match self.create(PolicyKind::Admission, spec, params_toml, seed)? {
-            (label, PolicyObject::Admission(obj)) => Ok(AdmissionPolicy::new(label, obj)),
+            (label, Created::Current(PolicyObject::Admission(obj))) => {
+                Ok(AdmissionPolicy::new(label, AdmissionObj::Current(obj)))
+            }
+            (label, Created::V0_1(abi_v0_1::PolicyObject::Admission(obj))) => {
+                Ok(AdmissionPolicy::new(label, AdmissionObj::V0_1(obj)))
+            }
             (label, _) => Err(wrong_kind(label)),
         }
     }
@@ -289,7 +478,12 @@ impl Registry {
         seed: u64,
     ) -> Result<RouterPolicy, PluginError> {
         match self.create(PolicyKind::Router, spec, params_toml, seed)? {
-            (label, PolicyObject::Router(obj)) => Ok(RouterPolicy::new(label, obj)),
+            (label, Created::Current(PolicyObject::Router(obj))) => {
+                Ok(RouterPolicy::new(label, RouterObj::Current(obj)))
+            }
+            (label, Created::V0_1(abi_v0_1::PolicyObject::Router(obj))) => {
+                Ok(RouterPolicy::new(label, RouterObj::V0_1(obj)))
+            }
             (label, _) => Err(wrong_kind(label)),
         }
     }
@@ -302,9 +496,29 @@ impl Registry {
         seed: u64,
     ) -> Result<ScorerPolicy, PluginError> {
         match self.create(PolicyKind::Scorer, spec, params_toml, seed)? {
-            (label, PolicyObject::Scorer(obj)) => Ok(ScorerPolicy::new(label, obj)),
+            (label, Created::Current(PolicyObject::Scorer(obj))) => {
+                Ok(ScorerPolicy::new(label, ScorerObj::Current(obj)))
+            }
+            (label, Created::V0_1(abi_v0_1::PolicyObject::Scorer(obj))) => {
+                Ok(ScorerPolicy::new(label, ScorerObj::V0_1(obj)))
+            }
             (label, _) => Err(wrong_kind(label)),
         }
+    }
+}
+
+/// A policy object of a 0.1 kind, in the ABI of its library.
+enum Created {
+    Current(PolicyObject),
+    V0_1(abi_v0_1::PolicyObject),
+}
+
+fn create_error(label: PolicyLabel, message: String) -> PluginError {
+    PluginError::Create {
+        library: label.library,
+        kind: label.kind,
+        name: label.name,
+        message,
     }
 }
 

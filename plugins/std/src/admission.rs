@@ -161,3 +161,14 @@ mod tests {
         assert!(AlwaysAdmit::create(Params::new("x = 1"), 0).is_err());
     }
 }
+
+#[cfg(test)]
+mod params_doc_tests {
+    use super::*;
+
+    /// `PARAMS_DOC` documents exactly the keys of the params struct.
+    #[test]
+    fn params_docs_match_the_params_structs() {
+        blis_plugin_api::check_params_doc::<TokenBucketParams>(TokenBucket::PARAMS_DOC).unwrap();
+    }
+}

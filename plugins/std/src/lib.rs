@@ -7,7 +7,16 @@
 //! * routing: `round-robin`, `least-loaded`, `prefix-affinity`,
 //!   `always-busiest` ([`routing`]);
 //! * scorers for the host's weighted router: `prefix-affinity`,
-//!   `queue-depth`, `kv-utilization`, `load-balance` ([`scorers`]).
+//!   `queue-depth`, `kv-utilization`, `load-balance`, and the reference's
+//!   newer `running-requests`, `load-aware`, `vllm-dp`, `active-requests`
+//!   ([`scorers`]);
+//! * filters of a routing profile: `low-queue`, `low-kv-utilization`
+//!   ([`filters`]);
+//! * pickers of a routing profile: `max-score`, `random`,
+//!   `weighted-random` ([`pickers`]);
+//! * wait-queue orders of an instance: `fcfs`, `priority-fcfs`, `sjf`,
+//!   `reverse-priority`, and preemption victims `fcfs`, `priority`
+//!   ([`schedulers`]).
 //!
 //! The crate builds as `cdylib` (`libblis_std.so`, loadable with
 //! `--plugin`) and as `rlib` (linked into the `blis` binary so a bare
@@ -19,19 +28,41 @@
 //! ([`InstanceSnapshot::effective_load`](blis_plugin_api::InstanceSnapshot::effective_load)).
 
 pub mod admission;
+pub mod filters;
+pub mod pickers;
 mod prefix_index;
 pub mod routing;
+pub mod schedulers;
 pub mod scorers;
 
 use admission::{AlwaysAdmit, RejectAll, TokenBucket};
+use filters::{LowKvUtilization, LowQueue};
+use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
-use scorers::{KvUtilization, LoadBalance, PrefixAffinityScorer, QueueDepth};
+use schedulers::{Fcfs, PreemptLowestPriority, PreemptTail, PriorityFcfs, ReversePriority, Sjf};
+use scorers::{
+    ActiveRequests, KvUtilization, LoadAware, LoadBalance, PrefixAffinityScorer, QueueDepth,
+    RunningRequests, VllmDp,
+};
 
 blis_plugin_api::export_plugin! {
     library: "blis-std",
     admission: [AlwaysAdmit, TokenBucket, RejectAll],
     routers: [RoundRobin, LeastLoaded, PrefixAffinityRouter, AlwaysBusiest],
-    scorers: [PrefixAffinityScorer, QueueDepth, KvUtilization, LoadBalance],
+    scorers: [
+        PrefixAffinityScorer,
+        QueueDepth,
+        KvUtilization,
+        LoadBalance,
+        RunningRequests,
+        LoadAware,
+        VllmDp,
+        ActiveRequests,
+    ],
+    filters: [LowQueue, LowKvUtilization],
+    pickers: [MaxScore, RandomPick, WeightedRandom],
+    schedulers: [Fcfs, PriorityFcfs, Sjf, ReversePriority],
+    preemption: [PreemptTail, PreemptLowestPriority],
 }
 
 #[cfg(test)]

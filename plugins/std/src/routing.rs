@@ -210,3 +210,15 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod params_doc_tests {
+    use super::*;
+
+    /// `PARAMS_DOC` documents exactly the keys of the params struct.
+    #[test]
+    fn params_docs_match_the_params_structs() {
+        blis_plugin_api::check_params_doc::<PrefixAffinityParams>(PrefixAffinityRouter::PARAMS_DOC)
+            .unwrap();
+    }
+}

@@ -2,7 +2,9 @@
 //! instance in [0, 1], higher is better; the host clamps, weights, sums and
 //! takes the argmax (ties to the lowest index).
 
-use blis_plugin_api::{ClusterView, Params, PolicyDef, RequestView, Scorer, Scores};
+use blis_plugin_api::{
+    ClusterState, ClusterView, InstanceSnapshot, Params, PolicyDef, RequestView, Scorer, Scores,
+};
 use serde::Deserialize;
 
 use crate::prefix_index::PrefixIndex;
@@ -21,6 +23,15 @@ impl PolicyDef for QueueDepth {
 }
 
 impl Scorer for QueueDepth {
+    fn score_candidates(
+        &mut self,
+        _: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: &mut Scores,
+    ) {
+        min_max_low_is_best(cluster, InstanceSnapshot::effective_load, scores);
+    }
+
     fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
         let s = cluster.instances();
         let (mut lo, mut hi) = (u64::MAX, 0u64);
@@ -178,5 +189,301 @@ mod tests {
         pa.observe(&request(0, 64, &[1, 2, 3, 4]), &cluster(0, &s), 1);
         assert_eq!(run(&mut pa, &[1, 2, 7, 8], &s), vec![0.0, 0.5]);
         assert_eq!(run(&mut pa, &[], &s), vec![0.0, 0.0]);
+    }
+}
+
+/// `(max − v) / (max − min)` over the candidates, 1.0 for all when equal
+/// (llm-d normalises over the post-filter endpoints).
+fn min_max_low_is_best(
+    cluster: &ClusterState<'_>,
+    value: impl Fn(&InstanceSnapshot) -> u64,
+    scores: &mut Scores,
+) {
+    let snaps = cluster.instances();
+    let vals = cluster
+        .candidates()
+        .iter()
+        .map(|&i| value(&snaps[i as usize]));
+    let (lo, hi) = vals
+        .clone()
+        .fold((u64::MAX, 0), |(l, h), v| (l.min(v), h.max(v)));
+    for v in vals {
+        scores.push(if hi == lo {
+            1.0
+        } else {
+            (hi - v) as f64 / (hi - lo) as f64
+        });
+    }
+}
+
+/// The same over every instance.
+fn min_max_all(
+    cluster: &ClusterView<'_>,
+    value: impl Fn(&InstanceSnapshot) -> u64,
+    scores: &mut Scores,
+) {
+    let snaps = cluster.instances();
+    let (lo, hi) = snaps
+        .iter()
+        .map(&value)
+        .fold((u64::MAX, 0), |(l, h), v| (l.min(v), h.max(v)));
+    for x in snaps {
+        let v = value(x);
+        scores.push(if hi == lo {
+            1.0
+        } else {
+            (hi - v) as f64 / (hi - lo) as f64
+        });
+    }
+}
+
+fn batch(s: &InstanceSnapshot) -> u64 {
+    u64::from(s.batch_size)
+}
+
+fn dp_load(s: &InstanceSnapshot) -> u64 {
+    4 * u64::from(s.queue_depth) + u64::from(s.batch_size)
+}
+
+/// Min-max normalised running-batch size (llm-d's
+/// `running-requests-size-scorer`): `(max − BS) / (max − min)`, 1 when equal.
+pub struct RunningRequests;
+
+impl PolicyDef for RunningRequests {
+    const NAME: &'static str = "running-requests";
+    const SUMMARY: &'static str = "min-max normalised batch size (fewer running → higher score)";
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(RunningRequests)
+    }
+}
+
+impl Scorer for RunningRequests {
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        min_max_all(cluster, batch, scores);
+    }
+    fn score_candidates(&mut self, _: &RequestView<'_>, c: &ClusterState<'_>, scores: &mut Scores) {
+        min_max_low_is_best(c, batch, scores);
+    }
+}
+
+/// vLLM data-parallel load (the reference's `vllm-dp`): raw = 4·queue depth +
+/// batch size, min-max normalised, lower is better; 1 when equal.
+pub struct VllmDp;
+
+impl PolicyDef for VllmDp {
+    const NAME: &'static str = "vllm-dp";
+    const SUMMARY: &'static str = "min-max normalised 4·queue depth + batch size";
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(VllmDp)
+    }
+}
+
+impl Scorer for VllmDp {
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        min_max_all(cluster, dp_load, scores);
+    }
+    fn score_candidates(&mut self, _: &RequestView<'_>, c: &ClusterState<'_>, scores: &mut Scores) {
+        min_max_low_is_best(c, dp_load, scores);
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadAwareParams {
+    #[serde(default = "d_threshold")]
+    threshold: u32,
+}
+
+fn d_threshold() -> u32 {
+    128
+}
+
+/// llm-d's `load-aware-scorer`: queue depth 0 → 0.5, else
+/// `0.5 · (1 − min(QD, threshold) / threshold)`.
+pub struct LoadAware {
+    threshold: u32,
+}
+
+impl PolicyDef for LoadAware {
+    const NAME: &'static str = "load-aware";
+    const SUMMARY: &'static str = "0.5 when the queue is empty, else 0.5·(1 − min(QD, T)/T)";
+    const PARAMS_DOC: &'static str =
+        "threshold  (integer ≥ 1, requests, default 128)  queue depth T at which the score reaches 0.";
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        let p: LoadAwareParams = params.parse()?;
+        if p.threshold == 0 {
+            return Err("params.threshold must be ≥ 1".to_string());
+        }
+        Ok(LoadAware {
+            threshold: p.threshold,
+        })
+    }
+}
+
+impl Scorer for LoadAware {
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let t = f64::from(self.threshold);
+        for x in cluster.instances() {
+            let q = x.queue_depth;
+            scores.push(if q == 0 {
+                0.5
+            } else {
+                0.5 * (1.0 - f64::from(q.min(self.threshold)) / t)
+            });
+        }
+    }
+}
+
+/// llm-d's active-request scorer (the reference's `active-requests`):
+/// c = requests dispatched to the instance and not finished (the host's
+/// exact in-flight count); `(max − c) / max` over the candidates, 1 when
+/// c = 0 or max = 0.
+pub struct ActiveRequests;
+
+impl PolicyDef for ActiveRequests {
+    const NAME: &'static str = "active-requests";
+    const SUMMARY: &'static str = "(max − in-flight) / max over the candidates; idle → 1";
+    const USES_STATE: bool = true;
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(ActiveRequests)
+    }
+}
+
+fn active_score(c: u64, max: u64) -> f64 {
+    if c == 0 || max == 0 {
+        1.0
+    } else {
+        (max - c) as f64 / max as f64
+    }
+}
+
+impl Scorer for ActiveRequests {
+    /// Only for hosts without the 0.2 cluster state (never blis ≥ 0.2):
+    /// the effective load stands in for the in-flight count.
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let max = cluster
+            .instances()
+            .iter()
+            .map(InstanceSnapshot::effective_load)
+            .max()
+            .unwrap_or(0);
+        for x in cluster.instances() {
+            scores.push(active_score(x.effective_load(), max));
+        }
+    }
+
+    fn score_candidates(
+        &mut self,
+        _: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: &mut Scores,
+    ) {
+        let info = cluster.info();
+        let c = |i: u32| u64::from(info[i as usize].in_flight);
+        let max = cluster
+            .candidates()
+            .iter()
+            .map(|&i| c(i))
+            .max()
+            .unwrap_or(0);
+        for &i in cluster.candidates() {
+            scores.push(active_score(c(i), max));
+        }
+    }
+}
+
+#[cfg(test)]
+mod active_requests_tests {
+    use super::*;
+    use blis_plugin_api::testing::Fixture;
+
+    #[test]
+    fn scores_in_flight_over_the_candidates() {
+        let mut f = Fixture::idle(4).candidates(&[0, 1, 3]);
+        for (x, n) in f.info.iter_mut().zip([4u32, 0, 9, 2]) {
+            x.in_flight = n;
+        }
+        let mut out = Scores::new();
+        ActiveRequests.score_candidates(&f.request(0), &f.state(), &mut out);
+        // max over the candidates is 4 (instance 2 was filtered out).
+        assert_eq!(out.as_slice(), &[0.0, 1.0, 0.5]);
+    }
+}
+
+#[cfg(test)]
+mod synthetic_run_tests {
+    use super::*;
+    use blis_plugin_api::testing::SyntheticRun;
+
+    /// With every request served for 4 decisions on 4 instances,
+    /// `load-balance` sends request k to instance k mod 4.
+    #[test]
+    fn load_balance_round_robins_a_steady_synthetic_run() {
+        let run = SyntheticRun::new(4, 4).run_scorer(&mut LoadBalance, 100);
+        assert_eq!(run.per_instance, vec![25, 25, 25, 25]);
+        assert!(run
+            .choices
+            .iter()
+            .enumerate()
+            .all(|(k, &c)| c as usize == k % 4));
+    }
+}
+
+#[cfg(test)]
+mod head_scorer_tests {
+    use super::*;
+    use crate::testutil::{cluster, request, snap};
+
+    /// The formulas of the reference's newer scorers, by hand.
+    #[test]
+    fn running_requests_vllm_dp_and_load_aware() {
+        let snaps = [
+            snap(0, 4, 0, 0.0),
+            snap(2, 0, 0, 0.0),
+            snap(1, 8, 0, 0.0),
+            snap(200, 1, 0, 0.0),
+        ];
+        let c = cluster(0, &snaps);
+        let r = request(0, 16, &[]);
+        let mut out = Scores::new();
+        RunningRequests.score(&r, &c, &mut out);
+        assert_eq!(out.as_slice(), &[0.5, 1.0, 0.0, 7.0 / 8.0]);
+        out.clear();
+        // raw = 4, 8, 12, 801: (801 − raw) / 797.
+        VllmDp.score(&r, &c, &mut out);
+        assert_eq!(out.as_slice(), &[1.0, 793.0 / 797.0, 789.0 / 797.0, 0.0]);
+        out.clear();
+        LoadAware::create(Params::new(""), 0)
+            .unwrap()
+            .score(&r, &c, &mut out);
+        assert_eq!(
+            out.as_slice(),
+            &[
+                0.5,
+                0.5 * (1.0 - 2.0 / 128.0),
+                0.5 * (1.0 - 1.0 / 128.0),
+                0.0
+            ]
+        );
+        out.clear();
+        let same = [snap(1, 1, 0, 0.0); 3];
+        RunningRequests.score(&r, &cluster(0, &same), &mut out);
+        assert_eq!(out.as_slice(), &[1.0, 1.0, 1.0]);
+    }
+}
+
+#[cfg(test)]
+mod params_doc_tests {
+    use super::*;
+
+    /// `PARAMS_DOC` documents exactly the keys of the params struct.
+    #[test]
+    fn params_docs_match_the_params_structs() {
+        blis_plugin_api::check_params_doc::<PrefixAffinityParams>(PrefixAffinityScorer::PARAMS_DOC)
+            .unwrap();
+        blis_plugin_api::check_params_doc::<LoadAwareParams>(LoadAware::PARAMS_DOC).unwrap();
     }
 }

@@ -1,9 +1,9 @@
 //! `[instance]`: batch limits, KV geometry, scheduler and preemption policy.
 
 use super::model::CheckedModel;
-use super::{one_of, Problems};
+use super::Problems;
 use crate::config::InstanceSection;
-use crate::instance::{Instance, InstanceConfig, PreemptionKind, SchedulerKind};
+use crate::instance::{Instance, InstanceConfig, KvOffloadConfig, PreemptionKind, SchedulerKind};
 
 /// Largest cluster a run may describe (each instance costs memory up front).
 pub const MAX_INSTANCES: u32 = 65_536;
@@ -41,31 +41,42 @@ pub(super) fn check(inst: &InstanceSection, problems: &mut Problems) -> Option<C
     if inst.max_model_len == Some(0) {
         problems.error("instance.max_model_len = 0: must be at least 1 (or absent)");
     }
+    // The native orders and victim choices; any other name is a plugin
+    // (see `instance_policies`).
     let scheduler = match inst.scheduler.as_str() {
-        "fcfs" => Some(SchedulerKind::Fcfs),
-        "priority-fcfs" => Some(SchedulerKind::PriorityFcfs),
-        "sjf" => Some(SchedulerKind::Sjf),
-        "reverse-priority" => Some(SchedulerKind::ReversePriority),
-        s => {
-            problems.error(one_of(
-                "instance.scheduler",
-                s,
-                &["fcfs", "priority-fcfs", "sjf", "reverse-priority"],
-            ));
-            None
-        }
+        "fcfs" => SchedulerKind::Fcfs,
+        "priority-fcfs" => SchedulerKind::PriorityFcfs,
+        "sjf" => SchedulerKind::Sjf,
+        "reverse-priority" => SchedulerKind::ReversePriority,
+        _ => SchedulerKind::Custom,
     };
     let preemption = match inst.preemption.as_str() {
-        "fcfs" => Some(PreemptionKind::Fcfs),
-        "priority" => Some(PreemptionKind::Priority),
-        s => {
-            problems.error(one_of("instance.preemption", s, &["fcfs", "priority"]));
-            None
-        }
+        "fcfs" => PreemptionKind::Fcfs,
+        "priority" => PreemptionKind::Priority,
+        _ => PreemptionKind::Custom,
     };
+    for (key, native, params) in [
+        (
+            "scheduler",
+            scheduler != SchedulerKind::Custom,
+            &inst.scheduler_params,
+        ),
+        (
+            "preemption",
+            preemption != PreemptionKind::Custom,
+            &inst.preemption_params,
+        ),
+    ] {
+        if native && !params.is_empty() {
+            problems.error(format!(
+                "instance.{key}_params is given but instance.{key} is a native policy without parameters; \
+                 give the name of a {key} plugin, or remove the params"
+            ));
+        }
+    }
     Some(CheckedInstance {
-        scheduler: scheduler?,
-        preemption: preemption?,
+        scheduler,
+        preemption,
     })
 }
 
@@ -75,6 +86,7 @@ impl CheckedInstance {
         self,
         inst: &InstanceSection,
         model: &CheckedModel,
+        kv_offload: Option<KvOffloadConfig>,
     ) -> Result<Vec<Instance>, String> {
         let config = InstanceConfig {
             max_num_seqs: inst.max_num_seqs,
@@ -85,6 +97,7 @@ impl CheckedInstance {
             max_model_len: model.max_model_len,
             scheduler: self.scheduler,
             preemption: self.preemption,
+            kv_offload,
         };
         config.validate().map_err(|e| format!("[instance]: {e}"))?;
         Ok((0..inst.count)

@@ -1,8 +1,11 @@
 //! Validate a run file and assemble the cluster it describes.
 //!
 //! One builder per run-file section, each in its own module: `instance`,
-//! `model` (latency model and KV capacity), `workload`, `policies`
-//! (`[admission]`, `[routing]`, `[[plugins]]`) and `output`. Assembly runs in
+//! `kv_offload` (`[instance.kv_offload]`), `model` (latency model and KV
+//! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
+//! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
+//! `instance_policies` (scheduler and preemption plugins of `[instance]`)
+//! and `output`. Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -14,15 +17,18 @@
 //! pair and one line here, never more code in [`build`].
 
 mod instance;
+mod instance_policies;
+mod kv_offload;
 mod model;
 mod output;
 mod policies;
+mod routing_profiles;
 mod workload;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::cluster::ClusterSetup;
+use crate::cluster::{ClusterSetup, InstanceLabels};
 use crate::engine::{Tick, NEVER};
 use crate::output::PendingOutput;
 use crate::plugins::Registry;
@@ -117,6 +123,7 @@ pub fn build(
     // ---- phase 1: check every section ----
     let mut problems = Problems::default();
     let instance = instance::check(&run.instance, &mut problems);
+    let kv_offload = kv_offload::check(&run.instance, &mut problems);
     let horizon = check_top_level(run, &mut problems);
     let policies = policies::check(run, &mut problems);
     let output = output::check(&run.output, &mut problems);
@@ -138,10 +145,12 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
-    let instances = instance.create(&run.instance, &model)?;
+    let mut instances = instance.create(&run.instance, &model, kv_offload)?;
+    instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
     notes.push(format!(
-        "{} instance(s), {} KV blocks each ({:?}), {} routing, {} admission",
+        "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
         run.instance.count,
+        model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
         routing.describe(),
@@ -168,6 +177,11 @@ pub fn build(
             block_size: run.instance.block_size,
             collector,
             trace,
+            labels: InstanceLabels {
+                model: run.model.name.clone(),
+                gpu: model.latency.gpu.clone().unwrap_or_default(),
+                tp: model.latency.tp,
+            },
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),

@@ -15,11 +15,12 @@ const DEFAULT_PROFILE: [(&str, f64); 3] = [
     ("kv-utilization", 2.0),
 ];
 
-/// What `[routing]` resolved to: a router plugin, or weighted scorers
-/// (name, weight, params).
+/// What `[routing]` resolved to: a router plugin, weighted scorers
+/// (name, weight, params), or a scheduling profile (`pipeline`).
 pub(super) enum RoutingPlan {
     Router,
     Weighted(Vec<(String, f64, toml::Table)>),
+    Pipeline,
 }
 
 pub(super) fn check(run: &RunFile, problems: &mut Problems) -> RoutingPlan {
@@ -27,6 +28,12 @@ pub(super) fn check(run: &RunFile, problems: &mut Problems) -> RoutingPlan {
         problems.error(e);
     }
     let routing = &run.routing;
+    for e in super::routing_profiles::check(routing) {
+        problems.error(e);
+    }
+    if routing.policy == "pipeline" {
+        return RoutingPlan::Pipeline;
+    }
     if routing.policy != "weighted" {
         if !routing.scorers.is_empty() {
             problems.error(format!(
@@ -67,7 +74,7 @@ pub(super) fn check(run: &RunFile, problems: &mut Problems) -> RoutingPlan {
 }
 
 /// A policy's params table as the TOML text handed to the plugin.
-fn params_text(t: &toml::Table) -> String {
+pub(super) fn params_text(t: &toml::Table) -> String {
     if t.is_empty() {
         String::new()
     } else {
@@ -109,6 +116,9 @@ impl RoutingPlan {
                     v.push((s, *w));
                 }
                 Routing::weighted(v)
+            }
+            RoutingPlan::Pipeline => {
+                super::routing_profiles::create(&run.routing, registry, run.seed)?
             }
             RoutingPlan::Router => Routing::Single(
                 registry

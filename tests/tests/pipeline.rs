@@ -1,0 +1,369 @@
+//! Routing profiles (ABI 0.2) through the real `blis`: a third-party filter
+//! changes the candidates the scorers see (and the trace says which filter
+//! removed which instances), a picker changes the choices, a filter that
+//! leaves nothing rejects the request, and a scorer written with lifecycle
+//! hooks counts in-flight requests exactly as the host does at every event
+//! and decision (it panics — failing the run — the moment they differ), and
+//! a scheduler plugin reproducing SJF gives the native `sjf`'s report byte
+//! for byte.
+
+use serde_json::Value;
+
+use crate::util::{artifacts, TestDir};
+
+/// A loaded cluster: KV pressure so utilisation varies across instances.
+const SCENARIO: &str = "seed = 11\n\
+    [instance]\ncount = 6\ntotal_kv_blocks = 900\n\
+    [workload]\naggregate_rate = 300.0\nnum_requests = 500\nprefix_tokens = 32\n\
+    arrival = { process = \"poisson\" }\n";
+
+/// Run `blis run FILE` in `dir` with `[routing]` given as TOML; returns the
+/// report and the trace records.
+fn run(dir: &TestDir, name: &str, routing: &str) -> (Value, Vec<Value>) {
+    let file = dir.write(&format!("{name}.toml"), &format!("{SCENARIO}{routing}"));
+    let trace = dir.path().join(format!("{name}.trace"));
+    let out = dir
+        .blis()
+        .arg("run")
+        .arg(&file)
+        .arg("--plugin")
+        .arg(artifacts().pipeline())
+        .arg("--trace-path")
+        .arg(&trace)
+        .arg("--quiet")
+        .output()
+        .expect("cannot run blis");
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let records = std::fs::read_to_string(&trace)
+        .expect("trace")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    (report, records)
+}
+
+fn routings(records: &[Value]) -> impl Iterator<Item = &Value> {
+    records.iter().filter(|r| r["kind"] == "routing")
+}
+
+#[test]
+fn filter_removes_instances_and_the_trace_says_which() {
+    let dir = TestDir::new("filter_removes_instances_and_the_trace_says_which");
+    let (report, records) = run(
+        &dir,
+        "filtered",
+        "[output]\ncounterfactual_k = 6\n[routing]\npolicy = \"pipeline\"\n\
+         [[routing.profiles]]\nfilters = [{ name = \"kv-under\", params = { threshold = 0.5 } }]\n\
+         scorers = [{ name = \"queue-depth\", weight = 1.0 }]\n",
+    );
+    let c = &report["cluster"];
+    assert!(c["completed_requests"].as_u64().unwrap() > 0, "{c}");
+    let mut removed_any = 0;
+    for r in routings(&records) {
+        let filtered = r["filtered"].as_array().expect("a filtered list");
+        assert_eq!(filtered.len(), 1, "{r}");
+        assert_eq!(filtered[0]["filter"], "fixture-pipeline::kv-under", "{r}");
+        let removed: Vec<u64> = filtered[0]["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        removed_any += usize::from(!removed.is_empty());
+        if r["chosen"].is_null() {
+            continue;
+        }
+        // Only survivors are ranked, and every survivor is under the threshold.
+        for c in r["candidates"].as_array().unwrap() {
+            assert!(c["kv_utilization"].as_f64().unwrap() < 0.5, "{r}");
+            assert!(!removed.contains(&c["instance"].as_u64().unwrap()), "{r}");
+        }
+        assert!(!removed.contains(&r["chosen"].as_u64().unwrap()), "{r}");
+    }
+    assert!(removed_any > 10, "the filter never removed anything");
+}
+
+/// The picker decides: `last-candidate` picks the highest-index candidate
+/// where `max-score` picks the best total, and the runs differ.
+#[test]
+fn picker_plugin_changes_the_choices() {
+    let dir = TestDir::new("picker_plugin_changes_the_choices");
+    let profile = |picker: &str| {
+        format!(
+            "[routing]\npolicy = \"pipeline\"\n[[routing.profiles]]\n\
+             filters = [{{ name = \"kv-under\", params = {{ threshold = 0.95 }} }}]\n\
+             scorers = [{{ name = \"queue-depth\", weight = 2.0 }}, {{ name = \"kv-utilization\" }}]\n\
+             picker = {{ name = \"{picker}\" }}\n"
+        )
+    };
+    let (_, best) = run(&dir, "max-score", &profile("max-score"));
+    let (_, last) = run(&dir, "last", &profile("last-candidate"));
+    let mut differ = 0;
+    for (a, b) in routings(&best).zip(routings(&last)) {
+        if b["chosen"].is_null() {
+            continue;
+        }
+        let removed: Vec<u64> = b["filtered"][0]["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        let highest = (0..6u64).rev().find(|i| !removed.contains(i)).unwrap();
+        assert_eq!(b["chosen"].as_u64(), Some(highest), "{b}");
+        // max-score: the chosen one has the best total (regret 0).
+        if !a["chosen"].is_null() {
+            assert_eq!(a["regret"].as_f64(), Some(0.0), "{a}");
+        }
+        differ += usize::from(a["chosen"] != b["chosen"]);
+    }
+    assert!(differ > 10, "the picker changed almost nothing ({differ})");
+}
+
+/// A filter that removes every instance fails the profile: the request is
+/// rejected (INV-1 still holds), and the trace names the filter.
+#[test]
+fn a_filter_leaving_nothing_rejects_the_request() {
+    let dir = TestDir::new("a_filter_leaving_nothing_rejects_the_request");
+    let (report, records) = run(
+        &dir,
+        "empty",
+        "[routing]\npolicy = \"pipeline\"\n[[routing.profiles]]\n\
+         filters = [{ name = \"kv-under\", params = { threshold = -1.0 } }, { name = \"low-queue\" }]\n",
+    );
+    let c = &report["cluster"];
+    assert_eq!(c["rejected_requests"], c["num_requests"], "{c}");
+    assert_eq!(c["injected_requests"].as_u64(), Some(0), "{c}");
+    for r in routings(&records) {
+        assert!(r["chosen"].is_null(), "{r}");
+        let f = r["filtered"].as_array().unwrap();
+        // The second filter never ran.
+        assert_eq!(f.len(), 1, "{r}");
+        assert_eq!(f[0]["removed"].as_array().unwrap().len(), 6, "{r}");
+    }
+}
+
+/// The `active-requests` scorer counts requests in flight from the
+/// `dispatched`, `completed` and `dropped` hooks and asserts, at every event
+/// and every decision, that its counts equal the host's `in_flight` (a
+/// mismatch panics and fails the run). The counts end at zero when every
+/// request has finished.
+#[test]
+fn hooked_scorer_tracks_in_flight_requests_exactly() {
+    let dir = TestDir::new("hooked_scorer_tracks_in_flight_requests_exactly");
+    for (name, routing) in [
+        (
+            "pipeline",
+            "[routing]\npolicy = \"pipeline\"\n[[routing.profiles]]\n\
+             filters = [{ name = \"low-queue\", params = { threshold = 1000 } }]\n\
+             scorers = [{ name = \"fixture-pipeline::active-requests\" }]\n",
+        ),
+        (
+            "weighted",
+            "[routing]\npolicy = \"weighted\"\n\
+             scorers = [{ name = \"fixture-pipeline::active-requests\", weight = 1.0 }]\n",
+        ),
+        (
+            "std",
+            "[routing]\npolicy = \"weighted\"\n\
+             scorers = [{ name = \"blis-std::active-requests\", weight = 1.0 }]\n",
+        ),
+    ] {
+        let (report, records) = run(&dir, name, routing);
+        let c = &report["cluster"];
+        assert_eq!(c["completed_requests"].as_u64(), Some(500), "{name}: {c}");
+        // Least in flight first: the load spreads over every instance.
+        let used: std::collections::BTreeSet<u64> = routings(&records)
+            .filter_map(|r| r["chosen"].as_u64())
+            .collect();
+        assert_eq!(used.len(), 6, "{name}");
+    }
+}
+
+/// The wait-queue order as a plugin: a third-party "shortest prompt first"
+/// and blis-std's `sjf` plugin give exactly the native `sjf`'s report and
+/// per-request results, on a queue-heavy run where the order matters.
+#[test]
+fn scheduler_plugin_reproduces_native_sjf_byte_for_byte() {
+    let dir = TestDir::new("scheduler_plugin_reproduces_native_sjf_byte_for_byte");
+    let scenario = "seed = 3\n[instance]\ncount = 2\nmax_num_seqs = 8\ntotal_kv_blocks = 2000\n\
+        [workload]\naggregate_rate = 150.0\nnum_requests = 400\n\
+        prompt_tokens = 600\nprompt_tokens_stdev = 500\narrival = { process = \"poisson\" }\n";
+    let mut outs = Vec::new();
+    for sched in ["sjf", "shortest-first", "blis-std::sjf", "fcfs"] {
+        let name = sched.replace("::", "-");
+        // `scheduler` goes into [instance], which precedes [workload].
+        dir.write(
+            &format!("{name}.toml"),
+            &scenario.replace(
+                "[workload]",
+                &format!("scheduler = \"{sched}\"\n[workload]"),
+            ),
+        );
+        let results = dir.path().join(format!("{name}.results"));
+        let out = dir
+            .blis()
+            .arg("run")
+            .arg(format!("{name}.toml"))
+            .arg("--plugin")
+            .arg(artifacts().pipeline())
+            .arg("--results-path")
+            .arg(&results)
+            .arg("--quiet")
+            .output()
+            .expect("run blis");
+        assert!(
+            out.status.success(),
+            "{sched}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report.as_object_mut().unwrap().remove("plugins");
+        outs.push((report, std::fs::read_to_string(&results).unwrap()));
+    }
+    assert!(outs[0].0["cluster"]["completed_requests"].as_u64().unwrap() > 0);
+    assert_eq!(
+        outs[0], outs[1],
+        "shortest-first differs from the native sjf"
+    );
+    assert_eq!(
+        outs[0], outs[2],
+        "blis-std::sjf differs from the native sjf"
+    );
+    assert_ne!(
+        outs[0].1, outs[3].1,
+        "the order does not matter in this run"
+    );
+}
+
+/// The preemption victim as a plugin: blis-std's `priority` and `fcfs`
+/// preemption plugins give exactly the native policies' reports and
+/// per-request results under KV pressure with mixed SLO classes (and the two
+/// policies differ there, so the choice is exercised).
+#[test]
+fn preemption_plugins_reproduce_the_native_policies() {
+    let dir = TestDir::new("preemption_plugins_reproduce_the_native_policies");
+    let scenario = "seed = 9\n[instance]\ncount = 1\nmax_num_seqs = 64\ntotal_kv_blocks = 400\n\
+        [workload]\naggregate_rate = 40.0\nnum_requests = 300\n\
+        [[workload.clients]]\nid = \"a\"\nslo_class = \"critical\"\nrate_fraction = 0.5\n\
+        arrival = { process = \"poisson\" }\n\
+        input = { type = \"gaussian\", mean = 300, std_dev = 100, min = 10, max = 900 }\n\
+        output = { type = \"gaussian\", mean = 300, std_dev = 100, min = 5, max = 900 }\n\
+        [[workload.clients]]\nid = \"b\"\nslo_class = \"batch\"\nrate_fraction = 0.5\n\
+        arrival = { process = \"poisson\" }\n\
+        input = { type = \"gaussian\", mean = 300, std_dev = 100, min = 10, max = 900 }\n\
+        output = { type = \"gaussian\", mean = 300, std_dev = 100, min = 5, max = 900 }\n";
+    let mut outs = Vec::new();
+    for p in ["priority", "blis-std::priority", "fcfs", "blis-std::fcfs"] {
+        let name = p.replace("::", "-");
+        dir.write(
+            &format!("{name}.toml"),
+            &scenario.replace("[workload]", &format!("preemption = \"{p}\"\n[workload]")),
+        );
+        let results = dir.path().join(format!("{name}.results"));
+        let out = dir
+            .blis()
+            .arg("run")
+            .arg(format!("{name}.toml"))
+            .arg("--results-path")
+            .arg(&results)
+            .arg("--quiet")
+            .output()
+            .expect("run blis");
+        assert!(
+            out.status.success(),
+            "{p}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        outs.push((report, std::fs::read_to_string(&results).unwrap()));
+    }
+    assert!(
+        outs[0].0["cluster"]["preemption_count"].as_u64().unwrap() > 10,
+        "{}",
+        outs[0].0["cluster"]
+    );
+    assert_eq!(
+        outs[0], outs[1],
+        "blis-std::priority differs from the native priority"
+    );
+    assert_eq!(
+        outs[2], outs[3],
+        "blis-std::fcfs differs from the native fcfs"
+    );
+    assert_ne!(
+        outs[0].1, outs[2].1,
+        "the victim choice does not matter in this run"
+    );
+}
+
+/// `blis convert epp-config` turns llm-d's default profile (and a profile
+/// with a filter, a newer scorer and an unmappable plugin) into a
+/// `[routing]` section that `blis run` accepts: the scorers and weights are
+/// llm-d's, the picker breaks ties at random as llm-d does, and what cannot
+/// be mapped is named on stderr.
+#[test]
+fn llm_d_endpoint_picker_configs_convert_and_run() {
+    let dir = TestDir::new("llm_d_endpoint_picker_configs_convert_and_run");
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/epp");
+    for (file, scorers, note) in [
+        (
+            "default-profile.yaml",
+            vec![
+                ("queue-depth", 2.0),
+                ("kv-utilization", 2.0),
+                ("prefix-affinity", 3.0),
+            ],
+            "'metrics-data-source' (metrics-data-source): ignored",
+        ),
+        (
+            "decode-filter-load-aware.yaml",
+            vec![("prefix-affinity", 1.0), ("load-aware", 1.0)],
+            "'session-affinity-scorer' (session-affinity-scorer): NOT converted",
+        ),
+    ] {
+        let out = dir
+            .blis()
+            .args(["convert", "epp-config"])
+            .arg(fixtures.join(file))
+            .output()
+            .expect("run blis");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{file}: {stderr}");
+        assert!(stderr.contains(note), "{file}: {stderr}");
+        let routing = String::from_utf8(out.stdout).unwrap();
+        let t: toml::Table = routing.parse().expect("valid TOML");
+        let p = &t["routing"]["profiles"][0];
+        let got: Vec<(&str, f64)> = p["scorers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["name"].as_str().unwrap(), s["weight"].as_float().unwrap()))
+            .collect();
+        assert_eq!(got, scorers, "{file}");
+        assert_eq!(p["picker"]["params"]["tie_break"].as_str(), Some("random"));
+        let name = file.trim_end_matches(".yaml");
+        dir.write(&format!("{name}.toml"), &format!("{SCENARIO}{routing}\n"));
+        let out = dir
+            .blis()
+            .args(["run", &format!("{name}.toml"), "--quiet"])
+            .output()
+            .expect("run blis");
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            report["cluster"]["completed_requests"].as_u64(),
+            Some(500),
+            "{file}"
+        );
+    }
+}
