@@ -318,8 +318,15 @@ fn every_bundled_model_and_gpu_loads_and_validates() {
         for gpu in bundled_gpu_names_v1() {
             let g = GpuSpec::bundled_v1(&gpu).unwrap();
             assert!(g.problems_v1().is_empty(), "{gpu}: {:?}", g.problems_v1());
-            for tp in [1, 2, 4, 8] {
-                RooflineV1Model::new(&m, &g, tp, [0.0; 3]).unwrap();
+            for tp in [1, 2, 3, 4, 8] {
+                let built = RooflineV1Model::new(&m, &g, tp, [0.0; 3]);
+                if m.num_heads % tp == 0 {
+                    built.unwrap();
+                } else {
+                    // Issue 18: vLLM shards the heads evenly over the GPUs.
+                    let e = built.unwrap_err().to_string();
+                    assert!(e.contains(&format!("tp = {tp} does not divide")), "{e}");
+                }
             }
         }
         for gpu in bundled_gpu_names() {
