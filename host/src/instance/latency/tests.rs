@@ -274,7 +274,10 @@ fn roofline_validation_lists_every_problem() {
     assert_eq!(problems.len(), 5, "{problems:?}");
 
     let err = RooflineV1Model::new(&a4_model(), &h100(), 1, [0.0, -1.0, 0.0]).unwrap_err();
-    assert_eq!(err.to_string(), "alpha[1] = -1 must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)");
+    assert_eq!(
+        err.to_string(),
+        "alpha[1] = -1 must be a finite number in [0, 1e12] (µs; 1e12 µs is 11.6 days)"
+    );
 }
 
 // ---- Bundled data -----------------------------------------------------------------
