@@ -6,7 +6,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 ex=$here/../examples
-for t in run_file csv_trace workload_spec plugin_params inference_perf; do
+for t in run_file csv_trace workload_spec plugin_params inference_perf epp_config; do
     mkdir -p "$here/corpus/$t"
     if [ -d "$here/seeds/$t" ]; then
         cp "$here/seeds/$t"/* "$here/corpus/$t/"
@@ -18,4 +18,4 @@ cp "$ex"/*.csv "$here/corpus/csv_trace/"
 for f in "$ex"/*.toml "$ex"/bench/*.toml; do
     awk '/^\[.*params\]/{p=1; next} /^\[/{p=0} p' "$f" >"$here/corpus/plugin_params/$(basename "$f" .toml).toml"
 done
-echo "corpus: $(for t in run_file csv_trace workload_spec plugin_params inference_perf; do printf '%s=%s ' $t "$(ls "$here/corpus/$t" | wc -l)"; done)"
+echo "corpus: $(for t in run_file csv_trace workload_spec plugin_params inference_perf epp_config; do printf '%s=%s ' $t "$(ls "$here/corpus/$t" | wc -l)"; done)"
