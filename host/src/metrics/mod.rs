@@ -1,11 +1,13 @@
 //! Metrics: what a run records ([`Collector`]), exact summary statistics
 //! ([`distribution`]), fitness ([`fitness`]) and the JSON report
-//! ([`report`]) — the only place that knows the output format.
+//! ([`report`]) — the only place that knows the report format — and the
+//! time series ([`timeseries`], `output.timeseries_path`).
 
 mod collector;
 pub mod distribution;
 pub mod fitness;
 pub mod report;
+pub mod timeseries;
 
 pub use collector::{
     result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
