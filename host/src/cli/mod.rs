@@ -6,12 +6,15 @@
 //! 2 bad input (command line, run file, trace, plugin library) — nothing ran.
 
 mod commands;
+mod load;
+mod sweep;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use commands::{dispatch, print_stdout, Failure};
+pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
+pub use load::load_run;
 
 /// blis: a discrete-event simulator of LLM inference serving clusters with plugin policies.
 #[derive(Debug, Parser)]
@@ -34,6 +37,10 @@ pub enum Command {
     /// Convert other formats to blis run-file TOML.
     #[command(subcommand)]
     Convert(ConvertCommand),
+    /// Run a grid of runs from a sweep file (parallel, resumable, shardable), or merge shards.
+    Sweep(sweep::SweepArgs),
+    /// Write an HTML report with plots of a run's outputs or of a sweep directory.
+    Report(sweep::ReportArgs),
 }
 
 /// `blis plugins …`

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use super::commands::{simulate, Failure};
+use super::load::load_run;
 use super::{Cli, Command};
 use crate::html_report::{self, SloTargets};
 use crate::sweep::{self, Shard, SweepError};
@@ -93,7 +94,10 @@ fn run_one(base: Option<&Path>, sets: &[(String, toml::Value)]) -> Result<String
     let Command::Run(args) = cli.command else {
         return Err("internal error: a sweep run is not a run command".into());
     };
-    simulate(&args, false).map_err(|f| f.message)
+    let (run, source) = load_run(&args).map_err(|f| f.message)?;
+    simulate(&run, &source, false, |_| {})
+        .map(|s| s.report)
+        .map_err(|f| f.message)
 }
 
 /// `blis sweep SWEEP --out DIR` and `blis sweep merge DIR… --out DIR`.

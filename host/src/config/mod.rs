@@ -10,5 +10,5 @@ pub mod build;
 pub mod overrides;
 mod run_file;
 
-pub use build::{build, BuiltRun};
+pub use build::{build, derive_seed, resolve, BuiltRun, MAX_INSTANCES};
 pub use run_file::*;

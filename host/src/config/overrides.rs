@@ -1,5 +1,72 @@
 //! Command-line overrides of a run file, applied as edits of its TOML table
 //! (so a flag and the file key it overrides go through the same validation).
+//!
+//! [`apply`] is the one way edits reach a [`RunFile`]: `blis run`'s flags and
+//! anything else that runs a run file with changes (a sweep's axes) go
+//! through it, so the same edits give the same run.
+
+use super::{RunFile, Source};
+
+/// One edit of a run file's table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Edit {
+    /// Set a dotted key (`instance.count`) to a value.
+    Set(String, toml::Value),
+    /// Append a table to a top-level array (`[[plugins]]`).
+    Push(String, toml::Table),
+}
+
+/// Apply `edits` to the table of `source` (parsed as `table`) and
+/// deserialise the result. A mistake names the offending key.
+pub fn apply(source: &Source, mut table: toml::Table, edits: &[Edit]) -> Result<RunFile, String> {
+    for e in edits {
+        match e {
+            Edit::Set(path, v) => set(&mut table, path, v.clone())?,
+            Edit::Push(key, t) => push(&mut table, key, t.clone())?,
+        }
+    }
+    // Re-parse the merged table as text so a mistake points at its key.
+    let merged = toml::to_string(&table).map_err(|e| format!("{}: {e}", source.name))?;
+    toml::from_str::<RunFile>(&merged).map_err(|e| {
+        format!(
+            "{}: after applying command-line overrides: {}{}",
+            source.name,
+            e.message().trim(),
+            e.span()
+                .map(|sp| offending_key(&merged, sp.start))
+                .unwrap_or_default()
+        )
+    })
+}
+
+/// ` (at section.key = value)` for the line of `text` holding byte `pos`.
+fn offending_key(text: &str, pos: usize) -> String {
+    let pos = pos.min(text.len());
+    let line_start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("").trim();
+    let section = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.trim_matches(|c| c == '[' || c == ']').to_string());
+    match section {
+        Some(sec) if !line.starts_with('[') => format!(" (at [{sec}] {line})"),
+        _ => format!(" (at {line})"),
+    }
+}
+
+/// Remove `keys` from table `section`; true if something was removed.
+pub fn drop_keys(table: &mut toml::Table, section: &str, keys: &[&str]) -> bool {
+    let Some(toml::Value::Table(t)) = table.get_mut(section) else {
+        return false;
+    };
+    let mut removed = false;
+    for k in keys {
+        removed |= t.remove(*k).is_some();
+    }
+    removed
+}
 
 /// Parse a TOML value as written on a command line: a TOML literal if it is
 /// one (`400`, `1.5`, `true`, `"x"`, `[1, 2]`), else a bare string.

@@ -273,6 +273,12 @@ pub struct OutputSection {
     /// Fitness weights: metric → weight (keys in `metrics::fitness::KEYS`).
     #[serde(default)]
     pub fitness_weights: BTreeMap<String, f64>,
+    /// Time series file (JSON lines, one per interval; relative to the run file's folder).
+    #[serde(default)]
+    pub timeseries_path: Option<PathBuf>,
+    /// The time series' interval in µs (default 1 s).
+    #[serde(default)]
+    pub timeseries_interval_us: Option<i64>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted

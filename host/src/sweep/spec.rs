@@ -513,7 +513,7 @@ zip = "size"
         assert!(e.contains("has no values"), "{e}");
         let e = plan("[set]\n\"routing.polcy\" = \"x\"\n").unwrap_err();
         assert!(e.contains("did you mean 'routing.policy'"), "{e}");
-        let e = plan("[[axis]]\nkey = \"seed\"\nvalues = [1, 1]\n").unwrap_err();
+        let e = plan("[[axis]]\nkey = \"instance.count\"\nvalues = [1, 1]\n").unwrap_err();
         assert!(e.contains("same axis values"), "{e}");
         assert!("5/4".parse::<Shard>().is_err());
         assert!("0/4".parse::<Shard>().is_err());

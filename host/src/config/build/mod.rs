@@ -1,0 +1,169 @@
+//! Validate a run file and assemble the cluster it describes.
+//!
+//! One builder per run-file section, each in its own module: `instance`,
+//! `model` (latency model and KV capacity), `workload`, `policies`
+//! (`[admission]`, `[routing]`, `[[plugins]]`) and `output`. Assembly runs in
+//! two phases so that a user sees every mistake at once:
+//!
+//! 1. **check** — every section validates its keys and derives what it can
+//!    without side effects, pushing errors into one [`Problems`] list;
+//! 2. **create** — only when nothing failed: plugins are loaded, policies
+//!    created, instances built and output files opened.
+//!
+//! A new run-file section is a new module with its own `check`/`create`
+//! pair and one line here, never more code in [`build`].
+
+mod instance;
+mod model;
+mod output;
+mod policies;
+mod timeseries;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::cluster::ClusterSetup;
+use crate::engine::{Tick, NEVER};
+use crate::plugins::Registry;
+use crate::request::mix64;
+
+use super::RunFile;
+
+pub use instance::MAX_INSTANCES;
+
+/// A run ready to start, and what to tell the user about it.
+pub struct BuiltRun {
+    pub setup: ClusterSetup,
+    pub fitness_weights: Option<BTreeMap<String, f64>>,
+    /// Notes for stderr (defaults chosen, caveats).
+    pub notes: Vec<String>,
+}
+
+/// Errors and notes collected while checking the sections.
+#[derive(Default)]
+pub(crate) struct Problems {
+    /// One line each; all of them are reported together.
+    pub errors: Vec<String>,
+    /// Notes for stderr (defaults chosen, caveats).
+    pub notes: Vec<String>,
+}
+
+impl Problems {
+    /// Record an error.
+    pub fn error(&mut self, message: impl Into<String>) {
+        self.errors.push(message.into());
+    }
+
+    /// Record a note for stderr.
+    pub fn note(&mut self, message: impl Into<String>) {
+        self.notes.push(message.into());
+    }
+}
+
+/// Seed of a named random stream derived from the run seed.
+pub fn derive_seed(seed: u64, name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    mix64(seed ^ h)
+}
+
+/// `key = "value" is not valid; accepted values: …`
+pub(crate) fn one_of(key: &str, value: &str, accepted: &[&str]) -> String {
+    format!(
+        "{key} = \"{value}\" is not valid; accepted values: {}",
+        accepted.join(", ")
+    )
+}
+
+/// Resolve a path from the run file against its folder.
+pub fn resolve(base_dir: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base_dir.join(p)
+    }
+}
+
+/// The top-level keys (`horizon_us`).
+fn check_top_level(run: &RunFile, problems: &mut Problems) -> Tick {
+    match run.horizon_us {
+        Some(h) if h < 0 => {
+            problems.error(format!("horizon_us = {h}: must be ≥ 0"));
+            NEVER
+        }
+        Some(h) => h,
+        None => NEVER,
+    }
+}
+
+/// Validate `run` and assemble everything. Plugin libraries are loaded
+/// into `registry` (relative paths against `base_dir`). With
+/// `open_outputs = false` (used by `blis validate`), no file is created.
+pub fn build(
+    run: &RunFile,
+    base_dir: &Path,
+    registry: &mut Registry,
+    open_outputs: bool,
+) -> Result<BuiltRun, String> {
+    // ---- phase 1: check every section ----
+    let mut problems = Problems::default();
+    let instance = instance::check(&run.instance, &mut problems);
+    let horizon = check_top_level(run, &mut problems);
+    let policies = policies::check(run, &mut problems);
+    let output = output::check(&run.output, &mut problems);
+    let timeseries = timeseries::check(&run.output, &mut problems);
+    let model = model::check(run, base_dir, &mut problems);
+    let workload = workload::check(run, base_dir, &mut problems);
+    if !problems.errors.is_empty() {
+        return Err(problems.errors.join("\n"));
+    }
+    let (Some(instance), Some(model), Some(workload), Some(output)) =
+        (instance, model, workload, output)
+    else {
+        unreachable!("a section without a result reported an error");
+    };
+    let mut notes = problems.notes;
+
+    // ---- phase 2: create ----
+    let (admission, routing) = policies.create(run, base_dir, registry)?;
+    let instances = instance.create(&run.instance, &model)?;
+    notes.push(format!(
+        "{} instance(s), {} KV blocks each ({:?}), {} routing, {} admission",
+        run.instance.count,
+        model.latency.total_kv_blocks,
+        model.latency.kv_blocks_source,
+        routing.describe(),
+        run.admission.policy
+    ));
+    let (collector, trace) = output.create(
+        &run.output,
+        base_dir,
+        open_outputs,
+        run.instance.count as usize,
+        &workload,
+    )?;
+
+    Ok(BuiltRun {
+        setup: ClusterSetup {
+            instances,
+            workload,
+            admission,
+            routing,
+            admission_latency: run.admission.latency_us,
+            routing_latency: run.routing.latency_us,
+            snapshot_refresh_interval: run.routing.snapshot_refresh_interval_us,
+            horizon,
+            block_size: run.instance.block_size,
+            collector,
+            trace,
+            timeseries: timeseries.create(base_dir, open_outputs)?,
+        },
+        fitness_weights: (!run.output.fitness_weights.is_empty())
+            .then(|| run.output.fitness_weights.clone()),
+        notes,
+    })
+}

@@ -1,0 +1,79 @@
+//! `[model]`: the latency model, the GPU, and the KV capacity derived from
+//! them (with `[instance]`'s block size and KV override).
+
+use std::path::Path;
+
+use super::{one_of, resolve, Problems};
+use crate::config::RunFile;
+use crate::instance::latency::{
+    build_latency, BuiltLatency, LatencyKind, LatencySetup, ModelConfig,
+};
+
+/// What `[model]` resolved to.
+pub(super) struct CheckedModel {
+    /// The step-time model and the KV blocks per instance.
+    pub latency: BuiltLatency,
+    /// Context limit: `instance.max_model_len`, else the model's
+    /// `max_position_embeddings` when known.
+    pub max_model_len: Option<u32>,
+}
+
+pub(super) fn check(
+    run: &RunFile,
+    base_dir: &Path,
+    problems: &mut Problems,
+) -> Option<CheckedModel> {
+    let model = &run.model;
+    let inst = &run.instance;
+    let kind = match model.latency_model.parse::<LatencyKind>() {
+        Ok(k) => k,
+        Err(_) => {
+            problems.error(one_of(
+                "model.latency_model",
+                &model.latency_model,
+                &["roofline", "linear"],
+            ));
+            return None;
+        }
+    };
+    let mut ls = LatencySetup::new(kind, &model.name);
+    ls.model_config = model.config_path.as_ref().map(|p| resolve(base_dir, p));
+    ls.hardware = Some(model.hardware.clone().unwrap_or_else(|| "H100".to_string()));
+    ls.hardware_config = model.hardware_config.as_ref().map(|p| resolve(base_dir, p));
+    ls.tp = model.tp;
+    ls.alpha = model.alpha;
+    ls.beta = model.beta;
+    ls.block_size = inst.block_size.max(1);
+    ls.total_kv_blocks = inst.total_kv_blocks.filter(|&b| b > 0);
+    if let Some(u) = model.gpu_memory_utilization {
+        if !(u.is_finite() && u > 0.0 && u <= 1.0) {
+            problems.error(format!(
+                "model.gpu_memory_utilization = {u}: must be in (0, 1]"
+            ));
+        }
+        ls.gpu_memory_utilization = u;
+    }
+    let latency = match build_latency(&ls) {
+        Ok(b) => {
+            for w in &b.warnings {
+                problems.note(w.clone());
+            }
+            b
+        }
+        Err(e) => {
+            problems.error(format!("[model]: {e}"));
+            return None;
+        }
+    };
+    let max_model_len = inst.max_model_len.or_else(|| {
+        let cfg = match &model.config_path {
+            Some(p) => ModelConfig::from_path(&resolve(base_dir, p)).ok(),
+            None => ModelConfig::bundled(&model.name).ok(),
+        };
+        cfg.and_then(|c| c.max_position_embeddings)
+    });
+    Some(CheckedModel {
+        latency,
+        max_model_len,
+    })
+}

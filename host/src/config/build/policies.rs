@@ -1,0 +1,134 @@
+//! `[admission]`, `[routing]` and `[[plugins]]`: which policies decide, and
+//! from which libraries they come.
+
+use std::path::Path;
+
+use super::{derive_seed, resolve, Problems};
+use crate::cluster::Routing;
+use crate::config::RunFile;
+use crate::plugins::{AdmissionPolicy, Registry};
+
+/// The scorer profile of `policy = "weighted"` when none is given.
+const DEFAULT_PROFILE: [(&str, f64); 3] = [
+    ("prefix-affinity", 3.0),
+    ("queue-depth", 2.0),
+    ("kv-utilization", 2.0),
+];
+
+/// What `[routing]` resolved to: a router plugin, or weighted scorers
+/// (name, weight, params).
+pub(super) enum RoutingPlan {
+    Router,
+    Weighted(Vec<(String, f64, toml::Table)>),
+}
+
+pub(super) fn check(run: &RunFile, problems: &mut Problems) -> RoutingPlan {
+    for (k, v) in [
+        ("admission.latency_us", run.admission.latency_us),
+        ("routing.latency_us", run.routing.latency_us),
+        (
+            "routing.snapshot_refresh_interval_us",
+            run.routing.snapshot_refresh_interval_us,
+        ),
+    ] {
+        if v < 0 {
+            problems.error(format!("{k} = {v}: must be ≥ 0"));
+        }
+    }
+    let routing = &run.routing;
+    if routing.policy != "weighted" {
+        if !routing.scorers.is_empty() {
+            problems.error(format!(
+                "routing.scorers is given but routing.policy = \"{}\"; scorers are used only by policy = \"weighted\"",
+                routing.policy
+            ));
+        }
+        return RoutingPlan::Router;
+    }
+    if !routing.params.is_empty() {
+        problems.error("routing.params is given but routing.policy = \"weighted\"; give each scorer its own params in [[routing.scorers]]");
+    }
+    let scorers: Vec<(String, f64, toml::Table)> = if routing.scorers.is_empty() {
+        DEFAULT_PROFILE
+            .iter()
+            .map(|(n, w)| (n.to_string(), *w, toml::Table::new()))
+            .collect()
+    } else {
+        routing
+            .scorers
+            .iter()
+            .map(|s| (s.name.clone(), s.weight, s.params.clone()))
+            .collect()
+    };
+    for (name, w, _) in &scorers {
+        if !(w.is_finite() && *w >= 0.0) {
+            problems.error(format!(
+                "routing.scorers: weight {w} of '{name}' must be a finite number ≥ 0"
+            ));
+        }
+    }
+    if scorers.iter().all(|(_, w, _)| *w == 0.0) {
+        problems.error(
+            "routing.scorers: all weights are zero; give at least one scorer a positive weight",
+        );
+    }
+    RoutingPlan::Weighted(scorers)
+}
+
+/// A policy's params table as the TOML text handed to the plugin.
+fn params_text(t: &toml::Table) -> String {
+    if t.is_empty() {
+        String::new()
+    } else {
+        toml::to_string(t).unwrap_or_default()
+    }
+}
+
+impl RoutingPlan {
+    /// Load the plugin libraries, then create the admission policy and the
+    /// routing (each policy with its own seed derived from the run seed).
+    pub(super) fn create(
+        self,
+        run: &RunFile,
+        base_dir: &Path,
+        registry: &mut Registry,
+    ) -> Result<(AdmissionPolicy, Routing), String> {
+        for p in &run.plugins {
+            let path = resolve(base_dir, &p.path);
+            registry.load(&path).map_err(|e| e.to_string())?;
+        }
+        let admission = registry
+            .admission(
+                &run.admission.policy,
+                &params_text(&run.admission.params),
+                derive_seed(run.seed, "admission"),
+            )
+            .map_err(|e| e.to_string())?;
+        let routing = match self {
+            RoutingPlan::Weighted(scorers) => {
+                let mut v = Vec::new();
+                for (i, (name, w, params)) in scorers.iter().enumerate() {
+                    let s = registry
+                        .scorer(
+                            name,
+                            &params_text(params),
+                            derive_seed(run.seed, &format!("scorer/{i}/{name}")),
+                        )
+                        .map_err(|e| e.to_string())?;
+                    v.push((s, *w));
+                }
+                Routing::weighted(v)
+            }
+            RoutingPlan::Router => Routing::Single(
+                registry
+                    .router(
+                        &run.routing.policy,
+                        &params_text(&run.routing.params),
+                        derive_seed(run.seed, "routing"),
+                    )
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        Ok((admission, routing))
+    }
+}
