@@ -14,7 +14,7 @@ mkdir -p "$OUT/run"
 cd "$OUT"
 "$BLIS" run "$root/examples/weighted-routing.toml" \
     --results-path run/results.jsonl --trace-path run/trace.jsonl \
-    --set 'output.timeseries_path="run/timeseries.jsonl"' > run/report.json
+    --timeseries-path run/timeseries.jsonl > run/report.json
 "$BLIS" report run -o run-report.html
 "$BLIS" sweep "$root/examples/sweeps/policies-vs-rate.toml" --out sweep --quiet
 "$BLIS" report sweep -o sweep-report.html

@@ -22,5 +22,10 @@ mod cli;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
 
+// `blis sweep`, `sweep merge` and `report`: byte-identical per-run reports,
+// --jobs, kill-and-resume, shards + merge, bad input, HTML plots, time
+// series, and the Slurm example when sbatch is available.
+mod sweep;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

@@ -371,8 +371,8 @@ fn html_report_of_a_run_has_every_plot_and_series() {
             "run/results.jsonl",
             "--trace-path",
             "run/trace.jsonl",
-            "--set",
-            "output.timeseries_path=\"run/timeseries.jsonl\"",
+            "--timeseries-path",
+            "run/timeseries.jsonl",
             "--set",
             "output.timeseries_interval_us=2000000",
         ],
@@ -432,7 +432,7 @@ fn the_time_series_does_not_perturb_the_run() {
     let plain = ok(&dir, &["run", "base.toml"]);
     let with = ok(
         &dir,
-        &["run", "base.toml", "--set", "output.timeseries_path=\"ts.jsonl\"", "--set", "output.timeseries_interval_us=50000"],
+        &["run", "base.toml", "--timeseries-path", "ts.jsonl", "--set", "output.timeseries_interval_us=50000"],
     );
     assert_eq!(plain.stdout, with.stdout);
     let report: Value = serde_json::from_slice(&plain.stdout).unwrap();

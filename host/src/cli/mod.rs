@@ -107,6 +107,9 @@ pub struct RunArgs {
     /// Per-request results file (`output.results_path`).
     #[arg(long)]
     pub results_path: Option<PathBuf>,
+    /// Time series file, one JSON line per interval (`output.timeseries_path`).
+    #[arg(long)]
+    pub timeseries_path: Option<PathBuf>,
     /// Decision trace file (`output.trace_path`; implies trace level `decisions`).
     #[arg(long)]
     pub trace_path: Option<PathBuf>,

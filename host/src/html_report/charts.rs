@@ -30,10 +30,12 @@ impl Series {
 /// How a chart draws its series.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Style {
-    /// Lines through the points, with markers.
+    /// Lines through the points, with markers; the legend above them.
     Lines,
-    /// Lines without markers (many points: CDFs, time series).
+    /// Lines without markers (many points: time series); the legend above them.
     Plain,
+    /// A CDF: lines without markers, the legend at the lower right (empty there).
+    Cdf,
 }
 
 const WIDTH: u32 = 560;
@@ -119,9 +121,24 @@ pub fn lines(
             .chain(s.spread.iter().flat_map(|&(a, b)| [a, b]))
     });
     let (x0, x1) = range(xs, false);
-    let (y0, y1) = range(ys, true);
+    let (y0, mut y1) = range(ys, true);
+    let legend = if style == Style::Cdf {
+        SeriesLabelPosition::LowerRight
+    } else {
+        // Head room for the legend above the lines.
+        y1 = y0 + (y1 - y0) * (1.0 + 0.08 * (series.len() as f64 + 1.0));
+        SeriesLabelPosition::UpperLeft
+    };
     let mut svg = String::new();
-    let drawn = draw(&mut svg, title, x_label, y_label, (x0, x1), (y0, y1), |chart| {
+    let frame = Frame {
+        title,
+        x_label,
+        y_label,
+        x: (x0, x1),
+        y: (y0, y1),
+        legend,
+    };
+    let drawn = draw(&mut svg, &frame, |chart| {
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
             let pts = s.points.clone();
@@ -169,7 +186,7 @@ pub fn cdf(id: &str, title: &str, x_label: &str, pops: &[(String, Vec<f64>)], no
     if series.is_empty() {
         return missing(id, title, "no samples");
     }
-    lines(id, title, x_label, "fraction ≤ x", &series, Style::Plain, note)
+    lines(id, title, x_label, "fraction ≤ x", &series, Style::Cdf, note)
 }
 
 /// A histogram of `values` in `bins` equal bins.
@@ -186,7 +203,15 @@ pub fn histogram(id: &str, title: &str, x_label: &str, values: &[f64], bins: usi
     }
     let top = counts.iter().copied().max().unwrap_or(1) as f64;
     let mut svg = String::new();
-    let drawn = draw(&mut svg, title, x_label, "decisions", (lo, hi), (0.0, top * 1.05), |chart| {
+    let frame = Frame {
+        title,
+        x_label,
+        y_label: "decisions",
+        x: (lo, hi),
+        y: (0.0, top * 1.2),
+        legend: SeriesLabelPosition::UpperRight,
+    };
+    let drawn = draw(&mut svg, &frame, |chart| {
         let c = colour(0);
         chart
             .draw_series(counts.iter().enumerate().filter(|(_, &n)| n > 0).map(|(i, &n)| {
@@ -206,29 +231,35 @@ pub fn histogram(id: &str, title: &str, x_label: &str, values: &[f64], bins: usi
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
 type DrawResult = Result<(), Box<dyn std::error::Error + 'static>>;
 
+/// A chart's frame: titles, ranges, where the legend goes.
+struct Frame<'a> {
+    title: &'a str,
+    x_label: &'a str,
+    y_label: &'a str,
+    x: (f64, f64),
+    y: (f64, f64),
+    legend: SeriesLabelPosition,
+}
+
 /// Set up axes, call `body` to draw, add the legend.
 fn draw(
     svg: &mut String,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    (x0, x1): (f64, f64),
-    (y0, y1): (f64, f64),
+    f: &Frame,
     body: impl FnOnce(&mut Chart<'_, '_>) -> Result<(), DrawingAreaErrorKind<std::io::Error>>,
 ) -> DrawResult {
     {
         let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 16))
+            .caption(f.title, ("sans-serif", 16))
             .margin(10)
             .x_label_area_size(36)
             .y_label_area_size(56)
-            .build_cartesian_2d(x0..x1, y0..y1)?;
+            .build_cartesian_2d(f.x.0..f.x.1, f.y.0..f.y.1)?;
         chart
             .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
+            .x_desc(f.x_label)
+            .y_desc(f.y_label)
             .light_line_style(WHITE.mix(0.0))
             .label_style(("sans-serif", 11))
             .draw()?;
@@ -238,7 +269,7 @@ fn draw(
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
             .label_font(("sans-serif", 11))
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(f.legend.clone())
             .draw()?;
         root.present()?;
     }

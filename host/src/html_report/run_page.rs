@@ -123,7 +123,7 @@ fn per_instance(ts: &[Value], field: &str) -> Vec<Series> {
 
 fn over_time(ts: Option<&[Value]>) -> String {
     let Some(ts) = ts.filter(|t| !t.is_empty()) else {
-        let why = "no time series: run with output.timeseries_path (e.g. --set output.timeseries_path=\"timeseries.jsonl\")";
+        let why = "no time series: run with --timeseries-path timeseries.jsonl (output.timeseries_path)";
         return charts::missing("queue-depth", "Queue depth per instance", why)
             + &charts::missing("kv-utilization", "KV utilisation per instance", why);
     };

@@ -28,6 +28,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
     f.write_all(bytes)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Temporary files are private (0600); results are ordinary files.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = f
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
+    }
     f.persist(path)
         .map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
     Ok(())
