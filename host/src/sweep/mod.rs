@@ -49,7 +49,9 @@ pub struct Options<'a> {
 /// Run a sweep (or one shard of it) into `opts.out`, resuming what is there.
 pub fn run(opts: &Options, run_one: &RunFn) -> Result<Summary, SweepError> {
     let plan = Plan::load(opts.sweep_file).map_err(SweepError::BadInput)?;
-    let dir = SweepDir::new(opts.out);
+    // Absolute: runs' output paths are resolved against the base run file's folder.
+    let out = std::path::absolute(opts.out).unwrap_or_else(|_| opts.out.to_path_buf());
+    let dir = SweepDir::new(&out);
     let manifest = store::manifest(&plan);
     dir.open(&manifest).map_err(SweepError::BadInput)?;
     let runs = plan.shard(opts.shard);
