@@ -110,7 +110,11 @@ fn sweep_runs_are_blis_run_byte_for_byte_and_jobs_do_not_matter() {
         header.starts_with("run_id,status,error,routing,rate,seed,num_requests,"),
         "{header}"
     );
-    assert_contains!(header, ",ttft_p99_ms,", ",slo_classes.standard.ttft.p99_ms,");
+    assert_contains!(
+        header,
+        ",ttft_p99_ms,",
+        ",slo_classes.standard.ttft.p99_ms,"
+    );
     for r in &rows {
         assert_eq!(r["status"], "ok", "{r}");
         let (routing, rate, seed) = (
@@ -150,7 +154,10 @@ fn sweep_runs_are_blis_run_byte_for_byte_and_jobs_do_not_matter() {
         // The table's metrics are the report's.
         let rep: Value = serde_json::from_str(&report).unwrap();
         assert_eq!(r["ttft_p99_ms"], rep["cluster"]["ttft_p99_ms"]);
-        assert_eq!(r["completed_requests"], rep["cluster"]["completed_requests"]);
+        assert_eq!(
+            r["completed_requests"],
+            rep["cluster"]["completed_requests"]
+        );
     }
     // The rate matters: more load, more delay (sanity of the axis wiring).
     let mean_p99 = |rate: f64| {
@@ -194,7 +201,10 @@ fn records(dir: &Path) -> Vec<PathBuf> {
 fn a_killed_sweep_resumes_and_loses_nothing() {
     let dir = setup("sweep_kill_resume");
     dir.write("long.toml", LONG_SWEEP);
-    ok(&dir, &["sweep", "long.toml", "--out", "whole", "--jobs", "2"]);
+    ok(
+        &dir,
+        &["sweep", "long.toml", "--out", "whole", "--jobs", "2"],
+    );
     let whole = read(&dir.path().join("whole/results.csv"));
     let out = dir.path().join("killed");
     let mut kills = 0;
@@ -223,14 +233,18 @@ fn a_killed_sweep_resumes_and_loses_nothing() {
             let v: Value = serde_json::from_str(&read(&rec)).expect("a whole record");
             assert_eq!(v["status"], "ok");
             let id = v["run_id"].as_str().unwrap();
-            let _: Value = serde_json::from_str(&read(&out.join("runs").join(id).join("report.json")))
-                .expect("a whole report");
+            let _: Value =
+                serde_json::from_str(&read(&out.join("runs").join(id).join("report.json")))
+                    .expect("a whole report");
         }
     }
     assert!(kills >= 1, "the sweep was never killed mid-way");
     let done_before = records(&out).len();
     assert!(done_before < 40, "killed before the end");
-    let o = ok(&dir, &["sweep", "long.toml", "--out", "killed", "--jobs", "2"]);
+    let o = ok(
+        &dir,
+        &["sweep", "long.toml", "--out", "killed", "--jobs", "2"],
+    );
     assert_contains!(stderr(&o), &format!("{done_before} already done"));
     eqnice!(whole, read(&out.join("results.csv")));
 }
@@ -238,11 +252,23 @@ fn a_killed_sweep_resumes_and_loses_nothing() {
 #[test]
 fn four_shards_merged_equal_the_unsharded_sweep() {
     let dir = setup("sweep_shards");
-    ok(&dir, &["sweep", "sweep.toml", "--out", "all", "--jobs", "2"]);
+    ok(
+        &dir,
+        &["sweep", "sweep.toml", "--out", "all", "--jobs", "2"],
+    );
     let children: Vec<_> = (1..=4)
         .map(|i| {
             dir.blis()
-                .args(["sweep", "sweep.toml", "--out", &format!("s{i}"), "--jobs", "1", "--shard", &format!("{i}/4")])
+                .args([
+                    "sweep",
+                    "sweep.toml",
+                    "--out",
+                    &format!("s{i}"),
+                    "--jobs",
+                    "1",
+                    "--shard",
+                    &format!("{i}/4"),
+                ])
                 .output()
         })
         .collect();
@@ -251,11 +277,19 @@ fn four_shards_merged_equal_the_unsharded_sweep() {
         assert!(o.status.success(), "{}", stderr(&o));
     }
     // Each shard holds a quarter of the grid, disjoint.
-    let counts: Vec<usize> = (1..=4).map(|i| rows(&dir.path().join(format!("s{i}"))).len()).collect();
+    let counts: Vec<usize> = (1..=4)
+        .map(|i| rows(&dir.path().join(format!("s{i}"))).len())
+        .collect();
     eqnice!(vec![3, 3, 3, 3], counts);
-    ok(&dir, &["sweep", "merge", "s1", "s2", "s3", "s4", "--out", "merged"]);
+    ok(
+        &dir,
+        &["sweep", "merge", "s1", "s2", "s3", "s4", "--out", "merged"],
+    );
     for f in ["results.csv", "results.jsonl", "sweep.json"] {
-        eqnice!(read(&dir.path().join("all").join(f)), read(&dir.path().join("merged").join(f)));
+        eqnice!(
+            read(&dir.path().join("all").join(f)),
+            read(&dir.path().join("merged").join(f))
+        );
     }
     for r in rows(&dir.path().join("all")) {
         let id = r["run_id"].as_str().unwrap();
@@ -272,16 +306,30 @@ fn bad_sweep_input_is_a_clear_error() {
         "base = \"base.toml\"\n[[axis]]\nkey = \"workload.aggregate_rat\"\nvalues = [1.0]\n",
     );
     let e = bad(&dir, &["sweep", "typo.toml", "--out", "o"]);
-    assert_contains!(e, "typo.toml", "workload.aggregate_rat", "did you mean 'workload.aggregate_rate'");
-    dir.write("empty.toml", "[[axis]]\nkey = \"instance.count\"\nvalues = []\n");
+    assert_contains!(
+        e,
+        "typo.toml",
+        "workload.aggregate_rat",
+        "did you mean 'workload.aggregate_rate'"
+    );
+    dir.write(
+        "empty.toml",
+        "[[axis]]\nkey = \"instance.count\"\nvalues = []\n",
+    );
     let e = bad(&dir, &["sweep", "empty.toml", "--out", "o"]);
     assert_contains!(e, "empty.toml", "instance.count", "no values");
-    let e = bad(&dir, &["sweep", "sweep.toml", "--out", "o", "--shard", "5/4"]);
+    let e = bad(
+        &dir,
+        &["sweep", "sweep.toml", "--out", "o", "--shard", "5/4"],
+    );
     assert_contains!(e, "5/4", "1 <= i <= N");
     // Merging two different sweeps.
     dir.write("other.toml", "base = \"base.toml\"\nseeds = [1]\n");
     ok(&dir, &["sweep", "other.toml", "--out", "a"]);
-    ok(&dir, &["sweep", "sweep.toml", "--out", "b", "--shard", "1/4"]);
+    ok(
+        &dir,
+        &["sweep", "sweep.toml", "--out", "b", "--shard", "1/4"],
+    );
     let e = bad(&dir, &["sweep", "merge", "a", "b", "--out", "m"]);
     assert_contains!(e, "different sweeps", "fingerprint");
     // Reusing an output directory of another sweep.
@@ -297,13 +345,22 @@ fn a_failing_run_is_recorded_and_the_sweep_goes_on() {
         "fail.toml",
         "base = \"base.toml\"\n[[axis]]\nkey = \"instance.count\"\nvalues = [1, 0, 2]\n",
     );
-    let o = dir.blis().args(["sweep", "fail.toml", "--out", "o"]).output().unwrap();
+    let o = dir
+        .blis()
+        .args(["sweep", "fail.toml", "--out", "o"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert_contains!(stderr(&o), "1 of 3 runs failed", "results.csv");
     let rows = rows(&dir.path().join("o"));
     let status: Vec<(&str, i64)> = rows
         .iter()
-        .map(|r| (r["status"].as_str().unwrap(), r["instance.count"].as_i64().unwrap()))
+        .map(|r| {
+            (
+                r["status"].as_str().unwrap(),
+                r["instance.count"].as_i64().unwrap(),
+            )
+        })
         .collect();
     eqnice!(vec![("ok", 1), ("failed", 0), ("ok", 2)], status);
     assert_contains!(rows[1]["error"].as_str().unwrap(), "instance.count");
@@ -332,7 +389,11 @@ fn plots(html: &str) -> Vec<(String, Vec<String>)> {
             if !missing {
                 // A drawn plot: an SVG with at least one line or shape per series.
                 let svg = f.split("</figure>").next().unwrap();
-                assert!(svg.contains("<svg"), "plot {} has no SVG", attr("data-plot"));
+                assert!(
+                    svg.contains("<svg"),
+                    "plot {} has no SVG",
+                    attr("data-plot")
+                );
                 let id = attr("data-plot");
                 if id.contains("histogram") {
                     // The background and at least one bar.
@@ -347,7 +408,12 @@ fn plots(html: &str) -> Vec<(String, Vec<String>)> {
                 // Each series is named in the drawn legend.
                 let drawing = svg.split("<svg").nth(1).unwrap();
                 for n in &names {
-                    assert_contains!(drawing, n.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;"));
+                    assert_contains!(
+                        drawing,
+                        n.replace('&', "&amp;")
+                            .replace('<', "&lt;")
+                            .replace('>', "&gt;")
+                    );
                 }
             }
             (attr("data-plot"), names)
@@ -356,7 +422,10 @@ fn plots(html: &str) -> Vec<(String, Vec<String>)> {
 }
 
 fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().join("examples")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .join("examples")
 }
 
 #[test]
@@ -383,11 +452,26 @@ fn html_report_of_a_run_has_every_plot_and_series() {
     ok(&dir, &["report", "run", "-o", "report.html"]);
     let html = read(&dir.path().join("report.html"));
     // Self-contained: no scripts, no external resources (only SVG's namespace URI).
-    assert_lacks!(html, "<script", "src=\"http", "href=\"http", "<link", "url(");
+    assert_lacks!(
+        html,
+        "<script",
+        "src=\"http",
+        "href=\"http",
+        "<link",
+        "url("
+    );
     let p = plots(&html);
     let ids: Vec<&str> = p.iter().map(|(id, _)| id.as_str()).collect();
     eqnice!(
-        vec!["ttft-cdf", "e2e-cdf", "itl-cdf", "queue-depth", "kv-utilization", "cluster-rates", "regret-histogram"],
+        vec![
+            "ttft-cdf",
+            "e2e-cdf",
+            "itl-cdf",
+            "queue-depth",
+            "kv-utilization",
+            "cluster-rates",
+            "regret-histogram"
+        ],
         ids
     );
     let instances: Vec<String> = (0..4).map(|i| format!("instance {i}")).collect();
@@ -395,14 +479,21 @@ fn html_report_of_a_run_has_every_plot_and_series() {
     assert_eq!(p[4].1, instances);
     assert_eq!(p[5].1, ["arrivals", "completions"]);
     assert_eq!(p[0].1, ["all (n=2000)"]);
-    assert_contains!(html, "<th class=\"l\">SLO class</th>", "<th class=\"l\">tenant</th>");
+    assert_contains!(
+        html,
+        "<th class=\"l\">SLO class</th>",
+        "<th class=\"l\">tenant</th>"
+    );
 }
 
 #[test]
 fn html_report_of_the_example_sweep() {
     let dir = TestDir::new("report_sweep");
     let ex = examples().join("sweeps/policies-vs-rate.toml");
-    ok(&dir, &["sweep", ex.to_str().unwrap(), "--out", "out", "--jobs", "2"]);
+    ok(
+        &dir,
+        &["sweep", ex.to_str().unwrap(), "--out", "out", "--jobs", "2"],
+    );
     assert_eq!(rows(&dir.path().join("out")).len(), 45);
     ok(&dir, &["report", "out", "-o", "sweep.html"]);
     let html = read(&dir.path().join("sweep.html"));
@@ -435,7 +526,14 @@ fn the_time_series_does_not_perturb_the_run() {
     let plain = ok(&dir, &["run", "base.toml"]);
     let with = ok(
         &dir,
-        &["run", "base.toml", "--timeseries-path", "ts.jsonl", "--set", "output.timeseries_interval_us=50000"],
+        &[
+            "run",
+            "base.toml",
+            "--timeseries-path",
+            "ts.jsonl",
+            "--set",
+            "output.timeseries_interval_us=50000",
+        ],
     );
     assert_eq!(plain.stdout, with.stdout);
     let report: Value = serde_json::from_slice(&plain.stdout).unwrap();
@@ -453,15 +551,30 @@ fn the_time_series_does_not_perturb_the_run() {
     // The counters are cumulative and end at the report's totals.
     let last = lines.last().unwrap();
     assert!(last["arrived"].as_u64() <= report["cluster"]["num_requests"].as_u64());
-    let arrived: f64 = lines.iter().map(|l| l["arrival_rate"].as_f64().unwrap() * 0.05).sum();
+    let arrived: f64 = lines
+        .iter()
+        .map(|l| l["arrival_rate"].as_f64().unwrap() * 0.05)
+        .sum();
     assert_eq!(arrived.round() as u64, last["arrived"].as_u64().unwrap());
-    let e = bad(&dir, &["run", "base.toml", "--set", "output.timeseries_interval_us=0"]);
+    let e = bad(
+        &dir,
+        &[
+            "run",
+            "base.toml",
+            "--set",
+            "output.timeseries_interval_us=0",
+        ],
+    );
     assert_contains!(e, "timeseries_interval_us");
 }
 
 #[test]
 fn slurm_array_and_merge_when_sbatch_is_available() {
-    if std::process::Command::new("sbatch").arg("--version").output().is_err() {
+    if std::process::Command::new("sbatch")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipped: sbatch is not on PATH (examples/distributed/slurm-local.sh brings up a single-node Slurm)");
         return;
     }
@@ -474,10 +587,25 @@ fn slurm_array_and_merge_when_sbatch_is_available() {
         .env("WORK", dir.path())
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(&o)
+    );
     // The merged Slurm sweep equals the same sweep run in one process.
     let sweep = examples().join("distributed/sweep.toml");
-    ok(&dir, &["sweep", sweep.to_str().unwrap(), "--out", "local", "--jobs", "2"]);
+    ok(
+        &dir,
+        &[
+            "sweep",
+            sweep.to_str().unwrap(),
+            "--out",
+            "local",
+            "--jobs",
+            "2",
+        ],
+    );
     eqnice!(
         read(&dir.path().join("local/results.csv")),
         read(&dir.path().join("merged/results.csv"))

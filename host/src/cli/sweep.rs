@@ -108,7 +108,11 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
     };
     if let Some(SweepCommand::Merge { dirs, out }) = &args.command {
         let n = sweep::merge(dirs, out).map_err(to_failure)?;
-        eprintln!("merged {n} runs from {} directories into {}", dirs.len(), out.display());
+        eprintln!(
+            "merged {n} runs from {} directories into {}",
+            dirs.len(),
+            out.display()
+        );
         return Ok(());
     }
     let (Some(file), Some(out)) = (&args.sweep_file, &args.out) else {

@@ -145,7 +145,9 @@ pub fn lines(
             chart
                 .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
                 .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
             if style == Style::Lines {
                 chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
             }
@@ -165,7 +167,13 @@ pub fn lines(
 }
 
 /// Empirical CDFs of samples (one series per population).
-pub fn cdf(id: &str, title: &str, x_label: &str, pops: &[(String, Vec<f64>)], note: &str) -> String {
+pub fn cdf(
+    id: &str,
+    title: &str,
+    x_label: &str,
+    pops: &[(String, Vec<f64>)],
+    note: &str,
+) -> String {
     let series: Vec<Series> = pops
         .iter()
         .filter(|(_, v)| !v.is_empty())
@@ -186,11 +194,26 @@ pub fn cdf(id: &str, title: &str, x_label: &str, pops: &[(String, Vec<f64>)], no
     if series.is_empty() {
         return missing(id, title, "no samples");
     }
-    lines(id, title, x_label, "fraction ≤ x", &series, Style::Cdf, note)
+    lines(
+        id,
+        title,
+        x_label,
+        "fraction ≤ x",
+        &series,
+        Style::Cdf,
+        note,
+    )
 }
 
 /// A histogram of `values` in `bins` equal bins.
-pub fn histogram(id: &str, title: &str, x_label: &str, values: &[f64], bins: usize, note: &str) -> String {
+pub fn histogram(
+    id: &str,
+    title: &str,
+    x_label: &str,
+    values: &[f64],
+    bins: usize,
+    note: &str,
+) -> String {
     if values.is_empty() {
         return missing(id, title, "no samples");
     }
@@ -214,10 +237,16 @@ pub fn histogram(id: &str, title: &str, x_label: &str, values: &[f64], bins: usi
     let drawn = draw(&mut svg, &frame, |chart| {
         let c = colour(0);
         chart
-            .draw_series(counts.iter().enumerate().filter(|(_, &n)| n > 0).map(|(i, &n)| {
-                let x = lo + i as f64 * w;
-                Rectangle::new([(x, 0.0), (x + w * 0.95, n as f64)], c.mix(0.7).filled())
-            }))?
+            .draw_series(
+                counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &n)| n > 0)
+                    .map(|(i, &n)| {
+                        let x = lo + i as f64 * w;
+                        Rectangle::new([(x, 0.0), (x + w * 0.95, n as f64)], c.mix(0.7).filled())
+                    }),
+            )?
             .label(format!("{} decisions", values.len()))
             .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], c.filled()));
         Ok(())
@@ -228,7 +257,11 @@ pub fn histogram(id: &str, title: &str, x_label: &str, values: &[f64], bins: usi
     figure(id, title, &["regret"], &svg, note)
 }
 
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
 type DrawResult = Result<(), Box<dyn std::error::Error + 'static>>;
 
 /// A chart's frame: titles, ranges, where the legend goes.

@@ -63,7 +63,10 @@ pub fn render(input: &Input, targets: SloTargets) -> Result<String, String> {
                 .read_manifest()?
                 .ok_or_else(|| format!("{}: no sweep.json", dir.display()))?;
             let body = sweep_page::body(dir, &m, targets)?;
-            let title = format!("blis sweep report — {}", m["sweep"].as_str().unwrap_or("sweep"));
+            let title = format!(
+                "blis sweep report — {}",
+                m["sweep"].as_str().unwrap_or("sweep")
+            );
             Ok(page::document(&title, &body))
         }
         Input::Run(files) => {

@@ -33,8 +33,8 @@ impl RunFiles {
 
 /// Read a JSON-lines file.
 pub fn read_jsonl(path: &Path) -> Result<Vec<Value>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -47,8 +47,8 @@ pub fn read_jsonl(path: &Path) -> Result<Vec<Value>, String> {
 
 /// Read a JSON report.
 pub fn read_report(path: &Path) -> Result<Value, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| format!("{}: not a blis JSON report: {e}", path.display()))?;
     if !v["cluster"].is_object() {
@@ -111,7 +111,10 @@ fn per_instance(ts: &[Value], field: &str) -> Vec<Series> {
         for inst in line["instances"].as_array().into_iter().flatten() {
             let i = inst["instance"].as_u64().unwrap_or(0) as usize;
             while series.len() <= i {
-                series.push(Series::new(format!("instance {}", series.len()), Vec::new()));
+                series.push(Series::new(
+                    format!("instance {}", series.len()),
+                    Vec::new(),
+                ));
             }
             if let Some(y) = inst[field].as_f64() {
                 series[i].points.push((t, y));
@@ -123,7 +126,8 @@ fn per_instance(ts: &[Value], field: &str) -> Vec<Series> {
 
 fn over_time(ts: Option<&[Value]>) -> String {
     let Some(ts) = ts.filter(|t| !t.is_empty()) else {
-        let why = "no time series: run with --timeseries-path timeseries.jsonl (output.timeseries_path)";
+        let why =
+            "no time series: run with --timeseries-path timeseries.jsonl (output.timeseries_path)";
         return charts::missing("queue-depth", "Queue depth per instance", why)
             + &charts::missing("kv-utilization", "KV utilisation per instance", why);
     };
@@ -159,7 +163,10 @@ fn over_time(ts: Option<&[Value]>) -> String {
         "Arrival and completion rate",
         "simulated time (s)",
         "requests/s",
-        &[rate("arrival_rate", "arrivals"), rate("completion_rate", "completions")],
+        &[
+            rate("arrival_rate", "arrivals"),
+            rate("completion_rate", "completions"),
+        ],
         Style::Plain,
         "",
     ));
@@ -186,7 +193,16 @@ fn class_table(report: &Value) -> String {
         })
         .collect();
     table(
-        &["SLO class", "requests", "completed", "rejected", "TTFT p50 ms", "TTFT p99 ms", "E2E p50 ms", "E2E p99 ms"],
+        &[
+            "SLO class",
+            "requests",
+            "completed",
+            "rejected",
+            "TTFT p50 ms",
+            "TTFT p99 ms",
+            "E2E p50 ms",
+            "E2E p99 ms",
+        ],
         &rows,
     )
 }
@@ -209,7 +225,14 @@ fn tenant_table(report: &Value) -> String {
         })
         .collect();
     table(
-        &["tenant", "requests", "completed", "rejected", "output tokens", "tokens/s"],
+        &[
+            "tenant",
+            "requests",
+            "completed",
+            "rejected",
+            "output tokens",
+            "tokens/s",
+        ],
         &rows,
     )
 }
@@ -232,7 +255,15 @@ fn instance_table(report: &Value) -> String {
         })
         .collect();
     table(
-        &["instance", "completed", "preemptions", "TTFT p99 ms", "E2E p99 ms", "KV hit rate", "peak KV blocks"],
+        &[
+            "instance",
+            "completed",
+            "preemptions",
+            "TTFT p99 ms",
+            "E2E p99 ms",
+            "KV hit rate",
+            "peak KV blocks",
+        ],
         &rows,
     )
 }
@@ -262,7 +293,11 @@ pub fn body(files: &RunFiles) -> Result<String, String> {
         Some(r) => s.push_str(&latency_cdfs(r)),
         None => {
             let why = "no per-request results: run with --results-path results.jsonl";
-            for (id, t) in [("ttft-cdf", "TTFT CDF"), ("e2e-cdf", "E2E latency CDF"), ("itl-cdf", "ITL CDF")] {
+            for (id, t) in [
+                ("ttft-cdf", "TTFT CDF"),
+                ("e2e-cdf", "E2E latency CDF"),
+                ("itl-cdf", "ITL CDF"),
+            ] {
                 s.push_str(&charts::missing(id, t, why));
             }
         }
@@ -284,7 +319,10 @@ pub fn body(files: &RunFiles) -> Result<String, String> {
                 "regret (best candidate's score − chosen score)",
                 &regrets,
                 30,
-                &format!("{zero} of {} decisions chose the best-scored candidate (regret 0).", regrets.len()),
+                &format!(
+                    "{zero} of {} decisions chose the best-scored candidate (regret 0).",
+                    regrets.len()
+                ),
             ));
         }
         None => s.push_str(&charts::missing(

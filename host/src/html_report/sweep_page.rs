@@ -125,7 +125,11 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
         let mut g = Groups::new();
         for r in &ok {
             if let (Some(x), Some(v)) = (r[x_axis.as_str()].as_f64(), y(r)) {
-                g.entry(series_of(r)).or_default().entry(OrdF64(x)).or_default().push(v);
+                g.entry(series_of(r))
+                    .or_default()
+                    .entry(OrdF64(x))
+                    .or_default()
+                    .push(v);
             }
         }
         g
@@ -139,7 +143,10 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
         ("e2e_p99_ms", "E2E p99"),
     ] {
         let g = group(&|r: &Value| r[field].as_f64());
-        let id = format!("{}-vs-rate", field.trim_end_matches("_ms").replace('_', "-"));
+        let id = format!(
+            "{}-vs-rate",
+            field.trim_end_matches("_ms").replace('_', "-")
+        );
         s.push_str(&charts::lines(
             &id,
             &format!("{title} vs {x_axis}"),
@@ -251,14 +258,26 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
         }
     }
     s.push_str(&table(
-        &["series", x_axis.as_str(), "runs", "TTFT p99 ms (mean)", "E2E p99 ms (mean)", "tokens/s (mean)"],
+        &[
+            "series",
+            x_axis.as_str(),
+            "runs",
+            "TTFT p99 ms (mean)",
+            "E2E p99 ms (mean)",
+            "tokens/s (mean)",
+        ],
         &trows,
     ));
     if !failed.is_empty() {
         s.push_str("<h2>Failed runs</h2>\n");
         let frows: Vec<Vec<String>> = failed
             .iter()
-            .map(|r| vec![escape(r["run_id"].as_str().unwrap_or("?")), escape(r["error"].as_str().unwrap_or(""))])
+            .map(|r| {
+                vec![
+                    escape(r["run_id"].as_str().unwrap_or("?")),
+                    escape(r["error"].as_str().unwrap_or("")),
+                ]
+            })
             .collect();
         s.push_str(&table(&["run", "error"], &frows));
     }

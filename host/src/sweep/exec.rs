@@ -13,7 +13,8 @@ use super::store::SweepDir;
 /// Runs one run: the base run file (or `None` for the built-in scenario)
 /// and the overrides, applied exactly as `blis run --set KEY=VALUE…` would.
 /// Returns the report text or the error message.
-pub type RunFn<'a> = dyn Fn(Option<&Path>, &[(String, toml::Value)]) -> Result<String, String> + Sync + 'a;
+pub type RunFn<'a> =
+    dyn Fn(Option<&Path>, &[(String, toml::Value)]) -> Result<String, String> + Sync + 'a;
 
 /// Output-path keys a run file may set; in a sweep each points into the run's folder.
 const OUTPUT_FILES: [(&str, &str); 3] = [
@@ -30,10 +31,7 @@ fn with_outputs(plan: &Plan, run: &PlannedRun, dir: &SweepDir) -> Vec<(String, t
     let run_dir = dir.run_dir(&run.id);
     for (key, file) in OUTPUT_FILES {
         let (section, name) = key.split_once('.').expect("dotted");
-        let in_base = base
-            .get(section)
-            .and_then(|s| s.get(name))
-            .is_some();
+        let in_base = base.get(section).and_then(|s| s.get(name)).is_some();
         let in_sets = run.sets.iter().any(|(k, _)| k == key);
         if in_base || in_sets {
             sets.push((

@@ -220,27 +220,39 @@ impl Plan {
     pub fn load(path: &Path) -> Result<Plan, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read sweep file {}: {e}", path.display()))?;
-        Plan::from_text(&path.display().to_string(), path.parent().unwrap_or(Path::new("")), &text)
+        Plan::from_text(
+            &path.display().to_string(),
+            path.parent().unwrap_or(Path::new("")),
+            &text,
+        )
     }
 
     /// Check and expand a sweep file's text; `dir` resolves `base`.
     pub fn from_text(name: &str, dir: &Path, text: &str) -> Result<Plan, String> {
-        let file: SweepFile = toml::from_str(text)
-            .map_err(|e| crate::config::describe_toml_error(name, text, &e))?;
+        let file: SweepFile =
+            toml::from_str(text).map_err(|e| crate::config::describe_toml_error(name, text, &e))?;
         let (base, base_text) = match &file.base {
             Some(b) => {
-                let p = if b.is_absolute() { b.clone() } else { dir.join(b) };
+                let p = if b.is_absolute() {
+                    b.clone()
+                } else {
+                    dir.join(b)
+                };
                 let p = std::path::absolute(&p).unwrap_or(p);
                 let t = std::fs::read_to_string(&p).map_err(|e| {
-                    format!("{name}: base = \"{}\": cannot read {}: {e}", b.display(), p.display())
+                    format!(
+                        "{name}: base = \"{}\": cannot read {}: {e}",
+                        b.display(),
+                        p.display()
+                    )
                 })?;
                 (Some(p), t)
             }
             None => (None, crate::config::DEFAULT_RUN_FILE.to_string()),
         };
-        let base_table: toml::Table = base_text
-            .parse()
-            .map_err(|e: toml::de::Error| format!("{name}: base run file: {}", e.message().trim()))?;
+        let base_table: toml::Table = base_text.parse().map_err(|e: toml::de::Error| {
+            format!("{name}: base run file: {}", e.message().trim())
+        })?;
 
         let mut fixed = Vec::new();
         flatten_sets("", &file.set, &mut fixed);
@@ -491,7 +503,13 @@ zip = "size"
         let keys: Vec<&str> = r.sets.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             keys,
-            ["workload.num_requests", "instance.count", "routing.policy", "workload.aggregate_rate", "seed"]
+            [
+                "workload.num_requests",
+                "instance.count",
+                "routing.policy",
+                "workload.aggregate_rate",
+                "seed"
+            ]
         );
         // Ids depend on the values only: the same cell in another sweep has the same id.
         let q = plan("seeds = [2]\n[[axis]]\nkey = \"instance.count\"\nvalues = [4]\n[[axis]]\nname = \"routing\"\n[[axis.variants]]\nname = \"rr\"\nset = {}\n[[axis]]\nkey = \"workload.aggregate_rate\"\nname = \"rate\"\nvalues = [20.0]\n").unwrap();
@@ -517,7 +535,10 @@ zip = "size"
         assert!(e.contains("same axis values"), "{e}");
         assert!("5/4".parse::<Shard>().is_err());
         assert!("0/4".parse::<Shard>().is_err());
-        assert_eq!("4/4".parse::<Shard>().unwrap(), Shard { index: 4, count: 4 });
+        assert_eq!(
+            "4/4".parse::<Shard>().unwrap(),
+            Shard { index: 4, count: 4 }
+        );
     }
 
     #[test]

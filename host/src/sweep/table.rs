@@ -56,7 +56,11 @@ pub struct Table {
 pub fn build(manifest: &Value, dir: &SweepDir) -> Result<Table, String> {
     let axes: Vec<String> = manifest["axes"]
         .as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default();
     let mut columns: Vec<String> = ["run_id", "status", "error"]
         .iter()
@@ -151,7 +155,13 @@ mod tests {
         let names: Vec<&str> = cols.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             names,
-            ["ttft_p99_ms", "mean_regret", "new_block.x", "slo_classes.critical.ttft.p99_ms", "fitness"]
+            [
+                "ttft_p99_ms",
+                "mean_regret",
+                "new_block.x",
+                "slo_classes.critical.ttft.p99_ms",
+                "fitness"
+            ]
         );
     }
 
@@ -164,7 +174,13 @@ mod tests {
             columns: vec!["a".into(), "b".into(), "c".into()],
             rows: vec![row],
         };
-        assert_eq!(String::from_utf8(t.to_csv().unwrap()).unwrap(), "a,b,c\n\"x,y\",1.5,\n");
-        assert_eq!(String::from_utf8(t.to_jsonl()).unwrap(), "{\"a\":\"x,y\",\"b\":1.5,\"c\":null}\n");
+        assert_eq!(
+            String::from_utf8(t.to_csv().unwrap()).unwrap(),
+            "a,b,c\n\"x,y\",1.5,\n"
+        );
+        assert_eq!(
+            String::from_utf8(t.to_jsonl()).unwrap(),
+            "{\"a\":\"x,y\",\"b\":1.5,\"c\":null}\n"
+        );
     }
 }

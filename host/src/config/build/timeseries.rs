@@ -36,13 +36,20 @@ pub(super) fn check(out: &OutputSection, problems: &mut Problems) -> CheckedTime
 
 impl CheckedTimeSeries {
     /// The writer, when a path is set and `open_outputs` (not for `blis validate`).
-    pub(super) fn create(self, base_dir: &Path, open_outputs: bool) -> Result<Option<TimeSeries>, String> {
+    pub(super) fn create(
+        self,
+        base_dir: &Path,
+        open_outputs: bool,
+    ) -> Result<Option<TimeSeries>, String> {
         let Some(p) = self.path.filter(|_| open_outputs) else {
             return Ok(None);
         };
         let p = resolve(base_dir, &p);
         let f = File::create(&p)
             .map_err(|e| format!("cannot create time series file {}: {e}", p.display()))?;
-        Ok(Some(TimeSeries::new(Box::new(BufWriter::new(f)), self.interval)))
+        Ok(Some(TimeSeries::new(
+            Box::new(BufWriter::new(f)),
+            self.interval,
+        )))
     }
 }
