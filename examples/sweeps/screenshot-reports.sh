@@ -17,7 +17,7 @@ cd "$OUT"
     --timeseries-path run/timeseries.jsonl > run/report.json
 "$BLIS" report run -o run-report.html
 "$BLIS" sweep "$root/examples/sweeps/policies-vs-rate.toml" --out sweep --quiet
-"$BLIS" report sweep -o sweep-report.html
+"$BLIS" report sweep -o sweep-report.html --e2e-slo-ms 9000
 shot() {
     "$CHROMIUM" --headless --no-sandbox --disable-gpu --no-first-run \
         --disable-background-networking --disable-component-update --disable-sync \
