@@ -533,6 +533,12 @@ zip = "size"
         assert!(e.contains("did you mean 'routing.policy'"), "{e}");
         let e = plan("[[axis]]\nkey = \"instance.count\"\nvalues = [1, 1]\n").unwrap_err();
         assert!(e.contains("same axis values"), "{e}");
+        let e = plan("[[axis]]\nkey = \"instance.count\"\nvalues = [1, 2]\nzip = \"z\"\n[[axis]]\nkey = \"seed\"\nname = \"s\"\nvalues = [1]\nzip = \"z\"\n").unwrap_err();
+        assert!(e.contains("zipped axes need equal lengths"), "{e}");
+        let e = plan("[[axis]]\n[[axis.variants]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.contains("needs a name"), "{e}");
+        let e = plan("[[axes]]\nkey = \"seed\"\n").unwrap_err();
+        assert!(e.contains("unknown field `axes`"), "{e}");
         assert!("5/4".parse::<Shard>().is_err());
         assert!("0/4".parse::<Shard>().is_err());
         assert_eq!(
