@@ -22,6 +22,10 @@ mod cli;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
 
+// inference-perf workloads end to end: per-stage statistics equal those
+// recomputed from the per-request results; bad stages name their line.
+mod stages;
+
 // `blis sweep`, `sweep merge` and `report`: byte-identical per-run reports,
 // --jobs, kill-and-resume, shards + merge, bad input, HTML plots, time
 // series, and the Slurm example when sbatch is available.

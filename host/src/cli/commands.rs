@@ -42,7 +42,10 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
             plugins_show(&name, &plugins).map(Some)
         }
         Command::Convert(ConvertCommand::WorkloadSpec { file }) => {
-            convert_workload_spec(&file).map(Some)
+            convert_yaml(&file, crate::workload::convert_workload_spec).map(Some)
+        }
+        Command::Convert(ConvertCommand::InferencePerf { file }) => {
+            convert_yaml(&file, crate::workload::convert_inference_perf).map(Some)
         }
         Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
         Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
@@ -220,11 +223,15 @@ fn plugins_show(name: &str, paths: &[PathBuf]) -> Result<String, Failure> {
     Ok(out.trim_end().to_string())
 }
 
-fn convert_workload_spec(file: &Path) -> Result<String, Failure> {
+/// Reads `file`, converts it, prints the notes on stderr and returns the TOML.
+fn convert_yaml(
+    file: &Path,
+    convert: fn(&str) -> crate::workload::Conversion,
+) -> Result<String, Failure> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
-    let (toml_text, unimplemented) = crate::workload::convert_workload_spec(&text)
-        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    let (toml_text, unimplemented) =
+        convert(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
     for u in &unimplemented {
         eprintln!("warning: {}: {u}", file.display());
     }

@@ -70,6 +70,13 @@ pub enum ConvertCommand {
         /// The YAML file.
         file: PathBuf,
     },
+    /// Turn an inference-perf config (shared_prefix data, load stages), or a
+    /// reference workload spec with an `inference_perf` block, into a
+    /// `[workload]` table with `[workload.inference_perf]`.
+    InferencePerf {
+        /// The YAML file.
+        file: PathBuf,
+    },
 }
 
 /// A run file plus command-line overrides.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::WorkloadConfig;
+use crate::workload::{Window, WorkloadConfig};
 
 /// A run file: everything one simulation needs.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -279,6 +279,11 @@ pub struct OutputSection {
     /// The time series' interval in µs (default 1 s).
     #[serde(default)]
     pub timeseries_interval_us: Option<i64>,
+    /// Report windows `[{ start_us, end_us }, …]`: the report gains a
+    /// `stages` entry per window for the requests that arrived in it
+    /// (instead of the workload's stages).
+    #[serde(default)]
+    pub windows: Option<Vec<Window>>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted

@@ -13,6 +13,7 @@ use crate::instance::InstanceObserver;
 use crate::request::{Request, RequestState, SloClass, Slot};
 
 use super::distribution::{pack, CountMap};
+use super::stages::StageRecorder;
 
 /// Latency populations and counters of one instance. Latency samples are
 /// packed with their SLO class ([`pack`]): 8 bytes each.
@@ -109,6 +110,8 @@ pub struct Collector {
     pub tenant_names: Vec<String>,
     pub client_names: Vec<String>,
     pub write_error: Option<std::io::Error>,
+    /// Per-stage records when the workload has stages (see [`super::stages`]).
+    pub stages: Option<StageRecorder>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -128,6 +131,7 @@ impl Collector {
             tenant_names,
             client_names,
             write_error: None,
+            stages: None,
         }
     }
 
@@ -143,12 +147,18 @@ impl Collector {
     pub fn arrived(&mut self, req: &Request) {
         self.classes[class_index(req.slo_class)].arrived += 1;
         self.tenant(req.tenant).arrived += 1;
+        if let Some(s) = &mut self.stages {
+            s.arrived(req);
+        }
     }
 
     /// The admission policy rejected a request.
     pub fn rejected(&mut self, req: &Request) {
         self.classes[class_index(req.slo_class)].rejected += 1;
         self.tenant(req.tenant).rejected += 1;
+        if let Some(s) = &mut self.stages {
+            s.rejected(req);
+        }
         self.result_line(req);
     }
 
@@ -157,8 +167,12 @@ impl Collector {
     pub fn queued(&mut self, instance: u32, req: &Request) {
         let rec = &mut self.instances[instance as usize];
         rec.injected += 1;
-        if req.state != RequestState::Dropped {
+        let counted = req.state != RequestState::Dropped;
+        if counted {
             rec.input_tokens += u64::from(req.input_len);
+        }
+        if let Some(s) = &mut self.stages {
+            s.injected(req, counted);
         }
     }
 
@@ -227,6 +241,9 @@ impl InstanceObserver for Collector {
         rec.ttft
             .push(pack(at - req.arrival, class_index(req.slo_class) as u8));
         rec.output_tokens += 1;
+        if let Some(s) = &mut self.stages {
+            s.first_token(req, at);
+        }
     }
 
     #[inline]
@@ -257,11 +274,17 @@ impl InstanceObserver for Collector {
         let t = self.tenant(req.tenant);
         t.completed += 1;
         t.output_tokens += out;
+        if let Some(s) = &mut self.stages {
+            s.completed(req, at);
+        }
         self.finished.push((slot, true));
     }
 
-    fn dropped(&mut self, instance: u32, slot: Slot, _req: &Request, _at: Tick) {
+    fn dropped(&mut self, instance: u32, slot: Slot, req: &Request, _at: Tick) {
         self.instances[instance as usize].dropped += 1;
+        if let Some(s) = &mut self.stages {
+            s.dropped(req);
+        }
         self.finished.push((slot, false));
     }
 

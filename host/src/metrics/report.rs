@@ -1,5 +1,6 @@
 //! The JSON report printed on stdout: one document,
-//! `{"cluster", "instances", "slo_classes", "tenants", "fitness"}`.
+//! `{"cluster", "instances", "slo_classes", "tenants", "fitness"}`, plus
+//! `"stages"` when the workload has stages.
 //! Field names follow the reference simulator where it has them; every
 //! field is documented in README.md ("Output reference"). Durations are in
 //! milliseconds, rates per second of simulated time; an empty population's
@@ -284,11 +285,15 @@ pub fn build(
         _ => Value::Null,
     };
 
-    json!({
+    let mut report = json!({
         "cluster": Value::Object(cm),
         "instances": instances,
         "slo_classes": Value::Object(classes),
         "tenants": Value::Object(tenants),
         "fitness": fitness,
-    })
+    });
+    if let Some(stages) = &mut outcome.collector.stages {
+        report["stages"] = stages.report(put_stats);
+    }
+    report
 }

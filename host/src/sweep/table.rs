@@ -5,9 +5,10 @@
 //! (in axis order), `seed`, then the report flattened generically — the
 //! `cluster` block's scalars under their own names (`ttft_p99_ms`), every
 //! other object under its dotted path (`slo_classes.critical.ttft.p99_ms`,
-//! `tenants.acme.tokens_per_sec`, `fitness.score`); arrays (the
-//! per-instance blocks) stay in each run's `report.json`. A field a future
-//! report adds appears as a column without a change here. Metric columns
+//! `tenants.acme.tokens_per_sec`, `fitness.score`), array elements under
+//! their index (`stages.0.ttft_p99_ms`) — except the per-instance blocks,
+//! which grow with the fleet and stay in each run's `report.json`. A field a
+//! future report adds appears as a column without a change here. Metric columns
 //! are ordered by first appearance walking the runs in grid order, so the
 //! table is a function of the grid and the reports only: the same bytes
 //! from one process, from `--jobs N`, or from merged shards.
@@ -16,7 +17,10 @@ use serde_json::{Map, Value};
 
 use super::store::SweepDir;
 
-/// Flatten `v` under `prefix` into `out` (arrays are left out).
+/// Top-level report blocks left out of the table (they grow with the fleet).
+const LEFT_OUT: [&str; 1] = ["instances"];
+
+/// Flatten `v` under `prefix` into `out` (array elements under their index).
 fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
     match v {
         Value::Object(m) => {
@@ -29,7 +33,11 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
                 flatten(&key, x, out);
             }
         }
-        Value::Array(_) => {}
+        Value::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                flatten(&format!("{prefix}.{i}"), x, out);
+            }
+        }
         _ => out.push((prefix.to_string(), v.clone())),
     }
 }
@@ -38,7 +46,7 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
 pub fn metric_columns(report: &Value) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     if let Value::Object(top) = report {
-        for (k, v) in top {
+        for (k, v) in top.iter().filter(|(k, _)| !LEFT_OUT.contains(&k.as_str())) {
             let prefix = if k == "cluster" { "" } else { k.as_str() };
             flatten(prefix, v, &mut out);
         }
@@ -150,6 +158,7 @@ mod tests {
             "instances": [{"instance": 0}],
             "slo_classes": {"critical": {"ttft": {"p99_ms": 3.0}}},
             "fitness": null,
+            "stages": [{"stage_index": 0, "ttft": {"p99_ms": 1.0}}],
         });
         let cols: Vec<(String, Value)> = metric_columns(&report);
         let names: Vec<&str> = cols.iter().map(|(k, _)| k.as_str()).collect();
@@ -160,7 +169,9 @@ mod tests {
                 "mean_regret",
                 "new_block.x",
                 "slo_classes.critical.ttft.p99_ms",
-                "fitness"
+                "fitness",
+                "stages.0.stage_index",
+                "stages.0.ttft.p99_ms"
             ]
         );
     }

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::inference_perf::InferencePerfSpec;
+
 /// Defaults of the CLI distribution mode (cluster spec §6.2).
 pub mod defaults {
     /// Aggregate rate when none is given, req/s.
@@ -101,6 +103,9 @@ pub struct WorkloadConfig {
     /// Multi-client spec (`[[workload.clients]]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<Vec<ClientSpec>>,
+    /// inference-perf shared-prefix workload (`[workload.inference_perf]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inference_perf: Option<InferencePerfSpec>,
 }
 
 impl Default for WorkloadConfig {
@@ -133,6 +138,7 @@ impl WorkloadConfig {
             prefix_tokens: None,
             arrival: None,
             clients: None,
+            inference_perf: None,
         }
     }
 

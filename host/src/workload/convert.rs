@@ -43,39 +43,7 @@ struct Spec {
     #[serde(default)]
     servegen_data: Option<Value>,
     #[serde(default)]
-    inference_perf: Option<YInferencePerf>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct YInferencePerf {
-    #[serde(default)]
-    stages: Vec<YStage>,
-    #[serde(default)]
-    shared_prefix: Option<YSharedPrefix>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct YStage {
-    rate: f64,
-    /// Seconds.
-    duration: f64,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct YSharedPrefix {
-    num_unique_system_prompts: i64,
-    num_users_per_system_prompt: i64,
-    #[serde(default)]
-    system_prompt_len: i64,
-    #[serde(default)]
-    question_len: i64,
-    #[serde(default)]
-    output_len: i64,
-    #[serde(default)]
-    enable_multi_turn_chat: bool,
+    inference_perf: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -281,25 +249,25 @@ pub fn convert_workload_spec(yaml_text: &str) -> Result<(String, Vec<String>), W
         Some(n) if n < 0 => return Err(spec_err(format!("num_requests must be ≥ 0, got {n}"))),
         Some(n) => Some(n as u64),
     };
+    if spec.inference_perf.is_some() && spec.clients.as_ref().is_none_or(Vec::is_empty) {
+        if spec.cohorts.as_ref().is_some_and(|c| !c.is_empty()) {
+            return Err(spec_err(
+                "inference_perf and cohorts: blis runs one workload source at a time; convert them separately",
+            ));
+        }
+        // The block becomes a native [workload.inference_perf] table.
+        return super::convert_inference_perf(yaml_text);
+    }
     let mut clients = Vec::new();
     let mut groups: HashMap<String, (Option<u32>, String)> = HashMap::new();
     for (i, c) in spec.clients.iter().flatten().enumerate() {
         clients.push(convert_client(i, c, &mut groups, &mut notes)?);
     }
-    let mut aggregate_rate = spec.aggregate_rate.filter(|&r| r > 0.0);
-    if let Some(ip) = &spec.inference_perf {
-        if clients.is_empty() {
-            aggregate_rate = Some(expand_inference_perf(
-                ip,
-                aggregate_rate,
-                &mut clients,
-                &mut notes,
-            )?);
-        } else {
-            notes.push(
-                "inference_perf: ignored because the spec has clients (as in the reference)".into(),
-            );
-        }
+    let aggregate_rate = spec.aggregate_rate.filter(|&r| r > 0.0);
+    if spec.inference_perf.is_some() {
+        notes.push(
+            "inference_perf: ignored because the spec has clients (as in the reference)".into(),
+        );
     }
     for (ci, cohort) in spec.cohorts.iter().flatten().enumerate() {
         expand_cohort(ci, cohort, &mut clients, &mut notes)?;
@@ -325,151 +293,6 @@ pub fn convert_workload_spec(yaml_text: &str) -> Result<(String, Vec<String>), W
         .map_err(|e| spec_err(format!("converted spec is invalid: {e}")))?;
     let toml = to_toml(&config)?;
     Ok((toml, notes))
-}
-
-/// Largest number of clients an inference-perf expansion may produce.
-const MAX_EXPANDED_CLIENTS: i64 = 1_000_000;
-
-/// Expands an inference-perf spec (cluster spec §6.9) into clients and
-/// returns the aggregate rate to use.
-///
-/// Users `prompt-<p>-user-<u>` (p-major), tenant `prompt-<p>`, class batch,
-/// Poisson arrivals, constant question and output lengths, prefix group
-/// `prompt-<p>` of `system_prompt_len` tokens. Unlike the reference, which
-/// runs every stage at the time-weighted mean rate, stages keep their own
-/// rates: with several stages each user gets one client per stage, active
-/// only during that stage, at that stage's rate.
-fn expand_inference_perf(
-    ip: &YInferencePerf,
-    spec_rate: Option<f64>,
-    clients: &mut Vec<ClientSpec>,
-    notes: &mut Vec<String>,
-) -> Result<f64, WorkloadError> {
-    let w = "inference_perf";
-    if ip.stages.is_empty() {
-        return Err(spec_err(format!("{w}: needs at least one stage")));
-    }
-    for (i, st) in ip.stages.iter().enumerate() {
-        let valid = |x: f64| x.is_finite() && x > 0.0;
-        if !(valid(st.rate) && valid(st.duration)) {
-            return Err(spec_err(format!(
-                "{w}: stages[{i}] needs a finite rate > 0 and duration > 0 (s), got rate {} duration {}",
-                st.rate, st.duration
-            )));
-        }
-    }
-    let sp = ip
-        .shared_prefix
-        .as_ref()
-        .ok_or_else(|| spec_err(format!("{w}: shared_prefix is missing")))?;
-    let (p, u) = (sp.num_unique_system_prompts, sp.num_users_per_system_prompt);
-    if p < 1 || u < 1 {
-        return Err(spec_err(format!(
-            "{w}: num_unique_system_prompts and num_users_per_system_prompt must be ≥ 1, got {p} and {u}"
-        )));
-    }
-    let stages = ip.stages.len() as i64;
-    if p.saturating_mul(u)
-        .saturating_mul(if stages > 1 { stages } else { 1 })
-        > MAX_EXPANDED_CLIENTS
-    {
-        return Err(spec_err(format!(
-            "{w}: expands to more than {MAX_EXPANDED_CLIENTS} clients"
-        )));
-    }
-    let mut len = |name: &str, v: i64| -> Result<u32, WorkloadError> {
-        if v < 0 || v > i64::from(u32::MAX) {
-            return Err(spec_err(format!(
-                "{w}: shared_prefix.{name} must be ≥ 0, got {v}"
-            )));
-        }
-        if v == 0 && name != "system_prompt_len" {
-            notes.push(format!(
-                "{w}: shared_prefix.{name} 0 becomes 1 token (lengths are at least 1)"
-            ));
-            return Ok(1);
-        }
-        Ok(v as u32)
-    };
-    let system = len("system_prompt_len", sp.system_prompt_len)?;
-    let question = len("question_len", sp.question_len)?;
-    let output = len("output_len", sp.output_len)?;
-    if system == 0 {
-        notes.push(format!(
-            "{w}: system_prompt_len 0: no shared prefix (the reference still used 50-token prefixes)"
-        ));
-    }
-    let session = sp.enable_multi_turn_chat.then(|| {
-        notes.push(format!(
-            "{w}: multi-turn chat: sessions of 5 rounds, 500000 µs think time after each completion, accumulated context, keeping the system prompt (the reference dropped it); the reason ratio (constant 0) has no effect and is dropped"
-        ));
-        SessionSpec {
-            max_rounds: 5,
-            think_time_us: 500_000,
-            context_growth: ContextGrowth::Accumulate,
-        }
-    });
-    let sum_rate: f64 = ip.stages.iter().map(|s| s.rate).sum();
-    let sum_dur: f64 = ip.stages.iter().map(|s| s.duration).sum();
-    let weighted: f64 = ip.stages.iter().map(|s| s.rate * s.duration).sum();
-    let mean_rate = weighted / sum_dur;
-    let users = (p * u) as f64;
-    let mut offset = 0u64;
-    let mut stage_windows = Vec::new();
-    for st in &ip.stages {
-        let d = (st.duration * 1e6).round() as u64;
-        stage_windows.push((
-            st.rate,
-            Window {
-                start_us: offset,
-                end_us: offset + d.max(1),
-            },
-        ));
-        offset += d.max(1);
-    }
-    for pi in 0..p {
-        for ui in 0..u {
-            let base = ClientSpec {
-                id: format!("prompt-{pi}-user-{ui}"),
-                rate_fraction: Some(1.0 / users),
-                arrival: Some(ArrivalSpec::new(ArrivalProcess::Poisson)),
-                input: LengthDist::Constant { value: question },
-                output: LengthDist::Constant { value: output },
-                prefix_group: (system > 0).then(|| format!("prompt-{pi}")),
-                prefix_length: (system > 0).then_some(system),
-                slo_class: Some("batch".into()),
-                tenant_id: Some(format!("prompt-{pi}")),
-                windows: None,
-                session,
-            };
-            if stage_windows.len() == 1 {
-                clients.push(base);
-                continue;
-            }
-            for (si, (rate, win)) in stage_windows.iter().enumerate() {
-                let mut c = base.clone();
-                c.id = format!("{}-stage-{si}", base.id);
-                c.rate_fraction = Some(rate / users);
-                c.windows = Some(vec![*win]);
-                clients.push(c);
-            }
-        }
-    }
-    if stage_windows.len() == 1 {
-        notes.push(format!(
-            "{w}: the stage's duration ({} s) does not end the run: set a horizon or num_requests",
-            ip.stages[0].duration
-        ));
-        return Ok(spec_rate.unwrap_or(mean_rate));
-    }
-    notes.push(format!(
-        "{w}: {} stages become per-stage clients active only during their stage, so each stage runs at its own rate (the reference ran all stages at the mean rate)",
-        stage_windows.len()
-    ));
-    // Per-client rate = aggregate × fraction / Σ fractions; Σ fractions = Σ stage rates.
-    // Scale so the time-weighted mean rate equals the spec's aggregate_rate if given.
-    let target_mean = spec_rate.unwrap_or(mean_rate);
-    Ok(target_mean * sum_rate / mean_rate)
 }
 
 /// Writes `[workload]` with one `[[workload.clients]]` table per client and

@@ -18,7 +18,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
 
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::config::{ContextGrowth, SessionSpec};
@@ -30,6 +30,7 @@ const DOMAIN_CLIENT: u64 = 0x636c_6965_6e74_0001;
 const DOMAIN_PREFIX: u64 = 0x7072_6566_6978_0002;
 const DOMAIN_SESSION: u64 = 0x7365_7373_696f_0003;
 const DOMAIN_TRACE: u64 = 0x7472_6163_6500_0004;
+const DOMAIN_SPREAD: u64 = 0x7370_7265_6164_0005;
 
 /// Arrivals later than this (µs, about 146,000 years) end a client's stream.
 const MAX_TIME_US: f64 = (1u64 << 62) as f64;
@@ -76,6 +77,60 @@ pub(crate) struct ClientPlan {
     /// Disjoint, sorted activity windows `[start, end)` in ticks; empty = always.
     pub windows: Vec<(Tick, Tick)>,
     pub session: Option<SessionSpec>,
+    /// How many arrivals the client makes, and whether its arrival process
+    /// decides when.
+    pub schedule: Schedule,
+}
+
+/// How many arrivals a client makes and when.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Schedule {
+    /// The arrival process, inside the client's windows, without end.
+    #[default]
+    Unlimited,
+    /// The arrival process, inside the client's windows, for at most this
+    /// many arrivals.
+    AtMost(u64),
+    /// Exactly `count` arrivals in `[start, start + span)`: `count + 1`
+    /// exponential gaps are scaled to add up to `span` and the arrivals are
+    /// their first `count` partial sums (floored to a tick), i.e. a Poisson
+    /// process conditioned on its count. The arrival process and windows are
+    /// not used. This is inference-perf's constant-load timer.
+    Spread { start: Tick, span: Tick, count: u64 },
+}
+
+/// State of a [`Schedule::Spread`]: the position in `[0, 1)` of the last
+/// arrival and how many are left. The `count` arrivals are the order
+/// statistics of `count` uniform draws (equivalently, partial sums of
+/// `count + 1` exponential gaps normalised to the span), generated in order
+/// in O(1) time and memory each: the next of k remaining points after `x`
+/// is `x + (1 − x)·(1 − U^(1/k))`.
+#[derive(Debug)]
+struct SpreadState {
+    position: f64,
+    remaining: u64,
+    /// Its own stream (the content stream draws only at emission).
+    rng: ChaCha8Rng,
+}
+
+impl SpreadState {
+    fn new(client_seed: u64, count: u64) -> Self {
+        SpreadState {
+            position: 0.0,
+            remaining: count,
+            rng: ChaCha8Rng::seed_from_u64(mix64(client_seed ^ DOMAIN_SPREAD)),
+        }
+    }
+
+    /// The next position in `[0, 1)`.
+    fn next(&mut self) -> f64 {
+        // u in (0, 1]: u^(1/k) is then in (0, 1].
+        let u = 1.0 - self.rng.random::<f64>();
+        let k = self.remaining as f64;
+        self.position += (1.0 - self.position) * (1.0 - u.powf(1.0 / k));
+        self.remaining -= 1;
+        self.position
+    }
 }
 
 #[derive(Debug)]
@@ -89,11 +144,19 @@ struct ClientGen {
     /// First window whose end is after `next`.
     window: usize,
     sessions_started: u64,
+    /// Arrivals produced so far (for [`Schedule`] limits).
+    arrivals: u64,
+    /// Boxed: only spread clients pay for its stream.
+    spread: Option<Box<SpreadState>>,
 }
 
 impl ClientGen {
     fn new(plan: ClientPlan) -> Self {
         let rng = ChaCha8Rng::seed_from_u64(plan.seed);
+        let spread = match plan.schedule {
+            Schedule::Spread { count, .. } => Some(Box::new(SpreadState::new(plan.seed, count))),
+            _ => None,
+        };
         ClientGen {
             plan,
             rng,
@@ -101,14 +164,43 @@ impl ClientGen {
             next: 0,
             window: 0,
             sessions_started: 0,
+            arrivals: 0,
+            spread,
         }
     }
 
-    /// Moves to the next arrival that lies inside an activity window.
+    /// Moves to the next arrival allowed by the client's schedule.
     /// Returns false when the client will never produce another arrival.
-    /// A client is idle outside its windows: an arrival that would fall in a
-    /// gap is dropped and the process restarts at the next window's start.
     fn advance(&mut self) -> bool {
+        match self.plan.schedule {
+            Schedule::Unlimited => {}
+            Schedule::AtMost(n) if self.arrivals < n => {}
+            Schedule::AtMost(_) => return false,
+            Schedule::Spread { start, span, count } => {
+                if self.arrivals >= count {
+                    return false;
+                }
+                let st = self.spread.as_mut().expect("spread state");
+                let frac = st.next();
+                let offset = ((span as f64 * frac).floor() as Tick).clamp(0, span - 1);
+                self.next = start + offset;
+                self.arrivals += 1;
+                return true;
+            }
+        }
+        if self.advance_process() {
+            self.arrivals += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Moves to the next arrival of the arrival process that lies inside an
+    /// activity window. A client is idle outside its windows: an arrival that
+    /// would fall in a gap is dropped and the process restarts at the next
+    /// window's start.
+    fn advance_process(&mut self) -> bool {
         loop {
             self.clock += self.plan.arrival.sample(&mut self.rng);
             if self.clock.is_nan() || self.clock >= MAX_TIME_US {

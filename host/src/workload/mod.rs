@@ -20,6 +20,7 @@
 mod config;
 mod convert;
 mod generator;
+mod inference_perf;
 mod sampler;
 mod trace;
 
@@ -35,11 +36,14 @@ pub use config::{
 };
 pub use convert::convert_workload_spec;
 pub use generator::Footprint;
+pub use inference_perf::{
+    convert_inference_perf, InferencePerfSpec, SharedPrefixSpec, StageSpec, MAX_USERS,
+};
 pub use sampler::MAX_TOKENS;
 
 use crate::engine::Tick;
 use crate::request::{Request, Segment, SloClass};
-use generator::{client_seed, prefix_seed, ClientPlan, Generator};
+use generator::{client_seed, prefix_seed, ClientPlan, Generator, Schedule};
 use sampler::{ArrivalSampler, LengthSampler};
 use trace::{TraceReplay, DEFAULT_TENANT};
 
@@ -74,6 +78,9 @@ pub enum WorkloadError {
     Spec(String),
 }
 
+/// A YAML conversion's result: the TOML text and the notes for stderr.
+pub type Conversion = Result<(String, Vec<String>), WorkloadError>;
+
 fn cfg_err(msg: impl Into<String>) -> WorkloadError {
     WorkloadError::Config(msg.into())
 }
@@ -96,6 +103,8 @@ pub struct Workload {
     yielded: u64,
     tenants: Vec<String>,
     clients: Vec<String>,
+    /// Stage windows `[start, end)` of an inference-perf workload (empty otherwise).
+    stages: Vec<(Tick, Tick)>,
     error: Option<WorkloadError>,
 }
 
@@ -119,6 +128,26 @@ impl Workload {
                 yielded: 0,
                 tenants,
                 clients: vec!["trace".to_string()],
+                stages: Vec::new(),
+                error: None,
+            });
+        }
+        if let Some(ip) = &config.inference_perf {
+            check_inference_perf_exclusive(config)?;
+            let x = inference_perf::expand(ip)?;
+            let (mut plans, clients, tenants) = plan_clients(&x.clients, x.aggregate_rate, seed)?;
+            for (plan, schedule) in plans.iter_mut().zip(x.schedules) {
+                plan.schedule = schedule;
+            }
+            // The stages bound the workload: no cap or horizon is needed.
+            let total = x.total_requests;
+            return Ok(Workload {
+                source: Source::Generated(Box::new(Generator::new(plans))),
+                cap: Some(cap.map_or(total, |c| c.min(total))),
+                yielded: 0,
+                tenants,
+                clients,
+                stages: x.stages,
                 error: None,
             });
         }
@@ -136,6 +165,7 @@ impl Workload {
             yielded: 0,
             tenants,
             clients,
+            stages: Vec::new(),
             error: None,
         })
     }
@@ -154,6 +184,7 @@ impl Workload {
             yielded: 0,
             tenants: (0..tenants).map(|i| format!("tenant-{i}")).collect(),
             clients: (0..clients).map(|i| format!("client-{i}")).collect(),
+            stages: Vec::new(),
             error: None,
         }
     }
@@ -226,6 +257,12 @@ impl Workload {
         }
     }
 
+    /// Stage windows `[start, end)` in ticks, in order, when the workload
+    /// has stages (inference-perf); empty otherwise.
+    pub fn stages(&self) -> &[(Tick, Tick)] {
+        &self.stages
+    }
+
     /// Tenant names; `Request::tenant` indexes this list.
     pub fn tenant_names(&self) -> &[String] {
         &self.tenants
@@ -271,6 +308,9 @@ impl Workload {
 /// `trace` excludes every other source key and `aggregate_rate`.
 fn check_trace_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
     let mut others: Vec<&str> = Vec::new();
+    if c.inference_perf.is_some() {
+        others.push("inference_perf");
+    }
     if c.clients.is_some() {
         others.push("clients");
     }
@@ -292,6 +332,39 @@ fn check_trace_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
             "`trace` and `{k}` are both set: a trace gives every request's arrival time and lengths; \
              use exactly one workload source (trace, clients, preset, or the distribution keys)"
         )));
+    }
+    Ok(())
+}
+
+/// `inference_perf` excludes every other source key and `aggregate_rate`
+/// (its rates are the stages' rates).
+fn check_inference_perf_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
+    let mut others: Vec<&str> = Vec::new();
+    if c.trace.is_some() {
+        others.push("trace");
+    }
+    if c.clients.is_some() {
+        others.push("clients");
+    }
+    if c.preset.is_some() {
+        others.push("preset");
+    }
+    others.extend(c.length_keys_set());
+    if c.prefix_tokens.is_some() {
+        others.push("prefix_tokens");
+    }
+    if c.arrival.is_some() {
+        others.push("arrival");
+    }
+    if let Some(k) = others.first() {
+        return Err(cfg_err(format!(
+            "`inference_perf` and `{k}` are both set: use exactly one workload source (trace, clients, preset, inference_perf, or the distribution keys)"
+        )));
+    }
+    if c.aggregate_rate.is_some() {
+        return Err(cfg_err(
+            "`aggregate_rate` is set with `inference_perf`: the stages' rates give the load; remove aggregate_rate",
+        ));
     }
     Ok(())
 }
@@ -558,6 +631,7 @@ fn plan_clients(
             slo,
             windows,
             session,
+            schedule: Schedule::Unlimited,
         });
     }
     Ok((plans, names, tenants))

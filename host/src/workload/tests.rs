@@ -997,8 +997,11 @@ servegen_data: { path: /data }
 }
 
 #[test]
-fn convert_expands_inference_perf_with_per_stage_rates() {
+fn convert_turns_inference_perf_into_its_native_table() {
     let yaml = r#"
+version: "2"
+seed: 7
+num_requests: 40
 inference_perf:
   stages:
     - { rate: 100, duration: 100 }
@@ -1011,35 +1014,17 @@ inference_perf:
     output_len: 20
 "#;
     let (toml_text, notes) = convert_workload_spec(yaml).unwrap();
-    assert!(
-        notes.iter().any(|n| n.contains("its own rate")),
-        "{notes:?}"
-    );
+    assert!(notes.iter().any(|n| n.starts_with("seed: 7")), "{notes:?}");
     let cfg = parse(&toml_text);
-    let clients = cfg.clients.as_ref().unwrap();
-    assert_eq!(clients.len(), 2 * 3 * 2);
-    assert_eq!(clients[0].id, "prompt-0-user-0-stage-0");
-    assert_eq!(clients[0].tenant_id.as_deref(), Some("prompt-0"));
-    let mut w = Workload::new(&cfg, 5, Path::new(".")).unwrap();
-    let reqs = take(&mut w, 100_000);
-    let in_stage =
-        |a: Tick, b: Tick| reqs.iter().filter(|r| (a..b).contains(&r.arrival)).count() as f64;
-    within_2pct("stage 0 requests", in_stage(0, 100_000_000), 10_000.0);
-    within_2pct(
-        "stage 1 requests",
-        in_stage(100_000_000, 150_000_000),
-        15_000.0,
-    );
-    assert_eq!(
-        in_stage(150_000_000, Tick::MAX),
-        0.0,
-        "nothing after the last stage"
-    );
-    for r in &reqs {
-        assert_eq!(
-            (r.input_len, r.output_len, r.slo_class),
-            (140, 20, SloClass::Batch)
-        );
-        assert_eq!(r.prompt[0].len, 100);
-    }
+    assert_eq!(cfg.num_requests, Some(40));
+    let ip = cfg.inference_perf.as_ref().expect("native table");
+    assert_eq!(ip.stages.len(), 2);
+    assert_eq!((ip.stages[1].rate, ip.stages[1].duration), (300.0, 50));
+    assert_eq!(ip.shared_prefix.num_users_per_system_prompt, 3);
+    let e = convert_workload_spec(&format!(
+        "{yaml}cohorts:\n  - {{ id: c, population: 2, input_distribution: {{ type: constant, params: {{ value: 5 }} }}, output_distribution: {{ type: constant, params: {{ value: 5 }} }} }}\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("cohorts"), "{e}");
 }

@@ -1,4 +1,5 @@
-//! `[output]`: per-request results, the decision trace, fitness weights.
+//! `[output]`: per-request results, the decision trace, fitness weights,
+//! report windows (per-stage statistics).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -7,14 +8,18 @@ use std::path::Path;
 use super::{one_of, resolve, Problems};
 use crate::cluster::TraceWriter;
 use crate::config::OutputSection;
+use crate::engine::Tick;
 use crate::metrics::fitness::KEYS as FITNESS_KEYS;
+use crate::metrics::stages::StageRecorder;
 use crate::metrics::{Collector, ResultsWriter};
-use crate::workload::Workload;
+use crate::workload::{Window, Workload};
 
 /// What `[output]` resolved to.
 pub(super) struct CheckedOutput {
     /// A decision trace is written.
     trace: bool,
+    /// `output.windows`, checked.
+    windows: Option<Vec<(Tick, Tick)>>,
 }
 
 pub(super) fn check(out: &OutputSection, problems: &mut Problems) -> Option<CheckedOutput> {
@@ -49,7 +54,42 @@ pub(super) fn check(out: &OutputSection, problems: &mut Problems) -> Option<Chec
             ));
         }
     }
-    Some(CheckedOutput { trace })
+    let windows = out
+        .windows
+        .as_ref()
+        .and_then(|ws| check_windows(ws, problems));
+    Some(CheckedOutput { trace, windows })
+}
+
+/// `output.windows`: non-empty, each `start_us < end_us`, in order, disjoint.
+fn check_windows(ws: &[Window], problems: &mut Problems) -> Option<Vec<(Tick, Tick)>> {
+    if ws.is_empty() {
+        problems.error(
+            "output.windows is empty: give at least one { start_us, end_us } or remove the key",
+        );
+        return None;
+    }
+    let mut v: Vec<(Tick, Tick)> = Vec::with_capacity(ws.len());
+    for (i, w) in ws.iter().enumerate() {
+        if w.start_us >= w.end_us || w.end_us > i64::MAX as u64 {
+            problems.error(format!(
+                "output.windows[{i}]: [{}, {}) is empty or out of range (need start_us < end_us)",
+                w.start_us, w.end_us
+            ));
+            return None;
+        }
+        let (start, end) = (w.start_us as Tick, w.end_us as Tick);
+        if let Some(&(_, prev_end)) = v.last() {
+            if start < prev_end {
+                problems.error(format!(
+                    "output.windows[{i}] starts at {start} µs, before the previous window ends ({prev_end} µs): windows must be in order and must not overlap"
+                ));
+                return None;
+            }
+        }
+        v.push((start, end));
+    }
+    Some(v)
 }
 
 impl CheckedOutput {
@@ -68,6 +108,10 @@ impl CheckedOutput {
             workload.tenant_names().to_vec(),
             workload.client_names().to_vec(),
         );
+        collector.stages = match &self.windows {
+            Some(w) => StageRecorder::for_windows(w),
+            None => StageRecorder::for_stages(workload.stages()),
+        };
         let mut trace = None;
         if open_outputs {
             if let Some(p) = &out.results_path {

@@ -1,0 +1,87 @@
+//! The `[workload.inference_perf]` table: inference-perf's shared-prefix
+//! workload (stages of a constant rate, system prompts shared by users).
+//!
+//! Values that can never be right on their own (a stage of zero duration, a
+//! rate that is not a positive finite number, zero prompts or users) are
+//! rejected while the run file is parsed, so the error carries the line and
+//! column of the value. Rules that involve several values are checked when
+//! the workload is built ([`super::expand`]).
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// `[workload.inference_perf]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InferencePerfSpec {
+    /// Stages, run one after the other (at least one).
+    pub stages: Vec<StageSpec>,
+    /// The users, their system prompts and the request lengths.
+    pub shared_prefix: SharedPrefixSpec,
+}
+
+/// One load stage: `{ rate = 8.0, duration = 600 }`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    /// Requests per second over all users (finite, > 0).
+    #[serde(deserialize_with = "positive_rate")]
+    pub rate: f64,
+    /// Length of the stage in whole seconds (≥ 1), as in inference-perf.
+    #[serde(deserialize_with = "positive_seconds")]
+    pub duration: u64,
+}
+
+/// `[workload.inference_perf.shared_prefix]`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedPrefixSpec {
+    /// P: system prompts, each the shared prefix of one group of users (≥ 1).
+    #[serde(deserialize_with = "positive_count")]
+    pub num_unique_system_prompts: u32,
+    /// U: users per system prompt (≥ 1). N = P·U users per stage.
+    #[serde(deserialize_with = "positive_count")]
+    pub num_users_per_system_prompt: u32,
+    /// Tokens of each system prompt; 0 = no shared prefix.
+    pub system_prompt_len: u32,
+    /// Tokens of every question (the prompt after the system prompt); 0 counts as 1.
+    pub question_len: u32,
+    /// Output tokens of every request; 0 counts as 1.
+    pub output_len: u32,
+    /// Each user is one closed-loop chat session instead of independent
+    /// requests (default false).
+    #[serde(default)]
+    pub enable_multi_turn_chat: bool,
+}
+
+fn positive_rate<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let r = f64::deserialize(d)?;
+    if r.is_finite() && r > 0.0 {
+        Ok(r)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "a stage's rate must be a finite number of requests per second > 0, got {r}"
+        )))
+    }
+}
+
+fn positive_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let s = i64::deserialize(d)?;
+    if s > 0 {
+        Ok(s as u64)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "a stage's duration must be a whole number of seconds ≥ 1, got {s}"
+        )))
+    }
+}
+
+fn positive_count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let n = i64::deserialize(d)?;
+    match u32::try_from(n) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(serde::de::Error::custom(format!(
+            "must be a whole number in [1, {}], got {n}",
+            u32::MAX
+        ))),
+    }
+}
