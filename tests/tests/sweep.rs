@@ -339,6 +339,34 @@ fn bad_sweep_input_is_a_clear_error() {
 }
 
 #[test]
+fn per_stage_metrics_become_prefixed_columns() {
+    let dir = setup("sweep_stage_columns");
+    dir.write(
+        "stages.toml",
+        "base = \"base.toml\"\nseeds = [1, 2]\n[set]\n\"output.windows\" = [{ start_us = 0, end_us = 500000 }, { start_us = 500000, end_us = 100000000 }]\n",
+    );
+    ok(&dir, &["sweep", "stages.toml", "--out", "o"]);
+    let csv = read(&dir.path().join("o/results.csv"));
+    let header = csv.lines().next().unwrap();
+    assert_contains!(header, ",stages.0.num_requests,", ",stages.1.ttft_p99_ms,");
+    assert_lacks!(header, "instances.");
+    // The stage columns are the report's stages.
+    for r in rows(&dir.path().join("o")) {
+        let id = r["run_id"].as_str().unwrap();
+        let rep: Value = serde_json::from_str(&read(
+            &dir.path().join("o/runs").join(id).join("report.json"),
+        ))
+        .unwrap();
+        assert_eq!(r["stages.1.ttft_p99_ms"], rep["stages"][1]["ttft_p99_ms"]);
+        let n = |k: &str| r[k].as_u64().unwrap();
+        assert_eq!(
+            n("stages.0.num_requests") + n("stages.1.num_requests"),
+            n("num_requests")
+        );
+    }
+}
+
+#[test]
 fn a_failing_run_is_recorded_and_the_sweep_goes_on() {
     let dir = setup("sweep_failing_run");
     dir.write(
@@ -496,6 +524,22 @@ fn html_report_of_the_example_sweep() {
     );
     assert_eq!(rows(&dir.path().join("out")).len(), 45);
     ok(&dir, &["report", "out", "-o", "sweep.html"]);
+    // A run folder of the sweep has its own report (results and trace are there).
+    let first = rows(&dir.path().join("out"))[0]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ok(
+        &dir,
+        &["report", &format!("out/runs/{first}"), "-o", "run.html"],
+    );
+    let run_plots = plots(&read(&dir.path().join("run.html")));
+    assert!(run_plots
+        .iter()
+        .any(|(id, s)| id == "ttft-cdf" && s == &["all (n=300)"]));
+    assert!(run_plots
+        .iter()
+        .any(|(id, s)| id == "regret-histogram" && s == &["regret"]));
     let html = read(&dir.path().join("sweep.html"));
     let p = plots(&html);
     let ids: Vec<&str> = p.iter().map(|(id, _)| id.as_str()).collect();
