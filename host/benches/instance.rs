@@ -209,12 +209,12 @@ struct Steady {
 }
 
 impl Steady {
-    fn new() -> Self {
+    fn new(kind: LatencyKind) -> Self {
         let latency = build_latency(&LatencySetup {
             total_kv_blocks: Some(1_000_000),
             hardware: Some("H100".into()),
             tp: Some(1),
-            ..LatencySetup::new(LatencyKind::Roofline, "qwen3-14b")
+            ..LatencySetup::new(kind, "qwen3-14b")
         })
         .expect("bundled qwen3-14b / H100")
         .model;
@@ -274,17 +274,26 @@ impl Steady {
 fn bench_step(c: &mut Criterion) {
     let mut g = c.benchmark_group("instance_step");
     g.throughput(Throughput::Elements(1));
-    let mut s = Steady::new();
-    let allocs = ALLOCATIONS.load(Ordering::Relaxed);
-    let steps = 100_000;
-    for _ in 0..steps {
-        s.step();
+    for (kind, name) in [
+        (LatencyKind::RooflineV1, "batch_256_qwen3_14b_roofline"),
+        (
+            LatencyKind::TrainedPhysics,
+            "batch_256_qwen3_14b_trained_physics",
+        ),
+    ] {
+        let mut s = Steady::new(kind);
+        let allocs = ALLOCATIONS.load(Ordering::Relaxed);
+        let steps = 100_000;
+        for _ in 0..steps {
+            s.step();
+        }
+        eprintln!(
+            "instance_step ({}): {} heap allocations in {steps} warm steps",
+            kind.name(),
+            ALLOCATIONS.load(Ordering::Relaxed) - allocs
+        );
+        g.bench_function(name, |b| b.iter(|| s.step()));
     }
-    eprintln!(
-        "instance_step: {} heap allocations in {steps} warm steps",
-        ALLOCATIONS.load(Ordering::Relaxed) - allocs
-    );
-    g.bench_function("batch_256_qwen3_14b_roofline", |b| b.iter(|| s.step()));
     g.finish();
 }
 

@@ -293,3 +293,95 @@ fn results_and_trace_files() {
         assert!(d.get(k).is_some(), "trace record lacks {k}: {d}");
     }
 }
+
+/// `[instance.kv_offload]`: bad values name their key (exit 2); a CPU tier
+/// adds a `kv_offload` block to every instance and to the cluster (the
+/// instances' sums, thrashing = evictions / mirrored blocks), and a run
+/// without one has no such block.
+#[test]
+fn kv_offload_section_errors_and_report() {
+    let dir = TestDir::new("cli_kv_offload");
+    let with = |extra: &str| {
+        format!("{SMALL}[instance.kv_offload]\n{extra}\n")
+            .replace("count = 4\n", "count = 4\ntotal_kv_blocks = 120\n")
+    };
+    for (body, key) in [
+        (
+            "cpu_blocks = 100\ntransfer_bandwidth_tokens_per_us = -2.5",
+            "instance.kv_offload.transfer_bandwidth_tokens_per_us = -2.5",
+        ),
+        (
+            "cpu_blocks = 2000000000",
+            "instance.kv_offload.cpu_blocks = 2000000000",
+        ),
+        (
+            "cpu_blocks = 10\ntransfer_base_latency_us = -1",
+            "instance.kv_offload.transfer_base_latency_us = -1",
+        ),
+        (
+            "cpu_blocks = 10\noffload_threshold = 0.9",
+            "offload_threshold",
+        ),
+        ("cpu_blocks = -5", "cpu_blocks"),
+    ] {
+        dir.write("bad.toml", &with(body));
+        let e = run_bad(&dir, &["validate", "bad.toml"]);
+        assert_contains!(e, key);
+        let e = run_bad(&dir, &["run", "bad.toml"]);
+        assert_contains!(e, key);
+    }
+
+    dir.write("gpu.toml", &with("cpu_blocks = 0"));
+    let gpu: Value = serde_json::from_str(&run_ok(&dir, &["run", "gpu.toml"])).unwrap();
+    assert!(gpu["cluster"].get("kv_offload").is_none());
+    assert!(gpu["instances"][0].get("kv_offload").is_none());
+
+    dir.write(
+        "cpu.toml",
+        &with("cpu_blocks = 400\ntransfer_bandwidth_tokens_per_us = 0.5"),
+    );
+    let cpu_out = run_ok(&dir, &["run", "cpu.toml"]);
+    let cpu: Value = serde_json::from_str(&cpu_out).unwrap();
+    // The flag sets the same key (here over `cpu_blocks = 0`).
+    let flagged = run_ok(
+        &dir,
+        &[
+            "run",
+            "gpu.toml",
+            "--kv-cpu-blocks",
+            "400",
+            "--set",
+            "instance.kv_offload.transfer_bandwidth_tokens_per_us=0.5",
+        ],
+    );
+    assert_eq!(flagged, cpu_out);
+    let c = &cpu["cluster"]["kv_offload"];
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    for k in [
+        "cpu_blocks",
+        "cpu_hit_blocks",
+        "reloads",
+        "mirrored_blocks",
+        "cpu_evictions",
+    ] {
+        let sum: u64 = (0..4)
+            .map(|i| n(&cpu["instances"][i]["kv_offload"], k))
+            .sum();
+        assert_eq!(n(c, k), sum, "{k}");
+    }
+    assert_eq!(n(c, "cpu_blocks"), 1600);
+    assert!(n(c, "cpu_hit_blocks") > 0, "{c}");
+    assert!(n(c, "mirrored_blocks") > 0, "{c}");
+    let thr = c["thrashing_rate"].as_f64().unwrap();
+    let want = n(c, "cpu_evictions") as f64 / n(c, "mirrored_blocks") as f64;
+    assert!((thr - want).abs() < 1e-12);
+    // 16-token blocks at 0.5 tokens/µs: 32 µs per reloaded block.
+    let ms = c["transfer_time_ms"].as_f64().unwrap();
+    assert!(
+        (ms - n(c, "cpu_hit_blocks") as f64 * 0.032).abs() < 1e-9,
+        "{c}"
+    );
+    // Hits in any tier count towards the hit rate.
+    let rate = |r: &Value| r["cluster"]["kv_cache_hit_rate"].as_f64().unwrap();
+    assert!(rate(&cpu) > rate(&gpu), "{} vs {}", rate(&cpu), rate(&gpu));
+}

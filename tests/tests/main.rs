@@ -22,6 +22,10 @@ mod cli;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
 
+// Latency models end to end: a sim-to-real run file within tolerance of the
+// reference's golden predictions; bad latency-model and model-config input.
+mod latency;
+
 // inference-perf workloads end to end: per-stage statistics equal those
 // recomputed from the per-request results; bad stages name their line.
 mod stages;

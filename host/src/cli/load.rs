@@ -112,6 +112,9 @@ fn flag_edits(args: &RunArgs) -> Result<Vec<Edit>, Failure> {
     if let Some(v) = args.horizon {
         set("horizon_us", toml::Value::Integer(v));
     }
+    if let Some(v) = args.kv_cpu_blocks {
+        set("instance.kv_offload.cpu_blocks", int(v));
+    }
     if let Some(v) = &args.admission_policy {
         set("admission.policy", string(v));
     }

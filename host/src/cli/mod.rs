@@ -99,6 +99,9 @@ pub struct RunArgs {
     /// Simulated time limit in µs (`horizon_us`).
     #[arg(long)]
     pub horizon: Option<i64>,
+    /// CPU KV tier capacity in blocks per instance (`instance.kv_offload.cpu_blocks`; 0 = none).
+    #[arg(long)]
+    pub kv_cpu_blocks: Option<u64>,
     /// Admission policy (`admission.policy`).
     #[arg(long)]
     pub admission_policy: Option<String>,

@@ -58,17 +58,24 @@ pub struct ModelSection {
     /// Tensor parallelism (default: the model's calibrated default, else 1).
     #[serde(default)]
     pub tp: Option<u32>,
-    /// `roofline` (default) or `linear`.
+    /// Data parallelism of a mixture-of-experts deployment (trained-physics;
+    /// default 1).
+    #[serde(default)]
+    pub dp: Option<u32>,
+    /// MoE dispatch backend when dp > 1 (trained-physics; default
+    /// `allgather_reducescatter`).
+    #[serde(default)]
+    pub moe_comm_backend: Option<String>,
+    /// `trained-physics` (default), `roofline`, `roofline-v1` or `linear`.
     #[serde(default = "default_latency_model")]
     pub latency_model: String,
-    /// `[alpha0 µs, alpha1 µs/input token, alpha2 µs/output token]`: queueing
-    /// delay and per-token output overhead (default: calibrated, else zeros).
+    /// `[alpha0, alpha1, alpha2]` µs (default: the latency model's own).
     #[serde(default)]
     pub alpha: Option<[f64; 3]>,
-    /// `[beta0 µs/step, beta1 µs/prefill token, beta2 µs/decode token]`
-    /// (linear only; default: calibrated).
+    /// Step-time coefficients: 7 to 11 for trained-physics, 3 for linear
+    /// (default: the latency model's own).
     #[serde(default)]
-    pub beta: Option<[f64; 3]>,
+    pub beta: Option<Vec<f64>>,
     /// Fraction of GPU memory available for weights + KV cache when KV
     /// blocks are derived (default 0.9).
     #[serde(default)]
@@ -79,7 +86,7 @@ fn default_model() -> String {
     "qwen3-14b".to_string()
 }
 fn default_latency_model() -> String {
-    "roofline".to_string()
+    "trained-physics".to_string()
 }
 
 impl Default for ModelSection {
@@ -90,6 +97,8 @@ impl Default for ModelSection {
             hardware: None,
             hardware_config: None,
             tp: None,
+            dp: None,
+            moe_comm_backend: None,
             latency_model: default_latency_model(),
             alpha: None,
             beta: None,
@@ -130,6 +139,29 @@ pub struct InstanceSection {
     /// `fcfs` (default: evict the batch tail) or `priority`.
     #[serde(default = "d_fcfs")]
     pub preemption: String,
+    /// `[instance.kv_offload]`: a CPU tier behind the GPU KV blocks
+    /// (absent = GPU only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<KvOffloadSection>,
+}
+
+/// `[instance.kv_offload]`: the CPU KV tier of every instance.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvOffloadSection {
+    /// CPU tier capacity in KV blocks (0 = no tier).
+    pub cpu_blocks: u64,
+    /// CPU → GPU transfer bandwidth in tokens per µs (default 100): a block
+    /// of B tokens takes ⌈B / bandwidth⌉ µs.
+    #[serde(default = "d_transfer_bandwidth")]
+    pub transfer_bandwidth_tokens_per_us: f64,
+    /// Fixed cost added per reloaded block, µs (default 0).
+    #[serde(default)]
+    pub transfer_base_latency_us: i64,
+}
+
+fn d_transfer_bandwidth() -> f64 {
+    100.0
 }
 
 fn one() -> u32 {
@@ -160,6 +192,7 @@ impl Default for InstanceSection {
             max_model_len: None,
             scheduler: d_fcfs(),
             preemption: d_fcfs(),
+            kv_offload: None,
         }
     }
 }
@@ -295,7 +328,7 @@ seed = 42
 name = "qwen3-14b"
 hardware = "H100"
 tp = 1
-latency_model = "roofline"
+latency_model = "trained-physics"
 
 [instance]
 count = 4

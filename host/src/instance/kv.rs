@@ -32,14 +32,28 @@
 //!   are never leaked (spec decision 3). `allocated + free == total` (INV-4) is
 //!   asserted after every allocation and release in debug builds.
 //!
+//! * **Tiers are optional.** A CPU tier ([`super::kv_offload`]) may sit
+//!   behind the GPU blocks: a block is copied to it when it becomes full
+//!   (registered) and refreshed there when an admission hits it, and a
+//!   lookup that runs out of GPU hits continues there, reloading blocks into
+//!   free GPU blocks at admission. Without one, `cpu` is `None` and each
+//!   entry point pays one branch at most (a registration, a lookup that
+//!   misses, an admission, the step that takes the transfer time).
+//!
 //! Block hashes come from [`crate::request`]: the prompt's full-block hashes are
 //! precomputed in `Request::prompt_hashes`; blocks that reach into the output
 //! are hashed on demand with [`stream_block_hash`], chaining from the previous
 //! block's hash, so a later session round whose prompt repeats this stream
 //! hits the same blocks.
 
+use super::kv_offload::{CpuTier, KvOffloadConfig, KvOffloadCounts};
+use crate::engine::Tick;
 use crate::request::{output_block_hash, output_run_hash, prefetch, stream_block_hash, Request};
 use std::collections::VecDeque;
+
+/// Entry of a lookup's hit list for a block found in the CPU tier (block ids
+/// are below [`MAX_KV_BLOCKS`]): [`KvCache::admit`] reloads it.
+const RELOAD: u32 = u32::MAX;
 
 /// Flag in `Block::state`: the block carries a registered hash (held and
 /// full, or free and cached in the eviction queue).
@@ -267,6 +281,8 @@ pub struct Lookup {
     pub hits_free: u32,
     /// Blocks that were eligible for a hit (the denominator of the hit rate).
     pub candidates: u32,
+    /// How many of the hits are in the CPU tier only (reloaded at admission).
+    pub reloads: u32,
 }
 
 /// Paged KV cache with prefix caching. See the module documentation.
@@ -294,6 +310,8 @@ pub struct KvCache {
     lookup_blocks: u64,
     /// The block most recently handed out (see [`KvCache::last_allocated`]).
     last_allocated: u32,
+    /// The CPU tier, if any (see the module documentation).
+    cpu: Option<Box<CpuTier>>,
 }
 
 impl KvCache {
@@ -318,6 +336,41 @@ impl KvCache {
             hit_blocks: 0,
             lookup_blocks: 0,
             last_allocated: 0,
+            cpu: None,
+        }
+    }
+
+    /// An empty cache with a CPU tier behind it.
+    pub fn with_cpu_tier(block_size: u32, total: u64, offload: KvOffloadConfig) -> Self {
+        KvCache {
+            cpu: Some(Box::new(CpuTier::new(offload, block_size))),
+            ..KvCache::new(block_size, total)
+        }
+    }
+
+    /// Whether a CPU tier is configured.
+    #[inline]
+    pub fn has_cpu_tier(&self) -> bool {
+        self.cpu.is_some()
+    }
+
+    /// Counts of the CPU tier, if any.
+    pub fn cpu_counts(&self) -> Option<KvOffloadCounts> {
+        self.cpu.as_ref().map(|c| c.counts())
+    }
+
+    /// Blocks held in the CPU tier (0 without one).
+    pub fn cpu_used(&self) -> u64 {
+        self.cpu.as_ref().map_or(0, |c| c.used())
+    }
+
+    /// Reload time owed since the last call (to be added to the step being
+    /// formed), reset to 0. Always 0 without a CPU tier.
+    #[inline]
+    pub fn take_transfer_time(&mut self) -> Tick {
+        match self.cpu.as_deref_mut() {
+            None => 0,
+            Some(cpu) => cpu.take_pending(),
         }
     }
 
@@ -388,8 +441,10 @@ impl KvCache {
     /// Prefix-cache lookup for a request about to be admitted with nothing
     /// computed: the longest run of leading full blocks of its stream, among
     /// those covering at most `max_tokens` tokens, whose hashes are in the
-    /// index. The hit block ids are written to `out` (cleared first). Pure
-    /// query: nothing changes until [`KvCache::admit`].
+    /// index (or, with a CPU tier, in the index or that tier). The hit block
+    /// ids are written to `out` (cleared first; [`RELOAD`] for a block to
+    /// reload from the CPU tier). Pure query: nothing changes until
+    /// [`KvCache::admit`].
     pub fn lookup(&self, req: &Request, max_tokens: u32, out: &mut Vec<u32>) -> Lookup {
         out.clear();
         let candidates = max_tokens / self.block_size;
@@ -410,7 +465,41 @@ impl KvCache {
             }
             prev = Some(h);
         }
+        if res.hits < candidates {
+            if let Some(cpu) = self.cpu.as_deref() {
+                self.lookup_cpu_tier(cpu, req, prev, &mut res, out);
+            }
+        }
         res
+    }
+
+    /// Continue a lookup past the GPU hits: blocks found in the CPU tier (to
+    /// reload) or again on the GPU, until one is in neither.
+    #[inline(never)]
+    fn lookup_cpu_tier(
+        &self,
+        cpu: &CpuTier,
+        req: &Request,
+        mut prev: Option<u64>,
+        res: &mut Lookup,
+        out: &mut Vec<u32>,
+    ) {
+        for k in res.hits..res.candidates {
+            let h = self.block_hash(req, k, prev);
+            if let Some(id) = self.index.get(h, &self.blocks) {
+                out.push(id);
+                if !self.blocks[id as usize].held() {
+                    res.hits_free += 1;
+                }
+            } else if cpu.contains(h) {
+                out.push(RELOAD);
+                res.reloads += 1;
+            } else {
+                break;
+            }
+            res.hits += 1;
+            prev = Some(h);
+        }
     }
 
     /// Admit a request that holds no blocks: attach the hit blocks found by
@@ -424,7 +513,8 @@ impl KvCache {
         );
         debug_assert_eq!(hits.len(), lookup.hits as usize);
         let cached = u64::from(lookup.hits) * u64::from(self.block_size);
-        let fresh = self.blocks_for(cached + u64::from(n)) - u64::from(lookup.hits);
+        let fresh = self.blocks_for(cached + u64::from(n)) - u64::from(lookup.hits)
+            + u64::from(lookup.reloads);
         if fresh + u64::from(lookup.hits_free) > self.free() {
             return false;
         }
@@ -433,21 +523,15 @@ impl KvCache {
         let max_blocks = self.blocks_for(u64::from(req.total_len().saturating_sub(1)));
         req.kv_blocks
             .reserve((max_blocks as usize).saturating_sub(req.kv_blocks.len()));
-        for &id in hits {
-            let blk = &mut self.blocks[id as usize];
-            debug_assert!(blk.state & HASHED != 0, "a hit block without a hash");
-            if blk.held() {
-                assert!(blk.refs() < HASHED - 1, "KV block reference count overflow");
-                blk.state += 1;
-            } else {
-                // A cached free block: held again, its queue entry goes stale.
-                blk.state = 1 | HASHED;
-                self.cached_free -= 1;
-                self.used += 1;
-            }
-            req.kv_blocks.push(id);
+        if lookup.reloads > 0 {
+            self.attach_with_reloads(req, hits);
+        } else {
+            self.attach(req, hits);
         }
-        if let Some(&last) = hits.last() {
+        if self.cpu.is_some() && !hits.is_empty() {
+            self.refresh_cpu_copies(hits);
+        }
+        if let Some(&last) = req.kv_blocks.last() {
             req.kv_last_hash = self.blocks[last as usize].hash;
         }
         self.hit_blocks += u64::from(lookup.hits);
@@ -455,6 +539,78 @@ impl KvCache {
         let ok = self.extend(req, cached as u32, n);
         debug_assert!(ok, "pre-checked allocation failed");
         true
+    }
+
+    /// Take a reference on GPU hit block `id` (off the free list if it was
+    /// free and cached).
+    #[inline]
+    fn take_hit(&mut self, id: u32) {
+        let blk = &mut self.blocks[id as usize];
+        debug_assert!(blk.state & HASHED != 0, "a hit block without a hash");
+        if blk.held() {
+            assert!(blk.refs() < HASHED - 1, "KV block reference count overflow");
+            blk.state += 1;
+        } else {
+            // A cached free block: held again, its queue entry goes stale.
+            blk.state = 1 | HASHED;
+            self.cached_free -= 1;
+            self.used += 1;
+        }
+    }
+
+    /// An admission used these hit blocks: refresh (or store again) their
+    /// copies in the CPU tier, most recently used last.
+    #[inline(never)]
+    fn refresh_cpu_copies(&mut self, hits: &[u32]) {
+        if let Some(cpu) = self.cpu.as_deref_mut() {
+            for &id in hits.iter().filter(|&&id| id != RELOAD) {
+                cpu.mirror(self.blocks[id as usize].hash);
+            }
+        }
+    }
+
+    /// Attach GPU hits (no reloads) to a request that holds no blocks.
+    #[inline]
+    fn attach(&mut self, req: &mut Request, hits: &[u32]) {
+        for &id in hits {
+            self.take_hit(id);
+            req.kv_blocks.push(id);
+        }
+    }
+
+    /// Attach a hit list that has CPU-tier entries: first every GPU hit (so
+    /// that no block taken for a reload can evict one), then, in stream
+    /// order, each reloaded block into a fresh GPU block registered under its
+    /// hash, charging the reload to the CPU tier. The caller checked that the
+    /// free blocks suffice.
+    #[inline(never)]
+    fn attach_with_reloads(&mut self, req: &mut Request, hits: &[u32]) {
+        for &id in hits.iter().filter(|&&id| id != RELOAD) {
+            self.take_hit(id);
+        }
+        let mut prev = None;
+        for (k, &id) in hits.iter().enumerate() {
+            let id = if id == RELOAD {
+                let h = self.block_hash(req, k as u32, prev);
+                let fresh = self.take_free_block();
+                self.register(fresh, h);
+                self.used += 1;
+                self.cpu
+                    .as_deref_mut()
+                    .expect("a reload without a CPU tier")
+                    .reload(h);
+                fresh
+            } else {
+                id
+            };
+            prev = Some(self.blocks[id as usize].hash);
+            req.kv_blocks.push(id);
+        }
+        self.peak_used = self.peak_used.max(self.used);
+        if let Some(cpu) = self.cpu.as_deref_mut() {
+            cpu.count_reload();
+        }
+        self.check_conservation();
     }
 
     /// Extend a request that has `computed` tokens (and exactly the blocks
@@ -726,6 +882,9 @@ impl KvCache {
             blk.hash = h;
             blk.state |= HASHED;
         }
+        if let Some(cpu) = self.cpu.as_deref_mut() {
+            cpu.mirror(h);
+        }
         self.index.reserve_one();
         // One probe of the (large, cache-unfriendly) index per registration.
         match self.index.find(h, &self.blocks) {
@@ -827,6 +986,9 @@ impl KvCache {
         }
         if self.used + self.free() != self.total {
             return Err("INV-4: used + free != total".into());
+        }
+        if let Some(cpu) = &self.cpu {
+            cpu.check()?;
         }
         Ok(())
     }

@@ -38,6 +38,7 @@
 //!   costs O(batch + log queue) and allocates nothing in steady state.
 
 mod kv;
+mod kv_offload;
 pub mod latency;
 mod queue;
 #[cfg(test)]
@@ -53,6 +54,7 @@ pub use kv::MAX_KV_BLOCKS;
 /// simulations reach it through [`Instance`].
 #[doc(hidden)]
 pub use kv::{KvCache, Lookup};
+pub use kv_offload::{KvOffloadConfig, KvOffloadCounts};
 use queue::WaitQueue;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
@@ -100,6 +102,8 @@ pub struct InstanceConfig {
     pub scheduler: SchedulerKind,
     /// Victim choice when KV blocks run out.
     pub preemption: PreemptionKind,
+    /// A CPU tier behind the GPU KV blocks (`None` = GPU only).
+    pub kv_offload: Option<KvOffloadConfig>,
 }
 
 impl Default for InstanceConfig {
@@ -115,6 +119,7 @@ impl Default for InstanceConfig {
             max_model_len: None,
             scheduler: SchedulerKind::Fcfs,
             preemption: PreemptionKind::Fcfs,
+            kv_offload: None,
         }
     }
 }
@@ -146,6 +151,9 @@ impl InstanceConfig {
         }
         if self.max_model_len == Some(0) {
             return Err("max_model_len must be greater than 0 when given".into());
+        }
+        if let Some(o) = &self.kv_offload {
+            o.validate()?;
         }
         Ok(())
     }
@@ -276,6 +284,8 @@ pub struct InstanceCounts {
     pub cache_lookup_blocks: u64,
     /// Largest number of KV blocks held at once.
     pub peak_kv_blocks: u64,
+    /// The CPU tier's counts, when one is configured.
+    pub kv_offload: Option<KvOffloadCounts>,
     /// Requests completed.
     pub completed: u64,
     /// Requests dropped at enqueue as unservable.
@@ -294,7 +304,9 @@ fn add_to_shape(shape: &mut BatchShape, r: &Run) {
     if r.generated > 0 && needed == 1 {
         shape.decode.add(r.computed, r.granted);
     } else {
-        shape.prefill.add(r.computed, r.granted);
+        shape
+            .prefill
+            .add_prefill(r.computed, r.granted, r.input_len + r.generated);
     }
 }
 
@@ -320,7 +332,10 @@ impl Instance {
         }
         Instance {
             index,
-            kv: KvCache::new(config.block_size, config.total_kv_blocks),
+            kv: match config.kv_offload {
+                None => KvCache::new(config.block_size, config.total_kv_blocks),
+                Some(o) => KvCache::with_cpu_tier(config.block_size, config.total_kv_blocks, o),
+            },
             waiting: WaitQueue::new(config.scheduler),
             config,
             latency,
@@ -470,7 +485,9 @@ impl Instance {
                 return; // idle until the next Queued
             }
             // Everything was preempted: retry after an empty step.
-            let dt = self.latency.step_time(&BatchShape::default()).max(1);
+            let dt = (self.latency.step_time(&BatchShape::default())
+                + self.kv.take_transfer_time())
+            .max(1);
             self.step_pending = true;
             q.push(
                 now + dt,
@@ -480,7 +497,8 @@ impl Instance {
             );
             return;
         }
-        let dt = self.latency.step_time(&shape).max(1);
+        // Blocks reloaded from the CPU tier while forming the batch delay it.
+        let dt = (self.latency.step_time(&shape) + self.kv.take_transfer_time()).max(1);
         self.steps += 1;
         self.step_pending = true;
         q.push(
@@ -501,6 +519,7 @@ impl Instance {
         obs: &mut impl InstanceObserver,
     ) {
         let a2 = self.latency.output_token_overhead().max(0);
+        let post = self.latency.post_decode_overhead().max(0);
         // ITL samples, reported in runs of equal gaps (decodes of one step
         // mostly share their previous token's time).
         let (mut gap, mut gaps) = (0, 0u64);
@@ -545,10 +564,11 @@ impl Instance {
             if done {
                 let req = store.hot_mut(run.hot);
                 run.write_back(req);
-                // The client sees completion with the last token (or at the
-                // step end when the request had no output to deliver).
+                // The client sees completion with the last token, plus the
+                // model's post-decode overhead (or at the step end when the
+                // request had no output to deliver).
                 let at = if run.generated > 0 {
-                    run.last_token_at
+                    run.last_token_at + post
                 } else {
                     now + a2
                 };
@@ -901,6 +921,7 @@ impl Instance {
             cache_hit_blocks: self.kv.hit_blocks(),
             cache_lookup_blocks: self.kv.lookup_blocks(),
             peak_kv_blocks: self.kv.peak_used(),
+            kv_offload: self.kv.cpu_counts(),
             completed: self.completed,
             dropped: self.dropped,
         }

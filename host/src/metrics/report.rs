@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::cluster::ClusterOutcome;
 use crate::engine::Tick;
+use crate::instance::KvOffloadCounts;
 use crate::request::SloClass;
 
 use super::distribution::{stats_of_runs, unpack_class, CountMap, TickStats};
@@ -74,6 +75,39 @@ struct Counts {
     cache_lookups: u64,
     peak_kv_blocks: u64,
     steps: u64,
+    /// CPU KV tier counts (summed over the instances that have one).
+    kv_offload: Option<KvOffloadCounts>,
+}
+
+/// Add one instance's CPU-tier counts to a sum.
+fn add_offload(sum: &mut Option<KvOffloadCounts>, k: Option<KvOffloadCounts>) {
+    if let Some(k) = k {
+        let s = sum.get_or_insert_with(KvOffloadCounts::default);
+        s.capacity += k.capacity;
+        s.mirrored_blocks += k.mirrored_blocks;
+        s.evictions += k.evictions;
+        s.hit_blocks += k.hit_blocks;
+        s.reloads += k.reloads;
+        s.transfer_time += k.transfer_time;
+    }
+}
+
+/// The `kv_offload` object: CPU-tier counts, the thrashing rate (evictions
+/// per mirrored block) and the reload time charged to steps.
+fn offload_object(k: &KvOffloadCounts) -> Value {
+    json!({
+        "cpu_blocks": k.capacity,
+        "cpu_hit_blocks": k.hit_blocks,
+        "reloads": k.reloads,
+        "mirrored_blocks": k.mirrored_blocks,
+        "cpu_evictions": k.evictions,
+        "thrashing_rate": if k.mirrored_blocks == 0 {
+            0.0
+        } else {
+            k.evictions as f64 / k.mirrored_blocks as f64
+        },
+        "transfer_time_ms": k.transfer_time as f64 / 1e3,
+    })
 }
 
 /// Latency statistics of one block.
@@ -113,6 +147,9 @@ fn write_block(m: &mut Map<String, Value>, c: &Counts, l: &Latencies) -> (f64, f
         }),
     );
     m.insert("peak_kv_blocks".into(), json!(c.peak_kv_blocks));
+    if let Some(k) = &c.kv_offload {
+        m.insert("kv_offload".into(), offload_object(k));
+    }
     m.insert("steps".into(), json!(c.steps));
     (rps, tps)
 }
@@ -152,6 +189,7 @@ pub fn build(
             cache_lookups: k.cache_lookup_blocks,
             peak_kv_blocks: k.peak_kv_blocks,
             steps: k.steps,
+            kv_offload: k.kv_offload,
         };
         cluster.completed += c.completed;
         cluster.injected += c.injected;
@@ -165,6 +203,7 @@ pub fn build(
         cluster.cache_lookups += c.cache_lookups;
         cluster.peak_kv_blocks = cluster.peak_kv_blocks.max(c.peak_kv_blocks);
         cluster.steps += c.steps;
+        add_offload(&mut cluster.kv_offload, c.kv_offload);
         cluster_itl.merge(&rec.itl);
         let l = Latencies {
             ttft: stats_of_runs(&[&rec.ttft], all),

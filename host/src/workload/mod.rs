@@ -305,17 +305,19 @@ impl Workload {
     }
 }
 
-/// `trace` excludes every other source key and `aggregate_rate`.
-fn check_trace_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
-    let mut others: Vec<&str> = Vec::new();
-    if c.inference_perf.is_some() {
-        others.push("inference_perf");
-    }
-    if c.clients.is_some() {
-        others.push("clients");
-    }
-    if c.preset.is_some() {
-        others.push("preset");
+/// The workload-source keys of `c` that are set, other than `source`
+/// (`trace` or `inference_perf`), in a fixed order.
+fn other_source_keys(c: &WorkloadConfig, source: &str) -> Vec<&'static str> {
+    let mut others: Vec<&'static str> = Vec::new();
+    for (key, set) in [
+        ("trace", c.trace.is_some()),
+        ("inference_perf", c.inference_perf.is_some()),
+        ("clients", c.clients.is_some()),
+        ("preset", c.preset.is_some()),
+    ] {
+        if set && key != source {
+            others.push(key);
+        }
     }
     others.extend(c.length_keys_set());
     if c.prefix_tokens.is_some() {
@@ -324,6 +326,12 @@ fn check_trace_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
     if c.arrival.is_some() {
         others.push("arrival");
     }
+    others
+}
+
+/// `trace` excludes every other source key and `aggregate_rate`.
+fn check_trace_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
+    let mut others = other_source_keys(c, "trace");
     if c.aggregate_rate.is_some() {
         others.push("aggregate_rate");
     }
@@ -339,24 +347,7 @@ fn check_trace_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
 /// `inference_perf` excludes every other source key and `aggregate_rate`
 /// (its rates are the stages' rates).
 fn check_inference_perf_exclusive(c: &WorkloadConfig) -> Result<(), WorkloadError> {
-    let mut others: Vec<&str> = Vec::new();
-    if c.trace.is_some() {
-        others.push("trace");
-    }
-    if c.clients.is_some() {
-        others.push("clients");
-    }
-    if c.preset.is_some() {
-        others.push("preset");
-    }
-    others.extend(c.length_keys_set());
-    if c.prefix_tokens.is_some() {
-        others.push("prefix_tokens");
-    }
-    if c.arrival.is_some() {
-        others.push("arrival");
-    }
-    if let Some(k) = others.first() {
+    if let Some(k) = other_source_keys(c, "inference_perf").first() {
         return Err(cfg_err(format!(
             "`inference_perf` and `{k}` are both set: use exactly one workload source (trace, clients, preset, inference_perf, or the distribution keys)"
         )));

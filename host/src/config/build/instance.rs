@@ -3,7 +3,7 @@
 use super::model::CheckedModel;
 use super::{one_of, Problems};
 use crate::config::InstanceSection;
-use crate::instance::{Instance, InstanceConfig, PreemptionKind, SchedulerKind};
+use crate::instance::{Instance, InstanceConfig, KvOffloadConfig, PreemptionKind, SchedulerKind};
 
 /// Largest cluster a run may describe (each instance costs memory up front).
 pub const MAX_INSTANCES: u32 = 65_536;
@@ -75,6 +75,7 @@ impl CheckedInstance {
         self,
         inst: &InstanceSection,
         model: &CheckedModel,
+        kv_offload: Option<KvOffloadConfig>,
     ) -> Result<Vec<Instance>, String> {
         let config = InstanceConfig {
             max_num_seqs: inst.max_num_seqs,
@@ -85,6 +86,7 @@ impl CheckedInstance {
             max_model_len: model.max_model_len,
             scheduler: self.scheduler,
             preemption: self.preemption,
+            kv_offload,
         };
         config.validate().map_err(|e| format!("[instance]: {e}"))?;
         Ok((0..inst.count)

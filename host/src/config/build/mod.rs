@@ -1,7 +1,7 @@
 //! Validate a run file and assemble the cluster it describes.
 //!
 //! One builder per run-file section, each in its own module: `instance`,
-//! `model` (latency model and KV capacity), `workload`, `policies`
+//! `kv_offload` (`[instance.kv_offload]`), `model` (latency model and KV capacity), `workload`, `policies`
 //! (`[admission]`, `[routing]`, `[[plugins]]`) and `output`. Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
@@ -14,6 +14,7 @@
 //! pair and one line here, never more code in [`build`].
 
 mod instance;
+mod kv_offload;
 mod model;
 mod output;
 mod policies;
@@ -112,6 +113,7 @@ pub fn build(
     // ---- phase 1: check every section ----
     let mut problems = Problems::default();
     let instance = instance::check(&run.instance, &mut problems);
+    let kv_offload = kv_offload::check(&run.instance, &mut problems);
     let horizon = check_top_level(run, &mut problems);
     let policies = policies::check(run, &mut problems);
     let output = output::check(&run.output, &mut problems);
@@ -130,10 +132,11 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
-    let instances = instance.create(&run.instance, &model)?;
+    let instances = instance.create(&run.instance, &model, kv_offload)?;
     notes.push(format!(
-        "{} instance(s), {} KV blocks each ({:?}), {} routing, {} admission",
+        "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
         run.instance.count,
+        model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
         routing.describe(),

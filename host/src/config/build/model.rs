@@ -31,7 +31,7 @@ pub(super) fn check(
             problems.error(one_of(
                 "model.latency_model",
                 &model.latency_model,
-                &["roofline", "linear"],
+                LatencyKind::NAMES,
             ));
             return None;
         }
@@ -42,7 +42,9 @@ pub(super) fn check(
     ls.hardware_config = model.hardware_config.as_ref().map(|p| resolve(base_dir, p));
     ls.tp = model.tp;
     ls.alpha = model.alpha;
-    ls.beta = model.beta;
+    ls.beta = model.beta.clone();
+    ls.dp = model.dp;
+    ls.moe_comm_backend = model.moe_comm_backend.clone();
     ls.block_size = inst.block_size.max(1);
     ls.total_kv_blocks = inst.total_kv_blocks.filter(|&b| b > 0);
     if let Some(u) = model.gpu_memory_utilization {

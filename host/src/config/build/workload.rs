@@ -13,6 +13,14 @@ pub(super) fn check(run: &RunFile, base_dir: &Path, problems: &mut Problems) -> 
                 problems
                     .error("the workload is unbounded: set workload.num_requests or horizon_us");
             }
+            if !w.stages().is_empty() {
+                problems.note(format!(
+                    "inference_perf: {} stage(s), {} user(s), at most {} requests; per-stage results in the report's `stages`",
+                    w.stages().len(),
+                    w.client_names().len(),
+                    w.planned_requests().unwrap_or(0)
+                ));
+            }
             Some(w)
         }
         Err(e) => {

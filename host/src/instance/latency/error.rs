@@ -64,8 +64,8 @@ pub enum LatencyError {
     },
 
     /// The model config, the GPU spec or the tensor parallelism cannot drive
-    /// the roofline model. Every problem found is listed.
-    #[error("invalid roofline configuration:\n  - {}", .problems.join("\n  - "))]
+    /// `roofline-v1`. Every problem found is listed.
+    #[error("invalid roofline-v1 configuration:\n  - {}", .problems.join("\n  - "))]
     InvalidRoofline {
         /// One line per problem.
         problems: Vec<String>,
@@ -82,7 +82,7 @@ pub enum LatencyError {
     },
 
     /// Beta coefficients were given to a model that does not use them.
-    #[error("beta coefficients are only used by the linear latency model; remove them or choose the linear model")]
+    #[error("beta coefficients are only used by the trained-physics and linear latency models; remove them or choose one of those")]
     BetaNotUsed,
 
     /// The linear model has no beta coefficients: none were given and the
@@ -119,9 +119,9 @@ pub enum LatencyError {
 
     /// The model's weights leave no GPU memory for the KV cache.
     #[error(
-        "the model does not fit: its weights need {weights_gib:.2} GiB of the {usable_gib:.2} GiB usable \
-         on {gpu} × TP {tp} at memory utilisation {utilization}, leaving no room for a KV block; \
-         use more GPUs (higher TP) or a larger GPU"
+        "the model does not fit: its weights (and runtime overheads) need {weights_gib:.2} GiB of the \
+         {usable_gib:.2} GiB usable on {gpu} × TP {tp} at memory utilisation {utilization}, leaving \
+         no room for a KV block; use more GPUs (higher TP) or a larger GPU{hint}"
     )]
     ModelDoesNotFit {
         /// GPU name.
@@ -134,5 +134,18 @@ pub enum LatencyError {
         weights_gib: f64,
         /// `MemoryGiB · tp · utilization`.
         usable_gib: f64,
+        /// Extra advice (`; at least TP 3 might fit`), or empty.
+        hint: String,
+    },
+
+    /// The model config, the GPU spec or the parallelism cannot drive a HEAD
+    /// latency model (`roofline`, `trained-physics`) or the KV sizing. Every
+    /// problem found is listed.
+    #[error("invalid {model} configuration:\n  - {}", .problems.join("\n  - "))]
+    InvalidModel {
+        /// What was being built (`trained-physics`, `roofline`, `KV sizing`).
+        model: &'static str,
+        /// One line per problem.
+        problems: Vec<String>,
     },
 }

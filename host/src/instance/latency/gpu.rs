@@ -1,12 +1,19 @@
-//! GPU descriptions for the roofline model and KV sizing.
+//! GPU descriptions for the analytical latency models and KV sizing.
 //!
-//! A hardware config is a JSON object mapping GPU names to records with the
-//! keys of `core-engine.md` §6.4 (`TFlopsPeak`, `BwPeakTBs`, `BwEffConstant`,
-//! `TOverheadMicros`, `perLayerOverhead`, `mfuPrefill`, `mfuDecode`,
-//! `allReduceLatency`, `MemoryGiB`; matched case-insensitively, other keys
-//! ignored). blis bundles the reference's table (`host/data/hardware_config.json`:
-//! H100, A100-SXM and its alias A100-80) and can read a user's file of the
-//! same shape. GPU names are matched case-insensitively.
+//! A hardware config is a JSON object mapping GPU names to records (keys
+//! matched case-insensitively, other keys ignored). Two tables are bundled:
+//!
+//! * `host/data/hardware_config.json` — the reference's table at HEAD
+//!   (`latency-head.md` §5.4: `TFlopsPeak`, `TFlopsFP8`, `BwPeakTBs`,
+//!   `mfuPrefill`, `mfuDecode`, `MemoryGiB`; H100, A100-SXM, A100-80, L40S),
+//!   used by `roofline`, `trained-physics` and the KV sizing;
+//! * `host/data/hardware_config_v1.json` — the February table
+//!   (`core-engine.md` §6.4, with `BwEffConstant`, `TOverheadMicros`,
+//!   `perLayerOverhead`, `allReduceLatency` and that era's MFUs), used by
+//!   `roofline-v1` so its results stay reproducible.
+//!
+//! A user's file of either shape can be given instead. GPU names are matched
+//! case-insensitively.
 
 use std::path::Path;
 
@@ -16,6 +23,8 @@ use super::LatencyError;
 
 const BUNDLED_HARDWARE: &str = include_str!("../../../data/hardware_config.json");
 const BUNDLED_ORIGIN: &str = "bundled hardware_config.json";
+const BUNDLED_HARDWARE_V1: &str = include_str!("../../../data/hardware_config_v1.json");
+const BUNDLED_ORIGIN_V1: &str = "bundled hardware_config_v1.json";
 
 /// Names that denote the same GPU model. The coefficient table says `A100-80`
 /// where the hardware table says `A100-SXM`.
@@ -28,6 +37,8 @@ pub struct GpuSpec {
     pub name: String,
     /// Dense peak throughput, 10^12 FLOP/s (`TFlopsPeak`).
     pub tflops_peak: f64,
+    /// FP8 peak throughput, 10^12 FLOP/s; 0 = no FP8 (`TFlopsFP8`).
+    pub tflops_fp8: f64,
     /// Peak memory bandwidth, TB/s (`BwPeakTBs`).
     pub bw_peak_tbs: f64,
     /// Achievable fraction of the peak bandwidth (`BwEffConstant`).
@@ -47,9 +58,64 @@ pub struct GpuSpec {
 }
 
 impl GpuSpec {
-    /// A bundled GPU by name, case-insensitively (`H100`, `A100-SXM`, `A100-80`).
+    /// A GPU of the bundled HEAD table by name, case-insensitively (`H100`,
+    /// `A100-SXM`, `A100-80`, `L40S`).
     pub fn bundled(name: &str) -> Result<Self, LatencyError> {
         GpuSpec::from_hardware_json(BUNDLED_HARDWARE, BUNDLED_ORIGIN, name)
+    }
+
+    /// A GPU of the bundled February table (`roofline-v1`): `H100`,
+    /// `A100-SXM`, `A100-80`.
+    pub fn bundled_v1(name: &str) -> Result<Self, LatencyError> {
+        GpuSpec::from_hardware_json(BUNDLED_HARDWARE_V1, BUNDLED_ORIGIN_V1, name)
+    }
+
+    /// Peak FLOP per µs a model with weights `weight_bytes` wide computes at:
+    /// the FP8 peak when the weights are exactly 1 byte and the GPU has one,
+    /// else the dense peak (`latency-head.md` §2.2, §2.7).
+    pub fn flops_per_us(&self, weight_bytes: f64) -> f64 {
+        if weight_bytes == 1.0 && self.tflops_fp8 > 0.0 {
+            self.tflops_fp8 * 1e6
+        } else {
+            self.tflops_peak * 1e6
+        }
+    }
+
+    /// Problems that stop this spec from driving `roofline` (`mfu = true`)
+    /// or `trained-physics` (empty when usable): peaks and bandwidth finite
+    /// and > 0; `TFlopsFP8` and `MemoryGiB` finite and ≥ 0 (0 = none).
+    pub(crate) fn problems_head(&self, mfu: bool) -> Vec<String> {
+        let mut p = Vec::new();
+        let mut positive = vec![
+            ("TFlopsPeak", self.tflops_peak),
+            ("BwPeakTBs", self.bw_peak_tbs),
+        ];
+        if mfu {
+            positive.extend([
+                ("mfuPrefill", self.mfu_prefill),
+                ("mfuDecode", self.mfu_decode),
+            ]);
+        }
+        for (key, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                p.push(format!(
+                    "GPU {}: {key} = {v} must be a finite number > 0",
+                    self.name
+                ));
+            }
+        }
+        for (key, v) in [
+            ("TFlopsFP8", self.tflops_fp8),
+            ("MemoryGiB", self.memory_gib),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                p.push(format!(
+                    "GPU {}: {key} = {v} must be a finite number ≥ 0",
+                    self.name
+                ));
+            }
+        }
+        p
     }
 
     /// GPU `name` from a hardware config file.
@@ -77,12 +143,12 @@ impl GpuSpec {
             })
     }
 
-    /// Problems that stop this spec from driving the roofline model (empty
+    /// Problems that stop this spec from driving `roofline-v1` (empty
     /// when usable). Throughputs, bandwidth and MFUs must be finite and > 0;
     /// `MemoryGiB` finite and ≥ 0 (0 = unknown); the overheads finite and ≥ 0
     /// (the reference does not check them; a negative overhead would make
     /// negative step times).
-    pub(crate) fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems_v1(&self) -> Vec<String> {
         let mut p = Vec::new();
         for (key, v) in [
             ("TFlopsPeak", self.tflops_peak),
@@ -115,10 +181,17 @@ impl GpuSpec {
     }
 }
 
-/// Names of the bundled GPUs, sorted.
+/// Names of the bundled GPUs (HEAD table), sorted.
 pub fn bundled_gpu_names() -> Vec<String> {
     // The bundled table is tested to parse; an empty list cannot happen.
     parse_table(BUNDLED_HARDWARE, BUNDLED_ORIGIN)
+        .map(|t| sorted_names(&t))
+        .unwrap_or_default()
+}
+
+/// Names of the GPUs of the bundled February table, sorted.
+pub fn bundled_gpu_names_v1() -> Vec<String> {
+    parse_table(BUNDLED_HARDWARE_V1, BUNDLED_ORIGIN_V1)
         .map(|t| sorted_names(&t))
         .unwrap_or_default()
 }
@@ -172,6 +245,7 @@ fn parse_table(text: &str, origin: &str) -> Result<Vec<GpuSpec>, LatencyError> {
         for (key, v) in fields {
             let slot = match key.to_ascii_lowercase().as_str() {
                 "tflopspeak" => &mut gpu.tflops_peak,
+                "tflopsfp8" => &mut gpu.tflops_fp8,
                 "bwpeaktbs" => &mut gpu.bw_peak_tbs,
                 "bweffconstant" => &mut gpu.bw_eff_constant,
                 "toverheadmicros" => &mut gpu.t_overhead_micros,

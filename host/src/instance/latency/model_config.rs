@@ -33,9 +33,29 @@ struct BundledModel {
 /// model's HuggingFace `config.json`, trimmed to the fields blis reads.
 const BUNDLED_MODELS: &[BundledModel] = &[
     BundledModel {
+        name: "llama-2-7b-hf",
+        hf_id: "meta-llama/llama-2-7b-hf",
+        json: include_str!("../../../data/models/llama-2-7b-hf.json"),
+    },
+    BundledModel {
+        name: "llama-3.1-70b-instruct",
+        hf_id: "meta-llama/llama-3.1-70b-instruct",
+        json: include_str!("../../../data/models/llama-3.1-70b-instruct.json"),
+    },
+    BundledModel {
         name: "llama-3.1-8b-instruct",
         hf_id: "meta-llama/llama-3.1-8b-instruct",
         json: include_str!("../../../data/models/llama-3.1-8b-instruct.json"),
+    },
+    BundledModel {
+        name: "llama-4-scout-17b-16e-instruct-fp8-dynamic",
+        hf_id: "redhatai/llama-4-scout-17b-16e-instruct-fp8-dynamic",
+        json: include_str!("../../../data/models/llama-4-scout-17b-16e-instruct-fp8-dynamic.json"),
+    },
+    BundledModel {
+        name: "mistral-nemo-instruct-2407",
+        hf_id: "mistralai/mistral-nemo-instruct-2407",
+        json: include_str!("../../../data/models/mistral-nemo-instruct-2407.json"),
     },
     BundledModel {
         name: "qwen2.5-1.5b-instruct",
@@ -57,6 +77,20 @@ const BUNDLED_MODELS: &[BundledModel] = &[
         hf_id: "qwen/qwen3-14b",
         json: include_str!("../../../data/models/qwen3-14b.json"),
     },
+    BundledModel {
+        name: "yi-34b",
+        hf_id: "01-ai/yi-34b",
+        json: include_str!("../../../data/models/yi-34b.json"),
+    },
+];
+
+/// Keys that give the number of routed experts, in the order they are tried.
+const EXPERT_COUNT_KEYS: [&str; 5] = [
+    "num_experts",
+    "moe_num_experts",
+    "n_routed_experts",
+    "num_local_experts",
+    "num_routed_experts",
 ];
 
 /// `torch_dtype` / `dtype` values blis understands, with their bytes per
@@ -100,12 +134,40 @@ pub struct ModelConfig {
     pub max_position_embeddings: Option<u32>,
     /// The dtype string the config gave (`torch_dtype`, else `dtype`).
     pub dtype: Option<String>,
-    /// An explicit `head_dim`, if the config has one. The formulas use
-    /// `hidden_size / num_heads`; a different explicit value draws a warning.
+    /// An explicit `head_dim`, if the config has one. The step-time formulas
+    /// use `hidden_size / num_heads`; the HEAD KV sizing uses this when set.
     pub declared_head_dim: Option<u32>,
-    /// The config describes a mixture-of-experts model (the formulas assume a
-    /// dense one; a warning says so).
-    pub mixture_of_experts: bool,
+    /// Routed experts per MoE layer: the first of `num_experts`,
+    /// `moe_num_experts`, `n_routed_experts`, `num_local_experts`,
+    /// `num_routed_experts` that is ≥ 2; 0 = dense.
+    pub num_experts: u32,
+    /// `num_experts_per_tok` (top-k routing).
+    pub num_experts_per_tok: u32,
+    /// `moe_intermediate_size`: one routed expert's MLP width (0 = `intermediate_size`).
+    pub moe_intermediate_size: u32,
+    /// Shared-expert MLP width: `shared_expert_intermediate_size`, else
+    /// `n_shared_experts × (moe_intermediate_size or intermediate_size)`; 0 = none.
+    pub shared_expert_intermediate_size: u32,
+    /// `n_shared_experts` as written (a dense config with it set is an error).
+    pub n_shared_experts: u32,
+    /// `interleave_moe_layer_step`: every (s+1)-th layer is MoE; 0 = all layers.
+    pub interleave_moe_layer_step: u32,
+    /// `intermediate_size_mlp`: the dense layers' MLP width in an interleaved
+    /// MoE model (0 = `intermediate_size`).
+    pub intermediate_size_mlp: u32,
+    /// `first_k_dense_replace`: leading dense layers (KV sizing only).
+    pub first_k_dense_replace: u32,
+    /// `kv_lora_rank` (multi-head latent attention; KV sizing only).
+    pub kv_lora_rank: u32,
+    /// `qk_rope_head_dim` (multi-head latent attention; KV sizing only).
+    pub qk_rope_head_dim: u32,
+    /// Bytes per weight from `quantization_config`; 0 = not quantised (the
+    /// weights are `bytes_per_param` wide).
+    pub quantized_weight_bytes: f64,
+    /// `hidden_act` (`""` when absent).
+    pub hidden_act: String,
+    /// `tie_word_embeddings` (the LM head shares the embedding matrix).
+    pub tie_word_embeddings: bool,
 }
 
 impl ModelConfig {
@@ -214,6 +276,23 @@ impl ModelConfig {
         let ffn = first(&["intermediate_size", "ffn_hidden_size"])?;
         let max_pos = first(&["max_position_embeddings"])?;
         let head_dim = first(&["head_dim"])?;
+        let mut num_experts = 0;
+        for key in EXPERT_COUNT_KEYS {
+            let n = count(&obj, key).map_err(parse_err)?;
+            if n >= 2 {
+                num_experts = n;
+                break;
+            }
+        }
+        let moe_ffn = first(&["moe_intermediate_size"])?;
+        let n_shared_experts = first(&["n_shared_experts"])?;
+        let shared = match first(&["shared_expert_intermediate_size"])? {
+            0 => n_shared_experts.saturating_mul(if moe_ffn > 0 { moe_ffn } else { ffn }),
+            n => n,
+        };
+        let quantized_weight_bytes = obj
+            .get("quantization_config")
+            .map_or(0.0, quantized_weight_bytes);
 
         let dtype = ["torch_dtype", "dtype"]
             .iter()
@@ -237,10 +316,102 @@ impl ModelConfig {
             max_position_embeddings: (max_pos != 0).then_some(max_pos),
             dtype,
             declared_head_dim: (head_dim != 0).then_some(head_dim),
-            mixture_of_experts: ["num_local_experts", "num_experts"]
-                .iter()
-                .any(|k| obj.get(*k).and_then(Value::as_f64).is_some_and(|n| n > 1.0)),
+            num_experts,
+            num_experts_per_tok: first(&["num_experts_per_tok"])?,
+            moe_intermediate_size: moe_ffn,
+            shared_expert_intermediate_size: shared,
+            n_shared_experts,
+            interleave_moe_layer_step: first(&["interleave_moe_layer_step"])?,
+            intermediate_size_mlp: first(&["intermediate_size_mlp"])?,
+            first_k_dense_replace: first(&["first_k_dense_replace"])?,
+            kv_lora_rank: first(&["kv_lora_rank"])?,
+            qk_rope_head_dim: first(&["qk_rope_head_dim"])?,
+            quantized_weight_bytes,
+            hidden_act: obj
+                .get("hidden_act")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            tie_word_embeddings: obj.get("tie_word_embeddings") == Some(&Value::Bool(true)),
         })
+    }
+
+    /// A mixture-of-experts model: at least 2 routed experts.
+    pub fn is_moe(&self) -> bool {
+        self.num_experts >= 2
+    }
+
+    /// Bytes per weight: the quantised width when `quantization_config` gives
+    /// one, else `bytes_per_param`.
+    pub fn weight_bytes_per_param(&self) -> f64 {
+        if self.quantized_weight_bytes > 0.0 {
+            self.quantized_weight_bytes
+        } else {
+            self.bytes_per_param
+        }
+    }
+
+    /// How the layers split between MoE and dense: `(moe, dense)`. Interleaved
+    /// MoE (`interleave_moe_layer_step` s > 0): `L / (s + 1)` MoE layers;
+    /// uniform MoE: all; dense: none.
+    pub fn layer_split(&self) -> (u32, u32) {
+        let l = self.num_layers;
+        if !self.is_moe() {
+            (0, l)
+        } else if self.interleave_moe_layer_step > 0 {
+            let moe = l / (self.interleave_moe_layer_step + 1);
+            (moe, l - moe)
+        } else {
+            (l, 0)
+        }
+    }
+
+    /// The routed experts' MLP width: `moe_intermediate_size`, else `intermediate_size`.
+    pub fn expert_ffn(&self) -> u32 {
+        if self.moe_intermediate_size > 0 {
+            self.moe_intermediate_size
+        } else {
+            self.intermediate_size
+        }
+    }
+
+    /// The dense layers' MLP width: `intermediate_size_mlp`, else `intermediate_size`.
+    pub fn dense_ffn(&self) -> u32 {
+        if self.intermediate_size_mlp > 0 {
+            self.intermediate_size_mlp
+        } else {
+            self.intermediate_size
+        }
+    }
+
+    /// Problems of the mixture-of-experts fields (empty for a consistent
+    /// config): an MoE model needs `num_experts_per_tok` (≤ the expert
+    /// count); a config with `num_experts_per_tok` or `n_shared_experts` but
+    /// no expert count is rejected rather than silently run as dense.
+    pub(crate) fn moe_problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.is_moe() {
+            if self.num_experts_per_tok == 0 {
+                p.push(format!(
+                    "model {}: a mixture-of-experts config ({} experts) needs num_experts_per_tok \
+                     (missing or 0)",
+                    self.name, self.num_experts
+                ));
+            } else if self.num_experts_per_tok > self.num_experts {
+                p.push(format!(
+                    "model {}: num_experts_per_tok = {} exceeds the {} experts",
+                    self.name, self.num_experts_per_tok, self.num_experts
+                ));
+            }
+        } else if self.num_experts_per_tok > 0 || self.n_shared_experts > 0 {
+            p.push(format!(
+                "model {}: looks like a mixture-of-experts config (num_experts_per_tok or \
+                 n_shared_experts is set) but has no expert count: set one of {} (≥ 2)",
+                self.name,
+                EXPERT_COUNT_KEYS.join(", ")
+            ));
+        }
+        p
     }
 
     /// Head dimension the formulas use: `hidden_size / num_heads` (real division).
@@ -248,22 +419,32 @@ impl ModelConfig {
         f64::from(self.hidden_size) / f64::from(self.num_heads)
     }
 
-    /// Things that make the roofline estimate less trustworthy but are not
-    /// errors: quantised weights, a mixture of experts, an explicit head
-    /// dimension that differs from `hidden_size / num_heads`.
+    /// Things that make the `roofline-v1` estimate less trustworthy but are
+    /// not errors: quantised weights, a mixture of experts, an explicit head
+    /// dimension that differs from `hidden_size / num_heads`. (`roofline` and
+    /// `trained-physics` model MoE and quantised weights.)
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
         if self.bytes_per_param > 0.0 && self.bytes_per_param <= 1.0 {
             w.push(format!(
-                "model {}: {} byte(s) per parameter — possibly quantized; the roofline \
-                 model treats every weight and KV element as that size",
+                "model {}: {} byte(s) per parameter — possibly quantized; roofline-v1 \
+                 treats every weight and KV element as that size",
                 self.name, self.bytes_per_param
             ));
         }
-        if self.mixture_of_experts {
+        if self.is_moe() {
             w.push(format!(
-                "model {}: mixture-of-experts config; the roofline formulas assume a dense model",
+                "model {}: mixture-of-experts config; roofline-v1 assumes a dense model \
+                 (roofline and trained-physics model experts)",
                 self.name
+            ));
+        }
+        if self.quantized_weight_bytes > 0.0 && self.quantized_weight_bytes != self.bytes_per_param
+        {
+            w.push(format!(
+                "model {}: quantization_config gives {} byte(s) per weight; roofline-v1 ignores it \
+                 and uses the dtype's {}",
+                self.name, self.quantized_weight_bytes, self.bytes_per_param
             ));
         }
         if let Some(hd) = self.declared_head_dim {
@@ -347,6 +528,45 @@ fn dtype_bytes(dtype: &str) -> f64 {
         .iter()
         .find(|(n, _)| *n == d)
         .map_or(0.0, |(_, b)| *b)
+}
+
+/// Bytes per weight a `quantization_config` object implies: `bits / 8`
+/// (a number or numeric string); else 1 for `quant_method = fp8`; else, for
+/// `compressed-tensors`, the first `config_groups.<key>.weights.num_bits > 0`
+/// (keys sorted) / 8; else 0 (not known to be quantised).
+fn quantized_weight_bytes(q: &Value) -> f64 {
+    let Value::Object(q) = q else {
+        return 0.0;
+    };
+    let bits = match q.get("bits") {
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
+        Some(Value::String(s)) => s.trim().parse::<f64>().unwrap_or(0.0),
+        _ => 0.0,
+    };
+    if bits > 0.0 && bits.is_finite() {
+        return bits / 8.0;
+    }
+    let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
+    if method.eq_ignore_ascii_case("fp8") {
+        return 1.0;
+    }
+    if method == "compressed-tensors" {
+        if let Some(Value::Object(groups)) = q.get("config_groups") {
+            let mut keys: Vec<&String> = groups.keys().collect();
+            keys.sort();
+            for k in keys {
+                let bits = groups[k]
+                    .get("weights")
+                    .and_then(|w| w.get("num_bits"))
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0);
+                if bits > 0.0 {
+                    return bits / 8.0;
+                }
+            }
+        }
+    }
+    0.0
 }
 
 /// A count field: a JSON number truncated toward zero; absent or not a number

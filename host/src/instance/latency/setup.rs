@@ -7,28 +7,35 @@
 //!
 //! 1. **GPU and TP.** As given; a missing one is taken from the model's
 //!    default hardware (§6.6 `defaults:` table) when it has one; TP defaults
-//!    to 1.
-//! 2. **Calibrated entry.** The first coefficient-table entry for (model,
-//!    GPU, TP), if any.
-//! 3. **Linear model.** `beta` as given, else the entry's, else an error
-//!    listing the model's calibrated setups; `alpha` as given, else the
-//!    entry's, else zeros.
-//! 4. **Roofline model.** Needs a GPU and a model config (the given
-//!    `model_config` path, else the bundled config of `model`); `alpha` as
-//!    given, else the entry's, else zeros; `beta` must not be given.
-//! 5. **KV blocks.** `total_kv_blocks` as given; else the entry's count,
-//!    rescaled from block size 16 to `block_size` (same bytes, so
-//!    `⌊blocks · 16 / block_size⌋`); else derived from GPU memory and model
-//!    size ([`derive_total_kv_blocks`]).
+//!    to 1, DP to 1.
+//! 2. **trained-physics** (default). Needs a GPU and a model config (the
+//!    given `model_config` path, else the bundled config of `model`);
+//!    `alpha` and `beta` (7 to 11 values) as given, else the iter29 values;
+//!    DP > 1 only for MoE models; `moe_comm_backend` picks the DP > 1
+//!    dispatch cost.
+//! 3. **roofline** (HEAD). Needs a GPU and a model config; `alpha` as
+//!    given, else zeros; `beta`, DP > 1 and a comm backend are rejected.
+//! 4. **roofline-v1 and linear** (February). As before: the calibrated entry
+//!    for (model, GPU, TP), if any, gives `alpha` (and the linear `beta`,
+//!    which is otherwise required; roofline-v1 rejects `beta`); roofline-v1
+//!    reads GPUs from the February hardware table.
+//! 5. **KV blocks.** `total_kv_blocks` as given; else, for `linear` and
+//!    `roofline-v1`, the calibrated entry's count rescaled from block size 16
+//!    to `block_size` (`⌊blocks · 16 / block_size⌋`), else the February
+//!    derivation ([`derive_total_kv_blocks_v1`]); for `trained-physics` and
+//!    `roofline`, the HEAD derivation ([`derive_total_kv_blocks`]).
 
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use super::capacity::derive_total_kv_blocks;
 use super::coefficients::{calibrated_setups, default_hardware, lookup_entry, CoefficientEntry};
-use super::gpu::{bundled_gpu_names, hardware_file_names, GpuSpec};
-use super::kv::{derive_total_kv_blocks, DEFAULT_GPU_MEMORY_UTILIZATION};
+use super::gpu::{bundled_gpu_names, bundled_gpu_names_v1, hardware_file_names, GpuSpec};
+use super::kv_v1::{derive_total_kv_blocks_v1, DEFAULT_GPU_MEMORY_UTILIZATION};
 use super::model_config::{bundled_model_names, ModelConfig};
 use super::roofline::RooflineModel;
+use super::roofline_v1::RooflineV1Model;
+use super::trained_physics::{MoeCommBackend, TrainedPhysicsModel, ITER29_ALPHA, ITER29_BETA};
 use super::{LatencyError, LatencyModel, LinearModel};
 
 /// Block size (tokens) at which the coefficient table's KV counts were measured.
@@ -37,26 +44,50 @@ const TABLE_BLOCK_SIZE: u64 = 16;
 /// Which step-time model to build.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LatencyKind {
-    /// Calibrated alpha/beta model (`linear`; the reference calls it `blackbox`).
+    /// Trained physics-informed model (`trained-physics`; the default).
     #[default]
-    Linear,
-    /// Analytical FLOPs/bytes model (`roofline`).
+    TrainedPhysics,
+    /// Analytical FLOPs/bytes model at the reference's HEAD (`roofline`).
     Roofline,
+    /// The February 2026 roofline (`roofline-v1`).
+    RooflineV1,
+    /// Calibrated alpha/beta model (`linear`; the reference called it `blackbox`).
+    Linear,
 }
 
 impl LatencyKind {
-    /// Names accepted by [`LatencyKind::from_str`].
-    pub const NAMES: &'static [&'static str] = &["linear", "blackbox", "roofline"];
+    /// Names accepted by [`LatencyKind::from_str`], sorted (`blackbox` is
+    /// also accepted, as an alias of `linear`).
+    pub const NAMES: &'static [&'static str] =
+        &["linear", "roofline", "roofline-v1", "trained-physics"];
+
+    /// The canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LatencyKind::TrainedPhysics => "trained-physics",
+            LatencyKind::Roofline => "roofline",
+            LatencyKind::RooflineV1 => "roofline-v1",
+            LatencyKind::Linear => "linear",
+        }
+    }
+
+    /// Whether the model belongs to the February 2026 generation (its KV
+    /// sizing and GPU table are the February ones).
+    fn is_v1(self) -> bool {
+        matches!(self, LatencyKind::RooflineV1 | LatencyKind::Linear)
+    }
 }
 
 impl FromStr for LatencyKind {
     type Err = LatencyError;
 
-    /// `linear` (or `blackbox`) or `roofline`, case-insensitively.
+    /// One of [`LatencyKind::NAMES`] (or `blackbox`), case-insensitively.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "linear" | "blackbox" => Ok(LatencyKind::Linear),
+            "trained-physics" => Ok(LatencyKind::TrainedPhysics),
             "roofline" => Ok(LatencyKind::Roofline),
+            "roofline-v1" => Ok(LatencyKind::RooflineV1),
+            "linear" | "blackbox" => Ok(LatencyKind::Linear),
             _ => Err(LatencyError::InvalidSetting(format!(
                 "unknown latency model '{s}': expected one of {}",
                 LatencyKind::NAMES.join(", ")
@@ -83,10 +114,15 @@ pub struct LatencySetup {
     pub hardware_config: Option<PathBuf>,
     /// Tensor parallelism; `None` = the model's default, else 1.
     pub tp: Option<u32>,
-    /// `[alpha0, alpha1, alpha2]`; `None` = calibrated, else zeros.
+    /// Data parallelism of an MoE deployment (trained-physics); `None` = 1.
+    pub dp: Option<u32>,
+    /// MoE dispatch backend for DP > 1 (trained-physics); `None` = all-gather.
+    pub moe_comm_backend: Option<String>,
+    /// `[alpha0, alpha1, alpha2]`; `None` = the model's default.
     pub alpha: Option<[f64; 3]>,
-    /// `[beta0, beta1, beta2]` (linear only); `None` = calibrated.
-    pub beta: Option<[f64; 3]>,
+    /// Beta coefficients: 3 for linear, 7 to 11 for trained-physics; `None`
+    /// = the model's default.
+    pub beta: Option<Vec<f64>>,
     /// KV block size in tokens.
     pub block_size: u32,
     /// KV blocks per instance; `None` = calibrated, else derived.
@@ -107,6 +143,8 @@ impl LatencySetup {
             hardware: None,
             hardware_config: None,
             tp: None,
+            dp: None,
+            moe_comm_backend: None,
             alpha: None,
             beta: None,
             block_size: 16,
@@ -123,8 +161,10 @@ pub enum KvBlocksSource {
     Explicit,
     /// The coefficient table's measured count (rescaled to the block size).
     Calibrated,
-    /// Derived from GPU memory and model size.
+    /// Derived from GPU memory and model size (HEAD rules).
     Derived,
+    /// Derived by the February rules (`linear`, `roofline-v1`).
+    DerivedV1,
 }
 
 /// A latency model ready for the instances, with the KV capacity to give them.
@@ -159,11 +199,32 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
             "tensor parallelism (tp) must be ≥ 1".into(),
         ));
     }
+    if setup.dp == Some(0) {
+        return Err(LatencyError::InvalidSetting(
+            "data parallelism (dp) must be ≥ 1".into(),
+        ));
+    }
     if setup.total_kv_blocks == Some(0) {
         return Err(LatencyError::InvalidSetting(
             "total_kv_blocks must be ≥ 1 (leave it out to derive it)".into(),
         ));
     }
+    let kind = setup.kind;
+    if kind != LatencyKind::TrainedPhysics {
+        if setup.dp.is_some_and(|dp| dp > 1) {
+            return Err(LatencyError::InvalidSetting(format!(
+                "dp > 1 is modelled by trained-physics only, not by {}",
+                kind.name()
+            )));
+        }
+        if setup.moe_comm_backend.is_some() {
+            return Err(LatencyError::InvalidSetting(format!(
+                "moe_comm_backend is used by trained-physics only, not by {}",
+                kind.name()
+            )));
+        }
+    }
+    let dp = setup.dp.unwrap_or(1);
 
     let defaults = default_hardware(&setup.model);
     let gpu_name: Option<String> = setup
@@ -171,9 +232,13 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
         .clone()
         .or_else(|| defaults.map(|d| d.gpu.clone()));
     let tp = setup.tp.or(defaults.map(|d| d.tp)).unwrap_or(1);
-    let entry: Option<&CoefficientEntry> = gpu_name
-        .as_deref()
-        .and_then(|g| lookup_entry(&setup.model, g, tp));
+    let entry: Option<&CoefficientEntry> = if kind.is_v1() {
+        gpu_name
+            .as_deref()
+            .and_then(|g| lookup_entry(&setup.model, g, tp))
+    } else {
+        None
+    };
 
     let mut warnings = Vec::new();
     // Loaded on demand: a linear model with explicit KV blocks needs neither.
@@ -181,6 +246,7 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
         let Some(name) = gpu_name.as_deref() else {
             let available = match &setup.hardware_config {
                 Some(path) => hardware_file_names(path)?,
+                None if kind.is_v1() => bundled_gpu_names_v1(),
                 None => bundled_gpu_names(),
             };
             return Err(LatencyError::MissingGpu {
@@ -190,6 +256,7 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
         };
         match &setup.hardware_config {
             Some(path) => GpuSpec::from_hardware_file(path, name),
+            None if kind.is_v1() => GpuSpec::bundled_v1(name),
             None => GpuSpec::bundled(name),
         }
     };
@@ -200,10 +267,54 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
         }
     };
 
-    let alpha = setup.alpha.or(entry.map(|e| e.alpha)).unwrap_or([0.0; 3]);
-    let (model, roofline_parts) = match setup.kind {
+    let (model, parts) = match kind {
+        LatencyKind::TrainedPhysics => {
+            let gpu = gpu_spec("the trained-physics latency model")?;
+            let config = model_config()?;
+            let alpha = setup.alpha.unwrap_or(ITER29_ALPHA);
+            let beta: &[f64] = setup.beta.as_deref().unwrap_or(&ITER29_BETA);
+            if beta.iter().all(|b| *b == 0.0) {
+                return Err(LatencyError::InvalidSetting(
+                    "trained-physics beta coefficients are all 0: every step would take 1 µs"
+                        .into(),
+                ));
+            }
+            let comm = MoeCommBackend::parse(setup.moe_comm_backend.as_deref().unwrap_or(""))?;
+            let m = TrainedPhysicsModel::new(&config, &gpu, tp, dp, comm, alpha, beta)?;
+            (LatencyModel::TrainedPhysics(m), Some((config, gpu)))
+        }
+        LatencyKind::Roofline => {
+            if setup.beta.is_some() {
+                return Err(LatencyError::BetaNotUsed);
+            }
+            let gpu = gpu_spec("the roofline latency model")?;
+            let config = model_config()?;
+            let m = RooflineModel::new(&config, &gpu, tp, setup.alpha.unwrap_or([0.0; 3]))?;
+            (LatencyModel::Roofline(m), Some((config, gpu)))
+        }
+        LatencyKind::RooflineV1 => {
+            if setup.beta.is_some() {
+                return Err(LatencyError::BetaNotUsed);
+            }
+            let alpha = setup.alpha.or(entry.map(|e| e.alpha)).unwrap_or([0.0; 3]);
+            let gpu = gpu_spec("the roofline-v1 latency model")?;
+            let config = model_config()?;
+            let roofline = RooflineV1Model::new(&config, &gpu, tp, alpha)?;
+            warnings.extend(config.warnings());
+            (LatencyModel::RooflineV1(roofline), Some((config, gpu)))
+        }
         LatencyKind::Linear => {
-            let Some(beta) = setup.beta.or(entry.map(|e| e.beta)) else {
+            let alpha = setup.alpha.or(entry.map(|e| e.alpha)).unwrap_or([0.0; 3]);
+            let beta = match &setup.beta {
+                Some(b) => Some(<[f64; 3]>::try_from(b.as_slice()).map_err(|_| {
+                    LatencyError::InvalidSetting(format!(
+                        "the linear latency model takes 3 beta coefficients, got {}",
+                        b.len()
+                    ))
+                })?),
+                None => entry.map(|e| e.beta),
+            };
+            let Some(beta) = beta else {
                 return Err(LatencyError::NoCoefficients {
                     model: setup.model.clone(),
                     gpu: gpu_name.clone().unwrap_or_else(|| "no GPU".into()),
@@ -212,16 +323,6 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
                 });
             };
             (LatencyModel::Linear(LinearModel::new(alpha, beta)?), None)
-        }
-        LatencyKind::Roofline => {
-            if setup.beta.is_some() {
-                return Err(LatencyError::BetaNotUsed);
-            }
-            let gpu = gpu_spec("the roofline latency model")?;
-            let config = model_config()?;
-            let roofline = RooflineModel::new(&config, &gpu, tp, alpha)?;
-            warnings.extend(config.warnings());
-            (LatencyModel::Roofline(roofline), Some((config, gpu)))
         }
     };
 
@@ -233,7 +334,7 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
         let blocks = u64::try_from(scaled).unwrap_or(u64::MAX).max(1);
         (blocks, KvBlocksSource::Calibrated)
     } else {
-        let (config, gpu) = match roofline_parts {
+        let (config, gpu) = match parts {
             Some(parts) => parts,
             None => {
                 let config = model_config().map_err(|e| match e {
@@ -252,14 +353,14 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
                 )
             }
         };
-        let blocks = derive_total_kv_blocks(
-            &config,
-            &gpu,
-            tp,
-            setup.block_size,
-            setup.gpu_memory_utilization,
-        )?;
-        (blocks, KvBlocksSource::Derived)
+        let util = setup.gpu_memory_utilization;
+        if kind.is_v1() {
+            let blocks = derive_total_kv_blocks_v1(&config, &gpu, tp, setup.block_size, util)?;
+            (blocks, KvBlocksSource::DerivedV1)
+        } else {
+            let blocks = derive_total_kv_blocks(&config, &gpu, tp, dp, setup.block_size, util)?;
+            (blocks, KvBlocksSource::Derived)
+        }
     };
 
     Ok(BuiltLatency {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 
-use super::roofline::request_cost;
+use super::roofline_v1::request_cost;
 use super::*;
 
 /// The Appendix A.4 model: llama-3.1-8b's shape in bf16.
@@ -14,12 +14,13 @@ fn a4_model() -> ModelConfig {
     ModelConfig::new("a4", 32, 4096, 32, 8, 14336, 2.0)
 }
 
+/// The February H100 record (`roofline-v1`).
 fn h100() -> GpuSpec {
-    GpuSpec::bundled("H100").unwrap()
+    GpuSpec::bundled_v1("H100").unwrap()
 }
 
 fn roofline(tp: u32) -> LatencyModel {
-    LatencyModel::Roofline(RooflineModel::new(&a4_model(), &h100(), tp, [0.0; 3]).unwrap())
+    LatencyModel::RooflineV1(RooflineV1Model::new(&a4_model(), &h100(), tp, [0.0; 3]).unwrap())
 }
 
 fn shape(prefill: &[(u32, u32)], decode: &[(u32, u32)]) -> BatchShape {
@@ -134,8 +135,8 @@ proptest! {
             1 => ModelConfig::bundled("qwen3-14b").unwrap(),
             _ => ModelConfig::bundled("qwen2.5-1.5b-instruct").unwrap(),
         };
-        let gpu = if tp % 2 == 0 { GpuSpec::bundled("A100-SXM").unwrap() } else { h100() };
-        let m = RooflineModel::new(&model, &gpu, tp, [0.0; 3]).unwrap();
+        let gpu = if tp % 2 == 0 { GpuSpec::bundled_v1("A100-SXM").unwrap() } else { h100() };
+        let m = RooflineV1Model::new(&model, &gpu, tp, [0.0; 3]).unwrap();
         let decode_pairs: Vec<(u32, u32)> = decode.iter().map(|&s| (s, 1)).collect();
         let got = m.step_us(&shape(&prefill, &decode_pairs));
         let want = literal_step_us(&model, &gpu, tp, &prefill, &decode);
@@ -145,8 +146,8 @@ proptest! {
 
 #[test]
 fn roofline_alpha_terms_round_to_nearest() {
-    let m = LatencyModel::Roofline(
-        RooflineModel::new(&a4_model(), &h100(), 1, [100.4, 0.25, 49.5]).unwrap(),
+    let m = LatencyModel::RooflineV1(
+        RooflineV1Model::new(&a4_model(), &h100(), 1, [100.4, 0.25, 49.5]).unwrap(),
     );
     assert_eq!(m.queueing_delay(0), 100);
     assert_eq!(m.queueing_delay(2), 101); // 100.9
@@ -246,10 +247,10 @@ fn roofline_validation_lists_every_problem() {
         memory_gib: -1.0,
         ..h100()
     };
-    let err = RooflineModel::new(&model, &gpu, 0, [0.0; 3]).unwrap_err();
+    let err = RooflineV1Model::new(&model, &gpu, 0, [0.0; 3]).unwrap_err();
     let text = err.to_string();
     for want in [
-        "invalid roofline configuration:",
+        "invalid roofline-v1 configuration:",
         "model a4: num_attention_heads must be > 0",
         "model a4: unknown dtype 'float4' (accepted: float32, float16, bfloat16",
         "GPU H100: mfuDecode = NaN must be a finite number > 0",
@@ -263,7 +264,7 @@ fn roofline_validation_lists_every_problem() {
     };
     assert_eq!(problems.len(), 5, "{problems:?}");
 
-    let err = RooflineModel::new(&a4_model(), &h100(), 1, [0.0, -1.0, 0.0]).unwrap_err();
+    let err = RooflineV1Model::new(&a4_model(), &h100(), 1, [0.0, -1.0, 0.0]).unwrap_err();
     assert_eq!(err.to_string(), "alpha[1] = -1 must be a finite number ≥ 0");
 }
 
@@ -274,26 +275,52 @@ fn every_bundled_model_and_gpu_loads_and_validates() {
     assert_eq!(
         bundled_model_names(),
         [
+            "llama-2-7b-hf",
+            "llama-3.1-70b-instruct",
             "llama-3.1-8b-instruct",
+            "llama-4-scout-17b-16e-instruct-fp8-dynamic",
+            "mistral-nemo-instruct-2407",
             "qwen2.5-1.5b-instruct",
             "qwen2.5-3b-instruct",
             "qwen2.5-7b-instruct",
-            "qwen3-14b"
+            "qwen3-14b",
+            "yi-34b"
         ]
     );
-    assert_eq!(bundled_gpu_names(), ["A100-80", "A100-SXM", "H100"]);
+    assert_eq!(bundled_gpu_names_v1(), ["A100-80", "A100-SXM", "H100"]);
     for name in bundled_model_names() {
         let m = ModelConfig::bundled(name).unwrap();
         assert!(m.problems().is_empty(), "{name}: {:?}", m.problems());
-        assert!(m.warnings().is_empty(), "{name}: {:?}", m.warnings());
+        assert!(
+            m.moe_problems().is_empty(),
+            "{name}: {:?}",
+            m.moe_problems()
+        );
+        // roofline-v1 caveats: Scout is MoE and FP8; Mistral-Nemo's head_dim
+        // is not hidden / heads.
+        let w = m.warnings();
+        match name {
+            "llama-4-scout-17b-16e-instruct-fp8-dynamic" => assert_eq!(w.len(), 2, "{w:?}"),
+            "mistral-nemo-instruct-2407" => assert_eq!(w.len(), 1, "{w:?}"),
+            _ => assert!(w.is_empty(), "{name}: {w:?}"),
+        }
         assert_eq!(m.bytes_per_param, 2.0, "{name}");
         assert!(m.max_position_embeddings.is_some(), "{name}");
+        for gpu in bundled_gpu_names_v1() {
+            let g = GpuSpec::bundled_v1(&gpu).unwrap();
+            assert!(g.problems_v1().is_empty(), "{gpu}: {:?}", g.problems_v1());
+            for tp in [1, 2, 4, 8] {
+                RooflineV1Model::new(&m, &g, tp, [0.0; 3]).unwrap();
+            }
+        }
         for gpu in bundled_gpu_names() {
             let g = GpuSpec::bundled(&gpu).unwrap();
-            assert!(g.problems().is_empty(), "{gpu}: {:?}", g.problems());
-            for tp in [1, 2, 4, 8] {
-                RooflineModel::new(&m, &g, tp, [0.0; 3]).unwrap();
-            }
+            assert!(
+                g.problems_head(true).is_empty(),
+                "{gpu}: {:?}",
+                g.problems_head(true)
+            );
+            RooflineModel::new(&m, &g, 1, [0.0; 3]).unwrap();
         }
     }
 }
@@ -340,6 +367,7 @@ fn bundled_gpu_records_are_the_spec_table() {
     let want = |name: &str, tflops: f64, bw: f64| GpuSpec {
         name: name.into(),
         tflops_peak: tflops,
+        tflops_fp8: 0.0,
         bw_peak_tbs: bw,
         bw_eff_constant: 0.72,
         t_overhead_micros: 500.0,
@@ -351,11 +379,11 @@ fn bundled_gpu_records_are_the_spec_table() {
     };
     assert_eq!(h100(), want("H100", 989.5, 3.35));
     assert_eq!(
-        GpuSpec::bundled("A100-SXM").unwrap(),
+        GpuSpec::bundled_v1("A100-SXM").unwrap(),
         want("A100-SXM", 312.0, 2.039)
     );
     assert_eq!(
-        GpuSpec::bundled("A100-80").unwrap(),
+        GpuSpec::bundled_v1("A100-80").unwrap(),
         want("A100-80", 312.0, 2.039)
     );
 }
@@ -393,13 +421,14 @@ fn names_match_case_insensitively_and_by_hf_id() {
 fn unknown_model_or_gpu_lists_the_sorted_names() {
     assert_eq!(
         ModelConfig::bundled("gpt-5").unwrap_err().to_string(),
-        "unknown model 'gpt-5': bundled models are llama-3.1-8b-instruct, qwen2.5-1.5b-instruct, \
-         qwen2.5-3b-instruct, qwen2.5-7b-instruct, qwen3-14b; or give the path of a HuggingFace \
-         config.json"
+        "unknown model 'gpt-5': bundled models are llama-2-7b-hf, llama-3.1-70b-instruct, \
+         llama-3.1-8b-instruct, llama-4-scout-17b-16e-instruct-fp8-dynamic, \
+         mistral-nemo-instruct-2407, qwen2.5-1.5b-instruct, qwen2.5-3b-instruct, \
+         qwen2.5-7b-instruct, qwen3-14b, yi-34b; or give the path of a HuggingFace config.json"
     );
     assert_eq!(
         GpuSpec::bundled("B200").unwrap_err().to_string(),
-        "unknown GPU 'B200': available GPUs are A100-80, A100-SXM, H100"
+        "unknown GPU 'B200': available GPUs are A100-80, A100-SXM, H100, L40S"
     );
 }
 
@@ -428,7 +457,7 @@ fn hf_config_merges_text_config_and_applies_fallbacks() {
     assert_eq!(m.num_kv_heads, 2, "first non-zero KV key");
     assert_eq!(m.intermediate_size, 5632);
     assert_eq!(m.bytes_per_param, 2.0);
-    assert!(m.mixture_of_experts);
+    assert!(m.is_moe());
     let w = m.warnings();
     assert_eq!(w.len(), 2, "{w:?}");
     assert!(w[0].contains("mixture-of-experts"), "{w:?}");
@@ -526,7 +555,7 @@ fn hardware_config_reads_a_user_file() {
         (g.tflops_peak, g.bw_peak_tbs, g.memory_gib),
         (100.0, 1.0, 0.0)
     );
-    assert!(g.problems().is_empty());
+    assert!(g.problems_v1().is_empty());
     let err = GpuSpec::from_hardware_file(&path, "H100").unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -547,16 +576,16 @@ fn hardware_config_reads_a_user_file() {
 #[test]
 fn kv_blocks_for_qwen3_14b_on_h100() {
     let q = ModelConfig::bundled("qwen3-14b").unwrap();
-    let blocks = derive_total_kv_blocks(&q, &h100(), 1, 16, 0.9).unwrap();
+    let blocks = derive_total_kv_blocks_v1(&q, &h100(), 1, 16, 0.9).unwrap();
     // usable 80 GiB · 0.9 = 77 309 411 328 B; weights 26 424 115 200 B;
     // one block 16 · 2 · 40 · 8 · 128 · 2 = 2 621 440 B.
     assert_eq!(blocks, 19411);
     assert_eq!(weight_bytes(&q), 26_424_115_200.0);
     assert_eq!(kv_bytes_per_token(&q), 163_840.0);
     // TP doubles memory, not weights; halving the block size doubles blocks (±1).
-    let tp2 = derive_total_kv_blocks(&q, &h100(), 2, 16, 0.9).unwrap();
+    let tp2 = derive_total_kv_blocks_v1(&q, &h100(), 2, 16, 0.9).unwrap();
     assert_eq!(tp2, 48902);
-    let b8 = derive_total_kv_blocks(&q, &h100(), 1, 8, 0.9).unwrap();
+    let b8 = derive_total_kv_blocks_v1(&q, &h100(), 1, 8, 0.9).unwrap();
     assert_eq!(b8, 38822);
 }
 
@@ -564,22 +593,22 @@ fn kv_blocks_for_qwen3_14b_on_h100() {
 fn kv_derivation_rejects_a_model_too_big_for_the_gpu() {
     // llama-3.1-70b shape: ~130 GiB of bf16 weights on one 80 GiB GPU.
     let big = ModelConfig::new("llama-70b", 80, 8192, 64, 8, 28672, 2.0);
-    let err = derive_total_kv_blocks(&big, &h100(), 1, 16, 0.9).unwrap_err();
+    let err = derive_total_kv_blocks_v1(&big, &h100(), 1, 16, 0.9).unwrap_err();
     assert!(
         matches!(err, LatencyError::ModelDoesNotFit { .. }),
         "{err:?}"
     );
     let text = err.to_string();
-    assert!(text.starts_with("the model does not fit: its weights need 127.50 GiB of the 72.00 GiB usable on H100 × TP 1"), "{text}");
+    assert!(text.starts_with("the model does not fit: its weights (and runtime overheads) need 127.50 GiB of the 72.00 GiB usable on H100 × TP 1"), "{text}");
     // Two GPUs fit it.
-    assert!(derive_total_kv_blocks(&big, &h100(), 2, 16, 0.9).unwrap() > 0);
+    assert!(derive_total_kv_blocks_v1(&big, &h100(), 2, 16, 0.9).unwrap() > 0);
 }
 
 #[test]
 fn kv_derivation_rejects_bad_settings() {
     let m = a4_model();
     let msg = |gpu: &GpuSpec, tp, b, u| {
-        derive_total_kv_blocks(&m, gpu, tp, b, u)
+        derive_total_kv_blocks_v1(&m, gpu, tp, b, u)
             .unwrap_err()
             .to_string()
     };
@@ -743,7 +772,7 @@ fn build_linear_from_the_table_with_default_hardware() {
 fn build_linear_with_explicit_coefficients() {
     let mut s = LatencySetup::new(LatencyKind::Linear, "my-model");
     s.alpha = Some([1.0, 2.0, 3.0]);
-    s.beta = Some([1000.0, 10.0, 5.0]);
+    s.beta = Some(vec![1000.0, 10.0, 5.0]);
     s.total_kv_blocks = Some(7463);
     let built = build_latency(&s).unwrap();
     assert_eq!(built.model.alpha(), &[1.0, 2.0, 3.0]);
@@ -769,10 +798,10 @@ fn build_linear_with_explicit_coefficients() {
     let built = build_latency(&s).unwrap();
     assert_eq!(
         (built.total_kv_blocks, built.kv_blocks_source),
-        (19411, KvBlocksSource::Derived)
+        (19411, KvBlocksSource::DerivedV1)
     );
 
-    s.beta = Some([1.0, -3.0, 0.0]);
+    s.beta = Some(vec![1.0, -3.0, 0.0]);
     assert_eq!(
         build_latency(&s).unwrap_err().to_string(),
         "beta[1] = -3 must be a finite number ≥ 0"
@@ -798,19 +827,19 @@ fn build_linear_without_coefficients_says_what_exists() {
 
 #[test]
 fn build_roofline() {
-    let mut s = LatencySetup::new(LatencyKind::Roofline, "Qwen/Qwen3-14B");
+    let mut s = LatencySetup::new(LatencyKind::RooflineV1, "Qwen/Qwen3-14B");
     s.hardware = Some("h100".into());
     let built = build_latency(&s).unwrap();
-    assert!(matches!(built.model, LatencyModel::Roofline(_)));
+    assert!(matches!(built.model, LatencyModel::RooflineV1(_)));
     assert_eq!(built.model.alpha(), &[0.0; 3]);
     assert_eq!(
         (built.total_kv_blocks, built.kv_blocks_source),
-        (19411, KvBlocksSource::Derived)
+        (19411, KvBlocksSource::DerivedV1)
     );
     assert!(built.warnings.is_empty());
 
     // A calibrated model keeps its alphas and measured KV blocks (§6.5).
-    let mut s = LatencySetup::new(LatencyKind::Roofline, "meta-llama/llama-3.1-8b-instruct");
+    let mut s = LatencySetup::new(LatencyKind::RooflineV1, "meta-llama/llama-3.1-8b-instruct");
     s.tp = Some(1);
     let built = build_latency(&s).unwrap();
     assert_eq!(built.model.alpha()[0], 232.46191091038054);
@@ -825,7 +854,7 @@ fn build_roofline() {
             "num_key_value_heads": 8, "intermediate_size": 14336, "torch_dtype": "bfloat16"}"#,
     )
     .unwrap();
-    let mut s = LatencySetup::new(LatencyKind::Roofline, "acme/model");
+    let mut s = LatencySetup::new(LatencyKind::RooflineV1, "acme/model");
     s.model_config = Some(path.clone());
     s.hardware = Some("H100".into());
     s.tp = Some(2);
@@ -843,22 +872,22 @@ fn build_roofline() {
 
 #[test]
 fn build_roofline_errors() {
-    let s = LatencySetup::new(LatencyKind::Roofline, "qwen3-14b");
+    let s = LatencySetup::new(LatencyKind::RooflineV1, "qwen3-14b");
     assert_eq!(
         build_latency(&s).unwrap_err().to_string(),
-        "the roofline latency model needs a GPU: set the hardware (one of A100-80, A100-SXM, H100)"
+        "the roofline-v1 latency model needs a GPU: set the hardware (one of A100-80, A100-SXM, H100)"
     );
-    let mut s = LatencySetup::new(LatencyKind::Roofline, "qwen3-14b");
+    let mut s = LatencySetup::new(LatencyKind::RooflineV1, "qwen3-14b");
     s.hardware = Some("H100".into());
-    s.beta = Some([1.0, 1.0, 1.0]);
+    s.beta = Some(vec![1.0, 1.0, 1.0]);
     assert!(matches!(build_latency(&s), Err(LatencyError::BetaNotUsed)));
-    let mut s = LatencySetup::new(LatencyKind::Roofline, "acme/model");
+    let mut s = LatencySetup::new(LatencyKind::RooflineV1, "acme/model");
     s.hardware = Some("H100".into());
     assert!(matches!(
         build_latency(&s),
         Err(LatencyError::UnknownModel { .. })
     ));
-    let mut s = LatencySetup::new(LatencyKind::Roofline, "qwen3-14b");
+    let mut s = LatencySetup::new(LatencyKind::RooflineV1, "qwen3-14b");
     s.hardware = Some("H100".into());
     s.tp = Some(0);
     assert_eq!(
@@ -878,11 +907,11 @@ fn latency_kind_names() {
         LatencyKind::Linear
     );
     assert_eq!(
-        "roofline".parse::<LatencyKind>().unwrap(),
-        LatencyKind::Roofline
+        "roofline-v1".parse::<LatencyKind>().unwrap(),
+        LatencyKind::RooflineV1
     );
     assert_eq!(
         "magic".parse::<LatencyKind>().unwrap_err().to_string(),
-        "unknown latency model 'magic': expected one of linear, blackbox, roofline"
+        "unknown latency model 'magic': expected one of linear, roofline, roofline-v1, trained-physics"
     );
 }

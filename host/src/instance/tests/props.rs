@@ -1,5 +1,6 @@
 //! Property tests: random configurations (including tiny KV caches, every
-//! scheduler and preemption policy) and random workloads (shared prefixes,
+//! scheduler and preemption policy, and half the time a CPU KV tier of random
+//! capacity, bandwidth and latency) and random workloads (shared prefixes,
 //! session rounds that repeat earlier output), checked against INV-1..5 and
 //! INV-8 after every event (see [`Sim`]) and at the end.
 
@@ -7,7 +8,9 @@ use proptest::prelude::*;
 
 use super::harness::*;
 use crate::engine::Tick;
-use crate::instance::{InstanceConfig, LatencyModel, PreemptionKind, SchedulerKind};
+use crate::instance::{
+    InstanceConfig, KvOffloadConfig, LatencyModel, PreemptionKind, SchedulerKind,
+};
 use crate::request::{RequestState, Segment, SloClass, UNSET};
 
 /// One generated request: arrival gap, shared prefix (index, length), unique
@@ -52,9 +55,10 @@ fn config_strategy() -> impl Strategy<Value = InstanceConfig> {
         0usize..4,
         prop::bool::ANY,
         prop::option::weighted(0.2, 10u32..150),
+        prop::option::weighted(0.5, (1u64..80, 0.05f64..200.0, 0i64..50)),
     )
         .prop_map(
-            |(block_size, blocks, seqs, budget, threshold, sched, prio, mml)| InstanceConfig {
+            |(block_size, blocks, seqs, budget, threshold, sched, prio, mml, cpu)| InstanceConfig {
                 max_num_seqs: seqs,
                 max_num_batched_tokens: budget,
                 long_prefill_token_threshold: threshold,
@@ -72,6 +76,11 @@ fn config_strategy() -> impl Strategy<Value = InstanceConfig> {
                 } else {
                     PreemptionKind::Fcfs
                 },
+                kv_offload: cpu.map(|(cpu_blocks, bw, base)| KvOffloadConfig {
+                    cpu_blocks,
+                    bandwidth_tokens_per_us: bw,
+                    base_latency_us: base,
+                }),
             },
         )
 }
@@ -200,6 +209,17 @@ proptest! {
         prop_assert!(!sim.inst.step_pending());
         prop_assert!(c.peak_kv_blocks <= cfg.total_kv_blocks);
         prop_assert!(c.cache_hit_blocks <= c.cache_lookup_blocks);
+        // The CPU tier: within capacity, its hits among the cache hits, and
+        // exactly the reload cost of each hit block charged to steps.
+        prop_assert_eq!(c.kv_offload.is_some(), cfg.kv_offload.is_some());
+        if let (Some(o), Some(k)) = (cfg.kv_offload, c.kv_offload) {
+            prop_assert!(sim.inst.kv.cpu_used() <= o.cpu_blocks);
+            prop_assert!(k.hit_blocks <= c.cache_hit_blocks);
+            prop_assert!(k.reloads <= k.hit_blocks);
+            prop_assert!(k.evictions <= k.mirrored_blocks);
+            prop_assert_eq!(k.mirrored_blocks - k.evictions, sim.inst.kv.cpu_used());
+            prop_assert_eq!(k.transfer_time, k.hit_blocks as Tick * o.reload_cost(cfg.block_size));
+        }
     }
 
     /// INV-1 at any horizon: every request that reached the instance's queue

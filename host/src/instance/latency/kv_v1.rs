@@ -1,4 +1,6 @@
-//! How many KV-cache blocks fit on an instance, from model and GPU memory.
+//! KV capacity as blis derived it before the HEAD rules (for `linear` and
+//! `roofline-v1`, so their earlier results stay reproducible): how many
+//! KV-cache blocks fit on an instance, from model and GPU memory.
 //!
 //! vLLM sizes its KV cache as "GPU memory it may use, minus what the model
 //! needs, divided by the bytes of one block". blis does the same with the
@@ -19,8 +21,8 @@
 
 use super::gpu::GpuSpec;
 use super::model_config::ModelConfig;
-use super::roofline::{kv_bytes_per_token, weight_bytes};
-use super::{validate_roofline, LatencyError};
+use super::roofline_v1::{kv_bytes_per_token, weight_bytes};
+use super::{validate_roofline_v1, LatencyError};
 
 /// vLLM's default `gpu_memory_utilization`.
 pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
@@ -34,14 +36,14 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// Errors: invalid model/GPU/TP (every problem listed), a block size of 0, a
 /// utilisation outside (0, 1], a GPU spec without `MemoryGiB`, or a model
 /// whose weights leave room for no block.
-pub fn derive_total_kv_blocks(
+pub fn derive_total_kv_blocks_v1(
     model: &ModelConfig,
     gpu: &GpuSpec,
     tp: u32,
     block_size: u32,
     gpu_memory_utilization: f64,
 ) -> Result<u64, LatencyError> {
-    validate_roofline(model, gpu, tp)?;
+    validate_roofline_v1(model, gpu, tp)?;
     if block_size == 0 {
         return Err(LatencyError::InvalidSetting(
             "block_size must be ≥ 1 token".into(),
@@ -68,6 +70,7 @@ pub fn derive_total_kv_blocks(
             utilization: gpu_memory_utilization,
             weights_gib: weights / GIB,
             usable_gib: usable / GIB,
+            hint: String::new(),
         });
     }
     // Saturates for absurd inputs; a count that large is never the limit.

@@ -1,0 +1,439 @@
+//! `trained-physics`: the reference's default latency model at HEAD
+//! (`latency-head.md` §2) — physics-shaped basis functions (prefill compute,
+//! decode KV traffic, weight loading, TP all-reduce, MoE dispatch, per-layer,
+//! per-request and per-step constants) weighted by trained coefficients.
+//!
+//! ```text
+//! step = β₁·T_pf_compute + β₉·T_pf_kv          (≥ 9 betas; else β₁·max of the two)
+//!      + β₂·T_dc_compute + β₁₀·T_dc_kv         (≥ 10 betas; else β₂·max of the two)
+//!      + β₃·T_weight + β₄·(T_tp_attn + T_tp_dense + T_moe_reduce)
+//!      + β₁₁·T_moe_dispatch + β₅·L + β₆·B + β₇ + β₈·[interleaved MoE]·nMoE
+//! ```
+//!
+//! Everything that depends only on model, GPU, TP and DP (layer split, head
+//! sizes, peak FLOP rate, the weight-loading time) is frozen in
+//! [`TrainedPhysicsModel::new`]; a step reads five sums of the
+//! [`BatchShape`] and evaluates the basis functions in the spec's order, with
+//! no allocation. The batch aggregates map as: `P` = prefill tokens, `A` =
+//! `Σ 4·(H/tp)·T·(In + T/2)·dH` over prefill requests (`In` is the whole
+//! sequence being prefilled, so a chunk pays the attention of the whole
+//! prompt, as in the reference), `D` = decode requests (one token each), `S`
+//! = their context, `B` = requests in the batch.
+//!
+//! Alphas: queueing delay `α₀`, a fixed `α₁` added to a request's E2E after
+//! its last token (not to TTFT or ITL), `α₂` per output token.
+
+use super::gpu::GpuSpec;
+use super::model_config::ModelConfig;
+use super::{round_tick, validate_coefficients, BatchShape, LatencyError};
+use crate::engine::Tick;
+
+/// The iter29 alpha coefficients (µs): queueing, post-decode, per output token.
+pub const ITER29_ALPHA: [f64; 3] = [15563.199579, 777.3455, 45.907545];
+
+/// The iter29 beta coefficients, all 11 (`defaults.yaml`).
+pub const ITER29_BETA: [f64; 11] = [
+    0.152128,
+    0.0,
+    1.36252915,
+    0.752037,
+    32.09546717,
+    4.41684444,
+    126.024825,
+    481.8613888,
+    0.0,
+    1.94710771,
+    0.752037,
+];
+
+/// Bytes per KV-cache element: the model assumes an FP16 KV cache always.
+const KV_BYTES: f64 = 2.0;
+
+/// How MoE tokens travel between the GPUs of a DP > 1 group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MoeCommBackend {
+    /// All-gather family (`""`, `naive`, `allgather_reducescatter`): every
+    /// token to every rank, no top-k factor.
+    #[default]
+    AllGather,
+    /// All-to-all family (`pplx`, `deepep_high_throughput`,
+    /// `deepep_low_latency`, `mori`, `flashinfer_all2allv`): each token to
+    /// its top-k experts' ranks.
+    AllToAll,
+}
+
+impl MoeCommBackend {
+    /// Accepted names, in the order they are listed in messages.
+    pub const NAMES: &'static [&'static str] = &[
+        "allgather_reducescatter",
+        "naive",
+        "pplx",
+        "deepep_high_throughput",
+        "deepep_low_latency",
+        "mori",
+        "flashinfer_all2allv",
+    ];
+
+    /// The family of a backend name (`""` = `allgather_reducescatter`).
+    pub fn parse(name: &str) -> Result<Self, LatencyError> {
+        match name.trim() {
+            "" | "naive" | "allgather_reducescatter" => Ok(MoeCommBackend::AllGather),
+            "pplx"
+            | "deepep_high_throughput"
+            | "deepep_low_latency"
+            | "mori"
+            | "flashinfer_all2allv" => Ok(MoeCommBackend::AllToAll),
+            other => Err(LatencyError::InvalidSetting(format!(
+                "unknown moe_comm_backend '{other}': expected one of {}",
+                MoeCommBackend::NAMES.join(", ")
+            ))),
+        }
+    }
+}
+
+/// The basis-function values of one step, unscaled (µs), for tests and
+/// diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BasisTerms {
+    /// Prefill projections, attention and MLP FLOPs / peak.
+    pub pf_compute: f64,
+    /// Prefill KV writes / bandwidth.
+    pub pf_kv: f64,
+    /// Decode projections, attention and MLP FLOPs / peak.
+    pub dc_compute: f64,
+    /// Decode KV reads and writes / bandwidth.
+    pub dc_kv: f64,
+    /// Loading this GPU's weights / bandwidth.
+    pub weight: f64,
+    /// Attention all-reduce (TP > 1).
+    pub tp_attn: f64,
+    /// Dense-MLP all-reduce (TP > 1).
+    pub tp_dense: f64,
+    /// MoE all-reduce (MoE, DP = 1, TP > 1).
+    pub moe_reduce: f64,
+    /// MoE dispatch/combine (MoE, DP > 1).
+    pub moe_dispatch: f64,
+}
+
+/// The trained-physics step-time model, frozen for one model, GPU, TP and DP.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainedPhysicsModel {
+    /// `[α₀ queueing, α₁ post-decode, α₂ per output token]` (µs).
+    pub alpha: [f64; 3],
+    /// `b[0..10]` (missing slots 0; `b[10]` defaults to `b[3]`).
+    beta: [f64; 11],
+    split_prefill: bool,
+    split_decode: bool,
+    layers: f64,
+    hidden: f64,
+    heads: f64,
+    /// `d / H`, integer division.
+    head_dim: f64,
+    kv_dim: f64,
+    n_moe: f64,
+    n_dense: f64,
+    /// 1 for interleaved MoE (the β₈ term), else 0.
+    interleaved: f64,
+    is_moe: bool,
+    k_eff: f64,
+    ffn_moe: f64,
+    ffn_dense: f64,
+    ffn_shared: f64,
+    act_bytes: f64,
+    tp: f64,
+    dp: f64,
+    group: f64,
+    tpdp: f64,
+    flops: f64,
+    bandwidth: f64,
+    comm: MoeCommBackend,
+    /// `T_weight`, independent of the batch.
+    weight_us: f64,
+}
+
+impl TrainedPhysicsModel {
+    /// Freeze the model. `beta` holds 7 to 11 values (see the module docs);
+    /// `dp` > 1 needs a mixture-of-experts model. Errors list what is wrong:
+    /// a shape the formulas cannot use (layers, heads, hidden, MLP width 0;
+    /// heads or KV heads not divisible by TP; an MoE config without top-k),
+    /// a GPU without peak FLOP/s or bandwidth, a bad coefficient.
+    pub fn new(
+        model: &ModelConfig,
+        gpu: &GpuSpec,
+        tp: u32,
+        dp: u32,
+        comm: MoeCommBackend,
+        alpha: [f64; 3],
+        beta: &[f64],
+    ) -> Result<Self, LatencyError> {
+        validate_coefficients("alpha", &alpha)?;
+        validate_coefficients("beta", beta)?;
+        if !(7..=11).contains(&beta.len()) {
+            return Err(LatencyError::InvalidSetting(format!(
+                "trained-physics needs 7 to 11 beta coefficients, got {}",
+                beta.len()
+            )));
+        }
+        let mut problems = Vec::new();
+        for (field, v) in [
+            ("num_hidden_layers", model.num_layers),
+            ("hidden_size", model.hidden_size),
+            ("num_attention_heads", model.num_heads),
+            ("intermediate_size", model.intermediate_size),
+        ] {
+            if v == 0 {
+                problems.push(format!(
+                    "model {}: {field} must be > 0 (missing or 0)",
+                    model.name
+                ));
+            }
+        }
+        if !(model.bytes_per_param.is_finite() && model.bytes_per_param > 0.0) {
+            problems.push(format!(
+                "model {}: bytes per parameter (torch_dtype) = {} must be > 0",
+                model.name, model.bytes_per_param
+            ));
+        }
+        problems.extend(model.moe_problems());
+        if tp == 0 {
+            problems.push("tensor parallelism (tp) must be ≥ 1".into());
+        } else {
+            let kv_heads = if model.num_kv_heads == 0 {
+                model.num_heads
+            } else {
+                model.num_kv_heads
+            };
+            for (what, n) in [("attention heads", model.num_heads), ("KV heads", kv_heads)] {
+                if n % tp != 0 {
+                    problems.push(format!(
+                        "model {}: {n} {what} are not divisible by tp = {tp}",
+                        model.name
+                    ));
+                }
+            }
+        }
+        if dp == 0 {
+            problems.push("data parallelism (dp) must be ≥ 1".into());
+        } else if dp > 1 && !model.is_moe() {
+            problems.push(format!(
+                "model {}: dp = {dp} needs a mixture-of-experts model (data parallelism \
+                 only splits MoE deployments)",
+                model.name
+            ));
+        }
+        problems.extend(gpu.problems_head(false));
+        if !problems.is_empty() {
+            return Err(LatencyError::InvalidModel {
+                model: "trained-physics",
+                problems,
+            });
+        }
+
+        let mut b = [0.0; 11];
+        b[..beta.len()].copy_from_slice(beta);
+        if beta.len() < 11 {
+            b[10] = b[3];
+        }
+        let layers = f64::from(model.num_layers);
+        let hidden = f64::from(model.hidden_size);
+        let heads = f64::from(model.num_heads);
+        let head_dim = f64::from(model.hidden_size / model.num_heads);
+        let kv_heads = if model.num_kv_heads == 0 {
+            model.num_heads
+        } else {
+            model.num_kv_heads
+        };
+        let kv_dim = f64::from(kv_heads) * head_dim;
+        let is_moe = model.is_moe();
+        let (n_moe, n_dense) = model.layer_split();
+        let (n_moe, n_dense) = (f64::from(n_moe), f64::from(n_dense));
+        let interleaved = if is_moe && model.interleave_moe_layer_step > 0 {
+            1.0
+        } else {
+            0.0
+        };
+        let experts = f64::from(model.num_experts);
+        let ffn_moe = f64::from(model.expert_ffn());
+        let ffn_dense = f64::from(model.dense_ffn());
+        let ffn_shared = f64::from(model.shared_expert_intermediate_size);
+        let wb = model.weight_bytes_per_param();
+        let tpf = f64::from(tp);
+        let dpf = f64::from(dp.max(1));
+        let group = if is_moe { tpf * dpf } else { tpf };
+        let bandwidth = gpu.bw_peak_tbs * 1e6;
+
+        // Weights are replicated across DP ranks: divided by TP only; routed
+        // experts are E/G expert-equivalents per GPU whatever the batch.
+        let d = hidden;
+        let mut weight = layers * d * (2.0 * d + 2.0 * kv_dim) * wb / tpf;
+        if n_moe > 0.0 {
+            weight += n_moe * (experts / group) * 3.0 * d * ffn_moe * wb;
+            if ffn_shared > 0.0 {
+                weight += n_moe * 3.0 * d * ffn_shared * wb / tpf;
+            }
+        }
+        if n_dense > 0.0 {
+            weight += n_dense * 1.0 * 3.0 * d * ffn_dense * wb / tpf;
+        }
+
+        Ok(TrainedPhysicsModel {
+            alpha,
+            beta: b,
+            split_prefill: beta.len() >= 9,
+            split_decode: beta.len() >= 10,
+            layers,
+            hidden,
+            heads,
+            head_dim,
+            kv_dim,
+            n_moe,
+            n_dense,
+            interleaved,
+            is_moe,
+            k_eff: f64::from(model.num_experts_per_tok.max(1)),
+            ffn_moe,
+            ffn_dense,
+            ffn_shared,
+            act_bytes: model.bytes_per_param,
+            tp: tpf,
+            dp: dpf,
+            group,
+            tpdp: tpf * dpf,
+            flops: gpu.flops_per_us(wb),
+            bandwidth,
+            comm,
+            weight_us: weight / bandwidth,
+        })
+    }
+
+    /// MLP FLOPs of `x` tokens on the busiest GPU (balanced placement).
+    #[inline]
+    fn ffn(&self, x: f64) -> f64 {
+        let d = self.hidden;
+        let mut f = 0.0;
+        if self.n_moe > 0.0 {
+            f += self.n_moe * (x * self.k_eff / self.group) * 6.0 * d * self.ffn_moe;
+            if self.ffn_shared > 0.0 {
+                f += self.n_moe * x * 6.0 * d * self.ffn_shared / self.tpdp;
+            }
+        }
+        if self.n_dense > 0.0 {
+            f += self.n_dense * x * 1.0 * 6.0 * d * self.ffn_dense / self.tpdp;
+        }
+        f
+    }
+
+    /// One all-reduce over `units` layers of `x` tokens (0 at TP 1).
+    #[inline]
+    fn all_reduce(&self, units: f64, x: f64) -> f64 {
+        if self.tp > 1.0 {
+            units * x * self.hidden * self.act_bytes * 2.0 * ((self.tp - 1.0) / self.tp)
+                / self.bandwidth
+        } else {
+            0.0
+        }
+    }
+
+    /// The unscaled basis functions of a batch (µs).
+    pub fn terms(&self, shape: &BatchShape) -> BasisTerms {
+        let (l, d, dkv, tp, dp, tpdp) = (
+            self.layers,
+            self.hidden,
+            self.kv_dim,
+            self.tp,
+            self.dp,
+            self.tpdp,
+        );
+        let p = shape.prefill.new_tokens as f64;
+        let dc = f64::from(shape.decode.requests);
+        let s = shape.decode.context_tokens as f64;
+        let n = p + dc;
+        let mut t = BasisTerms {
+            weight: self.weight_us,
+            ..BasisTerms::default()
+        };
+        if p > 0.0 {
+            // Σ 4·(H/tp)·T·(In + T/2)·dH, from the exact integer Σ T·(2·In + T).
+            let attention = 4.0
+                * (self.heads / tp)
+                * (shape.prefill.prompt_attention2 as f64 / 2.0)
+                * self.head_dim;
+            t.pf_compute =
+                (l * 2.0 * p * d * (2.0 * d + 2.0 * dkv) / tpdp + l * attention / dp + self.ffn(p))
+                    / self.flops;
+            t.pf_kv = l * 2.0 * (dkv / tpdp) * p * KV_BYTES / self.bandwidth;
+        }
+        if dc > 0.0 {
+            t.dc_compute = (l * 2.0 * dc * d * (2.0 * d + 2.0 * dkv) / tpdp
+                + l * 4.0 * (self.heads / tp) * s * self.head_dim / dp
+                + self.ffn(dc))
+                / self.flops;
+            t.dc_kv = l * 2.0 * (dkv / tpdp) * KV_BYTES * (s + dc) / self.bandwidth;
+        }
+        if tp > 1.0 {
+            t.tp_attn = self.all_reduce(l, n) / dp;
+            t.tp_dense = self.all_reduce(self.n_dense, n) / dp;
+            if self.is_moe && self.n_moe > 0.0 && dp == 1.0 {
+                t.moe_reduce = self.all_reduce(self.n_moe, n);
+            }
+        }
+        if self.is_moe && dp > 1.0 {
+            let g = self.group;
+            let per_layer = match self.comm {
+                MoeCommBackend::AllGather => {
+                    (n / dp) * (g - 1.0) / g * 2.0 * d * self.act_bytes / self.bandwidth
+                }
+                MoeCommBackend::AllToAll => {
+                    ((n / dp) * self.k_eff * (g - 1.0) / g * 2.0) * d * self.act_bytes
+                        / self.bandwidth
+                }
+            };
+            t.moe_dispatch = self.n_moe * per_layer;
+        }
+        t
+    }
+
+    /// Step time in µs before rounding (`None` for an empty batch).
+    #[inline]
+    pub fn step_us(&self, shape: &BatchShape) -> Option<f64> {
+        let batch = shape.prefill.requests + shape.decode.requests;
+        if batch == 0 {
+            return None;
+        }
+        let b = &self.beta;
+        let t = self.terms(shape);
+        let prefill = if self.split_prefill {
+            b[0] * t.pf_compute + b[8] * t.pf_kv
+        } else {
+            b[0] * t.pf_compute.max(t.pf_kv)
+        };
+        let decode = if self.split_decode {
+            b[1] * t.dc_compute + b[9] * t.dc_kv
+        } else {
+            b[1] * t.dc_compute.max(t.dc_kv)
+        };
+        Some(
+            prefill
+                + decode
+                + b[2] * t.weight
+                + b[3] * (t.tp_attn + t.tp_dense + t.moe_reduce)
+                + b[10] * t.moe_dispatch
+                + b[4] * self.layers
+                + b[5] * f64::from(batch)
+                + b[6]
+                + b[7] * self.interleaved * self.n_moe,
+        )
+    }
+
+    /// Duration of one step, rounded to the nearest tick, at least 1 (an
+    /// empty batch takes 1 tick).
+    #[inline]
+    pub fn step_time(&self, shape: &BatchShape) -> Tick {
+        self.step_us(shape).map_or(1, |us| round_tick(us).max(1))
+    }
+
+    /// The 11 beta slots in use.
+    pub fn beta(&self) -> &[f64; 11] {
+        &self.beta
+    }
+}
