@@ -16,6 +16,8 @@
 //! * [`metrics`] — per-request records, aggregation, fitness, the JSON report.
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
+//! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
+//! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
 //! the CLI (`cli::print_stdout`, called from `main.rs`) writes to stdout; the
@@ -26,8 +28,10 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod engine;
+pub mod html_report;
 pub mod instance;
 pub mod metrics;
 pub mod plugins;
 pub mod request;
+pub mod sweep;
 pub mod workload;

@@ -32,8 +32,9 @@ use blis_plugin_api::{
     ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, SloClass as AbiSlo,
 };
 
-use crate::engine::{Event, EventQueue, Tick};
+use crate::engine::{Event, EventQueue, Tick, NEVER};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
+use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
 use crate::plugins::{AdmissionPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
@@ -54,6 +55,8 @@ pub struct ClusterSetup {
     pub trace: Option<TraceWriter>,
     /// What the 0.2 cluster state says about every instance.
     pub labels: InstanceLabels,
+    /// `output.timeseries_path`: sampled at interval boundaries, never scheduled.
+    pub timeseries: Option<TimeSeries>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -69,6 +72,7 @@ pub struct ClusterOutcome {
     pub instances: Vec<Instance>,
     pub collector: Collector,
     pub trace: Option<TraceWriter>,
+    pub timeseries: Option<TimeSeries>,
     /// Requests that reached the cluster.
     pub arrived: u64,
     pub rejected: u64,
@@ -99,6 +103,10 @@ pub struct Cluster {
     block_size: u32,
     collector: Collector,
     trace: Option<TraceWriter>,
+    timeseries: Option<TimeSeries>,
+    /// The next time-series boundary (`NEVER` without a time series: one
+    /// comparison per event is all it costs when off).
+    next_sample: Tick,
     /// Earliest pending `Arrivals` wake-up (to avoid scheduling duplicates).
     next_wakeup: Option<Tick>,
     arrived: u64,
@@ -175,6 +183,8 @@ impl Cluster {
             block_size: setup.block_size,
             collector: setup.collector,
             trace: setup.trace,
+            next_sample: setup.timeseries.as_ref().map_or(NEVER, |t| t.next_at),
+            timeseries: setup.timeseries,
             next_wakeup: None,
             arrived: 0,
             rejected: 0,
@@ -209,6 +219,9 @@ impl Cluster {
         while let Some(t) = self.queue.peek_time() {
             if t > self.horizon {
                 break;
+            }
+            if t > self.next_sample {
+                self.sample(t);
             }
             let ev = self.queue.pop().expect("peeked").event;
             self.end_time = t;
@@ -274,6 +287,22 @@ impl Cluster {
         }
         peak_live = peak_live.max(self.store.live());
         Ok(self.finish(peak_live))
+    }
+
+    fn counts(&self) -> ClusterCounts {
+        ClusterCounts {
+            arrived: self.arrived,
+            completed: self.collector.instances.iter().map(|r| r.completed).sum(),
+        }
+    }
+
+    /// Write the time-series boundaries before `t` (state after every event up to each).
+    fn sample(&mut self, t: Tick) {
+        let counts = self.counts();
+        if let Some(ts) = self.timeseries.as_mut() {
+            ts.sample(t, &self.instances, counts);
+            self.next_sample = ts.next_at;
+        }
     }
 
     fn on_arrivals(&mut self, t: Tick) {
@@ -606,10 +635,15 @@ impl Cluster {
         if let Some(tr) = self.trace.as_mut() {
             tr.finish();
         }
+        let counts = self.counts();
+        if let Some(ts) = self.timeseries.as_mut() {
+            ts.finish(self.end_time, &self.instances, counts);
+        }
         ClusterOutcome {
             instances: self.instances,
             collector: self.collector,
             trace: self.trace,
+            timeseries: self.timeseries,
             arrived: self.arrived,
             rejected: self.rejected,
             still_in_pipeline: in_pipeline,
