@@ -17,6 +17,8 @@
 //! * [`output`] — output paths checked against the inputs; atomic output files.
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
+//! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
+//! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
 //! the CLI (`cli::print_stdout`, called from `main.rs`) writes to stdout; the
@@ -27,11 +29,13 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod engine;
+pub mod html_report;
 pub mod instance;
 pub mod metrics;
 pub mod output;
 pub mod plugins;
 pub mod request;
+pub mod sweep;
 pub mod workload;
 
 #[cfg(test)]

@@ -38,5 +38,10 @@ mod latency;
 // recomputed from the per-request results; bad stages name their line.
 mod stages;
 
+// `blis sweep`, `sweep merge` and `report`: byte-identical per-run reports,
+// --jobs, kill-and-resume, shards + merge, bad input, HTML plots, time
+// series, and the Slurm example when sbatch is available.
+mod sweep;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

@@ -49,6 +49,8 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
             convert_yaml(&file, crate::workload::convert_inference_perf).map(Some)
         }
         Command::Convert(ConvertCommand::EppConfig { file }) => convert_epp_config(&file).map(Some),
+        Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
+        Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
     }
 }
 
@@ -152,6 +154,9 @@ pub fn simulate(
         return Err(runtime(format!(
             "cannot write the decision trace file: {e}"
         )));
+    }
+    if let Some(e) = outcome.timeseries.as_ref().and_then(|t| t.error.as_ref()) {
+        return Err(runtime(format!("cannot write the time series file: {e}")));
     }
     let mut report = report::build(&mut outcome, fitness.as_ref());
     if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {

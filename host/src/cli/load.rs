@@ -133,6 +133,9 @@ fn flag_edits(args: &RunArgs) -> Result<Vec<Edit>, Failure> {
     if let Some(v) = &args.results_path {
         set("output.results_path", path(v));
     }
+    if let Some(v) = &args.timeseries_path {
+        set("output.timeseries_path", path(v));
+    }
     if let Some(v) = &args.trace_path {
         set("output.trace_path", path(v));
     }

@@ -8,6 +8,7 @@
 mod commands;
 mod load;
 mod scaffold;
+mod sweep;
 
 use std::path::PathBuf;
 
@@ -55,6 +56,10 @@ pub enum Command {
     /// Convert other formats to blis run-file TOML.
     #[command(subcommand)]
     Convert(ConvertCommand),
+    /// Run a grid of runs from a sweep file (parallel, resumable, shardable), or merge shards.
+    Sweep(sweep::SweepArgs),
+    /// Write an HTML report with plots of a run's outputs or of a sweep directory.
+    Report(sweep::ReportArgs),
 }
 
 /// `blis plugins …`
@@ -142,6 +147,9 @@ pub struct RunArgs {
     /// Per-request results file (`output.results_path`).
     #[arg(long)]
     pub results_path: Option<PathBuf>,
+    /// Time series file, one JSON line per interval (`output.timeseries_path`).
+    #[arg(long)]
+    pub timeseries_path: Option<PathBuf>,
     /// Decision trace file (`output.trace_path`; implies trace level `decisions`).
     #[arg(long)]
     pub trace_path: Option<PathBuf>,

@@ -36,8 +36,9 @@ use blis_plugin_api::{
     ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, SloClass as AbiSlo,
 };
 
-use crate::engine::{later, Event, EventQueue, Tick, TIME_LIMIT};
+use crate::engine::{later, Event, EventQueue, Tick, NEVER, TIME_LIMIT};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
+use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
 use crate::plugins::{AdmissionPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
@@ -58,6 +59,8 @@ pub struct ClusterSetup {
     pub trace: Option<TraceWriter>,
     /// What the 0.2 cluster state says about every instance.
     pub labels: InstanceLabels,
+    /// `output.timeseries_path`: sampled at interval boundaries, never scheduled.
+    pub timeseries: Option<TimeSeries>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -73,6 +76,7 @@ pub struct ClusterOutcome {
     pub instances: Vec<Instance>,
     pub collector: Collector,
     pub trace: Option<TraceWriter>,
+    pub timeseries: Option<TimeSeries>,
     /// Requests that reached the cluster.
     pub arrived: u64,
     pub rejected: u64,
@@ -132,6 +136,10 @@ pub struct Cluster {
     block_size: u32,
     collector: Collector,
     trace: Option<TraceWriter>,
+    timeseries: Option<TimeSeries>,
+    /// The next time-series boundary (`NEVER` without a time series: one
+    /// comparison per event is all it costs when off).
+    next_sample: Tick,
     /// Earliest pending `Arrivals` wake-up (to avoid scheduling duplicates).
     next_wakeup: Option<Tick>,
     arrived: u64,
@@ -212,6 +220,8 @@ impl Cluster {
             block_size: setup.block_size,
             collector: setup.collector,
             trace: setup.trace,
+            next_sample: setup.timeseries.as_ref().map_or(NEVER, |t| t.next_at),
+            timeseries: setup.timeseries,
             next_wakeup: None,
             arrived: 0,
             rejected: 0,
@@ -260,6 +270,9 @@ impl Cluster {
                     at: t,
                     what: format!("event {ev:?}"),
                 });
+            }
+            if t > self.next_sample {
+                self.sample(t);
             }
             let ev = self.queue.pop().expect("peeked").event;
             self.end_time = t;
@@ -337,6 +350,22 @@ impl Cluster {
             })?;
         }
         Ok(self.finish(peak_live))
+    }
+
+    fn counts(&self) -> ClusterCounts {
+        ClusterCounts {
+            arrived: self.arrived,
+            completed: self.collector.instances.iter().map(|r| r.completed).sum(),
+        }
+    }
+
+    /// Write the time-series boundaries before `t` (state after every event up to each).
+    fn sample(&mut self, t: Tick) {
+        let counts = self.counts();
+        if let Some(ts) = self.timeseries.as_mut() {
+            ts.sample(t, &self.instances, counts);
+            self.next_sample = ts.next_at;
+        }
     }
 
     fn on_arrivals(&mut self, t: Tick) {
@@ -681,11 +710,16 @@ impl Cluster {
             .iter()
             .map(|i| i.counts().last_delivery)
             .fold(self.end_time, Tick::max);
+        let counts = self.counts();
+        if let Some(ts) = self.timeseries.as_mut() {
+            ts.finish(self.end_time, &self.instances, counts);
+        }
         ClusterOutcome {
             duration,
             instances: self.instances,
             collector: self.collector,
             trace: self.trace,
+            timeseries: self.timeseries,
             arrived: self.arrived,
             rejected: self.rejected,
             still_in_pipeline: in_pipeline,

@@ -377,6 +377,12 @@ pub struct OutputSection {
     /// Fitness weights: metric → weight (keys in `metrics::fitness::KEYS`).
     #[serde(default)]
     pub fitness_weights: BTreeMap<String, f64>,
+    /// Time series file (JSON lines, one per interval; relative to the run file's folder).
+    #[serde(default)]
+    pub timeseries_path: Option<PathBuf>,
+    /// The time series' interval in µs (default 1 s).
+    #[serde(default)]
+    pub timeseries_interval_us: Option<i64>,
     /// Report windows `[{ start_us, end_us }, …]`: the report gains a
     /// `stages` entry per window for the requests that arrived in it
     /// (instead of the workload's stages).

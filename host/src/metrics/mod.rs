@@ -1,13 +1,15 @@
 //! Metrics: what a run records ([`Collector`]), exact summary statistics
 //! ([`distribution`]), fitness ([`fitness`]) and the JSON report
-//! ([`report`]) — the only place that knows the output format — and
-//! per-stage records of staged workloads ([`stages`]).
+//! ([`report`]) — the only place that knows the report format —, per-stage
+//! records of staged workloads ([`stages`]) and the time series
+//! ([`timeseries`], `output.timeseries_path`).
 
 mod collector;
 pub mod distribution;
 pub mod fitness;
 pub mod report;
 pub mod stages;
+pub mod timeseries;
 
 pub use collector::{
     result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,

@@ -23,6 +23,7 @@ mod model;
 mod output;
 mod policies;
 mod routing_profiles;
+mod timeseries;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -130,6 +131,7 @@ pub fn build(
     problems
         .errors
         .extend(super::outputs::check(run, base_dir, None));
+    let timeseries = timeseries::check(&run.output, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
@@ -182,6 +184,7 @@ pub fn build(
                 gpu: model.latency.gpu.clone().unwrap_or_default(),
                 tp: model.latency.tp,
             },
+            timeseries: timeseries.create(base_dir, open_outputs)?,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),

@@ -1,0 +1,166 @@
+//! `blis sweep`, `blis sweep merge` and `blis report`: the CLI side of
+//! [`crate::sweep`] and [`crate::html_report`]. A sweep's run is the `run`
+//! command itself: its argument list is parsed by the same clap definitions
+//! as `blis run BASE --set KEY=VALUE…` and run in-process.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+use super::commands::{simulate, Failure};
+use super::load::load_run;
+use super::{Cli, Command};
+use crate::html_report::{self, SloTargets};
+use crate::sweep::{self, Shard, SweepError};
+
+/// `blis sweep …`
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    pub command: Option<SweepCommand>,
+    /// The sweep file (TOML: base, seeds, [set], [[axis]]; see README.md, "Studying a policy").
+    #[arg(required = true)]
+    pub sweep_file: Option<PathBuf>,
+    /// Output directory (created; a directory of the same sweep is resumed).
+    #[arg(long, required = true)]
+    pub out: Option<PathBuf>,
+    /// Runs at once (default: the number of CPUs).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Run only part i of N of the grid (1 <= i <= N; every N-th run).
+    #[arg(long, value_name = "i/N", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
+    /// Never show a progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    s.parse()
+}
+
+/// `blis sweep merge …`
+#[derive(Debug, Subcommand)]
+pub enum SweepCommand {
+    /// Merge the output directories of a sweep's shards into one.
+    Merge {
+        /// Shard directories (written by `blis sweep --shard i/N --out DIR`).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// `blis report …`
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A sweep directory, a run folder (report.json plus results.jsonl,
+    /// trace.jsonl, timeseries.jsonl if present), or a report file.
+    pub path: PathBuf,
+    /// The HTML file to write.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// TTFT target for SLO attainment in a sweep report (ms).
+    #[arg(long, default_value_t = 500.0)]
+    pub ttft_slo_ms: f64,
+    /// E2E target for SLO attainment in a sweep report (ms; default: completed).
+    #[arg(long)]
+    pub e2e_slo_ms: Option<f64>,
+}
+
+fn usage(message: String) -> Failure {
+    Failure { code: 2, message }
+}
+
+fn runtime(message: String) -> Failure {
+    Failure { code: 1, message }
+}
+
+/// One run of a sweep: `blis run BASE --set KEY=VALUE…`, in-process and quiet.
+fn run_one(base: Option<&Path>, sets: &[(String, toml::Value)]) -> Result<String, String> {
+    let mut argv = vec!["blis".to_string(), "run".to_string(), "--quiet".to_string()];
+    if let Some(b) = base {
+        argv.push(b.display().to_string());
+    }
+    for (k, v) in sets {
+        argv.push("--set".into());
+        argv.push(format!("{k}={}", sweep::spec::toml_text(v)));
+    }
+    let cli = Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
+    let Command::Run(args) = cli.command else {
+        return Err("internal error: a sweep run is not a run command".into());
+    };
+    let (run, source) = load_run(&args).map_err(|f| f.message)?;
+    simulate(&run, &source, false, |_| {})
+        .map(|s| s.report)
+        .map_err(|f| f.message)
+}
+
+/// `blis sweep SWEEP --out DIR` and `blis sweep merge DIR… --out DIR`.
+pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
+    let to_failure = |e: SweepError| match e {
+        SweepError::BadInput(m) => usage(m),
+        SweepError::Failed(m) => runtime(m),
+    };
+    if let Some(SweepCommand::Merge { dirs, out }) = &args.command {
+        let n = sweep::merge(dirs, out).map_err(to_failure)?;
+        eprintln!(
+            "merged {n} runs from {} directories into {}",
+            dirs.len(),
+            out.display()
+        );
+        return Ok(());
+    }
+    let (Some(file), Some(out)) = (&args.sweep_file, &args.out) else {
+        return Err(usage("blis sweep: give a sweep file and --out DIR".into()));
+    };
+    let jobs = match args.jobs {
+        Some(0) => return Err(usage("--jobs 0: give at least 1".into())),
+        Some(j) => j,
+        None => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    let opts = sweep::Options {
+        sweep_file: file,
+        out,
+        jobs,
+        shard: args.shard,
+        progress: !args.quiet && std::io::stderr().is_terminal(),
+    };
+    let s = sweep::run(&opts, &run_one).map_err(to_failure)?;
+    eprintln!(
+        "sweep: {} runs{} ({} already done), ran {} in {:.2} s ({:.1} runs/s) with {jobs} jobs; results in {}",
+        s.planned,
+        args.shard.map_or(String::new(), |sh| format!(" in shard {}/{}", sh.index, sh.count)),
+        s.skipped,
+        s.ran,
+        s.wall_s,
+        s.ran as f64 / s.wall_s.max(1e-9),
+        out.join("results.csv").display()
+    );
+    if s.failed > 0 {
+        return Err(runtime(format!(
+            "{} of {} runs failed; their errors are in the error column of {}",
+            s.failed,
+            s.ran,
+            out.join("results.csv").display()
+        )));
+    }
+    Ok(())
+}
+
+/// `blis report PATH -o report.html`.
+pub fn report_command(args: &ReportArgs) -> Result<(), Failure> {
+    let input = html_report::Input::detect(&args.path).map_err(usage)?;
+    let targets = SloTargets {
+        ttft_ms: args.ttft_slo_ms,
+        e2e_ms: args.e2e_slo_ms,
+    };
+    let html = html_report::render(&input, targets).map_err(usage)?;
+    sweep::store::write_atomic(&args.output, html.as_bytes()).map_err(runtime)?;
+    eprintln!("wrote {}", args.output.display());
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Parameter sweeps: a grid of runs from one sweep file, run in parallel,
+//! resumable and shardable, with a tidy results table.
+//!
+//! * [`spec`] — the sweep file, its checks and the grid (run ids, shards).
+//! * [`store`] — the output directory: manifest, per-run records and reports, atomic writes.
+//! * [`exec`] — running the runs on threads, skipping finished ones, progress.
+//! * [`table`] — `results.csv` / `results.jsonl`.
+//!
+//! Each run is exactly `blis run BASE --set KEY=VALUE…` (the CLI hands in a
+//! [`exec::RunFn`] that goes through the same parsing and overrides), so a
+//! sweep's per-run report has the bytes `blis run` prints. Knows nothing of
+//! the simulation itself.
+
+pub mod exec;
+pub mod spec;
+pub mod store;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+
+pub use exec::{RunFn, Summary};
+pub use spec::{Plan, Shard};
+use store::SweepDir;
+
+/// A sweep that could not be done: bad input (nothing ran) or a failure while running.
+#[derive(Debug)]
+pub enum SweepError {
+    BadInput(String),
+    Failed(String),
+}
+
+/// Rewrite `results.csv` and `results.jsonl` of `dir` from its manifest and records.
+pub fn write_tables(dir: &SweepDir, manifest: &serde_json::Value) -> Result<usize, String> {
+    let t = table::build(manifest, dir)?;
+    store::write_atomic(&dir.root.join("results.csv"), &t.to_csv()?)?;
+    store::write_atomic(&dir.root.join("results.jsonl"), &t.to_jsonl())?;
+    Ok(t.rows.len())
+}
+
+/// Options of `blis sweep`.
+pub struct Options<'a> {
+    pub sweep_file: &'a Path,
+    pub out: &'a Path,
+    pub jobs: usize,
+    pub shard: Option<Shard>,
+    pub progress: bool,
+}
+
+/// Run a sweep (or one shard of it) into `opts.out`, resuming what is there.
+pub fn run(opts: &Options, run_one: &RunFn) -> Result<Summary, SweepError> {
+    let plan = Plan::load(opts.sweep_file).map_err(SweepError::BadInput)?;
+    // Absolute: runs' output paths are resolved against the base run file's folder.
+    let out = std::path::absolute(opts.out).unwrap_or_else(|_| opts.out.to_path_buf());
+    let dir = SweepDir::new(&out);
+    let manifest = store::manifest(&plan);
+    dir.open(&manifest).map_err(SweepError::BadInput)?;
+    let runs = plan.shard(opts.shard);
+    let summary = exec::execute(&plan, &runs, &dir, opts.jobs, opts.progress, run_one)
+        .map_err(SweepError::Failed)?;
+    write_tables(&dir, &manifest).map_err(SweepError::Failed)?;
+    Ok(summary)
+}
+
+/// Merge shard directories of one sweep into `out`; returns the number of runs.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, SweepError> {
+    let bad = SweepError::BadInput;
+    let mut manifest: Option<(PathBuf, serde_json::Value)> = None;
+    let mut sources = Vec::new();
+    for d in dirs {
+        let sd = SweepDir::new(d);
+        let m = sd.read_manifest().map_err(bad)?.ok_or_else(|| {
+            SweepError::BadInput(format!(
+                "{}: not a sweep directory (no {}); give directories written by `blis sweep --out`",
+                d.display(),
+                store::MANIFEST
+            ))
+        })?;
+        if let Some((first, fm)) = &manifest {
+            if fm["fingerprint"] != m["fingerprint"] {
+                return Err(SweepError::BadInput(format!(
+                    "{} and {} hold different sweeps ({} has fingerprint {}, {} has {}); merge only the shards of one sweep file",
+                    first.display(),
+                    d.display(),
+                    first.display(),
+                    fm["fingerprint"].as_str().unwrap_or("?"),
+                    d.display(),
+                    m["fingerprint"].as_str().unwrap_or("?")
+                )));
+            }
+        } else {
+            manifest = Some((d.clone(), m));
+        }
+        sources.push(sd);
+    }
+    let Some((_, manifest)) = manifest else {
+        return Err(SweepError::BadInput(
+            "blis sweep merge: give at least one sweep directory".into(),
+        ));
+    };
+    let dst = SweepDir::new(out);
+    dst.open(&manifest).map_err(bad)?;
+    for run in manifest["runs"].as_array().into_iter().flatten() {
+        let id = run["id"].as_str().unwrap_or_default();
+        if dst.record(id).is_some() {
+            continue;
+        }
+        if let Some(src) = sources.iter().find(|s| s.record(id).is_some()) {
+            dst.copy_run_from(src, id).map_err(SweepError::Failed)?;
+        }
+    }
+    write_tables(&dst, &manifest).map_err(SweepError::Failed)
+}
