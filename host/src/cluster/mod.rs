@@ -17,6 +17,7 @@
 mod error;
 mod first_tokens;
 mod routing;
+mod scaling;
 mod servable;
 mod snapshot;
 mod trace;
@@ -36,6 +37,7 @@ use blis_plugin_api::{
     ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, SloClass as AbiSlo,
 };
 
+use crate::control::{ControlPlane, ControlSetup};
 use crate::engine::{later, Event, EventQueue, Tick, NEVER, TIME_LIMIT};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
@@ -61,6 +63,8 @@ pub struct ClusterSetup {
     pub labels: InstanceLabels,
     /// `output.timeseries_path`: sampled at interval boundaries, never scheduled.
     pub timeseries: Option<TimeSeries>,
+    /// Instance lifecycle, node pools, autoscaler (`None`: the fixed fleet).
+    pub control: Option<ControlSetup>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -93,6 +97,8 @@ pub struct ClusterOutcome {
     pub peak_live_requests: usize,
     /// An error the workload met while streaming (the run ended early).
     pub workload_error: Option<crate::workload::WorkloadError>,
+    /// The control plane at the end (instance lives, nodes, cost).
+    pub control: Option<Box<ControlPlane>>,
 }
 
 /// Watches a run event by event: the property campaign checks invariants
@@ -110,6 +116,10 @@ pub struct AuditView<'a> {
     pub store: &'a RequestStore,
     /// Requests routed to each instance and not yet in its wait queue.
     pub pending: &'a [u32],
+    /// Requests routed to each instance and not finished yet.
+    pub in_flight: &'a [u32],
+    /// The control plane, when the run has one.
+    pub control: Option<&'a ControlPlane>,
 }
 
 /// The audit of an ordinary run: none.
@@ -164,6 +174,8 @@ pub struct Cluster {
     /// Whether an arriving request could be served by some instance (asked
     /// before its prompt is hashed).
     servable: ServableBound,
+    /// Instance lifecycle, nodes and autoscaler (`None`: the fixed fleet).
+    control: Option<Box<ControlPlane>>,
 }
 
 /// Build the ABI view of a request.
@@ -231,6 +243,7 @@ impl Cluster {
             tenant_names,
             hash_pool: Vec::new(),
             servable,
+            control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
         }
     }
 
@@ -259,6 +272,7 @@ impl Cluster {
         audit: &mut impl EventAudit,
     ) -> Result<ClusterOutcome, RunError> {
         self.schedule_arrivals();
+        self.start_control();
         let mut peak_live = 0usize;
         while let Some(t) = self.queue.peek_time() {
             if t > self.horizon {
@@ -283,6 +297,7 @@ impl Cluster {
             }
             match ev {
                 Event::Arrivals => self.on_arrivals(t),
+                Event::Control { what, id } => self.on_control(t, what, id)?,
                 Event::Admission(slot) => self.on_admission(t, slot)?,
                 Event::Routing(slot) => self.on_routing(t, slot)?,
                 Event::InstanceArrival { instance, slot } => {
@@ -308,6 +323,7 @@ impl Cluster {
                     self.collector.queued(instance, &self.store[slot]);
                     self.instance_policy_error(instance)?;
                     self.release_finished(t)?;
+                    self.after_instance_event(t, instance);
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
@@ -333,6 +349,7 @@ impl Cluster {
                     }
                     self.instance_policy_error(instance)?;
                     self.release_finished(t)?;
+                    self.after_instance_event(t, instance);
                 }
             }
             audit.after_event(AuditView {
@@ -341,6 +358,8 @@ impl Cluster {
                 instances: &self.instances,
                 store: &self.store,
                 pending: &self.pending,
+                in_flight: &self.in_flight,
+                control: self.control.as_deref(),
             });
         }
         peak_live = peak_live.max(self.store.live());
@@ -363,7 +382,7 @@ impl Cluster {
     fn sample(&mut self, t: Tick) {
         let counts = self.counts();
         if let Some(ts) = self.timeseries.as_mut() {
-            ts.sample(t, &self.instances, counts);
+            ts.sample(t, &self.instances, counts, self.control.as_deref());
             self.next_sample = ts.next_at;
         }
     }
@@ -461,9 +480,40 @@ impl Cluster {
         };
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let decision = self
-            .routing
-            .route(&rv, &view, needs_state.then_some(&state))?;
+        // Instance lifecycle: only routable instances are candidates.
+        if let Some(c) = self
+            .control
+            .as_deref_mut()
+            .filter(|c| c.routable.is_empty())
+        {
+            c.no_instance += 1;
+            return self.reject(t, slot);
+        }
+        let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());
+        let decision = match (restricted, &mut self.routing) {
+            (Some(c), Routing::Single(r)) => {
+                // A router sees the routable instances only, in index order.
+                let ControlPlane {
+                    routable, compact, ..
+                } = c;
+                compact.clear();
+                compact.extend(routable.iter().map(|&i| snaps[i as usize]));
+                let sub = ClusterView {
+                    clock_us: t,
+                    instances: RSlice::from_slice(compact),
+                };
+                let k = r.route(&rv, &sub)?;
+                Decision::Routed {
+                    chosen: routable[k as usize],
+                    scores: None,
+                    candidates: None,
+                }
+            }
+            (c, routing) => {
+                routing.set_eligible(c.map(|c| c.routable.as_slice()));
+                routing.route(&rv, &view, needs_state.then_some(&state))?
+            }
+        };
         let outcome = match decision {
             Decision::Routed {
                 chosen,
@@ -499,6 +549,7 @@ impl Cluster {
         self.admission.observe(&rv, &view, chosen)?;
         self.pending[chosen as usize] += 1;
         self.in_flight[chosen as usize] += 1;
+        self.routed_to(chosen);
         let req = &mut self.store[slot];
         req.instance = chosen;
         self.lifecycle(t, EventKind::DISPATCHED, slot, chosen)?;
@@ -712,7 +763,12 @@ impl Cluster {
             .fold(self.end_time, Tick::max);
         let counts = self.counts();
         if let Some(ts) = self.timeseries.as_mut() {
-            ts.finish(self.end_time, &self.instances, counts);
+            ts.finish(
+                self.end_time,
+                &self.instances,
+                counts,
+                self.control.as_deref(),
+            );
         }
         ClusterOutcome {
             duration,
@@ -727,6 +783,7 @@ impl Cluster {
             events: self.events,
             peak_live_requests: peak_live,
             workload_error: self.workload.take_error(),
+            control: self.control,
         }
     }
 }

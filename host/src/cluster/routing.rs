@@ -42,6 +42,9 @@ pub struct Profile {
     candidates: Vec<u32>,
     /// Per filter: the instances it removed at the last decision.
     removed: Vec<Vec<u32>>,
+    /// The instances a decision may choose, when not all (instance
+    /// lifecycle: the routable ones); `None` = every instance.
+    eligible: Option<Vec<u32>>,
 }
 
 /// The result of one routing decision.
@@ -103,6 +106,7 @@ impl Profile {
             composite: Vec::new(),
             candidates: Vec::new(),
             removed,
+            eligible: None,
         }
     }
 
@@ -138,7 +142,10 @@ impl Profile {
                     *c += x * ws.weight;
                 }
             }
-            let best = max_score(&self.composite);
+            let best = match &self.eligible {
+                None => max_score(&self.composite),
+                Some(e) => e[max_score_of(&self.composite, e)] as usize,
+            };
             return Ok(Decision::Routed {
                 chosen: best as u32,
                 scores: Some(&self.composite),
@@ -146,7 +153,10 @@ impl Profile {
             });
         };
         self.candidates.clear();
-        self.candidates.extend(0..cluster.len() as u32);
+        match &self.eligible {
+            None => self.candidates.extend(0..cluster.len() as u32),
+            Some(e) => self.candidates.extend_from_slice(e),
+        }
         for (k, f) in self.filters.iter_mut().enumerate() {
             let view = ClusterState {
                 candidates: abi_stable::std_types::RSlice::from_slice(&self.candidates),
@@ -196,6 +206,18 @@ impl Profile {
     }
 }
 
+/// Position in `among` of the instance with the highest value, ties to the
+/// lowest index (`among` ascending, not empty).
+fn max_score_of(values: &[f64], among: &[u32]) -> usize {
+    let mut best = 0;
+    for (k, &i) in among.iter().enumerate() {
+        if values[i as usize] > values[among[best] as usize] {
+            best = k;
+        }
+    }
+    best
+}
+
 /// Index of the highest value, ties to the lowest index.
 fn max_score(values: &[f64]) -> usize {
     let mut best = 0;
@@ -218,6 +240,20 @@ impl Routing {
             Pick::MaxScore,
             true,
         )))
+    }
+
+    /// Restrict the next decisions to `eligible` instances (ascending, not
+    /// empty), or lift the restriction with `None` (the instance lifecycle:
+    /// only routable instances are chosen). A router plugin is restricted by
+    /// the cluster, which shows it only the eligible instances.
+    pub fn set_eligible(&mut self, eligible: Option<&[u32]>) {
+        if let Routing::Profile(p) = self {
+            match (eligible, &mut p.eligible) {
+                (None, e) => *e = None,
+                (Some(new), Some(old)) if old.as_slice() == new => {}
+                (Some(new), e) => *e = Some(new.to_vec()),
+            }
+        }
     }
 
     /// True when decisions need the 0.2 cluster state.

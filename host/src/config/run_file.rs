@@ -34,6 +34,15 @@ pub struct RunFile {
     pub plugins: Vec<PluginSection>,
     #[serde(default)]
     pub output: OutputSection,
+    /// `[[node_pools]]`: GPU nodes instances are placed on, with their cost.
+    #[serde(default)]
+    pub node_pools: Vec<super::NodePoolSection>,
+    /// `[lifecycle]`: loading, warm-up and draining of instances.
+    #[serde(default)]
+    pub lifecycle: Option<super::LifecycleSection>,
+    /// `[autoscaler]`: the scaling loop.
+    #[serde(default)]
+    pub autoscaler: Option<super::AutoscalerSection>,
 }
 
 fn default_seed() -> u64 {

@@ -23,13 +23,17 @@ pub enum Event {
     Queued { instance: u32, slot: Slot },
     /// An instance finishes its running step (if any) and starts the next one.
     Step { instance: u32 },
+    /// A control-plane event (class 0, with the arrivals: an instance that
+    /// becomes routable at `T` is routable for the requests arriving at
+    /// `T`): `what` says which, `id` which instance, node or actuation.
+    Control { what: u8, id: u32 },
 }
 
 impl Event {
     /// Ordering class at equal time: cluster events before instance events.
     fn class(&self) -> u8 {
         match self {
-            Event::Arrivals => 0,
+            Event::Arrivals | Event::Control { .. } => 0,
             Event::Admission(_) => 1,
             Event::Routing(_) => 2,
             Event::InstanceArrival { .. } | Event::Queued { .. } | Event::Step { .. } => 3,

@@ -993,6 +993,47 @@ impl Instance {
         }
     }
 
+    /// Drop every waiting request (an `immediate` drain of the control
+    /// plane): each becomes `Dropped` and is reported to `obs` like a
+    /// request dropped at enqueue (INV-1: injected = completed + dropped +
+    /// queued + running still holds). Waiting requests hold no KV blocks.
+    pub fn drop_waiting(
+        &mut self,
+        now: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+    ) -> u64 {
+        let mut n = 0;
+        while let Some(slot) = self.waiting.pop() {
+            let req = &mut store[slot];
+            req.state = RequestState::Dropped;
+            self.dropped += 1;
+            obs.dropped(self.index, slot, req, now);
+            n += 1;
+        }
+        n
+    }
+
+    /// Take out the waiting requests no client has seen a token of (a
+    /// `redirect` drain): they go back to the cluster to be routed again.
+    /// Preempted requests that did produce tokens stay, in front, in order.
+    pub fn take_unstarted_waiting(&mut self, store: &RequestStore) -> Vec<Slot> {
+        let mut taken = Vec::new();
+        let mut kept = Vec::new();
+        while let Some(slot) = self.waiting.pop() {
+            let r = &store[slot];
+            if r.generated == 0 && r.first_token_at == UNSET {
+                taken.push(slot);
+            } else {
+                kept.push(slot);
+            }
+        }
+        for &slot in kept.iter().rev() {
+            self.waiting.push_front(slot);
+        }
+        taken
+    }
+
     /// Requests waiting in the wait queue (Tier 2 signal).
     pub fn queue_depth(&self) -> u32 {
         self.waiting.len() as u32

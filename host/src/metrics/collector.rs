@@ -176,6 +176,18 @@ impl Collector {
         }
     }
 
+    /// A queued request left `instance` to be routed again (a `redirect`
+    /// drain): undo [`Collector::queued`], so it is injected once, where it
+    /// is served.
+    pub fn unqueued(&mut self, instance: u32, req: &Request) {
+        let rec = &mut self.instances[instance as usize];
+        rec.injected -= 1;
+        rec.input_tokens -= u64::from(req.input_len);
+        if let Some(s) = &mut self.stages {
+            s.uninjected(req);
+        }
+    }
+
     /// Note that an instance executed an event at `t`.
     #[inline]
     pub fn instance_event(&mut self, instance: u32, t: Tick) {

@@ -4,8 +4,8 @@
 //! `kv_offload` (`[instance.kv_offload]`), `model` (latency model and KV
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
-//! `instance_policies` (scheduler and preemption plugins of `[instance]`)
-//! and `output`. Assembly runs in
+//! `instance_policies` (scheduler and preemption plugins of `[instance]`),
+//! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`) and `output`. Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -16,6 +16,7 @@
 //! A new run-file section is a new module with its own `check`/`create`
 //! pair and one line here, never more code in [`build`].
 
+mod control;
 mod instance;
 mod instance_policies;
 mod kv_offload;
@@ -134,6 +135,7 @@ pub fn build(
     let timeseries = timeseries::check(&run.output, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
+    let control = control::check(run, model.as_ref(), &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -149,6 +151,10 @@ pub fn build(
     let (admission, routing) = policies.create(run, base_dir, registry)?;
     let mut instances = instance.create(&run.instance, &model, kv_offload)?;
     instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
+    let control = match control {
+        Some(c) => Some(c.create(run, registry, &instances)?),
+        None => None,
+    };
     notes.push(format!(
         "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
         run.instance.count,
@@ -185,6 +191,7 @@ pub fn build(
                 tp: model.latency.tp,
             },
             timeseries: timeseries.create(base_dir, open_outputs)?,
+            control,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),
