@@ -36,11 +36,16 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     let r = &out.report;
     let c = &r["cluster"];
     let instances = r["instances"].as_array().ok_or("no instances block")?;
+    // With a control plane the fleet grows: one block per instance ever created.
+    let n_instances = match r["control"]["instances"].as_array() {
+        Some(lives) => lives.len() as u32,
+        None => out.run.instance.count,
+    };
     ensure!(
-        instances.len() as u32 == out.run.instance.count,
+        instances.len() as u32 == n_instances && n_instances >= out.run.instance.count,
         "{} instance blocks for {} instances",
         instances.len(),
-        out.run.instance.count
+        n_instances
     );
     // INV-1: the pipeline and every level.
     ensure!(
@@ -161,8 +166,11 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             other => return Err(format!("unknown status {other}")),
         };
         if let Some(&seen) = out.audit.last_seen.get(&(i as u64)) {
+            let drained = r["control"].is_object()
+                && seen == RequestState::Queued
+                && final_state == RequestState::Dropped;
             ensure!(
-                allowed(seen, final_state),
+                allowed(seen, final_state) || drained,
                 "INV-2: request {i} last seen {seen:?}, ended {st}"
             );
         }
@@ -189,7 +197,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         if !matches!(final_state, RequestState::Rejected) && !l["instance"].is_null() {
             let inst = u(l, "instance")?;
             ensure!(
-                inst < u64::from(out.run.instance.count),
+                inst < u64::from(n_instances),
                 "request {i} on instance {inst}"
             );
             if let Some(seen) = out.audit.routed.get(&(i as u64)) {
@@ -237,16 +245,25 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             Some("routing") => {
                 routings += 1;
                 let chosen = u(&v, "chosen")? as u32;
-                let seen = out.audit.routed.get(&id).ok_or_else(|| {
+                let mut seen = out.audit.routed.get(&id).ok_or_else(|| {
                     format!("trace routes request {id}, the audit saw no routing")
                 })?;
+                // A request a `redirect` drain sent back was routed before.
+                if let Some(earlier) = v["time_us"]
+                    .as_i64()
+                    .and_then(|t| out.audit.routed_before.get(&(id, t)))
+                {
+                    seen = earlier;
+                }
                 ensure!(
                     seen.chosen == chosen && v["time_us"].as_i64() == Some(seen.time),
                     "trace routing of {id} differs from the run: {v}"
                 );
                 let cands = v["candidates"].as_array().ok_or("no candidates")?;
+                // With a control plane only the routable instances are candidates.
                 ensure!(
-                    cands.len() == seen.queue_depth.len(),
+                    cands.len() == seen.queue_depth.len()
+                        || (r["control"].is_object() && cands.len() < seen.queue_depth.len()),
                     "{} candidates for {} instances",
                     cands.len(),
                     seen.queue_depth.len()
@@ -296,9 +313,9 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         }
     }
     ensure!(
-        routings == out.audit.routed.len() as u64,
+        routings == (out.audit.routed.len() + out.audit.routed_before.len()) as u64,
         "{routings} routing records, {} routings ran",
-        out.audit.routed.len()
+        out.audit.routed.len() + out.audit.routed_before.len()
     );
     ensure!(
         Some(routings) == c["routing_decisions"].as_u64(),

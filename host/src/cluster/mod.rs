@@ -487,6 +487,9 @@ impl Cluster {
             .filter(|c| c.routable.is_empty())
         {
             c.no_instance += 1;
+            if let Some(tr) = self.trace.as_mut() {
+                tr.rejection(req.id, t, "no routable instance (instance lifecycle)");
+            }
             return self.reject(t, slot);
         }
         let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());

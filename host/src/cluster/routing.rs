@@ -142,14 +142,25 @@ impl Profile {
                     *c += x * ws.weight;
                 }
             }
-            let best = match &self.eligible {
-                None => max_score(&self.composite),
-                Some(e) => e[max_score_of(&self.composite, e)] as usize,
+            let Some(e) = &self.eligible else {
+                let best = max_score(&self.composite);
+                return Ok(Decision::Routed {
+                    chosen: best as u32,
+                    scores: Some(&self.composite),
+                    candidates: None,
+                });
             };
+            // Only the eligible instances are candidates: keep their totals.
+            self.candidates.clear();
+            self.candidates.extend_from_slice(e);
+            for (k, &i) in self.candidates.iter().enumerate() {
+                self.composite[k] = self.composite[i as usize];
+            }
+            self.composite.truncate(self.candidates.len());
             return Ok(Decision::Routed {
-                chosen: best as u32,
+                chosen: self.candidates[max_score(&self.composite)],
                 scores: Some(&self.composite),
-                candidates: None,
+                candidates: Some(&self.candidates),
             });
         };
         self.candidates.clear();
@@ -204,18 +215,6 @@ impl Profile {
             candidates: Some(&self.candidates),
         })
     }
-}
-
-/// Position in `among` of the instance with the highest value, ties to the
-/// lowest index (`among` ascending, not empty).
-fn max_score_of(values: &[f64], among: &[u32]) -> usize {
-    let mut best = 0;
-    for (k, &i) in among.iter().enumerate() {
-        if values[i as usize] > values[among[best] as usize] {
-            best = k;
-        }
-    }
-    best
 }
 
 /// Index of the highest value, ties to the lowest index.

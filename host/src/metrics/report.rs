@@ -334,5 +334,8 @@ pub fn build(
     if let Some(stages) = &mut outcome.collector.stages {
         report["stages"] = stages.report(put_stats);
     }
+    if let Some(c) = &outcome.control {
+        report["control"] = c.report(outcome.end_time, cluster.output_tokens);
+    }
     report
 }
