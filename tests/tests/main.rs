@@ -14,6 +14,10 @@ mod util;
 // panics, output validation, load errors, name resolution, embedded vs loaded.
 mod plugins;
 
+// The control plane: an autoscaler plugin from a .so, node provisioning,
+// cost, and bad control sections.
+mod autoscaling;
+
 // Routing profiles (filters, scorers, pickers) and lifecycle hooks through
 // the real `blis`, with third-party ABI 0.2 policies.
 mod pipeline;

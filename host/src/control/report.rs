@@ -87,6 +87,7 @@ impl ControlPlane {
                         "cost_usd": usd,
                         "cost_per_million_output_tokens": per_m,
                         "peak_nodes": f.peak_nodes,
+                        "until_us": end,
                         "nodes_at_end": f.live_nodes(),
                     }),
                 )
