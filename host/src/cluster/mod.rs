@@ -16,6 +16,7 @@
 
 mod error;
 mod first_tokens;
+pub mod pd;
 mod routing;
 mod scaling;
 mod servable;
@@ -65,6 +66,8 @@ pub struct ClusterSetup {
     pub timeseries: Option<TimeSeries>,
     /// Instance lifecycle, node pools, autoscaler (`None`: the fixed fleet).
     pub control: Option<ControlSetup>,
+    /// `[[pools]]`: prefill/decode disaggregation (`None`: no pools).
+    pub pd: Option<pd::PdSetup>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -99,6 +102,8 @@ pub struct ClusterOutcome {
     pub workload_error: Option<crate::workload::WorkloadError>,
     /// The control plane at the end (instance lives, nodes, cost).
     pub control: Option<Box<ControlPlane>>,
+    /// P/D counts (runs with pools only).
+    pub pd: Option<pd::PdReport>,
 }
 
 /// Watches a run event by event: the property campaign checks invariants
@@ -176,6 +181,8 @@ pub struct Cluster {
     servable: ServableBound,
     /// Instance lifecycle, nodes and autoscaler (`None`: the fixed fleet).
     control: Option<Box<ControlPlane>>,
+    /// The P/D path's state; `None` without pools (the path is never entered).
+    pd: Option<Box<pd::PdState>>,
 }
 
 /// Build the ABI view of a request.
@@ -244,6 +251,7 @@ impl Cluster {
             hash_pool: Vec::new(),
             servable,
             control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
+            pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
         }
     }
 
@@ -299,7 +307,9 @@ impl Cluster {
                 Event::Arrivals => self.on_arrivals(t),
                 Event::Control { what, id } => self.on_control(t, what, id)?,
                 Event::Admission(slot) => self.on_admission(t, slot)?,
+                Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
                 Event::Routing(slot) => self.on_routing(t, slot)?,
+                Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
                 Event::InstanceArrival { instance, slot } => {
                     self.collector.instance_event(instance, t);
                     self.instances[instance as usize].on_arrival(
@@ -327,7 +337,9 @@ impl Cluster {
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
-                    if self.hooks.contains(EventKind::FIRST_TOKEN) {
+                    if self.pd.is_some() {
+                        self.pd_step(t, instance)?;
+                    } else if self.hooks.contains(EventKind::FIRST_TOKEN) {
                         let mut obs = FirstTokens {
                             collector: &mut self.collector,
                             seen: &mut self.first_tokens,
@@ -740,6 +752,7 @@ impl Cluster {
         for inst in &self.instances {
             inst.sync(&mut self.store);
         }
+        let pd = self.pd.take().map(|p| p.finish(&mut self.store));
         let mut in_pipeline = 0;
         let mut live: Vec<Slot> = (0..self.store.capacity() as Slot)
             .filter(|&s| self.store.is_live(s))
@@ -787,6 +800,7 @@ impl Cluster {
             peak_live_requests: peak_live,
             workload_error: self.workload.take_error(),
             control: self.control,
+            pd,
         }
     }
 }

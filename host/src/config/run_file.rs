@@ -35,14 +35,21 @@ pub struct RunFile {
     #[serde(default)]
     pub output: OutputSection,
     /// `[[node_pools]]`: GPU nodes instances are placed on, with their cost.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_pools: Vec<super::NodePoolSection>,
     /// `[lifecycle]`: loading, warm-up and draining of instances.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lifecycle: Option<super::LifecycleSection>,
     /// `[autoscaler]`: the scaling loop.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaler: Option<super::AutoscalerSection>,
+    /// `[[pools]]`: prefill/decode disaggregation (absent = one pool of
+    /// `[instance]` instances serving whole requests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<super::PoolSection>,
+    /// `[pd]`: decider, KV transfer and per-stage routing of the pools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pd: Option<super::PdSection>,
 }
 
 fn default_seed() -> u64 {

@@ -33,6 +33,13 @@ pub(super) fn check(
     if run.node_pools.is_empty() && run.lifecycle.is_none() && run.autoscaler.is_none() {
         return None;
     }
+    if !run.pools.is_empty() {
+        problems.error(
+            "[[pools]] (P/D disaggregation) with [[node_pools]], [lifecycle] or [autoscaler] is not \
+             supported yet: the control plane scales one homogeneous fleet; remove one of them",
+        );
+        return None;
+    }
     let tp = model.map_or(1, |m| m.latency.tp.max(1));
     let gpu = model.and_then(|m| m.latency.gpu.clone());
     let mut pools = Vec::new();

@@ -5,7 +5,9 @@
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
-//! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`) and `output`. Assembly runs in
+//! `pools` (`[[pools]]` and `[pd]`: prefill/decode disaggregation),
+//! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`) and
+//! `output`. Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -23,6 +25,7 @@ mod kv_offload;
 mod model;
 mod output;
 mod policies;
+mod pools;
 mod routing_profiles;
 mod timeseries;
 mod workload;
@@ -136,6 +139,7 @@ pub fn build(
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     let control = control::check(run, model.as_ref(), &mut problems);
+    let pools = pools::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -149,28 +153,36 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
-    let mut instances = instance.create(&run.instance, &model, kv_offload)?;
-    instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
+    let n_instances = pools
+        .as_ref()
+        .map_or(run.instance.count, |p| p.instance_count());
+    let (instances, routing, pd) = match pools {
+        None => {
+            let mut instances = instance.create(&run.instance, &model, kv_offload)?;
+            instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
+            (instances, routing, None)
+        }
+        Some(pools) => {
+            notes.push(pools.describe());
+            let (instances, pd, routing) = pools.create(run, registry, routing)?;
+            (instances, routing, Some(pd))
+        }
+    };
     let control = match control {
         Some(c) => Some(c.create(run, registry, &instances)?),
         None => None,
     };
     notes.push(format!(
         "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
-        run.instance.count,
+        n_instances,
         model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
         routing.describe(),
         run.admission.policy
     ));
-    let (collector, trace, outputs) = output.create(
-        run,
-        base_dir,
-        open_outputs,
-        run.instance.count as usize,
-        &workload,
-    )?;
+    let (collector, trace, outputs) =
+        output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
 
     Ok(BuiltRun {
         setup: ClusterSetup {
@@ -192,6 +204,7 @@ pub fn build(
             },
             timeseries: timeseries.create(base_dir, open_outputs)?,
             control,
+            pd,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),
