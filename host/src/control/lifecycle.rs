@@ -100,14 +100,14 @@ impl InstanceLife {
     /// transition the lifecycle does not have.
     pub fn go(&mut self, to: InstanceState, at: Tick) -> bool {
         use InstanceState as S;
-        let ok = match (self.state, to) {
-            (S::PENDING, S::LOADING) => true,
-            (S::LOADING, S::WARMING_UP | S::ACTIVE) => true,
-            (S::WARMING_UP, S::ACTIVE) => true,
-            (S::ACTIVE | S::WARMING_UP, S::DRAINING) => true,
-            (S::PENDING | S::LOADING | S::DRAINING, S::TERMINATED) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (self.state, to),
+            (S::PENDING, S::LOADING)
+                | (S::LOADING, S::WARMING_UP | S::ACTIVE)
+                | (S::WARMING_UP, S::ACTIVE)
+                | (S::ACTIVE | S::WARMING_UP, S::DRAINING)
+                | (S::PENDING | S::LOADING | S::DRAINING, S::TERMINATED)
+        );
         if !ok {
             return false;
         }
