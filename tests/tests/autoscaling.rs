@@ -229,3 +229,56 @@ fn bad_control_sections_are_errors_naming_the_key() {
         "{err}"
     );
 }
+
+#[test]
+fn drained_requests_are_served_dropped_or_redirected_and_counted() {
+    let dir = TestDir::new("autoscale_drain");
+    // Three instances; the plugin removes one per tick while the mean queue
+    // is below 1000 (and adds one above), so instances drain during the
+    // burst with long queues.
+    for policy in ["wait", "immediate", "redirect"] {
+        let control = format!(
+            r#"
+[lifecycle]
+drain_policy = "{policy}"
+[autoscaler]
+interval_us = 2000000
+max_instances = 3
+policy = "queue-depth"
+params = {{ high = 1000.0, low = 1000.0 }}
+"#
+        );
+        let text = run_file(&control).replace("count = 1", "count = 3");
+        let (r, _) = run(&dir, &text, true);
+        let c = &r["cluster"];
+        let ctl = &r["control"];
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+        let removed = n(&ctl["autoscaler"], "instances_removed");
+        assert!(removed >= 2, "{policy}: {ctl}");
+        // INV-1: every request completed or was dropped, once (drain drops
+        // are counted with the instance's drops, `dropped_unservable`).
+        assert_eq!(
+            n(c, "num_requests"),
+            n(c, "completed_requests") + n(c, "dropped_unservable") + n(c, "rejected_requests"),
+            "{policy}: {c}"
+        );
+        assert_eq!(
+            n(c, "injected_requests"),
+            n(c, "num_requests"),
+            "{policy}: {c}"
+        );
+        let (dropped, redirected) = (
+            n(ctl, "drain_dropped_requests"),
+            n(ctl, "redirected_requests"),
+        );
+        assert_eq!(n(c, "dropped_unservable"), dropped, "{policy}");
+        match policy {
+            "wait" => assert_eq!((dropped, redirected), (0, 0)),
+            "immediate" => assert!(dropped > 0 && redirected == 0, "{ctl}"),
+            _ => assert!(redirected > 0 && dropped == 0, "{ctl}"),
+        }
+        let lives = ctl["instances"].as_array().unwrap();
+        let terminated = lives.iter().filter(|l| l["state"] == "terminated").count();
+        assert_eq!(terminated as u64, removed, "{policy}: {ctl}");
+    }
+}
