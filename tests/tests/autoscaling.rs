@@ -282,3 +282,31 @@ params = {{ high = 1000.0, low = 1000.0 }}
         assert_eq!(terminated as u64, removed, "{policy}: {ctl}");
     }
 }
+
+#[test]
+fn a_panicking_autoscaler_is_a_one_line_error_naming_it_and_the_tick() {
+    let dir = TestDir::new("autoscale_panic");
+    let scaler = r#"
+[autoscaler]
+interval_us = 500000
+max_instances = 2
+policy = "queue-depth"
+params = { panic_at_us = 1000000 }
+"#;
+    dir.write("run.toml", &run_file(scaler));
+    let o = dir
+        .blis()
+        .args(["run", "run.toml", "--plugin"])
+        .arg(artifacts().autoscaler())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(o.stdout.is_empty());
+    assert!(
+        err.contains(
+            "autoscaler 'queue-depth' panicked in decide at the scaling tick of 1000000 µs"
+        ) && err.contains("asked to panic at 1000000"),
+        "{err}"
+    );
+}

@@ -627,7 +627,21 @@ impl AutoscalerPolicy {
     /// The change in instance count the policy wants now (any `i32`; the
     /// control plane applies its windows and bounds).
     pub fn decide(&mut self, cluster: &ClusterState<'_>) -> Result<i32, Box<PluginError>> {
-        let r = self.obj.decide(cluster);
-        check(&self.label, "decide", u64::MAX, r)
+        match self.obj.decide(cluster) {
+            RResult::ROk(v) => Ok(v),
+            RResult::RErr(e) => {
+                let what = if e.panicked {
+                    "panicked"
+                } else {
+                    "returned an error"
+                };
+                Err(Box::new(PluginError::InInstance {
+                    message: format!(
+                        "plugin {}: autoscaler '{}' {what} in decide at the scaling tick of {} µs: {}",
+                        self.label.library, self.label.name, cluster.clock_us, e.message
+                    ),
+                }))
+            }
+        }
     }
 }
