@@ -21,7 +21,10 @@ fn run(dir: &TestDir, args: &[&str]) -> (Value, String) {
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(o.status.success(), "blis {args:?}: {err}");
     let text = String::from_utf8(o.stdout).unwrap();
-    (serde_json::from_str(&text).expect("one JSON document"), text)
+    (
+        serde_json::from_str(&text).expect("one JSON document"),
+        text,
+    )
 }
 
 fn bad(dir: &TestDir, args: &[&str]) -> String {
@@ -35,7 +38,8 @@ fn bad(dir: &TestDir, args: &[&str]) -> String {
 }
 
 fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 #[test]
@@ -55,17 +59,40 @@ fn deciders_from_the_command_line_change_what_is_disaggregated() {
     // Prompts above 800 uncached tokens only (nothing is shared here).
     let (some, _) = run(
         &dir,
-        &["run", "pd.toml", "--pd-decider", "prefix-threshold", "--pd-prefix-threshold", "800"],
+        &[
+            "run",
+            "pd.toml",
+            "--pd-decider",
+            "prefix-threshold",
+            "--pd-prefix-threshold",
+            "800",
+        ],
     );
     let n = u(&some["pd"], "disaggregated_requests");
     assert!(n > 20 && n < 180, "{n} of 200 disaggregated");
     // A slower link makes every transfer longer.
     let (slow, _) = run(
         &dir,
-        &["run", "pd.toml", "--pd-decider", "always", "--kv-transfer-bandwidth", "2.5"],
+        &[
+            "run",
+            "pd.toml",
+            "--pd-decider",
+            "always",
+            "--kv-transfer-bandwidth",
+            "2.5",
+        ],
     );
-    let mean = |r: &Value| r["pd"]["kv_transfers"]["duration"]["mean_ms"].as_f64().unwrap();
-    assert!(mean(&slow) > 9.0 * mean(&always), "{} vs {}", mean(&slow), mean(&always));
+    let mean = |r: &Value| {
+        r["pd"]["kv_transfers"]["duration"]["mean_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        mean(&slow) > 9.0 * mean(&always),
+        "{} vs {}",
+        mean(&slow),
+        mean(&always)
+    );
     // INV-6 across processes.
     let (_, again) = run(&dir, &["run", "pd.toml", "--pd-decider", "always"]);
     assert_eq!(text, again);
@@ -79,29 +106,85 @@ fn bad_topologies_name_the_key() {
         &format!("{BASE}[[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 2\n"),
     );
     let e = bad(&dir, &["validate", "no-decode.toml"]);
-    assert!(e.contains("no pool can decode") && e.contains("role = \"decode\""), "{e}");
+    assert!(
+        e.contains("no pool can decode") && e.contains("role = \"decode\""),
+        "{e}"
+    );
     dir.write("pd.toml", &format!("{BASE}{POOLS}"));
-    let e = bad(&dir, &["validate", "pd.toml", "--kv-transfer-bandwidth", "-1"]);
+    let e = bad(
+        &dir,
+        &["validate", "pd.toml", "--kv-transfer-bandwidth", "-1"],
+    );
     assert!(e.contains("pd.transfer_bandwidth_gbps = -1"), "{e}");
-    let e = bad(&dir, &["run", "pd.toml", "--set", "pd.transfer_base_latency_ms=-0.5"]);
+    let e = bad(
+        &dir,
+        &[
+            "run",
+            "pd.toml",
+            "--set",
+            "pd.transfer_base_latency_ms=-0.5",
+        ],
+    );
     assert!(e.contains("pd.transfer_base_latency_ms = -0.5"), "{e}");
     dir.write("plain.toml", BASE);
     let e = bad(&dir, &["validate", "plain.toml", "--pd-decider", "always"]);
-    assert!(e.contains("[pd] is given but the run file has no [[pools]]"), "{e}");
+    assert!(
+        e.contains("[pd] is given but the run file has no [[pools]]"),
+        "{e}"
+    );
     let e = bad(&dir, &["validate", "pd.toml", "--pd-decider", "sometimes"]);
-    assert!(e.contains("pd.decider = \"sometimes\"") && e.contains("prefix-threshold"), "{e}");
+    assert!(
+        e.contains("pd.decider = \"sometimes\"") && e.contains("prefix-threshold"),
+        "{e}"
+    );
     let e = bad(&dir, &["validate", "pd.toml", "--pd-prefix-threshold", "5"]);
-    assert!(e.contains("pd.prefix_threshold is given but pd.decider = \"never\""), "{e}");
-    let e = bad(&dir, &["validate", "pd.toml", "--set", "pools.0.role=\"sideways\""]);
+    assert!(
+        e.contains("pd.prefix_threshold is given but pd.decider = \"never\""),
+        "{e}"
+    );
+    let e = bad(
+        &dir,
+        &["validate", "pd.toml", "--set", "pools.0.role=\"sideways\""],
+    );
     assert!(e.contains("pools[0].role = \"sideways\""), "{e}");
     let e = bad(&dir, &["validate", "pd.toml", "--num-instances", "4"]);
-    assert!(e.contains("instance.count = 4") && e.contains("instances"), "{e}");
-    let e = bad(&dir, &["validate", "pd.toml", "--set", "pools.1.instance.block_size=32"]);
+    assert!(
+        e.contains("instance.count = 4") && e.contains("instances"),
+        "{e}"
+    );
+    let e = bad(
+        &dir,
+        &[
+            "validate",
+            "pd.toml",
+            "--set",
+            "pools.1.instance.block_size=32",
+        ],
+    );
     assert!(e.contains("pools[1].instance.block_size = 32"), "{e}");
-    let e = bad(&dir, &["validate", "pd.toml", "--set", "pools.1.model.hardware=\"B300\""]);
+    let e = bad(
+        &dir,
+        &[
+            "validate",
+            "pd.toml",
+            "--set",
+            "pools.1.model.hardware=\"B300\"",
+        ],
+    );
     assert!(e.contains("pools[1] (decode)") && e.contains("B300"), "{e}");
-    let e = bad(&dir, &["validate", "pd.toml", "--set", "pools.0.instance.max_seqs=3"]);
-    assert!(e.contains("pools[0].instance") && e.contains("max_seqs"), "{e}");
+    let e = bad(
+        &dir,
+        &[
+            "validate",
+            "pd.toml",
+            "--set",
+            "pools.0.instance.max_seqs=3",
+        ],
+    );
+    assert!(
+        e.contains("pools[0].instance") && e.contains("max_seqs"),
+        "{e}"
+    );
     // A decider with only decode pools.
     dir.write(
         "decode-only.toml",

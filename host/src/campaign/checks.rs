@@ -252,7 +252,14 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         ("queued", "still_queued"),
         ("running", "still_running"),
         ("in_pipeline", "still_in_pipeline"),
-        ("in_transfer", if pd { "in_transfer" } else { "still_in_pipeline" }),
+        (
+            "in_transfer",
+            if pd {
+                "in_transfer"
+            } else {
+                "still_in_pipeline"
+            },
+        ),
     ] {
         if st == "in_transfer" && !pd {
             continue;

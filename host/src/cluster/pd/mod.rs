@@ -200,8 +200,7 @@ impl Cluster {
         let info = self.snapshots.info();
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let Some(decode) = route_stage(&mut self.routing, &rv, t, snaps, info, &s.decode)?
-        else {
+        let Some(decode) = route_stage(&mut self.routing, &rv, t, snaps, info, &s.decode)? else {
             return self.reject(t, slot);
         };
         let (input_len, output_len) = (req.input_len, req.output_len);
@@ -327,10 +326,10 @@ impl Cluster {
             req.completed_at = UNSET;
             match self.instances[d as usize].reserve_transfer(slot, &mut self.store) {
                 Some(r) => {
-                    let dur = pd
-                        .setup
-                        .transfer
-                        .start(&mut pd.transfers, r.transferred_blocks, p, d);
+                    let dur =
+                        pd.setup
+                            .transfer
+                            .start(&mut pd.transfers, r.transferred_blocks, p, d);
                     self.queue.push(later(t, dur), Event::KvTransferDone(slot));
                 }
                 None => {
