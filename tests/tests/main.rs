@@ -47,5 +47,9 @@ mod stages;
 // series, and the Slurm example when sbatch is available.
 mod sweep;
 
+// Prefill/decode disaggregation: deciders and flags change what is
+// disaggregated, determinism, bad topologies.
+mod pd;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

@@ -49,7 +49,8 @@ pub fn allowed(from: RequestState, to: RequestState) -> bool {
             (from, to),
             (Pipeline, Queued | Rejected | Dropped)
                 | (Queued, Running)
-                | (Running, Queued | Completed)
+                | (Running, Queued | Completed | Transferring)
+                | (Transferring, Queued | Dropped)
         )
 }
 

@@ -31,7 +31,9 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         admission().boxed(),
         routing().boxed(),
         horizon().boxed(),
-        control().boxed(),
+        // P/D pools and the control plane are exclusive (the control plane
+        // scales one homogeneous fleet): a run gets one or the other.
+        prop_oneof![control(), pd()].boxed(),
     ]
 }
 
@@ -44,6 +46,10 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         for f in fragments {
             merge(&mut table, f.table);
             trace_csv = trace_csv.or(f.trace_csv);
+        }
+        if table.contains_key("pools") {
+            // The pools are the cluster.
+            section(&mut table, "instance").remove("count");
         }
         let out = section(&mut table, "output");
         out.insert("results_path".into(), "results.jsonl".into());
@@ -539,5 +545,72 @@ fn control() -> impl Strategy<Value = Fragment> {
                 trace_csv: None,
             }
         }),
+/// Prefill/decode disaggregation in a third of the runs: random pool sizes
+/// (prefill, both, decode), deciders, transfer settings, and decode pools
+/// sometimes with little KV (drops at the reservation) or their own batch
+/// limits.
+fn pd() -> impl Strategy<Value = Fragment> {
+    let pools = (
+        0u32..3,
+        0u32..2,
+        1u32..4,
+        prop::option::weighted(0.4, 20u64..600),
+        prop::option::weighted(0.3, prop::sample::select(vec![64u32, 512, 4096])),
+    );
+    let pd = (
+        0usize..3,
+        0i64..400,
+        any::<bool>(),
+        prop_oneof![Just(0.5f64), 1.0f64..100.0],
+        prop_oneof![Just(0.0f64), 0.0f64..2.0],
+        prop::sample::select(vec![4096.0f64, 65536.0, 131072.0]),
+    );
+    prop_oneof![
+        2 => Just(Fragment::default()),
+        1 => (pools, pd).prop_map(
+            |((prefill, both, decode, decode_kv, decode_budget), (decider, threshold, contention, bw, base, kv))| {
+                let prefill = if decider > 0 && prefill + both == 0 { 1 } else { prefill };
+                let mut list = Vec::new();
+                for (name, role, n) in [("pre", "prefill", prefill), ("mix", "both", both), ("dec", "decode", decode)] {
+                    if n == 0 {
+                        continue;
+                    }
+                    let mut p = Table::new();
+                    p.insert("name".into(), name.into());
+                    p.insert("role".into(), role.into());
+                    p.insert("instances".into(), int(n));
+                    if role == "decode" {
+                        let mut over = Table::new();
+                        if let Some(kv) = decode_kv {
+                            over.insert("total_kv_blocks".into(), int(kv as i64));
+                        }
+                        if let Some(b) = decode_budget {
+                            over.insert("max_num_batched_tokens".into(), int(b));
+                        }
+                        p.insert("instance".into(), Value::Table(over));
+                    }
+                    list.push(Value::Table(p));
+                }
+                let mut pd = Table::new();
+                pd.insert(
+                    "decider".into(),
+                    ["never", "always", "prefix-threshold"][decider].into(),
+                );
+                if decider == 2 {
+                    pd.insert("prefix_threshold".into(), int(threshold));
+                }
+                pd.insert("transfer_contention".into(), contention.into());
+                pd.insert("transfer_bandwidth_gbps".into(), bw.into());
+                pd.insert("transfer_base_latency_ms".into(), base.into());
+                pd.insert("kv_bytes_per_token".into(), kv.into());
+                let mut table = Table::new();
+                table.insert("pools".into(), Value::Array(list));
+                table.insert("pd".into(), Value::Table(pd));
+                Fragment {
+                    table,
+                    trace_csv: None,
+                }
+            },
+        ),
     ]
 }

@@ -253,6 +253,8 @@ pub struct Instance {
     /// Requests whose prompt KV is being transferred here (P/D
     /// disaggregation): they hold blocks but are in no queue yet.
     reserved: Vec<Slot>,
+    /// Waiting requests that hold their transferred prompt's KV.
+    remote_waiting: u32,
 }
 
 /// The optional [`VictimChoice`] (a newtype so the instance stays `Debug`).
@@ -413,6 +415,7 @@ impl Instance {
             victim_view: Vec::new(),
             policy_error: None,
             reserved: Vec::new(),
+            remote_waiting: 0,
         }
     }
 
@@ -859,11 +862,18 @@ impl Instance {
                 let cached = lookup.hits * b;
                 let n = chunk(target - cached, threshold, budget);
                 if !self.kv.admit(req, lookup, &self.hit_scratch, n) {
+                    if self.remote_waiting > 0 && self.running.is_empty() {
+                        // Transferred KV held by waiting requests must not
+                        // block an idle instance forever (see `remote_kv`).
+                        self.give_up_waiting_transfers(store);
+                        continue;
+                    }
                     break; // head-of-line blocking
                 }
                 (cached, n)
             } else {
                 // Its prompt's KV arrived by transfer (see `remote_kv`).
+                self.remote_waiting -= 1;
                 remote_kv::admission(req)
             };
             self.waiting.pop();
