@@ -15,11 +15,14 @@
 //!   step, so the shape is `D` requests, `D` tokens and a context sum of
 //!   `C₀ + D · j` at the `j`-th step after the base (integer sums: exact);
 //! * **KV**: a request touches the cache only when its next token fills its
-//!   last block or needs a new one. Those steps are known in advance, so
-//!   they sit in a heap keyed by (step, batch index) and are handled one by
-//!   one, in batch order, by the same code as a full step — the only part of
-//!   the batch whose order matters. A step whose allocations could fail (so
-//!   that a full step would preempt) is not cruised.
+//!   last block or needs a new one, at most `B` (block size) steps ahead.
+//!   Those steps are known in advance, so the requests sit in a ring of
+//!   `B + 1` buckets, one per step, and are handled one by one, in batch
+//!   order, by the same code as a full step — the only part of the batch
+//!   whose order matters. The next step's bucket is sorted and its KV state
+//!   prefetched one step ahead, as a full step does. A step whose
+//!   allocations could fail (so that a full step would preempt) is not
+//!   cruised.
 //!
 //! While cruising, the batch records keep `computed`, `generated` (and so
 //! `last_token_at`) as they were at the base; the true values are those plus
@@ -28,9 +31,6 @@
 //! writes the true values back ([`Instance::leave_cruise`]) and runs as a
 //! full step; the next full step that qualifies enters cruise again. The
 //! results are byte-identical to running every step in full.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use crate::engine::{later, Event, EventQueue, Tick};
 use crate::request::RequestStore;
@@ -56,10 +56,10 @@ pub(super) struct Cruise {
     max_generated: u32,
     /// When the last step (the base or a cruised one) ended.
     last_step: Tick,
-    /// KV boundary events: (step counted from the base, batch index).
-    events: BinaryHeap<Reverse<(u32, u32)>>,
-    /// This step's events, in batch order.
-    due: Vec<u32>,
+    /// KV boundary events: bucket `j mod (B + 1)` holds the batch indices
+    /// of the requests whose KV work falls at step `j` (counted from the
+    /// base); the next step's bucket is sorted (batch order).
+    buckets: Vec<Vec<u32>>,
     /// Steps cruised so far (for the tests).
     pub(super) cruised: u64,
     /// Never cruise (the tests compare against full steps).
@@ -70,11 +70,12 @@ pub(super) struct Cruise {
 /// The first step after `j` (counted from the base) at which a request
 /// that computes `computed` tokens at step `j` (true value) with KV capacity
 /// `kv_cap` leaves the fast path: its next token fills the last block or
-/// needs a new one.
+/// needs a new one. At most `B` steps ahead: a cruising request never holds
+/// more than the block it fills.
 #[inline]
 fn next_kv_event(j: u32, computed: u32, kv_cap: u64) -> u32 {
-    let ahead = kv_cap.saturating_sub(u64::from(computed) + 1);
-    j + (ahead.max(1).min(u64::from(u32::MAX / 2)) as u32)
+    let ahead = kv_cap.saturating_sub(u64::from(computed) + 1).max(1);
+    j + ahead as u32
 }
 
 impl Cruise {
@@ -107,7 +108,7 @@ impl Instance {
     /// After a full step at `now` (its `Step` already scheduled): enter
     /// cruise if every running request is a plain decoder that just emitted
     /// a token. O(batch), like the full step.
-    pub(super) fn try_cruise(&mut self, now: Tick) {
+    pub(super) fn try_cruise(&mut self, now: Tick, store: &RequestStore) {
         debug_assert!(!self.cruise.active);
         #[cfg(test)]
         if self.cruise.disabled {
@@ -138,13 +139,12 @@ impl Instance {
             next_done = next_done.min(run.output_len - run.generated);
             max_generated = max_generated.max(run.generated);
         }
+        let ring = self.config.block_size as usize + 1;
         let c = &mut self.cruise;
-        c.events.clear();
+        c.buckets.resize_with(ring, Vec::new);
         for (i, run) in self.running.iter().enumerate() {
-            c.events.push(Reverse((
-                next_kv_event(0, run.computed, run.kv_cap),
-                i as u32,
-            )));
+            let e = next_kv_event(0, run.computed, run.kv_cap);
+            c.buckets[e as usize % ring].push(i as u32);
         }
         c.active = true;
         c.lag = 0;
@@ -152,6 +152,37 @@ impl Instance {
         c.next_done = next_done;
         c.max_generated = max_generated;
         c.last_step = now;
+        self.prepare_next_events(store);
+    }
+
+    /// Sort the next step's KV events into batch order and start fetching
+    /// what they will touch (the request record, the block and the index
+    /// slot of a block fill), so the misses overlap with other instances'
+    /// steps.
+    fn prepare_next_events(&mut self, store: &RequestStore) {
+        let j = self.cruise.lag + 1;
+        let ring = self.cruise.buckets.len();
+        let b = u64::from(self.config.block_size);
+        let next = &mut self.cruise.buckets[j as usize % ring];
+        next.sort_unstable();
+        for &i in next.iter() {
+            let run = &self.running[i as usize];
+            let c = u64::from(run.computed + j);
+            if c + 1 == run.kv_cap {
+                if !run.fills_output_block(b) {
+                    store.prefetch_hot(run.hot);
+                }
+                self.kv.prefetch_fill(
+                    run.kv_last_hash,
+                    run.output_seed,
+                    run.input_len,
+                    run.kv_cap - b,
+                    run.last_block,
+                );
+            } else {
+                store.prefetch_hot(run.hot);
+            }
+        }
     }
 
     /// Write the true progress back to the batch records and stop cruising.
@@ -164,12 +195,13 @@ impl Instance {
             *run = self.cruise.materialize(run, a2);
         }
         self.cruise.active = false;
-        self.cruise.events.clear();
+        for bucket in &mut self.cruise.buckets {
+            bucket.clear();
+        }
     }
 
-    /// Run the step ending at `now` as a cruised step if it qualifies; false
-    /// (with nothing changed but the events of this step dropped, which
-    /// [`Instance::leave_cruise`] discards anyway) when it must run in full.
+    /// Run the step ending at `now` as a cruised step if it qualifies; false,
+    /// with nothing changed, when it must run in full.
     pub(super) fn cruise_step(
         &mut self,
         now: Tick,
@@ -187,18 +219,10 @@ impl Instance {
         }
         // This step's KV events, in batch order; each new block must be
         // available (a full step would otherwise preempt).
-        let c = &mut self.cruise;
-        c.due.clear();
-        while let Some(&Reverse((e, i))) = c.events.peek() {
-            debug_assert!(e >= j, "a KV event was missed");
-            if e != j {
-                break;
-            }
-            c.events.pop();
-            c.due.push(i);
-        }
-        let new_blocks = c
-            .due
+        let ring = self.cruise.buckets.len();
+        let due = std::mem::take(&mut self.cruise.buckets[j as usize % ring]);
+        debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "sorted one step ahead");
+        let new_blocks = due
             .iter()
             .filter(|&&i| {
                 let run = &self.running[i as usize];
@@ -206,6 +230,7 @@ impl Instance {
             })
             .count() as u64;
         if new_blocks > self.kv.free() {
+            self.cruise.buckets[j as usize % ring] = due;
             return false;
         }
         if new_blocks > 0 {
@@ -226,7 +251,6 @@ impl Instance {
 
         // The next batch: the same requests, one token each; those at a
         // block boundary go through the KV cache as in a full step.
-        let due = std::mem::take(&mut self.cruise.due);
         for &i in &due {
             let i = i as usize;
             let run = &mut self.running[i];
@@ -239,11 +263,19 @@ impl Instance {
             }
             let run = &mut self.running[i];
             let next = next_kv_event(j, run.computed, run.kv_cap);
+            debug_assert!(
+                next - j < ring as u32,
+                "KV events are at most B steps ahead"
+            );
             run.computed -= j;
             run.generated -= j;
-            self.cruise.events.push(Reverse((next, i as u32)));
+            self.cruise.buckets[next as usize % ring].push(i as u32);
         }
-        self.cruise.due = due;
+        // Reuse this step's bucket (now empty) for a later step.
+        let mut due = due;
+        due.clear();
+        self.cruise.buckets[j as usize % ring] = due;
+        self.prepare_next_events(store);
         let context = self.cruise.base_context + d * u64::from(j);
         let shape = BatchShape {
             prefill: PhaseSums::default(),

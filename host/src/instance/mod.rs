@@ -604,7 +604,7 @@ impl Instance {
                 instance: self.index,
             },
         );
-        self.try_cruise(now);
+        self.try_cruise(now, store);
     }
 
     /// Apply the grants of the batch that ends at `now`: KV computed, tokens
