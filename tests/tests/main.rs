@@ -42,6 +42,10 @@ mod latency;
 // recomputed from the per-request results; bad stages name their line.
 mod stages;
 
+// `output.percentiles = "sketch"`: within the stated error of exact
+// percentiles on a million-request run; the rest of the report unchanged.
+mod percentiles;
+
 // `blis sweep`, `sweep merge` and `report`: byte-identical per-run reports,
 // --jobs, kill-and-resume, shards + merge, bad input, HTML plots, time
 // series, and the Slurm example when sbatch is available.

@@ -404,6 +404,11 @@ pub struct OutputSection {
     /// (instead of the workload's stages).
     #[serde(default)]
     pub windows: Option<Vec<Window>>,
+    /// `exact` (default: every latency sample kept) or `sketch` (quantile
+    /// sketches: memory independent of the request count, percentiles
+    /// within 0.5 %).
+    #[serde(default)]
+    pub percentiles: Option<String>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted
