@@ -545,6 +545,9 @@ fn control() -> impl Strategy<Value = Fragment> {
                 trace_csv: None,
             }
         }),
+    ]
+}
+
 /// Prefill/decode disaggregation in a third of the runs: random pool sizes
 /// (prefill, both, decode), deciders, transfer settings, and decode pools
 /// sometimes with little KV (drops at the reservation) or their own batch
