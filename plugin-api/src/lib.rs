@@ -124,6 +124,7 @@ pub mod abi;
 pub mod abi_v0_1;
 mod author;
 pub mod events;
+mod log;
 mod params;
 mod rng;
 #[cfg(feature = "testing")]
@@ -148,6 +149,7 @@ pub use author::{
     Admission, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler, Scorer, Scores,
 };
 pub use events::{EventKind, RequestEvent};
+pub use log::{log, reason, LOG_LINES_PER_POLICY};
 pub use params::{check_params_doc, param_keys, Params};
 pub use rng::Rng;
 pub use views::{
@@ -198,6 +200,7 @@ macro_rules! export_plugin {
         );
 
         extern "C" fn __blis_describe() -> $crate::LibraryInfo {
+            $crate::__private::set_library($lib);
             #[allow(unused_mut)]
             let mut policies = $crate::__private::RVec::new();
             $( policies.push($crate::__private::info::<$adm>($crate::PolicyKind::Admission)); )*
@@ -211,6 +214,7 @@ macro_rules! export_plugin {
         }
 
         extern "C" fn __blis_describe_v2() -> $crate::__private::LibraryInfoV2 {
+            $crate::__private::set_library($lib);
             #[allow(unused_mut)]
             let mut policies = $crate::__private::RVec::new();
             $( policies.push($crate::__private::info_v2::<$adm>($crate::KindCode::ADMISSION)); )*

@@ -144,7 +144,8 @@ impl<'a> ClusterView<'a> {
 /// ABI 0.2: what the cluster knows about one instance beyond the 0.1
 /// [`InstanceSnapshot`] (which is frozen: a slice of it cannot grow without
 /// breaking a 0.1 plugin's stride, so new signals live in this parallel
-/// slice). Read live at the decision.
+/// slice). Read live at the decision (whatever `[routing.freshness]` says:
+/// it governs the [`InstanceSnapshot`] fields only).
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq)]
 pub struct InstanceInfo<'a> {
@@ -163,6 +164,13 @@ pub struct InstanceInfo<'a> {
     pub model: RStr<'a>,
     /// GPU type.
     pub gpu: RStr<'a>,
+    /// Context tokens of the running batch: Σ (prompt + output generated so
+    /// far) over the requests in it.
+    pub running_tokens: u64,
+    /// Tokens the wait queue still has to compute: Σ (prompt + output
+    /// generated so far) over the waiting requests (a preempted request
+    /// recomputes its whole context; prefix-cache hits are not deducted).
+    pub waiting_tokens: u64,
 }
 
 /// ABI 0.2: the cluster as a filter, picker, candidate scorer or lifecycle
@@ -179,6 +187,14 @@ pub struct ClusterState<'a> {
     pub candidates: RSlice<'a, u32>,
     /// One entry per instance, in instance order.
     pub info: RSlice<'a, InstanceInfo<'a>>,
+    /// The per-instance prefix-cache query: entry `i` is the number of
+    /// leading blocks of the request's prompt (`request.block_hashes`)
+    /// that instance `i`'s KV cache holds, as of `cache_signal_delay_us`
+    /// ago (see the `precise-prefix-cache` scorer). One entry per instance
+    /// when some policy of the decision declares
+    /// [`PolicyDef::PREFIX_QUERY`](crate::PolicyDef::PREFIX_QUERY), empty
+    /// otherwise (and outside routing decisions).
+    pub prefix_blocks: RSlice<'a, u32>,
 }
 
 impl<'a> ClusterState<'a> {
@@ -192,6 +208,13 @@ impl<'a> ClusterState<'a> {
     #[inline]
     pub fn info(&self) -> &'a [InstanceInfo<'a>] {
         self.info.as_slice()
+    }
+
+    /// The prefix-cache query as a plain slice: one entry per instance, or
+    /// empty when no policy of the decision asked for it.
+    #[inline]
+    pub fn prefix_blocks(&self) -> &'a [u32] {
+        self.prefix_blocks.as_slice()
     }
 
     /// Snapshot and 0.2 signals of instance `i`.

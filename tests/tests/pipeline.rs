@@ -367,3 +367,141 @@ fn llm_d_endpoint_picker_configs_convert_and_run() {
         );
     }
 }
+
+/// Reasons and logging through a real `.so`: the admission policy's reason
+/// lands in every admission record of the trace, the filter's reason in
+/// each `filtered` entry that removed instances (and only there), and the
+/// policy's per-request log lines reach stderr prefixed with its name,
+/// rate-limited to `LOG_LINES_PER_POLICY` lines and one notice. stdout
+/// stays the report alone.
+#[test]
+fn admission_and_filter_reasons_reach_the_trace_and_logs_are_rate_limited() {
+    let dir = TestDir::new("admission_and_filter_reasons_reach_the_trace");
+    let file = dir.write(
+        "reasons.toml",
+        &format!(
+            "{SCENARIO}[admission]\npolicy = \"reject-odd\"\n[routing]\npolicy = \"pipeline\"\n\
+             [[routing.profiles]]\nfilters = [{{ name = \"kv-under\", params = {{ threshold = 0.3 }} }}]\n\
+             scorers = [{{ name = \"queue-depth\" }}]\n"
+        ),
+    );
+    let trace = dir.path().join("reasons.trace");
+    let out = dir
+        .blis()
+        .arg("run")
+        .arg(&file)
+        .arg("--plugin")
+        .arg(artifacts().pipeline())
+        .arg("--trace-path")
+        .arg(&trace)
+        .arg("--quiet")
+        .output()
+        .expect("cannot run blis");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON report");
+    // The odd half, and those whose every candidate the filter removed.
+    assert!(report["cluster"]["rejected_requests"].as_u64().unwrap() >= 250);
+    let records: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut admissions = 0;
+    let (mut with_reason, mut without) = (0, 0);
+    for r in &records {
+        if r["kind"] == "admission" {
+            admissions += 1;
+            let id = r["request_id"].as_u64().unwrap();
+            assert_eq!(r["reason"], format!("odd request id {id}"), "{r}");
+            continue;
+        }
+        for f in r["filtered"].as_array().unwrap() {
+            if f["removed"].as_array().unwrap().is_empty() {
+                assert!(f.get("reason").is_none(), "{r}");
+                without += 1;
+            } else {
+                assert_eq!(f["reason"], "KV utilisation ≥ 0.3", "{r}");
+                with_reason += 1;
+            }
+        }
+    }
+    assert_eq!(admissions, 250);
+    assert!(with_reason > 10 && without > 10, "{with_reason} {without}");
+    let logged: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("[fixture-pipeline::reject-odd] "))
+        .collect();
+    assert_eq!(logged.len(), 21, "{stderr}");
+    assert_eq!(
+        logged[0],
+        "[fixture-pipeline::reject-odd] rejecting request 1"
+    );
+    assert_eq!(
+        logged[19],
+        "[fixture-pipeline::reject-odd] rejecting request 39"
+    );
+    assert!(logged[20].contains("further log lines of this policy are suppressed"));
+}
+
+/// `[routing.freshness]` with llm-d's 50 ms scrape for queue depth and
+/// batch size: round-robin routing does not read the snapshots, so the run
+/// is the same as with live signals, and at every decision the trace shows,
+/// for every instance, exactly the values the live run showed at the
+/// decision of the last read (the first decision ≥ 50 ms after the one
+/// before). The KV signals, left live, match the live run everywhere.
+#[test]
+fn a_50_ms_scrape_shows_the_values_of_the_last_scrape() {
+    let dir = TestDir::new("a_50_ms_scrape_shows_the_values_of_the_last_scrape");
+    let base = "[output]\ncounterfactual_k = 6\n[routing]\npolicy = \"round-robin\"\n";
+    let (live_report, live) = run(&dir, "live", base);
+    let (scrape_report, scraped) = run(
+        &dir,
+        "scrape",
+        &format!("{base}[routing.freshness]\nqueue_depth_us = 50000\nbatch_size_us = 50000\n"),
+    );
+    // The same run; only the regret, computed from the snapshots, differs.
+    let without_regret = |r: &Value| {
+        let mut c = r["cluster"].as_object().unwrap().clone();
+        c.retain(|k, _| !k.ends_with("_regret"));
+        c
+    };
+    assert_eq!(without_regret(&live_report), without_regret(&scrape_report));
+    let by_instance = |r: &Value, key: &str| -> Vec<Value> {
+        let mut v = vec![Value::Null; 6];
+        for c in r["candidates"].as_array().unwrap() {
+            v[c["instance"].as_u64().unwrap() as usize] = c[key].clone();
+        }
+        v
+    };
+    let live: Vec<&Value> = routings(&live).collect();
+    let scraped: Vec<&Value> = routings(&scraped).collect();
+    assert_eq!(live.len(), 500);
+    assert_eq!(scraped.len(), 500);
+    let mut last_read = 0;
+    let mut stale = 0;
+    for k in 0..500 {
+        let t = scraped[k]["time_us"].as_i64().unwrap();
+        assert_eq!(t, live[k]["time_us"].as_i64().unwrap());
+        if t - scraped[last_read]["time_us"].as_i64().unwrap() >= 50_000 {
+            last_read = k;
+        }
+        for key in ["queue_depth", "batch_size"] {
+            let seen = by_instance(scraped[k], key);
+            assert_eq!(
+                seen,
+                by_instance(live[last_read], key),
+                "decision {k}: {key}"
+            );
+            stale += usize::from(seen != by_instance(live[k], key));
+        }
+        assert_eq!(
+            by_instance(scraped[k], "kv_utilization"),
+            by_instance(live[k], "kv_utilization")
+        );
+    }
+    assert!(
+        stale > 50,
+        "the scrape hardly ever differed from live ({stale})"
+    );
+}

@@ -41,6 +41,7 @@ mod kv;
 mod kv_offload;
 pub mod latency;
 mod queue;
+mod signals;
 #[cfg(test)]
 mod tests;
 

@@ -9,7 +9,8 @@
 //! * scorers for the host's weighted router: `prefix-affinity`,
 //!   `queue-depth`, `kv-utilization`, `load-balance`, and the reference's
 //!   newer `running-requests`, `load-aware`, `vllm-dp`, `active-requests`
-//!   ([`scorers`]);
+//!   ([`scorers`]), and `precise-prefix-cache`, `no-hit-lru`, which read
+//!   the host's prefix-cache query ([`cache_scorers`]);
 //! * filters of a routing profile: `low-queue`, `low-kv-utilization`
 //!   ([`filters`]);
 //! * pickers of a routing profile: `max-score`, `random`,
@@ -28,6 +29,7 @@
 //! ([`InstanceSnapshot::effective_load`](blis_plugin_api::InstanceSnapshot::effective_load)).
 
 pub mod admission;
+pub mod cache_scorers;
 pub mod filters;
 pub mod pickers;
 mod prefix_index;
@@ -36,6 +38,7 @@ pub mod schedulers;
 pub mod scorers;
 
 use admission::{AlwaysAdmit, RejectAll, TokenBucket};
+use cache_scorers::{NoHitLru, PrecisePrefixCache};
 use filters::{LowKvUtilization, LowQueue};
 use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
@@ -58,6 +61,8 @@ blis_plugin_api::export_plugin! {
         LoadAware,
         VllmDp,
         ActiveRequests,
+        PrecisePrefixCache,
+        NoHitLru,
     ],
     filters: [LowQueue, LowKvUtilization],
     pickers: [MaxScore, RandomPick, WeightedRandom],

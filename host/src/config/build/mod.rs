@@ -16,6 +16,7 @@
 //! A new run-file section is a new module with its own `check`/`create`
 //! pair and one line here, never more code in [`build`].
 
+mod freshness;
 mod instance;
 mod instance_policies;
 mod kv_offload;
@@ -132,6 +133,7 @@ pub fn build(
         .errors
         .extend(super::outputs::check(run, base_dir, None));
     let timeseries = timeseries::check(&run.output, &mut problems);
+    let freshness = freshness::check(&run.routing, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
@@ -174,7 +176,8 @@ pub fn build(
             routing,
             admission_latency: run.admission.latency_us,
             routing_latency: run.routing.latency_us,
-            snapshot_refresh_interval: run.routing.snapshot_refresh_interval_us,
+            freshness,
+            cache_signal_delay: run.routing.cache_signal_delay_us,
             horizon,
             block_size: run.instance.block_size,
             collector,
