@@ -16,6 +16,13 @@
 //!   an abort of the simulator.
 //! * [`Params`] — the policy's TOML parameter table, deserialised with serde;
 //!   [`Rng`] — the seeded random generator a policy should use.
+//! * [`log`] — a line on stderr prefixed with `[library::policy]`,
+//!   rate-limited per policy; [`reason`] — the reason of an admission
+//!   rejection or a filter's removals, recorded in the decision trace.
+//! * The prefix-cache query (0.2): a policy that sets
+//!   [`PolicyDef::PREFIX_QUERY`] reads [`ClusterState::prefix_blocks`] —
+//!   how many leading blocks of the request's prompt each instance's KV
+//!   cache holds, as of the run's `cache_signal_delay_us`.
 //! * `testing` (feature `testing`) — views in one line and a short synthetic
 //!   run to drive a policy in unit tests.
 //! * [`abi`] — the `abi_stable` types the host and the library exchange; a

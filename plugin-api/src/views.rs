@@ -82,7 +82,9 @@ pub struct RequestView<'a> {
 /// Freshness (INV-7): `pending_requests` is synchronous (Tier 1);
 /// `queue_depth` and `batch_size` are read live (Tier 2); `kv_utilization`,
 /// `free_kv_blocks` and `cache_hit_rate` may be as old as the run's
-/// `snapshot_refresh_interval_us` (Tier 3).
+/// `snapshot_refresh_interval_us` (Tier 3). A run's `[routing.freshness]`
+/// may give queue depth, batch size and the KV fields each their own
+/// refresh interval (e.g. llm-d's 50 ms scrape).
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq)]
 pub struct InstanceSnapshot {

@@ -505,3 +505,105 @@ fn a_50_ms_scrape_shows_the_values_of_the_last_scrape() {
         "the scrape hardly ever differed from live ({stale})"
     );
 }
+
+/// Four prefix groups on four instances: routing by the prefix-cache query
+/// (`precise-prefix-cache`, live or 50 ms stale as in the reference) keeps
+/// each group's requests where its prefix is cached, so the KV hit rate is
+/// higher than with load alone; adding `no-hit-lru` (the reference's
+/// `sim-epp-no-hit-lru` profile) runs too. Each run completes every request.
+#[test]
+fn precise_prefix_cache_routes_to_the_cached_prefix() {
+    let dir = TestDir::new("precise_prefix_cache_routes_to_the_cached_prefix");
+    let mut workload = String::from(
+        "seed = 5\n[instance]\ncount = 4\n[workload]\naggregate_rate = 40.0\nnum_requests = 400\n",
+    );
+    for g in 0..4 {
+        workload.push_str(&format!(
+            "[[workload.clients]]\nid = \"c{g}\"\nrate_fraction = 0.25\n\
+             arrival = {{ process = \"poisson\" }}\n\
+             input = {{ type = \"gaussian\", mean = 128, std_dev = 32, min = 16, max = 512 }}\n\
+             output = {{ type = \"gaussian\", mean = 64, std_dev = 16, min = 8, max = 256 }}\n\
+             prefix_group = \"g{g}\"\nprefix_length = 1024\n"
+        ));
+    }
+    let hit_rate = |name: &str, routing: &str| -> f64 {
+        dir.write(&format!("{name}.toml"), &format!("{workload}{routing}"));
+        let out = dir
+            .blis()
+            .args(["run", &format!("{name}.toml"), "--quiet"])
+            .output()
+            .expect("run blis");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let c = &report["cluster"];
+        assert_eq!(c["completed_requests"].as_u64(), Some(400), "{name}: {c}");
+        c["kv_cache_hit_rate"].as_f64().unwrap()
+    };
+    let load = hit_rate(
+        "load",
+        "[routing]\npolicy = \"weighted\"\nscorers = [{ name = \"queue-depth\", weight = 1.0 }]\n",
+    );
+    let precise = |delay: u32| {
+        format!(
+            "[routing]\npolicy = \"weighted\"\ncache_signal_delay_us = {delay}\n\
+             scorers = [{{ name = \"precise-prefix-cache\", weight = 2.0 }}, \
+             {{ name = \"queue-depth\", weight = 1.0 }}]\n"
+        )
+    };
+    let live = hit_rate("live", &precise(0));
+    let stale = hit_rate("stale", &precise(50_000));
+    let lru = hit_rate(
+        "no-hit-lru",
+        "[routing]\npolicy = \"pipeline\"\ncache_signal_delay_us = 50000\n[[routing.profiles]]\n\
+         scorers = [{ name = \"precise-prefix-cache\", weight = 2.0 }, { name = \"no-hit-lru\" }]\n",
+    );
+    assert!(live > load + 0.1, "live {live} vs load {load}");
+    assert!(stale > load + 0.1, "stale {stale} vs load {load}");
+    assert!(lru > load, "no-hit-lru {lru} vs load {load}");
+}
+
+/// Freshness and cache-delay settings are checked: a negative interval, and
+/// the KV interval given twice, are errors naming the key (exit 2, nothing
+/// on stdout).
+#[test]
+fn bad_freshness_settings_are_rejected_with_the_key() {
+    let dir = TestDir::new("bad_freshness_settings_are_rejected_with_the_key");
+    for (name, routing, key) in [
+        (
+            "negative",
+            "[routing.freshness]\nqueue_depth_us = -1\n",
+            "routing.freshness.queue_depth_us = -1",
+        ),
+        (
+            "delay",
+            "[routing]\ncache_signal_delay_us = -5\n",
+            "routing.cache_signal_delay_us = -5",
+        ),
+        (
+            "twice",
+            "[routing]\nsnapshot_refresh_interval_us = 1000\n\
+             [routing.freshness]\nkv_utilization_us = 2000\n",
+            "keep one of them",
+        ),
+        (
+            "unknown",
+            "[routing.freshness]\nqueue_depth = 5\n",
+            "queue_depth",
+        ),
+    ] {
+        dir.write(&format!("{name}.toml"), &format!("{SCENARIO}{routing}"));
+        let out = dir
+            .blis()
+            .args(["run", &format!("{name}.toml"), "--quiet"])
+            .output()
+            .expect("run blis");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name}");
+        assert!(stderr.contains(key), "{name}: {stderr}");
+    }
+}
