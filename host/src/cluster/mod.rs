@@ -17,6 +17,7 @@
 mod cache_signal;
 mod error;
 mod first_tokens;
+pub mod pd;
 mod routing;
 mod servable;
 mod snapshot;
@@ -68,6 +69,8 @@ pub struct ClusterSetup {
     pub labels: InstanceLabels,
     /// `output.timeseries_path`: sampled at interval boundaries, never scheduled.
     pub timeseries: Option<TimeSeries>,
+    /// `[[pools]]`: prefill/decode disaggregation (`None`: no pools).
+    pub pd: Option<pd::PdSetup>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -100,6 +103,8 @@ pub struct ClusterOutcome {
     pub peak_live_requests: usize,
     /// An error the workload met while streaming (the run ended early).
     pub workload_error: Option<crate::workload::WorkloadError>,
+    /// P/D counts (runs with pools only).
+    pub pd: Option<pd::PdReport>,
 }
 
 /// Watches a run event by event: the property campaign checks invariants
@@ -173,6 +178,8 @@ pub struct Cluster {
     /// Whether an arriving request could be served by some instance (asked
     /// before its prompt is hashed).
     servable: ServableBound,
+    /// The P/D path's state; `None` without pools (the path is never entered).
+    pd: Option<Box<pd::PdState>>,
 }
 
 /// Build the ABI view of a request.
@@ -241,6 +248,7 @@ impl Cluster {
             tenant_names,
             hash_pool: Vec::new(),
             servable,
+            pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
         }
     }
 
@@ -294,7 +302,9 @@ impl Cluster {
             match ev {
                 Event::Arrivals => self.on_arrivals(t),
                 Event::Admission(slot) => self.on_admission(t, slot)?,
+                Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
                 Event::Routing(slot) => self.on_routing(t, slot)?,
+                Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
                 Event::InstanceArrival { instance, slot } => {
                     self.collector.instance_event(instance, t);
                     self.instances[instance as usize].on_arrival(
@@ -321,7 +331,9 @@ impl Cluster {
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
-                    if self.hooks.contains(EventKind::FIRST_TOKEN) {
+                    if self.pd.is_some() {
+                        self.pd_step(t, instance)?;
+                    } else if self.hooks.contains(EventKind::FIRST_TOKEN) {
                         let mut obs = FirstTokens {
                             collector: &mut self.collector,
                             seen: &mut self.first_tokens,
@@ -707,6 +719,7 @@ impl Cluster {
         for inst in &self.instances {
             inst.sync(&mut self.store);
         }
+        let pd = self.pd.take().map(|p| p.finish(&mut self.store));
         let mut in_pipeline = 0;
         let mut live: Vec<Slot> = (0..self.store.capacity() as Slot)
             .filter(|&s| self.store.is_live(s))
@@ -748,6 +761,7 @@ impl Cluster {
             events: self.events,
             peak_live_requests: peak_live,
             workload_error: self.workload.take_error(),
+            pd,
         }
     }
 }

@@ -11,9 +11,11 @@ pub mod build;
 pub mod epp_config;
 pub mod outputs;
 pub mod overrides;
+mod pools;
 mod run_file;
 pub mod seed;
 pub mod warnings;
 
 pub use build::{build, derive_seed, resolve, BuiltRun, MAX_INSTANCES};
+pub use pools::{PdSection, PoolSection};
 pub use run_file::*;

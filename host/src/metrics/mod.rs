@@ -7,6 +7,7 @@
 mod collector;
 pub mod distribution;
 pub mod fitness;
+pub mod pd_report;
 pub mod report;
 pub mod stages;
 pub mod timeseries;

@@ -4,8 +4,9 @@
 //! `kv_offload` (`[instance.kv_offload]`), `model` (latency model and KV
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
-//! `instance_policies` (scheduler and preemption plugins of `[instance]`)
-//! and `output`. Assembly runs in
+//! `instance_policies` (scheduler and preemption plugins of `[instance]`),
+//! `pools` (`[[pools]]` and `[pd]`: prefill/decode disaggregation) and
+//! `output`. Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -23,6 +24,7 @@ mod kv_offload;
 mod model;
 mod output;
 mod policies;
+mod pools;
 mod routing_profiles;
 mod timeseries;
 mod workload;
@@ -136,6 +138,7 @@ pub fn build(
     let freshness = freshness::check(&run.routing, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
+    let pools = pools::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -149,11 +152,22 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
-    let mut instances = instance.create(&run.instance, &model, kv_offload)?;
-    instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
+    let n_instances = pools.as_ref().map_or(run.instance.count, |p| p.instance_count());
+    let (instances, routing, pd) = match pools {
+        None => {
+            let mut instances = instance.create(&run.instance, &model, kv_offload)?;
+            instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
+            (instances, routing, None)
+        }
+        Some(pools) => {
+            notes.push(pools.describe());
+            let (instances, pd, routing) = pools.create(run, registry, routing)?;
+            (instances, routing, Some(pd))
+        }
+    };
     notes.push(format!(
         "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
-        run.instance.count,
+        n_instances,
         model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
@@ -164,7 +178,7 @@ pub fn build(
         run,
         base_dir,
         open_outputs,
-        run.instance.count as usize,
+        n_instances as usize,
         &workload,
     )?;
 
@@ -188,6 +202,7 @@ pub fn build(
                 tp: model.latency.tp,
             },
             timeseries: timeseries.create(base_dir, open_outputs)?,
+            pd,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),
