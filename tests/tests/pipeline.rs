@@ -480,24 +480,21 @@ fn a_50_ms_scrape_shows_the_values_of_the_last_scrape() {
     assert_eq!(scraped.len(), 500);
     let mut last_read = 0;
     let mut stale = 0;
-    for k in 0..500 {
-        let t = scraped[k]["time_us"].as_i64().unwrap();
-        assert_eq!(t, live[k]["time_us"].as_i64().unwrap());
+    for (k, (s, l)) in scraped.iter().zip(&live).enumerate() {
+        let t = s["time_us"].as_i64().unwrap();
+        assert_eq!(t, l["time_us"].as_i64().unwrap());
         if t - scraped[last_read]["time_us"].as_i64().unwrap() >= 50_000 {
             last_read = k;
         }
         for key in ["queue_depth", "batch_size"] {
-            let seen = by_instance(scraped[k], key);
-            assert_eq!(
-                seen,
-                by_instance(live[last_read], key),
-                "decision {k}: {key}"
-            );
-            stale += usize::from(seen != by_instance(live[k], key));
+            let seen = by_instance(s, key);
+            let expected = by_instance(live[last_read], key);
+            assert_eq!(seen, expected, "decision {k}: {key}");
+            stale += usize::from(seen != by_instance(l, key));
         }
         assert_eq!(
-            by_instance(scraped[k], "kv_utilization"),
-            by_instance(live[k], "kv_utilization")
+            by_instance(s, "kv_utilization"),
+            by_instance(l, "kv_utilization")
         );
     }
     assert!(

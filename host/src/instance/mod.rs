@@ -39,9 +39,9 @@
 
 mod kv;
 mod kv_offload;
-mod remote_kv;
 pub mod latency;
 mod queue;
+mod remote_kv;
 mod signals;
 #[cfg(test)]
 mod tests;
@@ -59,8 +59,8 @@ pub use kv::MAX_KV_BLOCKS;
 #[doc(hidden)]
 pub use kv::{KvCache, Lookup};
 pub use kv_offload::{KvOffloadConfig, KvOffloadCounts};
-pub use remote_kv::Reservation;
 use queue::WaitQueue;
+pub use remote_kv::Reservation;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
 

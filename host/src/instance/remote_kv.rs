@@ -60,7 +60,11 @@ impl Instance {
     /// (the request's `output_len` may be lowered). `None` when the request
     /// can never be served here or the free blocks do not suffice now;
     /// nothing changes then.
-    pub fn reserve_transfer(&mut self, slot: Slot, store: &mut RequestStore) -> Option<Reservation> {
+    pub fn reserve_transfer(
+        &mut self,
+        slot: Slot,
+        store: &mut RequestStore,
+    ) -> Option<Reservation> {
         let b = self.config.block_size;
         let req = &mut store[slot];
         debug_assert!(req.kv_blocks.is_empty());
@@ -124,7 +128,9 @@ impl Instance {
     /// Leading prompt blocks of `req` cached here (GPU or CPU tier), read
     /// live: what the `prefix-threshold` decider asks.
     pub fn cached_prompt_blocks(&mut self, req: &Request) -> u32 {
-        self.kv.lookup(req, req.input_len, &mut self.hit_scratch).hits
+        self.kv
+            .lookup(req, req.input_len, &mut self.hit_scratch)
+            .hits
     }
 
     /// Requests whose prompt KV is on its way here.

@@ -41,7 +41,13 @@ pub fn section(
     duration_s: f64,
     stats: impl Fn(Option<super::distribution::TickStats>) -> Value,
 ) -> Value {
-    let per_s = |x: f64| if duration_s > 0.0 { x / duration_s } else { 0.0 };
+    let per_s = |x: f64| {
+        if duration_s > 0.0 {
+            x / duration_s
+        } else {
+            0.0
+        }
+    };
     let mut pools = Vec::new();
     let (mut prefills, mut decodes) = (0u64, 0u64);
     for p in &pd.pools {

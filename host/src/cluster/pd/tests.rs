@@ -51,7 +51,10 @@ fn contention_shares_the_bandwidth_fixed_at_the_start() {
     // A second transfer while the first runs gets half: ceil(50 + 10569.6…).
     assert_eq!(m.start(&mut c, 63, 0, 1), 10620);
     // A third: a third of it.
-    assert_eq!(m.start(&mut c, 63, 0, 1), (50.0f64 + 132_120_576.0 / (25_000.0 / 3.0)).ceil() as i64);
+    assert_eq!(
+        m.start(&mut c, 63, 0, 1),
+        (50.0f64 + 132_120_576.0 / (25_000.0 / 3.0)).ceil() as i64
+    );
     assert_eq!(c.peak, 3);
     assert_eq!(c.depth_sum, 1 + 2 + 3);
     TransferModel::finish(&mut c);
@@ -130,7 +133,8 @@ fn scratch(name: &str) -> std::path::PathBuf {
     d
 }
 
-const LINEAR: &str = "[model]\nlatency_model = \"linear\"\nalpha = [100.0, 0.5, 20.0]\nbeta = [2000.0, 5.0, 30.0]\n";
+const LINEAR: &str =
+    "[model]\nlatency_model = \"linear\"\nalpha = [100.0, 0.5, 20.0]\nbeta = [2000.0, 5.0, 30.0]\n";
 
 #[test]
 fn one_disaggregated_request_on_one_timeline() {
@@ -158,16 +162,25 @@ fn one_disaggregated_request_on_one_timeline() {
     assert_eq!(l["ttft_ms"].as_f64(), Some(14.96));
     assert_eq!(l["e2e_ms"].as_f64(), Some(21.11));
     // (The results file's mean ITL is (E2E − TTFT) / 3 in floating point.)
-    assert!((l["itl_mean_ms"].as_f64().unwrap() - 2.05).abs() < 1e-12, "{l}");
+    assert!(
+        (l["itl_mean_ms"].as_f64().unwrap() - 2.05).abs() < 1e-12,
+        "{l}"
+    );
     let c = &r["cluster"];
     assert_eq!(c["ttft_mean_ms"].as_f64(), Some(14.96));
     assert_eq!(c["e2e_mean_ms"].as_f64(), Some(21.11));
     assert_eq!(c["itl_mean_ms"].as_f64(), Some(2.05));
     assert_eq!(c["scheduling_delay_mean_ms"].as_f64(), Some(0.6));
-    assert_eq!(c["total_output_tokens"], 4, "the prefill leg's token is not the client's");
+    assert_eq!(
+        c["total_output_tokens"], 4,
+        "the prefill leg's token is not the client's"
+    );
     let pd = &r["pd"];
     assert_eq!(pd["disaggregated_requests"], 1);
-    assert_eq!(pd["kv_transfers"]["duration"]["mean_ms"].as_f64(), Some(5.335));
+    assert_eq!(
+        pd["kv_transfers"]["duration"]["mean_ms"].as_f64(),
+        Some(5.335)
+    );
     assert_eq!(r["instances"][0]["prefill_handoffs"], 1);
     assert_eq!(r["instances"][0]["total_output_tokens"], 0);
     assert_eq!(r["instances"][1]["kv_transfers_in"], 1);
@@ -187,9 +200,14 @@ fn a_full_decode_instance_drops_the_transfer_and_counts_it() {
          [pd]\ndecider = \"always\"\nkv_bytes_per_token = 131072.0\n"
     );
     let (r, lines) = run_text(&text, &dir);
-    let drops = r["pd"]["kv_transfers"]["dropped_at_decode_kv"].as_u64().unwrap();
+    let drops = r["pd"]["kv_transfers"]["dropped_at_decode_kv"]
+        .as_u64()
+        .unwrap();
     assert!(drops >= 1, "{}", r["pd"]);
-    assert_eq!(r["instances"][2]["dropped_unservable"].as_u64(), Some(drops));
+    assert_eq!(
+        r["instances"][2]["dropped_unservable"].as_u64(),
+        Some(drops)
+    );
     assert_eq!(
         lines.iter().filter(|l| l["status"] == "dropped").count() as u64,
         drops
@@ -198,7 +216,8 @@ fn a_full_decode_instance_drops_the_transfer_and_counts_it() {
 }
 
 fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 /// INV-1 at every level with requests in transfer and prefill hand-offs,
@@ -253,7 +272,10 @@ fn check(r: &Value, lines: &[Value]) {
         }
         if let Some(e2e) = f("e2e_ms") {
             assert!(f("ttft_ms").is_some_and(|t| t <= e2e), "INV-5: {l}");
-            assert!(f("scheduling_delay_ms").is_some_and(|s| s <= e2e), "INV-5: {l}");
+            assert!(
+                f("scheduling_delay_ms").is_some_and(|s| s <= e2e),
+                "INV-5: {l}"
+            );
         }
     }
 }

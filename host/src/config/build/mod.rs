@@ -152,7 +152,9 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
-    let n_instances = pools.as_ref().map_or(run.instance.count, |p| p.instance_count());
+    let n_instances = pools
+        .as_ref()
+        .map_or(run.instance.count, |p| p.instance_count());
     let (instances, routing, pd) = match pools {
         None => {
             let mut instances = instance.create(&run.instance, &model, kv_offload)?;
@@ -174,13 +176,8 @@ pub fn build(
         routing.describe(),
         run.admission.policy
     ));
-    let (collector, trace, outputs) = output.create(
-        run,
-        base_dir,
-        open_outputs,
-        n_instances as usize,
-        &workload,
-    )?;
+    let (collector, trace, outputs) =
+        output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
 
     Ok(BuiltRun {
         setup: ClusterSetup {

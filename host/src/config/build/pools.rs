@@ -75,7 +75,11 @@ fn check_stage(r: &RoutingSection, key: &str, problems: &mut Problems) -> Routin
 }
 
 /// Check `[[pools]]` and `[pd]`; `None` when the run has no pools.
-pub(super) fn check(run: &RunFile, base_dir: &Path, problems: &mut Problems) -> Option<CheckedPools> {
+pub(super) fn check(
+    run: &RunFile,
+    base_dir: &Path,
+    problems: &mut Problems,
+) -> Option<CheckedPools> {
     if run.pools.is_empty() {
         if run.pd.is_some() {
             problems.error(
@@ -113,12 +117,16 @@ pub(super) fn check(run: &RunFile, base_dir: &Path, problems: &mut Problems) -> 
             }
         };
         if p.instances == 0 {
-            problems.error(format!("pools[{i}].instances = 0: a pool needs at least one instance"));
+            problems.error(format!(
+                "pools[{i}].instances = 0: a pool needs at least one instance"
+            ));
         }
         total += u64::from(p.instances);
         for k in ["count"] {
             if p.instance.contains_key(k) {
-                problems.error(format!("pools[{i}].instance.{k}: give the pool's size as pools[{i}].instances"));
+                problems.error(format!(
+                    "pools[{i}].instance.{k}: give the pool's size as pools[{i}].instances"
+                ));
             }
         }
         for k in ["name", "config_path"] {
@@ -308,7 +316,11 @@ impl CheckedPools {
                 )
             })
             .collect();
-        format!("pools: {}; decider {}", pools.join(", "), self.decider.name())
+        format!(
+            "pools: {}; decider {}",
+            pools.join(", "),
+            self.decider.name()
+        )
     }
 
     /// The instances, the P/D setup, and the decode stage's routing (which
