@@ -150,6 +150,7 @@ fn bench_hook(c: &mut Criterion) {
         },
         candidates: RSlice::from_slice(&[]),
         info: RSlice::from_slice(&info),
+        prefix_blocks: RSlice::from_slice(&[]),
     };
     let event = RequestEvent {
         kind: EventKind::COMPLETED,

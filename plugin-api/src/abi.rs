@@ -83,6 +83,14 @@ pub trait AdmissionAbi: Send {
     ) -> RResult<(), PolicyError> {
         RResult::ROk(())
     }
+
+    /// ABI 0.2: the reason the policy gave (with
+    /// [`reason`](crate::reason)) during its last `admit` call, taken (empty
+    /// when it gave none). The host asks only after a rejection, and only
+    /// when a decision trace is written.
+    fn take_reason(&mut self) -> RString {
+        RString::new()
+    }
 }
 
 /// A routing policy, as the host calls it.
@@ -195,6 +203,14 @@ pub trait FilterAbi: Send {
         event: &RequestEvent<'_>,
         cluster: &ClusterState<'_>,
     ) -> RResult<(), PolicyError>;
+
+    /// The reason the filter gave (with [`reason`](crate::reason)) during
+    /// its last `filter` call, taken (empty when it gave none). The host
+    /// asks only when the filter removed a candidate and a decision trace is
+    /// written.
+    fn take_reason(&mut self) -> RString {
+        RString::new()
+    }
 }
 
 /// ABI 0.2: the picker of a routing profile, as the host calls it.
@@ -454,6 +470,10 @@ pub struct PolicyInfoV2 {
     /// A scorer that reads the 0.2 [`ClusterState`]: the host calls its
     /// `score_candidates` at every decision, filters or not.
     pub uses_state: bool,
+    /// The policy reads [`ClusterState::prefix_blocks`]: the host runs the
+    /// per-instance prefix-cache query at every routing decision (and only
+    /// then).
+    pub prefix_query: bool,
 }
 
 /// ABI 0.2: what a library says about itself.

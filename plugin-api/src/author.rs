@@ -13,7 +13,7 @@ use std::sync::Once;
 
 use abi_stable::{
     sabi_trait::TD_Opaque,
-    std_types::{RResult, RSlice, RVec},
+    std_types::{RResult, RSlice, RString, RVec},
 };
 
 use crate::abi::{
@@ -50,6 +50,15 @@ pub trait PolicyDef: Sized + Send + 'static {
     /// [`Scorer::score_candidates`] at every decision, with every instance a
     /// candidate when the profile has no filter. Other kinds ignore it.
     const USES_STATE: bool = false;
+
+    /// True when the policy reads [`ClusterState::prefix_blocks`] (the
+    /// per-instance count of the request's leading prompt blocks held in
+    /// each instance's KV cache, as of the run's `cache_signal_delay_us`).
+    /// The host runs that query at a routing decision only when some policy
+    /// of the decision declares it. A scorer that declares it is called
+    /// through [`Scorer::score_candidates`], like one with
+    /// [`PolicyDef::USES_STATE`].
+    const PREFIX_QUERY: bool = false;
 
     /// Build the policy from its parameter table and its own random seed
     /// (derived from the run seed; use no other source of randomness or time).
@@ -223,6 +232,12 @@ fn guarded<T>(f: impl FnOnce() -> T) -> RResult<T, PolicyError> {
     }
 }
 
+/// Run a call of policy `P`: [`crate::log`] names it, a panic becomes an error.
+#[inline]
+fn call<P: PolicyDef, T>(f: impl FnOnce() -> T) -> RResult<T, PolicyError> {
+    crate::log::as_policy(P::NAME, || guarded(f))
+}
+
 struct AdmissionAdapter<P>(P);
 struct RouterAdapter<P>(P);
 struct ScorerAdapter<P>(P);
@@ -240,7 +255,7 @@ macro_rules! on_event_body {
             event: &RequestEvent<'_>,
             cluster: &ClusterState<'_>,
         ) -> RResult<(), PolicyError> {
-            guarded(|| self.0.on_event(event, cluster))
+            call::<P, _>(|| self.0.on_event(event, cluster))
         }
     };
 }
@@ -251,7 +266,11 @@ impl<P: Admission> AdmissionAbi for AdmissionAdapter<P> {
         request: &RequestView<'_>,
         cluster: &ClusterView<'_>,
     ) -> RResult<bool, PolicyError> {
-        guarded(|| self.0.admit(request, cluster))
+        crate::log::clear_reason();
+        call::<P, _>(|| self.0.admit(request, cluster))
+    }
+    fn take_reason(&mut self) -> RString {
+        crate::log::take_reason().map_or_else(RString::new, |r| RString::from(&*r))
     }
     fn observe(
         &mut self,
@@ -259,7 +278,7 @@ impl<P: Admission> AdmissionAbi for AdmissionAdapter<P> {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.observe(request, cluster, chosen as usize))
+        call::<P, _>(|| self.0.observe(request, cluster, chosen as usize))
     }
     on_event_body!();
 }
@@ -270,7 +289,7 @@ impl<P: Router> RouterAbi for RouterAdapter<P> {
         request: &RequestView<'_>,
         cluster: &ClusterView<'_>,
     ) -> RResult<u32, PolicyError> {
-        match guarded(|| self.0.route(request, cluster)) {
+        match call::<P, _>(|| self.0.route(request, cluster)) {
             RResult::ROk(i) => match u32::try_from(i) {
                 Ok(i) => RResult::ROk(i),
                 Err(_) => RResult::ROk(u32::MAX),
@@ -284,7 +303,7 @@ impl<P: Router> RouterAbi for RouterAdapter<P> {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.observe(request, cluster, chosen as usize))
+        call::<P, _>(|| self.0.observe(request, cluster, chosen as usize))
     }
     on_event_body!();
 }
@@ -296,7 +315,7 @@ impl<P: Scorer> ScorerAbi for ScorerAdapter<P> {
         cluster: &ClusterView<'_>,
         out: &mut RVec<f64>,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.score(request, cluster, out))
+        call::<P, _>(|| self.0.score(request, cluster, out))
     }
     fn score_candidates(
         &mut self,
@@ -304,7 +323,7 @@ impl<P: Scorer> ScorerAbi for ScorerAdapter<P> {
         cluster: &ClusterState<'_>,
         out: &mut RVec<f64>,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.score_candidates(request, cluster, out))
+        call::<P, _>(|| self.0.score_candidates(request, cluster, out))
     }
     fn observe(
         &mut self,
@@ -312,7 +331,7 @@ impl<P: Scorer> ScorerAbi for ScorerAdapter<P> {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.observe(request, cluster, chosen as usize))
+        call::<P, _>(|| self.0.observe(request, cluster, chosen as usize))
     }
     on_event_body!();
 }
@@ -324,7 +343,11 @@ impl<P: Filter> FilterAbi for FilterAdapter<P> {
         cluster: &ClusterState<'_>,
         keep: &mut RVec<u32>,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.filter(request, cluster, keep))
+        crate::log::clear_reason();
+        call::<P, _>(|| self.0.filter(request, cluster, keep))
+    }
+    fn take_reason(&mut self) -> RString {
+        crate::log::take_reason().map_or_else(RString::new, |r| RString::from(&*r))
     }
     fn observe(
         &mut self,
@@ -332,7 +355,7 @@ impl<P: Filter> FilterAbi for FilterAdapter<P> {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.observe(request, cluster, chosen as usize))
+        call::<P, _>(|| self.0.observe(request, cluster, chosen as usize))
     }
     on_event_body!();
 }
@@ -344,7 +367,7 @@ impl<P: Picker> PickerAbi for PickerAdapter<P> {
         cluster: &ClusterState<'_>,
         scores: RSlice<'_, f64>,
     ) -> RResult<u32, PolicyError> {
-        guarded(|| self.0.pick(request, cluster, scores.as_slice()))
+        call::<P, _>(|| self.0.pick(request, cluster, scores.as_slice()))
     }
     fn observe(
         &mut self,
@@ -352,20 +375,20 @@ impl<P: Picker> PickerAbi for PickerAdapter<P> {
         cluster: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError> {
-        guarded(|| self.0.observe(request, cluster, chosen as usize))
+        call::<P, _>(|| self.0.observe(request, cluster, chosen as usize))
     }
     on_event_body!();
 }
 
 impl<P: Scheduler> SchedulerAbi for SchedulerAdapter<P> {
     fn key(&mut self, request: &RequestView<'_>) -> RResult<i64, PolicyError> {
-        guarded(|| self.0.key(request))
+        call::<P, _>(|| self.0.key(request))
     }
 }
 
 impl<P: Preemption> PreemptionAbi for PreemptionAdapter<P> {
     fn victim(&mut self, running: RSlice<'_, RunningRequest>) -> RResult<u32, PolicyError> {
-        guarded(|| u32::try_from(self.0.victim(running.as_slice())).unwrap_or(u32::MAX))
+        call::<P, _>(|| u32::try_from(self.0.victim(running.as_slice())).unwrap_or(u32::MAX))
     }
 }
 
@@ -388,6 +411,11 @@ pub mod __private {
 
     pub use crate::abi::{AbiVersion, LibraryInfoV2, ABI_VERSION};
 
+    /// Record the library's name for [`crate::log`]'s prefix.
+    pub fn set_library(name: &'static str) {
+        crate::log::set_library(name);
+    }
+
     /// ABI 0.2 description of policy `P` of `kind`.
     pub fn info_v2<P: PolicyDef>(kind: KindCode) -> PolicyInfoV2 {
         PolicyInfoV2 {
@@ -396,7 +424,8 @@ pub mod __private {
             summary: P::SUMMARY.into(),
             params_doc: P::PARAMS_DOC.into(),
             hooks: P::HOOKS,
-            uses_state: P::USES_STATE,
+            uses_state: P::USES_STATE || P::PREFIX_QUERY,
+            prefix_query: P::PREFIX_QUERY,
         }
     }
 
@@ -478,7 +507,7 @@ pub mod __private {
     fn construct<P: PolicyDef>(params: RStr<'_>, seed: u64) -> Result<P, RString> {
         install_panic_hook();
         let params = Params::new(params.as_str());
-        match guarded(|| P::create(params, seed)) {
+        match crate::log::as_policy(P::NAME, || guarded(|| P::create(params, seed))) {
             RResult::ROk(Ok(p)) => Ok(p),
             RResult::ROk(Err(e)) => Err(e.into()),
             RResult::RErr(e) => Err(format!("panicked while being created: {}", e.message).into()),

@@ -16,6 +16,13 @@
 //!   an abort of the simulator.
 //! * [`Params`] — the policy's TOML parameter table, deserialised with serde;
 //!   [`Rng`] — the seeded random generator a policy should use.
+//! * [`log`] — a line on stderr prefixed with `[library::policy]`,
+//!   rate-limited per policy; [`reason`] — the reason of an admission
+//!   rejection or a filter's removals, recorded in the decision trace.
+//! * The prefix-cache query (0.2): a policy that sets
+//!   [`PolicyDef::PREFIX_QUERY`] reads [`ClusterState::prefix_blocks`] —
+//!   how many leading blocks of the request's prompt each instance's KV
+//!   cache holds, as of the run's `cache_signal_delay_us`.
 //! * `testing` (feature `testing`) — views in one line and a short synthetic
 //!   run to drive a policy in unit tests.
 //! * [`abi`] — the `abi_stable` types the host and the library exchange; a
@@ -124,6 +131,7 @@ pub mod abi;
 pub mod abi_v0_1;
 mod author;
 pub mod events;
+mod log;
 mod params;
 mod rng;
 #[cfg(feature = "testing")]
@@ -150,6 +158,7 @@ pub use author::{
     Scores,
 };
 pub use events::{EventKind, RequestEvent};
+pub use log::{log, reason, LOG_LINES_PER_POLICY};
 pub use params::{check_params_doc, param_keys, Params};
 pub use rng::Rng;
 pub use views::{
@@ -201,6 +210,7 @@ macro_rules! export_plugin {
         );
 
         extern "C" fn __blis_describe() -> $crate::LibraryInfo {
+            $crate::__private::set_library($lib);
             #[allow(unused_mut)]
             let mut policies = $crate::__private::RVec::new();
             $( policies.push($crate::__private::info::<$adm>($crate::PolicyKind::Admission)); )*
@@ -214,6 +224,7 @@ macro_rules! export_plugin {
         }
 
         extern "C" fn __blis_describe_v2() -> $crate::__private::LibraryInfoV2 {
+            $crate::__private::set_library($lib);
             #[allow(unused_mut)]
             let mut policies = $crate::__private::RVec::new();
             $( policies.push($crate::__private::info_v2::<$adm>($crate::KindCode::ADMISSION)); )*

@@ -51,6 +51,8 @@ pub struct Fixture {
     pub candidates: Vec<u32>,
     /// Block hashes of the requests built by [`Fixture::request`].
     pub hashes: Vec<u64>,
+    /// The prefix-cache query's answer (empty unless set).
+    pub prefix_blocks: Vec<u32>,
     /// Prompt length of the requests, tokens.
     pub input_tokens: u32,
     /// Service class of the requests.
@@ -66,6 +68,7 @@ impl Fixture {
             info: vec![InstanceInfo::default(); n],
             candidates: (0..n as u32).collect(),
             hashes: Vec::new(),
+            prefix_blocks: Vec::new(),
             input_tokens: 64,
             slo_class: SloClass::STANDARD,
         }
@@ -117,6 +120,13 @@ impl Fixture {
         self
     }
 
+    /// Set the prefix-cache query's answer: leading prompt blocks held by
+    /// each instance (one entry per instance).
+    pub fn prefix_blocks(mut self, blocks: &[u32]) -> Fixture {
+        self.prefix_blocks = blocks.to_vec();
+        self
+    }
+
     /// A request with id `id` (arrival = the clock).
     pub fn request(&self, id: u64) -> RequestView<'_> {
         RequestView {
@@ -143,6 +153,7 @@ impl Fixture {
             view: self.view(),
             candidates: RSlice::from_slice(&self.candidates),
             info: RSlice::from_slice(&self.info),
+            prefix_blocks: RSlice::from_slice(&self.prefix_blocks),
         }
     }
 

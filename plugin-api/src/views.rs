@@ -82,7 +82,9 @@ pub struct RequestView<'a> {
 /// Freshness (INV-7): `pending_requests` is synchronous (Tier 1);
 /// `queue_depth` and `batch_size` are read live (Tier 2); `kv_utilization`,
 /// `free_kv_blocks` and `cache_hit_rate` may be as old as the run's
-/// `snapshot_refresh_interval_us` (Tier 3).
+/// `snapshot_refresh_interval_us` (Tier 3). A run's `[routing.freshness]`
+/// may give queue depth, batch size and the KV fields each their own
+/// refresh interval (e.g. llm-d's 50 ms scrape).
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq)]
 pub struct InstanceSnapshot {
@@ -144,7 +146,8 @@ impl<'a> ClusterView<'a> {
 /// ABI 0.2: what the cluster knows about one instance beyond the 0.1
 /// [`InstanceSnapshot`] (which is frozen: a slice of it cannot grow without
 /// breaking a 0.1 plugin's stride, so new signals live in this parallel
-/// slice). Read live at the decision.
+/// slice). Read live at the decision (whatever `[routing.freshness]` says:
+/// it governs the [`InstanceSnapshot`] fields only).
 #[repr(C)]
 #[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq)]
 pub struct InstanceInfo<'a> {
@@ -166,6 +169,13 @@ pub struct InstanceInfo<'a> {
     /// Lifecycle state (appended in 0.2): [`InstanceState::ACTIVE`] for every
     /// instance of a run without instance lifecycle or autoscaling.
     pub state: InstanceState,
+    /// Context tokens of the running batch: Σ (prompt + output generated so
+    /// far) over the requests in it.
+    pub running_tokens: u64,
+    /// Tokens the wait queue still has to compute: Σ (prompt + output
+    /// generated so far) over the waiting requests (a preempted request
+    /// recomputes its whole context; prefix-cache hits are not deducted).
+    pub waiting_tokens: u64,
 }
 
 /// ABI 0.2: where an instance is in its lifecycle, as a stable code.
@@ -222,6 +232,14 @@ pub struct ClusterState<'a> {
     pub candidates: RSlice<'a, u32>,
     /// One entry per instance, in instance order.
     pub info: RSlice<'a, InstanceInfo<'a>>,
+    /// The per-instance prefix-cache query: entry `i` is the number of
+    /// leading blocks of the request's prompt (`request.block_hashes`)
+    /// that instance `i`'s KV cache holds, as of `cache_signal_delay_us`
+    /// ago (see the `precise-prefix-cache` scorer). One entry per instance
+    /// when some policy of the decision declares
+    /// [`PolicyDef::PREFIX_QUERY`](crate::PolicyDef::PREFIX_QUERY), empty
+    /// otherwise (and outside routing decisions).
+    pub prefix_blocks: RSlice<'a, u32>,
 }
 
 impl<'a> ClusterState<'a> {
@@ -235,6 +253,13 @@ impl<'a> ClusterState<'a> {
     #[inline]
     pub fn info(&self) -> &'a [InstanceInfo<'a>] {
         self.info.as_slice()
+    }
+
+    /// The prefix-cache query as a plain slice: one entry per instance, or
+    /// empty when no policy of the decision asked for it.
+    #[inline]
+    pub fn prefix_blocks(&self) -> &'a [u32] {
+        self.prefix_blocks.as_slice()
     }
 
     /// Snapshot and 0.2 signals of instance `i`.

@@ -367,3 +367,241 @@ fn llm_d_endpoint_picker_configs_convert_and_run() {
         );
     }
 }
+
+/// Reasons and logging through a real `.so`: the admission policy's reason
+/// lands in every admission record of the trace, the filter's reason in
+/// each `filtered` entry that removed instances (and only there), and the
+/// policy's per-request log lines reach stderr prefixed with its name,
+/// rate-limited to `LOG_LINES_PER_POLICY` lines and one notice. stdout
+/// stays the report alone.
+#[test]
+fn admission_and_filter_reasons_reach_the_trace_and_logs_are_rate_limited() {
+    let dir = TestDir::new("admission_and_filter_reasons_reach_the_trace");
+    let file = dir.write(
+        "reasons.toml",
+        &format!(
+            "{SCENARIO}[admission]\npolicy = \"reject-odd\"\n[routing]\npolicy = \"pipeline\"\n\
+             [[routing.profiles]]\nfilters = [{{ name = \"kv-under\", params = {{ threshold = 0.3 }} }}]\n\
+             scorers = [{{ name = \"queue-depth\" }}]\n"
+        ),
+    );
+    let trace = dir.path().join("reasons.trace");
+    let out = dir
+        .blis()
+        .arg("run")
+        .arg(&file)
+        .arg("--plugin")
+        .arg(artifacts().pipeline())
+        .arg("--trace-path")
+        .arg(&trace)
+        .arg("--quiet")
+        .output()
+        .expect("cannot run blis");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON report");
+    // The odd half, and those whose every candidate the filter removed.
+    assert!(report["cluster"]["rejected_requests"].as_u64().unwrap() >= 250);
+    let records: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut admissions = 0;
+    let (mut with_reason, mut without) = (0, 0);
+    for r in &records {
+        if r["kind"] == "admission" {
+            admissions += 1;
+            let id = r["request_id"].as_u64().unwrap();
+            assert_eq!(r["reason"], format!("odd request id {id}"), "{r}");
+            continue;
+        }
+        for f in r["filtered"].as_array().unwrap() {
+            if f["removed"].as_array().unwrap().is_empty() {
+                assert!(f.get("reason").is_none(), "{r}");
+                without += 1;
+            } else {
+                assert_eq!(f["reason"], "KV utilisation ≥ 0.3", "{r}");
+                with_reason += 1;
+            }
+        }
+    }
+    assert_eq!(admissions, 250);
+    assert!(with_reason > 10 && without > 10, "{with_reason} {without}");
+    let logged: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("[fixture-pipeline::reject-odd] "))
+        .collect();
+    assert_eq!(logged.len(), 21, "{stderr}");
+    assert_eq!(
+        logged[0],
+        "[fixture-pipeline::reject-odd] rejecting request 1"
+    );
+    assert_eq!(
+        logged[19],
+        "[fixture-pipeline::reject-odd] rejecting request 39"
+    );
+    assert!(logged[20].contains("further log lines of this policy are suppressed"));
+}
+
+/// `[routing.freshness]` with llm-d's 50 ms scrape for queue depth and
+/// batch size: round-robin routing does not read the snapshots, so the run
+/// is the same as with live signals, and at every decision the trace shows,
+/// for every instance, exactly the values the live run showed at the
+/// decision of the last read (the first decision ≥ 50 ms after the one
+/// before). The KV signals, left live, match the live run everywhere.
+#[test]
+fn a_50_ms_scrape_shows_the_values_of_the_last_scrape() {
+    let dir = TestDir::new("a_50_ms_scrape_shows_the_values_of_the_last_scrape");
+    let base = "[output]\ncounterfactual_k = 6\n[routing]\npolicy = \"round-robin\"\n";
+    let (live_report, live) = run(&dir, "live", base);
+    let (scrape_report, scraped) = run(
+        &dir,
+        "scrape",
+        &format!("{base}[routing.freshness]\nqueue_depth_us = 50000\nbatch_size_us = 50000\n"),
+    );
+    // The same run; only the regret, computed from the snapshots, differs.
+    let without_regret = |r: &Value| {
+        let mut c = r["cluster"].as_object().unwrap().clone();
+        c.retain(|k, _| !k.ends_with("_regret"));
+        c
+    };
+    assert_eq!(without_regret(&live_report), without_regret(&scrape_report));
+    let by_instance = |r: &Value, key: &str| -> Vec<Value> {
+        let mut v = vec![Value::Null; 6];
+        for c in r["candidates"].as_array().unwrap() {
+            v[c["instance"].as_u64().unwrap() as usize] = c[key].clone();
+        }
+        v
+    };
+    let live: Vec<&Value> = routings(&live).collect();
+    let scraped: Vec<&Value> = routings(&scraped).collect();
+    assert_eq!(live.len(), 500);
+    assert_eq!(scraped.len(), 500);
+    let mut last_read = 0;
+    let mut stale = 0;
+    for (k, (s, l)) in scraped.iter().zip(&live).enumerate() {
+        let t = s["time_us"].as_i64().unwrap();
+        assert_eq!(t, l["time_us"].as_i64().unwrap());
+        if t - scraped[last_read]["time_us"].as_i64().unwrap() >= 50_000 {
+            last_read = k;
+        }
+        for key in ["queue_depth", "batch_size"] {
+            let seen = by_instance(s, key);
+            let expected = by_instance(live[last_read], key);
+            assert_eq!(seen, expected, "decision {k}: {key}");
+            stale += usize::from(seen != by_instance(l, key));
+        }
+        assert_eq!(
+            by_instance(s, "kv_utilization"),
+            by_instance(l, "kv_utilization")
+        );
+    }
+    assert!(
+        stale > 50,
+        "the scrape hardly ever differed from live ({stale})"
+    );
+}
+
+/// Four prefix groups on four instances: routing by the live prefix-cache
+/// query (`precise-prefix-cache` 2 + `queue-depth` 1) sends requests where
+/// their prefix is cached, so the KV hit rate is higher than with
+/// `queue-depth` alone; the same with the reference's 50 ms
+/// `cache_signal_delay_us`, and its `sim-epp-no-hit-lru` profile
+/// (`precise-prefix-cache` 2 + `no-hit-lru` 1), run and complete every
+/// request.
+#[test]
+fn precise_prefix_cache_routes_to_the_cached_prefix() {
+    let dir = TestDir::new("precise_prefix_cache_routes_to_the_cached_prefix");
+    let mut workload = String::from(
+        "seed = 5\n[instance]\ncount = 4\n[workload]\naggregate_rate = 40.0\nnum_requests = 400\n",
+    );
+    for g in 0..4 {
+        workload.push_str(&format!(
+            "[[workload.clients]]\nid = \"c{g}\"\nrate_fraction = 0.25\n\
+             arrival = {{ process = \"poisson\" }}\n\
+             input = {{ type = \"gaussian\", mean = 128, std_dev = 32, min = 16, max = 512 }}\n\
+             output = {{ type = \"gaussian\", mean = 64, std_dev = 16, min = 8, max = 256 }}\n\
+             prefix_group = \"g{g}\"\nprefix_length = 1024\n"
+        ));
+    }
+    let hit_rate = |name: &str, routing: &str| -> f64 {
+        dir.write(&format!("{name}.toml"), &format!("{workload}{routing}"));
+        let out = dir
+            .blis()
+            .args(["run", &format!("{name}.toml"), "--quiet"])
+            .output()
+            .expect("run blis");
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let c = &report["cluster"];
+        assert_eq!(c["completed_requests"].as_u64(), Some(400), "{name}: {c}");
+        c["kv_cache_hit_rate"].as_f64().unwrap()
+    };
+    let load = hit_rate(
+        "load",
+        "[routing]\npolicy = \"weighted\"\nscorers = [{ name = \"queue-depth\", weight = 1.0 }]\n",
+    );
+    let precise = |delay: u32| {
+        format!(
+            "[routing]\npolicy = \"weighted\"\ncache_signal_delay_us = {delay}\n\
+             scorers = [{{ name = \"precise-prefix-cache\", weight = 2.0 }}, \
+             {{ name = \"queue-depth\", weight = 1.0 }}]\n"
+        )
+    };
+    let live = hit_rate("live", &precise(0));
+    let stale = hit_rate("stale", &precise(50_000));
+    let lru = hit_rate(
+        "no-hit-lru",
+        "[routing]\npolicy = \"pipeline\"\ncache_signal_delay_us = 50000\n[[routing.profiles]]\n\
+         scorers = [{ name = \"precise-prefix-cache\", weight = 2.0 }, { name = \"no-hit-lru\" }]\n",
+    );
+    assert!(live > load, "live {live} vs load {load}");
+    assert!(stale > 0.0 && lru > 0.0, "stale {stale}, no-hit-lru {lru}");
+}
+
+/// Freshness and cache-delay settings are checked: a negative interval, and
+/// the KV interval given twice, are errors naming the key (exit 2, nothing
+/// on stdout).
+#[test]
+fn bad_freshness_settings_are_rejected_with_the_key() {
+    let dir = TestDir::new("bad_freshness_settings_are_rejected_with_the_key");
+    for (name, routing, key) in [
+        (
+            "negative",
+            "[routing.freshness]\nqueue_depth_us = -1\n",
+            "routing.freshness.queue_depth_us = -1",
+        ),
+        (
+            "delay",
+            "[routing]\ncache_signal_delay_us = -5\n",
+            "routing.cache_signal_delay_us = -5",
+        ),
+        (
+            "twice",
+            "[routing]\nsnapshot_refresh_interval_us = 1000\n\
+             [routing.freshness]\nkv_utilization_us = 2000\n",
+            "keep one of them",
+        ),
+        (
+            "unknown",
+            "[routing.freshness]\nqueue_depth = 5\n",
+            "queue_depth",
+        ),
+    ] {
+        dir.write(&format!("{name}.toml"), &format!("{SCENARIO}{routing}"));
+        let out = dir
+            .blis()
+            .args(["run", &format!("{name}.toml"), "--quiet"])
+            .output()
+            .expect("run blis");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name}");
+        assert!(stderr.contains(key), "{name}: {stderr}");
+    }
+}

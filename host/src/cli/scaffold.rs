@@ -25,6 +25,7 @@ const API_FILES: &[(&str, &str)] = &[
         "src/events.rs",
         include_str!("../../../plugin-api/src/events.rs"),
     ),
+    ("src/log.rs", include_str!("../../../plugin-api/src/log.rs")),
     (
         "src/params.rs",
         include_str!("../../../plugin-api/src/params.rs"),

@@ -14,6 +14,7 @@
 //! then FIFO). An event later than the horizon is not executed and ends the
 //! run. The cluster owns the request slab; instances and queues hold slots.
 
+mod cache_signal;
 mod error;
 mod first_tokens;
 pub mod pd;
@@ -24,13 +25,16 @@ mod snapshot;
 mod trace;
 
 #[cfg(test)]
+mod signal_tests;
+#[cfg(test)]
 mod tests;
 
+use cache_signal::CacheSignal;
 pub use error::RunError;
 use first_tokens::{FirstToken, FirstTokens};
 pub use routing::{format_weight, Decision, Pick, Profile, Routing};
 pub use servable::ServableBound;
-pub use snapshot::SnapshotProvider;
+pub use snapshot::{Freshness, SnapshotProvider};
 pub use trace::TraceWriter;
 
 use abi_stable::std_types::{RSlice, RStr};
@@ -55,7 +59,10 @@ pub struct ClusterSetup {
     pub routing: Routing,
     pub admission_latency: Tick,
     pub routing_latency: Tick,
-    pub snapshot_refresh_interval: Tick,
+    /// Refresh interval of each periodic snapshot signal.
+    pub freshness: Freshness,
+    /// Staleness of the prefix-cache query, µs (0 = live).
+    pub cache_signal_delay: Tick,
     pub horizon: Tick,
     pub block_size: u32,
     pub collector: Collector,
@@ -145,6 +152,8 @@ pub struct Cluster {
     admission: AdmissionPolicy,
     routing: Routing,
     snapshots: SnapshotProvider,
+    /// The prefix-cache query, when a routing policy reads it.
+    cache_signal: Option<CacheSignal>,
     admission_latency: Tick,
     routing_latency: Tick,
     horizon: Tick,
@@ -213,17 +222,21 @@ impl Cluster {
             setup.admission.label().library,
             setup.admission.label().name
         );
+        let mut routing = setup.routing;
+        routing.keep_reasons(setup.trace.is_some());
         Cluster {
             queue: EventQueue::new(),
             store: RequestStore::new(),
             pending: vec![0; n],
-            snapshots: SnapshotProvider::with_labels(
-                n,
-                setup.snapshot_refresh_interval,
-                &setup.labels,
-            ),
+            snapshots: SnapshotProvider::with_labels(n, setup.freshness, &setup.labels),
+            cache_signal: (routing.needs_prefix_query()
+                || setup
+                    .pd
+                    .as_ref()
+                    .is_some_and(|p| p.prefill_routing.needs_prefix_query()))
+            .then(|| CacheSignal::new(n, setup.cache_signal_delay)),
             in_flight: vec![0; n],
-            hooks: lifecycle_hooks(&setup.admission, &setup.routing),
+            hooks: lifecycle_hooks(&setup.admission, &routing),
             first_tokens: Vec::new(),
             custom_order: setup.instances.iter().any(|i| {
                 i.config().scheduler == SchedulerKind::Custom
@@ -232,7 +245,7 @@ impl Cluster {
             instances: setup.instances,
             workload: setup.workload,
             admission: setup.admission,
-            routing: setup.routing,
+            routing,
             admission_latency: setup.admission_latency,
             routing_latency: setup.routing_latency,
             horizon: setup.horizon,
@@ -452,7 +465,8 @@ impl Cluster {
                 .push(later(t, self.routing_latency), Event::Routing(slot));
         } else {
             if let Some(tr) = self.trace.as_mut() {
-                tr.rejection(req.id, t, &self.admission_desc);
+                let reason = self.admission.take_reason();
+                tr.rejection(req.id, t, &self.admission_desc, reason);
             }
             self.reject(t, slot)?;
         }
@@ -478,8 +492,14 @@ impl Cluster {
         let needs_state = self.routing.needs_state();
         self.snapshots.build(t, &self.instances, &self.pending);
         if needs_state {
-            self.snapshots.build_info(&self.instances, &self.in_flight);
+            self.snapshots
+                .build_info(&self.instances, &self.in_flight, &self.store);
         }
+        let req = &self.store[slot];
+        let prefix_blocks = match self.cache_signal.as_mut() {
+            Some(cs) => cs.query(t, &self.instances, &req.prompt_hashes),
+            None => &[],
+        };
         let snaps = self.snapshots.snaps();
         let view = ClusterView {
             clock_us: t,
@@ -489,8 +509,8 @@ impl Cluster {
             view,
             candidates: RSlice::from_slice(&[]),
             info: RSlice::from_slice(self.snapshots.info()),
+            prefix_blocks: RSlice::from_slice(prefix_blocks),
         };
-        let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
         // Instance lifecycle: only routable instances are candidates.
         if let Some(c) = self
@@ -500,7 +520,7 @@ impl Cluster {
         {
             c.no_instance += 1;
             if let Some(tr) = self.trace.as_mut() {
-                tr.rejection(req.id, t, "no routable instance (instance lifecycle)");
+                tr.rejection(req.id, t, "no routable instance (instance lifecycle)", None);
             }
             return self.reject(t, slot);
         }
@@ -619,7 +639,8 @@ impl Cluster {
         instance: u32,
     ) -> Result<(), Box<PluginError>> {
         self.snapshots.peek(&self.instances, &self.pending);
-        self.snapshots.build_info(&self.instances, &self.in_flight);
+        self.snapshots
+            .build_info(&self.instances, &self.in_flight, &self.store);
         let state = ClusterState {
             view: ClusterView {
                 clock_us: t,
@@ -627,6 +648,7 @@ impl Cluster {
             },
             candidates: RSlice::from_slice(&[]),
             info: RSlice::from_slice(self.snapshots.info()),
+            prefix_blocks: RSlice::from_slice(&[]),
         };
         let req = &self.store[slot];
         let since = |at: Tick| {
@@ -666,7 +688,8 @@ impl Cluster {
         }
         let firsts = std::mem::take(&mut self.first_tokens);
         self.snapshots.peek(&self.instances, &self.pending);
-        self.snapshots.build_info(&self.instances, &self.in_flight);
+        self.snapshots
+            .build_info(&self.instances, &self.in_flight, &self.store);
         let state = ClusterState {
             view: ClusterView {
                 clock_us: self.queue.now(),
@@ -674,6 +697,7 @@ impl Cluster {
             },
             candidates: RSlice::from_slice(&[]),
             info: RSlice::from_slice(self.snapshots.info()),
+            prefix_blocks: RSlice::from_slice(&[]),
         };
         let mut result = Ok(());
         for ft in &firsts {

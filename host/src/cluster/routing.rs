@@ -45,6 +45,11 @@ pub struct Profile {
     /// The instances a decision may choose, when not all (instance
     /// lifecycle: the routable ones); `None` = every instance.
     eligible: Option<Vec<u32>>,
+    /// Per filter: the reason it gave at the last decision (asked only
+    /// when `keep_reasons` and it removed something).
+    reasons: Vec<Option<String>>,
+    /// A decision trace is written: ask filters for their reasons.
+    keep_reasons: bool,
 }
 
 /// The result of one routing decision.
@@ -91,6 +96,7 @@ impl Profile {
     ) -> Profile {
         let weights = normalised_weights(&scorers.iter().map(|(_, w)| *w).collect::<Vec<_>>());
         let removed = filters.iter().map(|_| Vec::new()).collect();
+        let reasons = filters.iter().map(|_| None).collect();
         Profile {
             name,
             filters,
@@ -107,6 +113,8 @@ impl Profile {
             candidates: Vec::new(),
             removed,
             eligible: None,
+            reasons,
+            keep_reasons: false,
         }
     }
 
@@ -116,14 +124,24 @@ impl Profile {
         !self.filters.is_empty()
             || matches!(self.pick, Pick::Plugin(_))
             || self.scorers.iter().any(|s| s.scorer.label().uses_state)
+            || self.needs_prefix_query()
     }
 
-    /// The instances each filter removed at the last decision.
-    pub fn removed(&self) -> impl Iterator<Item = (&FilterPolicy, &[u32])> {
+    /// True when some policy of the profile reads the prefix-cache query.
+    pub fn needs_prefix_query(&self) -> bool {
+        self.filters.iter().any(|f| f.label().prefix_query)
+            || self.scorers.iter().any(|s| s.scorer.label().prefix_query)
+            || matches!(&self.pick, Pick::Plugin(p) if p.label().prefix_query)
+    }
+
+    /// The instances each filter removed at the last decision, with the
+    /// reason it gave (when reasons are kept).
+    pub fn removed(&self) -> impl Iterator<Item = (&FilterPolicy, &[u32], Option<&str>)> {
         self.filters
             .iter()
             .zip(&self.removed)
-            .map(|(f, r)| (f, r.as_slice()))
+            .zip(&self.reasons)
+            .map(|((f, r), why)| (f, r.as_slice(), why.as_deref()))
     }
 
     fn route(
@@ -173,7 +191,11 @@ impl Profile {
                 candidates: abi_stable::std_types::RSlice::from_slice(&self.candidates),
                 ..*state
             };
-            let kept = f.filter(req, &view)?;
+            let kept_all = f.filter(req, &view)?.len() == self.candidates.len();
+            if self.keep_reasons {
+                self.reasons[k] = if kept_all { None } else { f.take_reason() };
+            }
+            let kept = f.kept();
             let removed = &mut self.removed[k];
             removed.clear();
             let mut kept_iter = kept.iter().peekable();
@@ -260,6 +282,19 @@ impl Routing {
         match self {
             Routing::Single(_) => false,
             Routing::Profile(p) => p.needs_state(),
+        }
+    }
+
+    /// True when decisions need the per-instance prefix-cache query.
+    pub fn needs_prefix_query(&self) -> bool {
+        self.profile().is_some_and(Profile::needs_prefix_query)
+    }
+
+    /// Ask filters for the reasons of their removals (when a decision
+    /// trace is written).
+    pub fn keep_reasons(&mut self, keep: bool) {
+        if let Routing::Profile(p) = self {
+            p.keep_reasons = keep;
         }
     }
 

@@ -104,7 +104,8 @@ impl Cluster {
     /// schedule the actuation, and the next tick while work remains.
     fn scaling_tick(&mut self, t: Tick) -> Result<(), Box<PluginError>> {
         self.snapshots.peek(&self.instances, &self.pending);
-        self.snapshots.build_info(&self.instances, &self.in_flight);
+        self.snapshots
+            .build_info(&self.instances, &self.in_flight, &self.store);
         let state = ClusterState {
             view: ClusterView {
                 clock_us: t,
@@ -112,6 +113,7 @@ impl Cluster {
             },
             candidates: RSlice::from_slice(&[]),
             info: RSlice::from_slice(self.snapshots.info()),
+            prefix_blocks: RSlice::from_slice(&[]),
         };
         let c = self.control.as_mut().expect("tick without control");
         let Some(s) = c.scaler.as_mut() else {

@@ -1,18 +1,31 @@
-//! Routing snapshots with the seed's three freshness tiers (INV-7).
+//! Routing snapshots with the seed's three freshness tiers (INV-7), and
+//! per-signal freshness settings (`[routing.freshness]`).
 //!
 //! * Tier 1 — `pending_requests` (and the prefix index inside the scorer):
 //!   owned by the cluster, updated synchronously at every routing decision.
 //! * Tier 2 — `queue_depth`, `batch_size`: read live from the instance at
-//!   every snapshot.
+//!   every snapshot by default.
 //! * Tier 3 — `kv_utilization`, `free_kv_blocks`, `cache_hit_rate`: re-read
 //!   together when at least `refresh_interval` ticks of simulated time have
 //!   passed since the last refresh (lazily, at the first snapshot after the
 //!   interval, as the reference does); 0 means always live. The first
 //!   snapshot of a run always reads them.
 //!
+//! [`Freshness`] gives each of the three periodic groups — queue depth,
+//! batch size (running requests), KV (the Tier 3 fields) — its own
+//! interval, each on its own schedule: a signal with interval P is re-read
+//! at a decision when at least P µs have passed since its last read (the
+//! reference's `--snapshot-refresh-interval` model, per field), and 0 reads
+//! it live. llm-d scrapes these metrics every 50 ms: intervals of 50 000 µs
+//! reproduce that staleness (llm-d's scrapes tick on a wall clock whose
+//! phase is arbitrary; here a read happens at the first decision after the
+//! interval). The default — queue depth and batch size live, KV every
+//! `snapshot_refresh_interval_us` — is the INV-7 tiering above, unchanged.
+//!
 //! The ABI 0.2 signals ([`InstanceInfo`]: in-flight requests, preemptions,
-//! KV capacity and use in tokens, model, GPU, TP) are read live, and only
-//! when a policy needs them (filters, pickers, lifecycle hooks).
+//! KV capacity and use in tokens, running and waiting tokens, model, GPU,
+//! TP) are read live, and only when a policy needs them (filters, pickers,
+//! state-reading scorers, lifecycle hooks).
 
 use abi_stable::std_types::RStr;
 use blis_plugin_api::{InstanceInfo, InstanceSnapshot};
@@ -20,12 +33,72 @@ use blis_plugin_api::{InstanceInfo, InstanceSnapshot};
 use super::InstanceLabels;
 use crate::engine::Tick;
 use crate::instance::Instance;
+use crate::request::RequestStore;
+
+/// Refresh interval of each periodic signal group, µs (0 = read live).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Freshness {
+    /// `queue_depth`.
+    pub queue_depth: Tick,
+    /// `batch_size` (running requests).
+    pub batch_size: Tick,
+    /// `kv_utilization`, `free_kv_blocks`, `cache_hit_rate` (Tier 3).
+    pub kv: Tick,
+}
+
+impl Freshness {
+    /// The INV-7 tiers: queue depth and batch size live, KV every `interval`.
+    pub fn tiers(interval: Tick) -> Self {
+        Freshness {
+            queue_depth: 0,
+            batch_size: 0,
+            kv: interval,
+        }
+    }
+}
+
+/// When one signal group was last read, and how often it is.
+#[derive(Clone, Copy, Debug)]
+struct Schedule {
+    interval: Tick,
+    last: Option<Tick>,
+}
+
+impl Schedule {
+    fn new(interval: Tick) -> Self {
+        Schedule {
+            interval,
+            last: None,
+        }
+    }
+
+    /// Whether a decision at `now` re-reads the group (and if so, record it).
+    #[inline]
+    fn due(&mut self, now: Tick) -> bool {
+        let due = match self.last {
+            None => true,
+            Some(last) => self.interval == 0 || now - last >= self.interval,
+        };
+        if due {
+            self.last = Some(now);
+        }
+        due
+    }
+
+    /// Whether an observer re-reads the group: a live one, or one never
+    /// read (an observer never moves a schedule).
+    #[inline]
+    fn live(&self) -> bool {
+        self.interval == 0 || self.last.is_none()
+    }
+}
 
 /// Builds the per-instance snapshots a decision sees.
 #[derive(Debug)]
 pub struct SnapshotProvider {
-    interval: Tick,
-    last_refresh: Option<Tick>,
+    queue_depth: Schedule,
+    batch_size: Schedule,
+    kv: Schedule,
     snaps: Vec<InstanceSnapshot>,
     info: Vec<InstanceInfo<'static>>,
 }
@@ -33,11 +106,12 @@ pub struct SnapshotProvider {
 impl SnapshotProvider {
     /// A provider for `n` instances refreshing Tier 3 every `interval` ticks.
     pub fn new(n: usize, interval: Tick) -> Self {
-        Self::with_labels(n, interval, &InstanceLabels::default())
+        Self::with_labels(n, Freshness::tiers(interval), &InstanceLabels::default())
     }
 
-    /// A provider whose 0.2 signals carry the fleet's model, GPU and TP.
-    pub fn with_labels(n: usize, interval: Tick, labels: &InstanceLabels) -> Self {
+    /// A provider with per-signal `freshness` whose 0.2 signals carry the
+    /// fleet's model, GPU and TP.
+    pub fn with_labels(n: usize, freshness: Freshness, labels: &InstanceLabels) -> Self {
         // The names live for the whole run; leaking two short strings once
         // lets the views borrow them without a lifetime on the provider.
         let model: &'static str = Box::leak(labels.model.clone().into_boxed_str());
@@ -49,49 +123,58 @@ impl SnapshotProvider {
             ..InstanceInfo::default()
         };
         SnapshotProvider {
-            interval,
-            last_refresh: None,
+            queue_depth: Schedule::new(freshness.queue_depth),
+            batch_size: Schedule::new(freshness.batch_size),
+            kv: Schedule::new(freshness.kv),
             snaps: vec![InstanceSnapshot::default(); n],
             info: vec![info; n],
         }
     }
 
-    /// Snapshots as of `now` for a decision (refreshing Tier 3 when due).
+    /// Snapshots as of `now` for a decision (re-reading each periodic
+    /// group when due).
     pub fn build(
         &mut self,
         now: Tick,
         instances: &[Instance],
         pending: &[u32],
     ) -> &[InstanceSnapshot] {
-        let refresh = match self.last_refresh {
-            None => true,
-            Some(last) => self.interval == 0 || now - last >= self.interval,
+        let reads = Reads {
+            queue_depth: self.queue_depth.due(now),
+            batch_size: self.batch_size.due(now),
+            kv: self.kv.due(now),
         };
-        if refresh {
-            self.last_refresh = Some(now);
-        }
-        self.fill(refresh, instances, pending)
+        self.fill(reads, instances, pending)
     }
 
-    /// Snapshots for a lifecycle event: Tiers 1 and 2 as of now, Tier 3 as
-    /// the last decision saw it (an observer does not move the refresh
-    /// schedule, so hooks never change what the decisions see).
+    /// Snapshots for a lifecycle event: live signals as of now, periodic
+    /// ones as the last decision saw them (an observer does not move the
+    /// refresh schedules, so hooks never change what the decisions see).
     pub fn peek(&mut self, instances: &[Instance], pending: &[u32]) -> &[InstanceSnapshot] {
-        let never_read = self.last_refresh.is_none();
-        self.fill(never_read, instances, pending)
+        let reads = Reads {
+            queue_depth: self.queue_depth.live(),
+            batch_size: self.batch_size.live(),
+            kv: self.kv.live(),
+        };
+        self.fill(reads, instances, pending)
     }
 
+    #[inline]
     fn fill(
         &mut self,
-        refresh: bool,
+        reads: Reads,
         instances: &[Instance],
         pending: &[u32],
     ) -> &[InstanceSnapshot] {
         for ((s, inst), &p) in self.snaps.iter_mut().zip(instances).zip(pending) {
-            s.queue_depth = inst.queue_depth();
-            s.batch_size = inst.batch_size();
+            if reads.queue_depth {
+                s.queue_depth = inst.queue_depth();
+            }
+            if reads.batch_size {
+                s.batch_size = inst.batch_size();
+            }
             s.pending_requests = p;
-            if refresh {
+            if reads.kv {
                 s.kv_utilization = inst.kv_utilization();
                 s.free_kv_blocks = inst.free_kv_blocks();
                 s.cache_hit_rate = inst.cache_hit_rate();
@@ -105,8 +188,11 @@ impl SnapshotProvider {
         &mut self,
         instances: &[Instance],
         in_flight: &[u32],
+        store: &RequestStore,
     ) -> &[InstanceInfo<'static>] {
         for ((x, inst), &f) in self.info.iter_mut().zip(instances).zip(in_flight) {
+            x.running_tokens = inst.running_tokens();
+            x.waiting_tokens = inst.waiting_tokens(store);
             let block = u64::from(inst.config().block_size);
             x.in_flight = f;
             x.preemptions = inst.preemption_count();
@@ -143,6 +229,14 @@ impl SnapshotProvider {
 
     /// Time of the last Tier 3 refresh.
     pub fn last_refresh(&self) -> Option<Tick> {
-        self.last_refresh
+        self.kv.last
     }
+}
+
+/// Which signal groups a snapshot re-reads.
+#[derive(Clone, Copy)]
+struct Reads {
+    queue_depth: bool,
+    batch_size: bool,
+    kv: bool,
 }

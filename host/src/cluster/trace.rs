@@ -9,6 +9,12 @@
 //! the record says which filter removed which instances (`filtered`); a
 //! decision whose filters left nothing is a `routing` record with
 //! `"chosen": null` and the filter that emptied the set.
+//!
+//! Reasons (ABI 0.2, given by a policy with `blis_plugin_api::reason`): an
+//! admission record carries `"reason"` when the policy gave one for the
+//! rejection; a filter's entry in `"filtered"` carries `"reason"` when the
+//! filter removed instances and gave one. Records without reasons are
+//! unchanged.
 
 use std::io::Write;
 
@@ -65,15 +71,19 @@ impl TraceWriter {
         self.line.clear();
     }
 
-    /// An admission decision that rejected the request.
-    pub fn rejection(&mut self, request_id: u64, time: Tick, policy: &str) {
-        let v = serde_json::json!({
+    /// An admission decision that rejected the request, with the reason
+    /// the policy gave, if any.
+    pub fn rejection(&mut self, request_id: u64, time: Tick, policy: &str, reason: Option<String>) {
+        let mut v = serde_json::json!({
             "kind": "admission",
             "request_id": request_id,
             "time_us": time,
             "admitted": false,
             "policy": policy,
         });
+        if let Some(r) = reason {
+            v["reason"] = serde_json::Value::String(r);
+        }
         self.line = v.to_string();
         self.write_line();
     }
@@ -165,11 +175,15 @@ impl TraceWriter {
         let list: Vec<serde_json::Value> = profile
             .removed()
             .take(upto.map_or(usize::MAX, |k| k + 1))
-            .map(|(f, removed)| {
-                serde_json::json!({
+            .map(|(f, removed, reason)| {
+                let mut entry = serde_json::json!({
                     "filter": format!("{}::{}", f.label().library, f.label().name),
                     "removed": removed,
-                })
+                });
+                if let Some(r) = reason {
+                    entry["reason"] = serde_json::Value::String(r.to_string());
+                }
+                entry
             })
             .collect();
         rec.insert("filtered".into(), serde_json::Value::Array(list));

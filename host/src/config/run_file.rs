@@ -294,6 +294,33 @@ pub struct RoutingSection {
     /// default and, for now, the only one).
     #[serde(default)]
     pub profile_handler: Option<String>,
+    /// Staleness of the prefix-cache query read by `precise-prefix-cache`
+    /// and `no-hit-lru`, µs (default 0 = live; the reference's default is
+    /// 50000).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_signal_delay_us: i64,
+    /// `[routing.freshness]`: refresh interval of each periodic snapshot signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<FreshnessSection>,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// `[routing.freshness]`: how old each snapshot signal may be, µs (0 = read
+/// live at every decision; P > 0 = re-read at a decision when P µs have
+/// passed since its last read).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreshnessSection {
+    /// `queue_depth` (default 0 = live).
+    pub queue_depth_us: Option<i64>,
+    /// `batch_size`, the running requests (default 0 = live).
+    pub batch_size_us: Option<i64>,
+    /// `kv_utilization`, `free_kv_blocks`, `cache_hit_rate` (default
+    /// `routing.snapshot_refresh_interval_us`).
+    pub kv_utilization_us: Option<i64>,
 }
 
 /// A filter or picker of a scheduling profile.
@@ -361,6 +388,8 @@ impl Default for RoutingSection {
             scorers: Vec::new(),
             profiles: Vec::new(),
             profile_handler: None,
+            cache_signal_delay_us: 0,
+            freshness: None,
         }
     }
 }

@@ -46,6 +46,8 @@
 //! block's hash, so a later session round whose prompt repeats this stream
 //! hits the same blocks.
 
+mod prefix_query;
+
 use super::kv_offload::{CpuTier, KvOffloadConfig, KvOffloadCounts};
 use crate::engine::Tick;
 use crate::request::{output_block_hash, output_run_hash, prefetch, stream_block_hash, Request};

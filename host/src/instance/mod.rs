@@ -47,6 +47,7 @@ mod kv_offload;
 pub mod latency;
 mod queue;
 mod remote_kv;
+mod signals;
 #[cfg(test)]
 mod tests;
 

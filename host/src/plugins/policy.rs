@@ -22,6 +22,8 @@ pub struct PolicyLabel {
     pub hooks: Hooks,
     /// A scorer that reads the 0.2 cluster state.
     pub uses_state: bool,
+    /// The policy reads the per-instance prefix-cache query.
+    pub prefix_query: bool,
 }
 
 impl PolicyLabel {
@@ -225,6 +227,16 @@ impl AdmissionPolicy {
     ) -> Result<bool, Box<PluginError>> {
         let r = self.obj.admit(req, cluster);
         check(&self.label, "admit", req.id, r)
+    }
+
+    /// The reason the policy gave for its last decision, if any (ABI ≥ 0.2;
+    /// call right after [`AdmissionPolicy::admit`]).
+    pub fn take_reason(&mut self) -> Option<String> {
+        let reason = match &mut self.obj {
+            AdmissionObj::Current(o) => o.take_reason(),
+            AdmissionObj::V0_1(_) => return None,
+        };
+        (!reason.is_empty()).then(|| reason.into_string())
     }
 
     /// Tell the policy where an admitted request was routed.
@@ -452,6 +464,17 @@ impl FilterPolicy {
             }
         }
         Ok(self.buf.as_slice())
+    }
+
+    /// The candidates kept by the last [`FilterPolicy::filter`].
+    pub fn kept(&self) -> &[u32] {
+        self.buf.as_slice()
+    }
+
+    /// The reason the filter gave during its last call, if any.
+    pub fn take_reason(&mut self) -> Option<String> {
+        let reason = self.obj.take_reason();
+        (!reason.is_empty()).then(|| reason.into_string())
     }
 
     /// Tell the filter where the request was routed.

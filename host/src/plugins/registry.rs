@@ -42,6 +42,8 @@ pub struct PolicyEntry {
     pub hooks: Hooks,
     /// A scorer that reads the 0.2 cluster state (see `PolicyDef::USES_STATE`).
     pub uses_state: bool,
+    /// The policy reads the prefix-cache query (see `PolicyDef::PREFIX_QUERY`).
+    pub prefix_query: bool,
 }
 
 /// One library in the registry.
@@ -138,6 +140,7 @@ impl Registry {
                         params_doc: p.params_doc.to_string(),
                         hooks: p.hooks,
                         uses_state: p.uses_state,
+                        prefix_query: p.prefix_query,
                     })
                     .collect();
                 (v2.abi, policies)
@@ -153,6 +156,7 @@ impl Registry {
                         params_doc: p.params_doc.to_string(),
                         hooks: Hooks::NONE,
                         uses_state: false,
+                        prefix_query: false,
                     })
                     .collect(),
             ),
@@ -333,6 +337,7 @@ impl Registry {
             abi: lib.abi,
             hooks: entry.map_or(Hooks::NONE, |p| p.hooks),
             uses_state: entry.is_some_and(|p| p.uses_state),
+            prefix_query: entry.is_some_and(|p| p.prefix_query),
         };
         Ok((lib, label))
     }

@@ -9,7 +9,8 @@
 //! * scorers for the host's weighted router: `prefix-affinity`,
 //!   `queue-depth`, `kv-utilization`, `load-balance`, and the reference's
 //!   newer `running-requests`, `load-aware`, `vllm-dp`, `active-requests`
-//!   ([`scorers`]);
+//!   ([`scorers`]), and `precise-prefix-cache`, `no-hit-lru`, which read
+//!   the host's prefix-cache query ([`cache_scorers`]);
 //! * filters of a routing profile: `low-queue`, `low-kv-utilization`
 //!   ([`filters`]);
 //! * pickers of a routing profile: `max-score`, `random`,
@@ -30,6 +31,7 @@
 
 pub mod admission;
 pub mod autoscalers;
+pub mod cache_scorers;
 pub mod filters;
 pub mod pickers;
 mod prefix_index;
@@ -39,6 +41,7 @@ pub mod scorers;
 
 use admission::{AlwaysAdmit, RejectAll, TokenBucket};
 use autoscalers::KvSaturation;
+use cache_scorers::{NoHitLru, PrecisePrefixCache};
 use filters::{LowKvUtilization, LowQueue};
 use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
@@ -61,6 +64,8 @@ blis_plugin_api::export_plugin! {
         LoadAware,
         VllmDp,
         ActiveRequests,
+        PrecisePrefixCache,
+        NoHitLru,
     ],
     filters: [LowQueue, LowKvUtilization],
     pickers: [MaxScore, RandomPick, WeightedRandom],

@@ -140,6 +140,7 @@ mod tests {
             },
             candidates: RSlice::from_slice(cands),
             info: RSlice::from_slice(&[]),
+            prefix_blocks: RSlice::from_slice(&[]),
         }
     }
 

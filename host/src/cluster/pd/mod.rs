@@ -153,6 +153,7 @@ fn route_stage(
     t: Tick,
     snaps: &[InstanceSnapshot],
     info: &[InstanceInfo<'static>],
+    prefix_blocks: &[u32],
     range: &Range<u32>,
 ) -> Result<Option<u32>, Box<PluginError>> {
     let (a, b) = (range.start as usize, range.end as usize);
@@ -165,6 +166,11 @@ fn route_stage(
         view,
         candidates: RSlice::from_slice(&[]),
         info: RSlice::from_slice(if needs_state { &info[a..b] } else { &[] }),
+        prefix_blocks: RSlice::from_slice(if prefix_blocks.is_empty() {
+            &[]
+        } else {
+            &prefix_blocks[a..b]
+        }),
     };
     let chosen = match routing.route(rv, &view, needs_state.then_some(&state))? {
         Decision::Routed { chosen, .. } => chosen,
@@ -194,13 +200,19 @@ impl Cluster {
         let needs_state = s.prefill_routing.needs_state() || self.routing.needs_state();
         self.snapshots.build(t, &self.instances, &self.pending);
         if needs_state {
-            self.snapshots.build_info(&self.instances, &self.in_flight);
+            self.snapshots
+                .build_info(&self.instances, &self.in_flight, &self.store);
         }
+        let req = &self.store[slot];
+        let prefix: &[u32] = match self.cache_signal.as_mut() {
+            Some(cs) => cs.query(t, &self.instances, &req.prompt_hashes),
+            None => &[],
+        };
         let snaps = self.snapshots.snaps();
         let info = self.snapshots.info();
-        let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let Some(decode) = route_stage(&mut self.routing, &rv, t, snaps, info, &s.decode)? else {
+        let Some(decode) = route_stage(&mut self.routing, &rv, t, snaps, info, prefix, &s.decode)?
+        else {
             return self.reject(t, slot);
         };
         let (input_len, output_len) = (req.input_len, req.output_len);
@@ -212,8 +224,15 @@ impl Cluster {
         let block_size = self.block_size;
         let mut target = decode;
         if s.decider.decide(input_len, cached, block_size) {
-            let Some(prefill) =
-                route_stage(&mut s.prefill_routing, &rv, t, snaps, info, &s.prefill)?
+            let Some(prefill) = route_stage(
+                &mut s.prefill_routing,
+                &rv,
+                t,
+                snaps,
+                info,
+                prefix,
+                &s.prefill,
+            )?
             else {
                 return self.reject(t, slot);
             };

@@ -19,6 +19,7 @@
 //! pair and one line here, never more code in [`build`].
 
 mod control;
+mod freshness;
 mod instance;
 mod instance_policies;
 mod kv_offload;
@@ -136,6 +137,7 @@ pub fn build(
         .errors
         .extend(super::outputs::check(run, base_dir, None));
     let timeseries = timeseries::check(&run.output, &mut problems);
+    let freshness = freshness::check(&run.routing, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     let control = control::check(run, model.as_ref(), &mut problems);
@@ -192,7 +194,8 @@ pub fn build(
             routing,
             admission_latency: run.admission.latency_us,
             routing_latency: run.routing.latency_us,
-            snapshot_refresh_interval: run.routing.snapshot_refresh_interval_us,
+            freshness,
+            cache_signal_delay: run.routing.cache_signal_delay_us,
             horizon,
             block_size: run.instance.block_size,
             collector,
