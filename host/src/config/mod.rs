@@ -8,6 +8,7 @@
 
 pub mod bounds;
 pub mod build;
+mod control_sections;
 pub mod epp_config;
 pub mod outputs;
 pub mod overrides;
@@ -16,4 +17,5 @@ pub mod seed;
 pub mod warnings;
 
 pub use build::{build, derive_seed, resolve, BuiltRun, MAX_INSTANCES};
+pub use control_sections::*;
 pub use run_file::*;

@@ -34,6 +34,15 @@ pub struct RunFile {
     pub plugins: Vec<PluginSection>,
     #[serde(default)]
     pub output: OutputSection,
+    /// `[slo]`: targets per SLO class (attainment and goodput in the report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<super::SloSection>,
+    /// `[saturation]`: post-hoc saturation verdicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<super::SaturationSection>,
+    /// `[flow_control]`: the gateway queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_control: Option<super::FlowControlSection>,
 }
 
 fn default_seed() -> u64 {

@@ -13,6 +13,7 @@ use crate::instance::InstanceObserver;
 use crate::request::{Request, RequestState, SloClass, Slot};
 
 use super::distribution::{pack, CountMap};
+use super::slo::SloRecorder;
 use super::stages::StageRecorder;
 
 /// Latency populations and counters of one instance. Latency samples are
@@ -112,6 +113,8 @@ pub struct Collector {
     pub write_error: Option<std::io::Error>,
     /// Per-stage records when the workload has stages (see [`super::stages`]).
     pub stages: Option<StageRecorder>,
+    /// Attainment and goodput when the run has `[slo]` targets.
+    pub slo: Option<SloRecorder>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -132,6 +135,7 @@ impl Collector {
             client_names,
             write_error: None,
             stages: None,
+            slo: None,
         }
     }
 
@@ -275,6 +279,9 @@ impl InstanceObserver for Collector {
         t.completed += 1;
         t.output_tokens += out;
         if let Some(s) = &mut self.stages {
+            s.completed(req, at);
+        }
+        if let Some(s) = &mut self.slo {
             s.completed(req, at);
         }
         self.finished.push((slot, true));

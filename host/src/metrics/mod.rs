@@ -2,12 +2,14 @@
 //! ([`distribution`]), fitness ([`fitness`]) and the JSON report
 //! ([`report`]) — the only place that knows the report format —, per-stage
 //! records of staged workloads ([`stages`]) and the time series
-//! ([`timeseries`], `output.timeseries_path`).
+//! ([`timeseries`], `output.timeseries_path`), SLO attainment and goodput
+//! ([`slo`], `[slo]`).
 
 mod collector;
 pub mod distribution;
 pub mod fitness;
 pub mod report;
+pub mod slo;
 pub mod stages;
 pub mod timeseries;
 

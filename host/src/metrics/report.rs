@@ -298,16 +298,17 @@ pub fn build(
             continue;
         }
         let class = |p: u64| usize::from(unpack_class(p)) == i;
-        classes.insert(
-            SloClass::ALL[i].name().to_string(),
-            json!({
-                "num_requests": c.arrived,
-                "rejected_requests": c.rejected,
-                "completed_requests": c.completed,
-                "ttft": stats_object(stats_of_runs(&ttft_runs, class)),
-                "e2e": stats_object(stats_of_runs(&e2e_runs, class)),
-            }),
-        );
+        let mut entry = json!({
+            "num_requests": c.arrived,
+            "rejected_requests": c.rejected,
+            "completed_requests": c.completed,
+            "ttft": stats_object(stats_of_runs(&ttft_runs, class)),
+            "e2e": stats_object(stats_of_runs(&e2e_runs, class)),
+        });
+        if let Some(slo) = &col.slo {
+            entry["slo"] = slo.class_report(i, c.arrived, duration_s);
+        }
+        classes.insert(SloClass::ALL[i].name().to_string(), entry);
     }
 
     let fitness = match fitness_weights {
@@ -324,6 +325,9 @@ pub fn build(
         _ => Value::Null,
     };
 
+    if let Some(slo) = &col.slo {
+        cm.insert("slo".into(), slo.total_report(outcome.arrived, duration_s));
+    }
     let mut report = json!({
         "cluster": Value::Object(cm),
         "instances": instances,

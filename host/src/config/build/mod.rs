@@ -4,8 +4,8 @@
 //! `kv_offload` (`[instance.kv_offload]`), `model` (latency model and KV
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
-//! `instance_policies` (scheduler and preemption plugins of `[instance]`)
-//! and `output`. Assembly runs in
+//! `instance_policies` (scheduler and preemption plugins of `[instance]`),
+//! `output` and `slo` (`[slo]`). Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -23,6 +23,7 @@ mod model;
 mod output;
 mod policies;
 mod routing_profiles;
+mod slo;
 mod timeseries;
 mod workload;
 
@@ -134,6 +135,7 @@ pub fn build(
     let timeseries = timeseries::check(&run.output, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
+    let slo = slo::check(run.slo.as_ref(), &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -158,13 +160,14 @@ pub fn build(
         routing.describe(),
         run.admission.policy
     ));
-    let (collector, trace, outputs) = output.create(
+    let (mut collector, trace, outputs) = output.create(
         run,
         base_dir,
         open_outputs,
         run.instance.count as usize,
         &workload,
     )?;
+    collector.slo = slo;
 
     Ok(BuiltRun {
         setup: ClusterSetup {
