@@ -355,6 +355,8 @@ fn admission() -> impl Strategy<Value = Fragment> {
             6 => Just(("always-admit", None)),
             3 => (100.0f64..20_000.0, 10.0f64..100_000.0).prop_map(|(c, r)| ("token-bucket", Some((c, r)))),
             1 => Just(("reject-all", None)),
+            1 => Just(("tier-shed", None)),
+            1 => Just(("gaie-legacy", None)),
         ],
         prop::sample::select(vec![0i64, 0, 100, 5_000]),
     )
