@@ -29,6 +29,7 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod engine;
+pub mod gateway;
 pub mod html_report;
 pub mod instance;
 pub mod metrics;

@@ -16,6 +16,7 @@
 
 mod error;
 mod first_tokens;
+mod flow_control;
 mod routing;
 mod servable;
 mod snapshot;
@@ -37,6 +38,7 @@ use blis_plugin_api::{
 };
 
 use crate::engine::{later, Event, EventQueue, Tick, NEVER, TIME_LIMIT};
+use crate::gateway::{Gateway, GatewayCounts};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
@@ -61,6 +63,8 @@ pub struct ClusterSetup {
     pub labels: InstanceLabels,
     /// `output.timeseries_path`: sampled at interval boundaries, never scheduled.
     pub timeseries: Option<TimeSeries>,
+    /// `[flow_control]`: the gateway queue between admission and routing.
+    pub gateway: Option<Gateway>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -93,6 +97,8 @@ pub struct ClusterOutcome {
     pub peak_live_requests: usize,
     /// An error the workload met while streaming (the run ended early).
     pub workload_error: Option<crate::workload::WorkloadError>,
+    /// The gateway queue's counters and its depth at the end (`[flow_control]`).
+    pub gateway: Option<(GatewayCounts, u64)>,
 }
 
 /// Watches a run event by event: the property campaign checks invariants
@@ -164,6 +170,8 @@ pub struct Cluster {
     /// Whether an arriving request could be served by some instance (asked
     /// before its prompt is hashed).
     servable: ServableBound,
+    /// The gateway queue (`[flow_control]`; see `flow_control.rs`).
+    gateway: Option<Gateway>,
 }
 
 /// Build the ABI view of a request.
@@ -231,6 +239,7 @@ impl Cluster {
             tenant_names,
             hash_pool: Vec::new(),
             servable,
+            gateway: setup.gateway,
         }
     }
 
@@ -285,6 +294,7 @@ impl Cluster {
                 Event::Arrivals => self.on_arrivals(t),
                 Event::Admission(slot) => self.on_admission(t, slot)?,
                 Event::Routing(slot) => self.on_routing(t, slot)?,
+                Event::Gateway(timer) => self.on_gateway_timer(t, timer)?,
                 Event::InstanceArrival { instance, slot } => {
                     self.collector.instance_event(instance, t);
                     self.instances[instance as usize].on_arrival(
@@ -356,6 +366,7 @@ impl Cluster {
         ClusterCounts {
             arrived: self.arrived,
             completed: self.collector.instances.iter().map(|r| r.completed).sum(),
+            gateway_depth: self.gateway.as_ref().map(|g| g.queue.depth()),
         }
     }
 
@@ -383,6 +394,8 @@ impl Cluster {
                 r.first_token_at = crate::request::UNSET;
                 r.last_token_at = crate::request::UNSET;
                 r.completed_at = crate::request::UNSET;
+                r.gateway_queued_at = crate::request::UNSET;
+                r.gateway_dispatched_at = crate::request::UNSET;
             });
             if !ok {
                 self.store.release(slot);
@@ -416,7 +429,9 @@ impl Cluster {
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
         let admitted = self.admission.admit(&rv, &view)?;
-        if admitted {
+        if admitted && self.gateway.is_some() {
+            self.gateway_enqueue(t, slot)?;
+        } else if admitted {
             self.queue
                 .push(later(t, self.routing_latency), Event::Routing(slot));
         } else {
@@ -674,10 +689,14 @@ impl Cluster {
             self.workload.on_finished(&self.store[slot], at, completed);
             self.store.release(slot);
         }
+        let freed = finished.len();
         let mut finished = finished;
         finished.clear();
         self.collector.finished = finished;
         self.schedule_arrivals();
+        if self.gateway.is_some() {
+            self.gateway_capacity_freed(t, freed)?;
+        }
         Ok(())
     }
 
@@ -727,6 +746,7 @@ impl Cluster {
             events: self.events,
             peak_live_requests: peak_live,
             workload_error: self.workload.take_error(),
+            gateway: self.gateway.map(|g| (g.counts, g.queue.depth())),
         }
     }
 }

@@ -115,6 +115,8 @@ pub struct Collector {
     pub stages: Option<StageRecorder>,
     /// Attainment and goodput when the run has `[slo]` targets.
     pub slo: Option<SloRecorder>,
+    /// The run has a gateway queue: result lines carry `gateway_queue_delay_ms`.
+    pub gateway: bool,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -136,6 +138,7 @@ impl Collector {
             write_error: None,
             stages: None,
             slo: None,
+            gateway: false,
         }
     }
 
@@ -191,7 +194,7 @@ impl Collector {
         let Some(w) = self.results.as_mut() else {
             return;
         };
-        let line = result_json(req, &self.tenant_names, &self.client_names);
+        let line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
         if let Err(e) = w.push(req.id, line) {
             self.write_error.get_or_insert(e);
         }
@@ -202,8 +205,10 @@ fn ms(t: Tick) -> f64 {
     t as f64 / 1000.0
 }
 
-/// One per-request result as a JSON line (field order fixed).
-pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> String {
+/// One per-request result as a JSON line (field order fixed). With
+/// `gateway`, the line ends with `gateway_queue_delay_ms` (dispatch −
+/// enqueue; null for a request that was never dispatched).
+pub fn result_json(req: &Request, tenants: &[String], clients: &[String], gateway: bool) -> String {
     let opt = |cond: bool, v: f64| {
         if cond {
             serde_json::json!(v)
@@ -218,7 +223,7 @@ pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> Str
     } else {
         None
     };
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "id": req.id,
         "client_id": clients.get(req.client as usize).map(String::as_str).unwrap_or(""),
         "tenant_id": tenants.get(req.tenant as usize).map(String::as_str).unwrap_or(""),
@@ -235,6 +240,12 @@ pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> Str
         "cached_tokens": req.cached_tokens,
         "preemptions": req.preemptions,
     });
+    if gateway {
+        v["gateway_queue_delay_ms"] = opt(
+            req.gateway_dispatched_at >= 0 && req.gateway_queued_at >= 0,
+            ms(req.gateway_dispatched_at - req.gateway_queued_at),
+        );
+    }
     v.to_string()
 }
 

@@ -14,5 +14,5 @@ pub mod stages;
 pub mod timeseries;
 
 pub use collector::{
-    result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
+    class_index, result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
 };

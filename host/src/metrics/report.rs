@@ -328,6 +328,20 @@ pub fn build(
     if let Some(slo) = &col.slo {
         cm.insert("slo".into(), slo.total_report(outcome.arrived, duration_s));
     }
+    if let Some((g, depth)) = &outcome.gateway {
+        cm.insert(
+            "flow_control".into(),
+            json!({
+                "queued": g.queued,
+                "dispatched": g.dispatched,
+                "rejected": g.rejected,
+                "shed": g.shed,
+                "expired": g.expired,
+                "depth_at_end": depth,
+                "peak_depth": g.peak_depth,
+            }),
+        );
+    }
     let mut report = json!({
         "cluster": Value::Object(cm),
         "instances": instances,

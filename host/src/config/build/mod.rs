@@ -5,7 +5,7 @@
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
-//! `output` and `slo` (`[slo]`). Assembly runs in
+//! `output`, `slo` (`[slo]`) and `flow_control` (`[flow_control]`). Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -16,6 +16,7 @@
 //! A new run-file section is a new module with its own `check`/`create`
 //! pair and one line here, never more code in [`build`].
 
+mod flow_control;
 mod instance;
 mod instance_policies;
 mod kv_offload;
@@ -136,6 +137,7 @@ pub fn build(
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     let slo = slo::check(run.slo.as_ref(), &mut problems);
+    let flow_control = flow_control::check(run.flow_control.as_ref(), &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -168,6 +170,8 @@ pub fn build(
         &workload,
     )?;
     collector.slo = slo;
+    collector.gateway = flow_control.is_some();
+    let gateway = flow_control.map(|f| f.create(workload.tenant_names()));
 
     Ok(BuiltRun {
         setup: ClusterSetup {
@@ -188,6 +192,7 @@ pub fn build(
                 tp: model.latency.tp,
             },
             timeseries: timeseries.create(base_dir, open_outputs)?,
+            gateway,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),
