@@ -31,6 +31,7 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         admission().boxed(),
         routing().boxed(),
         horizon().boxed(),
+        flow_control().boxed(),
     ]
 }
 
@@ -450,5 +451,47 @@ fn horizon() -> impl Strategy<Value = Fragment> {
             table,
             trace_csv: None,
         }
+    })
+}
+
+/// `[flow_control]` in a third of the runs: every detector and fairness,
+/// small capacities and depths (with and without shedding), short TTLs.
+fn flow_control() -> impl Strategy<Value = Fragment> {
+    prop::option::weighted(
+        0.35,
+        (
+            prop::sample::select(vec!["utilization", "concurrency", "never"]),
+            prop::sample::select(vec![0.2f64, 0.6, 1.0]),
+            prop::option::of(1u64..20),
+            prop::option::of(1u64..30),
+            any::<bool>(),
+            prop::sample::select(vec!["global-strict", "round-robin"]),
+            prop::option::of(prop_oneof![1i64..1000, 1000i64..2_000_000]),
+            prop::sample::select(vec![1i64, 1000, 50_000]),
+            prop::sample::select(vec![0.5f64, 5.0]),
+        ),
+    )
+    .prop_map(|fc| {
+        let Some((det, limit, band, depth, shedding, fairness, ttl, tick, threshold)) = fc else {
+            return Fragment::default();
+        };
+        let mut t = Table::new();
+        t.insert("saturation_detector".into(), det.into());
+        t.insert("usage_limit_threshold".into(), limit.into());
+        t.insert("queue_depth_threshold".into(), threshold.into());
+        t.insert("max_concurrency".into(), (threshold * 4.0).into());
+        if let Some(b) = band {
+            t.insert("per_band_capacity".into(), int(b as i64));
+        }
+        if let Some(d) = depth {
+            t.insert("max_depth".into(), int(d as i64));
+            t.insert("shedding".into(), shedding.into());
+        }
+        t.insert("fairness".into(), fairness.into());
+        if let Some(ttl) = ttl {
+            t.insert("request_ttl_us".into(), int(ttl));
+        }
+        t.insert("dispatch_tick_us".into(), int(tick));
+        fragment("flow_control", t)
     })
 }
