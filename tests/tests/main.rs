@@ -43,5 +43,9 @@ mod stages;
 // series, and the Slurm example when sbatch is available.
 mod sweep;
 
+// Issue 14's traffic control: SLO attainment and goodput vs the results
+// file, the gateway queue (band order, fairness, counts, trace), bad input.
+mod flow;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

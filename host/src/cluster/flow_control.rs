@@ -69,9 +69,10 @@ impl Cluster {
             return;
         }
         let snaps = self.snapshots.build(t, &self.instances, &self.pending);
-        let sat = g.detector.saturation(snaps, &self.in_flight);
+        let sat = g.detector.saturation(snaps, &self.in_flight, g.in_transit);
         if let Some(slot) = g.queue.dequeue_gated(sat) {
             g.counts.dispatched += 1;
+            g.in_transit += 1;
             self.store[slot].gateway_dispatched_at = t;
             self.queue
                 .push(later(t, self.routing_latency), Event::Routing(slot));

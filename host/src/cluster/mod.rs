@@ -459,6 +459,9 @@ impl Cluster {
     }
 
     fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+        if let Some(g) = self.gateway.as_mut() {
+            g.in_transit = g.in_transit.saturating_sub(1);
+        }
         let needs_state = self.routing.needs_state();
         self.snapshots.build(t, &self.instances, &self.pending);
         if needs_state {

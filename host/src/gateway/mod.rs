@@ -14,10 +14,12 @@
 //!
 //! The cluster owns the timers and calls the gateway only when the run has
 //! `[flow_control]`; without it nothing here exists. The saturation signal
-//! is instantaneous, over every instance: `utilization` = mean of
-//! max((queue depth + pending) / queue_depth_threshold, KV utilisation /
-//! kv_threshold); `concurrency` = Σ in flight / (N × max_concurrency);
-//! `never` = 0.
+//! is instantaneous, over every instance, and counts the requests the
+//! gateway dispatched that routing has not placed yet (`in_transit`, spread
+//! evenly), so requests dispatched at the same instant see each other:
+//! `utilization` = mean of max((queue depth + pending + in_transit / N) /
+//! queue_depth_threshold, KV utilisation / kv_threshold); `concurrency` =
+//! (Σ in flight + in_transit) / (N × max_concurrency); `never` = 0.
 
 mod bands;
 
@@ -42,20 +44,29 @@ pub enum Detector {
 }
 
 impl Detector {
-    /// The signal over `snaps` with `in_flight` requests per instance (1
-    /// when there is no instance).
-    pub fn saturation(&self, snaps: &[InstanceSnapshot], in_flight: &[u32]) -> f64 {
+    /// The signal over `snaps` with `in_flight` requests per instance and
+    /// `in_transit` requests dispatched by the gateway and not routed yet
+    /// (counted as spread evenly over the instances), 1 when there is no
+    /// instance.
+    pub fn saturation(
+        &self,
+        snaps: &[InstanceSnapshot],
+        in_flight: &[u32],
+        in_transit: u64,
+    ) -> f64 {
         if snaps.is_empty() {
             return 1.0;
         }
         let n = snaps.len() as f64;
+        let transit = in_transit as f64;
         match *self {
             Detector::Never => 0.0,
             Detector::Utilization { queue_depth, kv } => {
                 snaps
                     .iter()
                     .map(|s| {
-                        let q = f64::from(s.queue_depth) + f64::from(s.pending_requests);
+                        let q =
+                            f64::from(s.queue_depth) + f64::from(s.pending_requests) + transit / n;
                         (q / queue_depth).max(s.kv_utilization / kv)
                     })
                     .sum::<f64>()
@@ -63,7 +74,7 @@ impl Detector {
             }
             Detector::Concurrency { max_per_instance } => {
                 let total: u64 = in_flight.iter().map(|&x| u64::from(x)).sum();
-                total as f64 / (n * max_per_instance)
+                (total as f64 + transit) / (n * max_per_instance)
             }
         }
     }
@@ -97,6 +108,8 @@ pub struct Gateway {
     pub tick: Tick,
     /// A dispatch tick is scheduled.
     pub tick_pending: bool,
+    /// Requests dispatched and not routed yet (routing latency).
+    pub in_transit: u64,
     /// Rank of each tenant index in name order (the flow order).
     pub tenant_rank: Vec<usize>,
     pub counts: GatewayCounts,
@@ -158,13 +171,16 @@ mod tests {
             kv: 0.8,
         };
         // max(4/5, 0.25) = 0.8 and max(0, 0.9/0.8 = 1.125) → mean 0.9625.
-        assert!((u.saturation(&snaps, &[0, 0]) - 0.9625).abs() < 1e-12);
+        assert!((u.saturation(&snaps, &[0, 0], 0) - 0.9625).abs() < 1e-12);
+        // 2 in transit: one more per instance: max(5/5, ·) = 1, max(1/5, 1.125) → 1.0625.
+        assert!((u.saturation(&snaps, &[0, 0], 2) - 1.0625).abs() < 1e-12);
         let c = Detector::Concurrency {
             max_per_instance: 10.0,
         };
-        assert_eq!(c.saturation(&snaps, &[7, 8]), 0.75);
-        assert_eq!(Detector::Never.saturation(&snaps, &[7, 8]), 0.0);
-        assert_eq!(u.saturation(&[], &[]), 1.0);
+        assert_eq!(c.saturation(&snaps, &[7, 8], 0), 0.75);
+        assert_eq!(c.saturation(&snaps, &[7, 8], 1), 0.8);
+        assert_eq!(Detector::Never.saturation(&snaps, &[7, 8], 5), 0.0);
+        assert_eq!(u.saturation(&[], &[], 0), 1.0);
     }
 
     #[test]

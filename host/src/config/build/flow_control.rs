@@ -137,6 +137,7 @@ impl CheckedFlowControl {
             ttl: self.ttl,
             tick: self.tick,
             tick_pending: false,
+            in_transit: 0,
             tenant_rank: Gateway::ranks(tenant_names),
             counts: GatewayCounts::default(),
         }
