@@ -13,6 +13,7 @@ use crate::instance::InstanceObserver;
 use crate::request::{Request, RequestState, SloClass, Slot};
 
 use super::distribution::{pack, CountMap};
+use super::saturation::SaturationRecorder;
 use super::slo::SloRecorder;
 use super::stages::StageRecorder;
 
@@ -117,6 +118,8 @@ pub struct Collector {
     pub slo: Option<SloRecorder>,
     /// The run has a gateway queue: result lines carry `gateway_queue_delay_ms`.
     pub gateway: bool,
+    /// The arrival/completion stream of `[saturation]`.
+    pub saturation: Option<SaturationRecorder>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -139,6 +142,7 @@ impl Collector {
             stages: None,
             slo: None,
             gateway: false,
+            saturation: None,
         }
     }
 
@@ -157,6 +161,9 @@ impl Collector {
         if let Some(s) = &mut self.stages {
             s.arrived(req);
         }
+        if let Some(s) = &mut self.saturation {
+            s.arrived(req.id, req.arrival);
+        }
     }
 
     /// The admission policy rejected a request.
@@ -165,6 +172,9 @@ impl Collector {
         self.tenant(req.tenant).rejected += 1;
         if let Some(s) = &mut self.stages {
             s.rejected(req);
+        }
+        if let Some(s) = &mut self.saturation {
+            s.removed(req.id);
         }
         self.result_line(req);
     }
@@ -295,6 +305,9 @@ impl InstanceObserver for Collector {
         if let Some(s) = &mut self.slo {
             s.completed(req, at);
         }
+        if let Some(s) = &mut self.saturation {
+            s.completed(req.id, at, at - req.arrival);
+        }
         self.finished.push((slot, true));
     }
 
@@ -302,6 +315,9 @@ impl InstanceObserver for Collector {
         self.instances[instance as usize].dropped += 1;
         if let Some(s) = &mut self.stages {
             s.dropped(req);
+        }
+        if let Some(s) = &mut self.saturation {
+            s.removed(req.id);
         }
         self.finished.push((slot, false));
     }

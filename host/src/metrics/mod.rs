@@ -3,12 +3,14 @@
 //! ([`report`]) — the only place that knows the report format —, per-stage
 //! records of staged workloads ([`stages`]) and the time series
 //! ([`timeseries`], `output.timeseries_path`), SLO attainment and goodput
-//! ([`slo`], `[slo]`).
+//! ([`slo`], `[slo]`), post-hoc saturation verdicts ([`saturation`],
+//! `[saturation]`).
 
 mod collector;
 pub mod distribution;
 pub mod fitness;
 pub mod report;
+pub mod saturation;
 pub mod slo;
 pub mod stages;
 pub mod timeseries;

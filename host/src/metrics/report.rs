@@ -1,6 +1,7 @@
 //! The JSON report printed on stdout: one document,
 //! `{"cluster", "instances", "slo_classes", "tenants", "fitness"}`, plus
-//! `"stages"` when the workload has stages.
+//! `"stages"` when the workload has stages and `"saturation"` with
+//! `[saturation]`.
 //! Field names follow the reference simulator where it has them; every
 //! field is documented in README.md ("Output reference"). Durations are in
 //! milliseconds, rates per second of simulated time; an empty population's
@@ -351,6 +352,9 @@ pub fn build(
     });
     if let Some(stages) = &mut outcome.collector.stages {
         report["stages"] = stages.report(put_stats);
+    }
+    if let Some(s) = &mut outcome.collector.saturation {
+        report["saturation"] = s.report();
     }
     report
 }

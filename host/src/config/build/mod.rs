@@ -5,7 +5,8 @@
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
-//! `output`, `slo` (`[slo]`) and `flow_control` (`[flow_control]`). Assembly runs in
+//! `output`, `slo` (`[slo]`), `flow_control` (`[flow_control]`) and
+//! `saturation` (`[saturation]`). Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -24,6 +25,7 @@ mod model;
 mod output;
 mod policies;
 mod routing_profiles;
+mod saturation;
 mod slo;
 mod timeseries;
 mod workload;
@@ -138,6 +140,7 @@ pub fn build(
     let workload = workload::check(run, base_dir, &mut problems);
     let slo = slo::check(run.slo.as_ref(), &mut problems);
     let flow_control = flow_control::check(run.flow_control.as_ref(), &mut problems);
+    let saturation = saturation::check(run.saturation.as_ref(), &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -171,6 +174,7 @@ pub fn build(
     )?;
     collector.slo = slo;
     collector.gateway = flow_control.is_some();
+    collector.saturation = saturation;
     let gateway = flow_control.map(|f| f.create(workload.tenant_names()));
 
     Ok(BuiltRun {
