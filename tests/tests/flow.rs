@@ -426,3 +426,137 @@ fn bad_flow_control_slo_and_saturation_input_names_the_key() {
         assert_contains!(e, needle);
     }
 }
+
+/// The saturation verdicts recomputed from the per-request results: the
+/// stream (served requests' arrivals, completions at arrival + E2E), the
+/// final window's record count, the threshold detector's mean E2E and the
+/// backlog-drift detector's counts and least-squares slope of the
+/// per-bucket in-flight series.
+#[test]
+fn saturation_verdicts_match_the_stream_recomputed_from_the_results() {
+    let dir = TestDir::new("flow_saturation");
+    let sat = "[saturation]\ndetectors = [\"threshold\", \"backlog-drift\", \"composite\", \"threshold\"]\n[saturation.threshold]\nthreshold_ms = 800.0\n[saturation.backlog_drift]\nwindow_size_sec = 0.5\n";
+    dir.write("run.toml", &format!("{OVERLOAD}{GATEWAY}{sat}"));
+    let (r, _, results, _, _) = run(&dir);
+    let s = &r["saturation"];
+    // Roster order, duplicates removed.
+    let names: Vec<&String> = s.as_object().unwrap().keys().collect();
+    eqnice!(vec!["composite", "threshold", "backlog-drift"], names);
+    // The stream: (time, 0 = arrival / 1 = completion, id).
+    let mut events: Vec<(i64, u8, u64)> = Vec::new();
+    let mut e2e = Vec::new();
+    for l in &results {
+        let st = l["status"].as_str().unwrap();
+        if st == "rejected" || st == "dropped" {
+            continue;
+        }
+        let (id, a) = (l["id"].as_u64().unwrap(), l["arrival_us"].as_i64().unwrap());
+        events.push((a, 0, id));
+        if st == "completed" {
+            let d = l["e2e_ms"].as_f64().unwrap();
+            e2e.push(d);
+            events.push((a + (d * 1000.0).round() as i64, 1, id));
+        }
+    }
+    events.sort();
+    let last = events.last().unwrap().0;
+    // Final window = the backlog-drift window (0.5 s) as none is given.
+    let in_window = events.iter().filter(|e| e.0 >= last - 500_000).count() as u64;
+    for (name, v) in s.as_object().unwrap() {
+        let votes: u64 = v["votes"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        assert_eq!(votes, in_window, "{name}: {v}");
+        assert_eq!(v["final_window_ms"], 500.0);
+    }
+    let t = &s["threshold"];
+    let mean = e2e.iter().sum::<f64>() / e2e.len() as f64;
+    close("mean_e2e", &t["last"]["signals"]["mean_e2e"], mean);
+    let level = if mean < 800.0 { "STABLE" } else { "OVERLOADED" };
+    assert_eq!(t["last"]["level"], level);
+    // Backlog drift: bucket = time / 500 000 µs from the first event's
+    // bucket; each bucket's value is the in-flight count after its last
+    // event; skipped buckets repeat the previous value.
+    let b = &s["backlog-drift"]["last"]["signals"];
+    let arrivals = events.iter().filter(|e| e.1 == 0).count() as f64;
+    close("arrivals", &b["arrivals"], arrivals);
+    close("completions", &b["completions"], e2e.len() as f64);
+    close("in_flight", &b["in_flight"], arrivals - e2e.len() as f64);
+    let first = events[0].0 / 500_000;
+    let mut ys: Vec<f64> = Vec::new();
+    let mut in_flight = 0.0;
+    for e in &events {
+        let k = (e.0 / 500_000 - first) as usize;
+        while ys.len() <= k {
+            ys.push(*ys.last().unwrap_or(&0.0));
+        }
+        in_flight += if e.1 == 0 { 1.0 } else { -1.0 };
+        ys[k] = in_flight;
+    }
+    let n = ys.len() as f64;
+    let mx = (n - 1.0) / 2.0;
+    let my = ys.iter().sum::<f64>() / n;
+    let sxy: f64 = ys
+        .iter()
+        .enumerate()
+        .map(|(x, y)| (x as f64 - mx) * (y - my))
+        .sum();
+    let sxx: f64 = (0..ys.len()).map(|x| (x as f64 - mx).powi(2)).sum();
+    let slope = b["running_slope"].as_f64().unwrap();
+    assert!(
+        (slope - sxy / sxx).abs() < 1e-6,
+        "slope {slope} vs {}",
+        sxy / sxx
+    );
+    assert!(n > 5.0, "the run spans several buckets");
+    // Without [saturation], no key.
+    let plain = TestDir::new("flow_saturation_off");
+    plain.write("run.toml", OVERLOAD);
+    assert!(run(&plain).0.get("saturation").is_none());
+}
+
+#[test]
+fn bad_saturation_input_names_the_key() {
+    let dir = TestDir::new("flow_bad_saturation");
+    for (extra, needle) in [
+        ("detectors = []\n", "saturation.detectors is empty"),
+        (
+            "detectors = [\"cusum\"]\n",
+            "saturation.detectors = \"cusum\"",
+        ),
+        (
+            "detectors = [\"composite\"]\n[saturation.threshold]\nthreshold_ms = 5.0\n",
+            "[saturation.threshold] is given",
+        ),
+        (
+            "detectors = [\"threshold\"]\n[saturation.threshold]\nthreshold_ms = 0.0\n",
+            "saturation.threshold.threshold_ms = 0",
+        ),
+        (
+            "detectors = [\"all\"]\n[saturation.backlog_drift]\nwindow_size_sec = -1.0\n",
+            "saturation.backlog_drift.window_size_sec = -1",
+        ),
+        (
+            "detectors = [\"all\"]\n[saturation.backlog_drift]\nmin_windows = 5\n",
+            "min_windows",
+        ),
+        (
+            "detectors = [\"all\"]\nfinal_window_us = 0\n",
+            "saturation.final_window_us = 0",
+        ),
+    ] {
+        dir.write(
+            "run.toml",
+            &format!("[workload]\nnum_requests = 5\n[saturation]\n{extra}"),
+        );
+        let o = dir.blis().args(["run", "run.toml"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{extra}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{extra}");
+        let e = stderr(&o);
+        assert!(!e.contains("panicked"), "{e}");
+        assert_contains!(e, needle);
+    }
+}
