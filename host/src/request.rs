@@ -177,6 +177,8 @@ pub struct Request {
     pub gateway_queued_at: Tick,
     /// Time the gateway queue dispatched it to routing (`UNSET` until then).
     pub gateway_dispatched_at: Tick,
+    /// Counted in its tenant's in-flight requests (`[tenants]` budgets).
+    pub budget_counted: bool,
     /// Hash of the last full block in `kv_blocks` (maintained by the KV cache
     /// so that hashing the next block needs no read of block metadata;
     /// meaningless while the request holds no full block).

@@ -560,3 +560,82 @@ fn bad_saturation_input_names_the_key() {
         assert_contains!(e, needle);
     }
 }
+
+/// Tenant budgets, exactly: capacity 1 instance × 4 slots; tenant batchco
+/// may hold 0.5 × 4 = 2 requests in flight, vip has no budget. Only
+/// sheddable requests are refused, requests admitted in the same instant
+/// count, and a request that finished frees its slot.
+#[test]
+fn tenant_budgets_refuse_sheddable_requests_over_the_share() {
+    let dir = TestDir::new("flow_tenant_budgets");
+    let rows = [
+        (0, "sheddable", "batchco"),
+        (0, "sheddable", "batchco"),
+        (0, "sheddable", "batchco"), // 2 in flight: refused
+        (0, "critical", "batchco"),  // never refused: 3 in flight
+        (0, "sheddable", "batchco"), // refused
+        (0, "sheddable", "vip"),
+        (0, "sheddable", "vip"),
+        (10_000_000, "sheddable", "batchco"), // all earlier ones done
+        (10_000_000, "sheddable", "batchco"),
+        (10_000_000, "sheddable", "batchco"), // refused
+    ];
+    let csv: String = rows
+        .iter()
+        .map(|(t, class, tenant)| format!("{t},100,5,,,{class},{tenant},\n"))
+        .collect();
+    dir.write(
+        "trace.csv",
+        &format!("arrival_us,input_tokens,output_tokens,prefix_group,prefix_length,slo_class,tenant_id,session_id\n{csv}"),
+    );
+    dir.write(
+        "run.toml",
+        r#"
+[model]
+latency_model = "linear"
+alpha = [100.0, 0.5, 20.0]
+beta = [2000.0, 5.0, 30.0]
+[instance]
+count = 1
+max_num_seqs = 4
+[workload]
+trace = "trace.csv"
+[tenants]
+budgets = { batchco = 0.5, nobody = 0.1 }
+[output]
+results_path = "results.jsonl"
+trace_path = "trace.jsonl"
+timeseries_path = "ts.jsonl"
+"#,
+    );
+    let o = dir.blis().args(["run", "run.toml"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_contains!(
+        stderr(&o),
+        "tenants.budgets.nobody: the workload has no tenant"
+    );
+    let (r, _, results, trace, _) = run(&dir);
+    let rejected: Vec<u64> = results
+        .iter()
+        .filter(|l| l["status"] == "rejected")
+        .map(|l| l["id"].as_u64().unwrap())
+        .collect();
+    eqnice!(vec![2, 4, 9], rejected);
+    assert_eq!(r["tenants"]["batchco"]["budget_rejected"], 3);
+    assert_eq!(r["tenants"]["batchco"]["rejected_requests"], 3);
+    assert_eq!(r["tenants"]["vip"]["budget_rejected"], 0);
+    let traced: Vec<u64> = trace
+        .iter()
+        .filter(|t| t["policy"] == "tenant-budget" && t["admitted"] == false)
+        .map(|t| t["request_id"].as_u64().unwrap())
+        .collect();
+    eqnice!(vec![2, 4, 9], traced);
+    // Bad budgets name the tenant.
+    dir.write(
+        "run.toml",
+        "[workload]\nnum_requests = 5\n[tenants]\nbudgets = { acme = 1.5 }\n",
+    );
+    let o = dir.blis().args(["run", "run.toml"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_contains!(stderr(&o), "tenants.budgets.acme = 1.5");
+}

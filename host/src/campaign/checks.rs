@@ -313,6 +313,39 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     if !c["flow_control"].is_null() {
         check_gateway(out, c, &lines)?;
     }
+    if out.run.tenants.is_some() {
+        check_tenant_budgets(out, r, &lines)?;
+    }
+    Ok(())
+}
+
+/// Budget refusals: counted per tenant, traced, and only of sheddable classes.
+fn check_tenant_budgets(out: &RunOutput, r: &Value, lines: &[Value]) -> Result<(), String> {
+    let counted: u64 = r["tenants"]
+        .as_object()
+        .ok_or("no tenants")?
+        .values()
+        .map(|t| u(t, "budget_rejected"))
+        .sum::<Result<u64, String>>()?;
+    let mut traced = 0u64;
+    for l in out.trace.lines() {
+        let v: Value = serde_json::from_str(l).map_err(|e| format!("trace line {l}: {e}"))?;
+        if v["policy"] == "tenant-budget" {
+            traced += 1;
+            let id = u(&v, "request_id")? as usize;
+            let class = lines.get(id).map(|l| l["slo_class"].clone());
+            ensure!(
+                class
+                    .as_ref()
+                    .is_some_and(|c| c == "batch" || c == "sheddable" || c == "background"),
+                "tenant budget refused request {id} of class {class:?}"
+            );
+        }
+    }
+    ensure!(
+        traced == counted,
+        "{traced} tenant-budget trace records, tenants count {counted}"
+    );
     Ok(())
 }
 

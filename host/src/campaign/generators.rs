@@ -32,6 +32,7 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         routing().boxed(),
         horizon().boxed(),
         flow_control().boxed(),
+        tenants().boxed(),
     ]
 }
 
@@ -493,5 +494,32 @@ fn flow_control() -> impl Strategy<Value = Fragment> {
         }
         t.insert("dispatch_tick_us".into(), int(tick));
         fragment("flow_control", t)
+    })
+}
+
+/// `[tenants]` budgets in a quarter of the runs, for tenants of the
+/// client and trace workloads (and one that does not exist).
+fn tenants() -> impl Strategy<Value = Fragment> {
+    prop::option::weighted(
+        0.25,
+        prop::collection::vec(
+            (
+                prop::sample::select(vec!["tenant-0", "tenant-1", "t0", "t1", "absent"]),
+                prop::sample::select(vec![0.0f64, 0.001, 0.05, 0.3, 1.0]),
+            ),
+            1..4,
+        ),
+    )
+    .prop_map(|budgets| {
+        let Some(budgets) = budgets else {
+            return Fragment::default();
+        };
+        let mut b = Table::new();
+        for (name, f) in budgets {
+            b.insert(name.into(), f.into());
+        }
+        let mut t = Table::new();
+        t.insert("budgets".into(), Value::Table(b));
+        fragment("tenants", t)
     })
 }

@@ -1,8 +1,9 @@
-//! The cluster's side of the gateway queue (`[flow_control]`, see
-//! `crate::gateway`): enqueue after admission, dispatch attempts (after an
+//! The cluster's side of traffic control (see `crate::gateway`): tenant
+//! budgets before admission (`[tenants]`), and the gateway queue
+//! (`[flow_control]`): enqueue after admission, dispatch attempts (after an
 //! admission, for each request that finished, and on dispatch ticks while
 //! the queue is not empty), TTL expiry. Every function here runs only when
-//! the run has a gateway.
+//! the run has the feature.
 //!
 //! A request the queue refuses, sheds or lets expire is counted as rejected
 //! (INV-1: `num_requests = injected + rejected + still_in_pipeline`, the
@@ -17,6 +18,39 @@ use crate::metrics::class_index;
 use crate::request::{RequestState, Slot, UNSET};
 
 impl Cluster {
+    /// Reject the request if it is sheddable and its tenant's budget is
+    /// full (traced as an admission rejection by `tenant-budget`).
+    pub(super) fn over_tenant_budget(
+        &mut self,
+        t: Tick,
+        slot: Slot,
+    ) -> Result<bool, Box<PluginError>> {
+        let req = &self.store[slot];
+        let (tenant, sheddable, id) = (req.tenant, req.slo_class.priority() < 0, req.id);
+        let over = self
+            .tenant_budgets
+            .as_mut()
+            .is_some_and(|b| b.rejects(tenant, sheddable));
+        if over {
+            self.gateway_reject(t, slot, id, "tenant-budget")?;
+        } else {
+            self.store[slot].budget_counted = true;
+        }
+        Ok(over)
+    }
+
+    /// A request that passed its tenant's budget check ended (completed,
+    /// dropped or rejected later): its tenant has one less in flight.
+    pub(super) fn release_budget(&mut self, slot: Slot) {
+        let req = &mut self.store[slot];
+        if !std::mem::take(&mut req.budget_counted) {
+            return;
+        }
+        if let Some(b) = self.tenant_budgets.as_mut() {
+            b.left(req.tenant);
+        }
+    }
+
     /// Queue an admitted request in the gateway, then attempt a dispatch.
     pub(super) fn gateway_enqueue(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         let g = self.gateway.as_mut().expect("flow control is on");

@@ -38,7 +38,7 @@ use blis_plugin_api::{
 };
 
 use crate::engine::{later, Event, EventQueue, Tick, NEVER, TIME_LIMIT};
-use crate::gateway::{Gateway, GatewayCounts};
+use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
@@ -65,6 +65,8 @@ pub struct ClusterSetup {
     pub timeseries: Option<TimeSeries>,
     /// `[flow_control]`: the gateway queue between admission and routing.
     pub gateway: Option<Gateway>,
+    /// `[tenants]`: budgets checked before admission.
+    pub tenant_budgets: Option<TenantBudgets>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -99,6 +101,8 @@ pub struct ClusterOutcome {
     pub workload_error: Option<crate::workload::WorkloadError>,
     /// The gateway queue's counters and its depth at the end (`[flow_control]`).
     pub gateway: Option<(GatewayCounts, u64)>,
+    /// Requests rejected for their tenant's budget, per tenant index (`[tenants]`).
+    pub tenant_budget_rejected: Option<Vec<u64>>,
 }
 
 /// Watches a run event by event: the property campaign checks invariants
@@ -172,6 +176,8 @@ pub struct Cluster {
     servable: ServableBound,
     /// The gateway queue (`[flow_control]`; see `flow_control.rs`).
     gateway: Option<Gateway>,
+    /// Tenant budgets (`[tenants]`; see `flow_control.rs`).
+    tenant_budgets: Option<TenantBudgets>,
 }
 
 /// Build the ABI view of a request.
@@ -240,6 +246,7 @@ impl Cluster {
             hash_pool: Vec::new(),
             servable,
             gateway: setup.gateway,
+            tenant_budgets: setup.tenant_budgets,
         }
     }
 
@@ -396,6 +403,7 @@ impl Cluster {
                 r.completed_at = crate::request::UNSET;
                 r.gateway_queued_at = crate::request::UNSET;
                 r.gateway_dispatched_at = crate::request::UNSET;
+                r.budget_counted = false;
             });
             if !ok {
                 self.store.release(slot);
@@ -421,6 +429,9 @@ impl Cluster {
     }
 
     fn on_admission(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+        if self.tenant_budgets.is_some() && self.over_tenant_budget(t, slot)? {
+            return Ok(());
+        }
         let snaps = self.snapshots.build(t, &self.instances, &self.pending);
         let view = ClusterView {
             clock_us: t,
@@ -447,6 +458,9 @@ impl Cluster {
     /// that asked, and release it.
     fn reject(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         self.rejected += 1;
+        if self.tenant_budgets.is_some() {
+            self.release_budget(slot);
+        }
         self.lifecycle(t, EventKind::REJECTED, slot, u32::MAX)?;
         self.store[slot].state = RequestState::Rejected;
         self.collector.rejected(&self.store[slot]);
@@ -517,6 +531,7 @@ impl Cluster {
         self.admission.observe(&rv, &view, chosen)?;
         self.pending[chosen as usize] += 1;
         self.in_flight[chosen as usize] += 1;
+
         let req = &mut self.store[slot];
         req.instance = chosen;
         self.lifecycle(t, EventKind::DISPATCHED, slot, chosen)?;
@@ -674,6 +689,9 @@ impl Cluster {
             if let Some(n) = self.in_flight.get_mut(instance as usize) {
                 *n = n.saturating_sub(1);
             }
+            if self.tenant_budgets.is_some() {
+                self.release_budget(slot);
+            }
             let kind = if completed {
                 EventKind::COMPLETED
             } else {
@@ -750,6 +768,7 @@ impl Cluster {
             peak_live_requests: peak_live,
             workload_error: self.workload.take_error(),
             gateway: self.gateway.map(|g| (g.counts, g.queue.depth())),
+            tenant_budget_rejected: self.tenant_budgets.map(|b| b.rejected),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Run-file sections of the control plane's traffic side: `[slo]` (targets
-//! per class, goodput), `[saturation]` (post-hoc saturation verdicts) and
-//! `[flow_control]` (the gateway queue). Each is optional; absent, the run
+//! per class, goodput), `[saturation]` (post-hoc saturation verdicts),
+//! `[flow_control]` (the gateway queue) and `[tenants]` (budgets). Each is optional; absent, the run
 //! is exactly what it is without the feature.
 
 use serde::{Deserialize, Serialize};
@@ -144,4 +144,12 @@ fn d_fairness() -> String {
 }
 fn d_tick() -> i64 {
     1000
+}
+
+/// `[tenants]`: per-tenant shares of the fleet's batch slots.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantsSection {
+    /// Tenant id → fraction in [0, 1] of instances × `max_num_seqs`.
+    pub budgets: std::collections::BTreeMap<String, f64>,
 }

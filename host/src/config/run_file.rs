@@ -43,6 +43,9 @@ pub struct RunFile {
     /// `[flow_control]`: the gateway queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_control: Option<super::FlowControlSection>,
+    /// `[tenants]`: tenant budgets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<super::TenantsSection>,
 }
 
 fn default_seed() -> u64 {

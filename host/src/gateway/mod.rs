@@ -1,3 +1,6 @@
+//! Traffic control in front of routing: tenant budgets (`[tenants]`,
+//! [`tenants`]) and the gateway queue.
+//!
 //! The gateway queue (`[flow_control]`): admitted requests wait here, in
 //! priority bands and per-tenant flows ([`bands`]), until the cluster's
 //! saturation signal lets their band dispatch them to routing.
@@ -22,8 +25,10 @@
 //! (Σ in flight + in_transit) / (N × max_concurrency); `never` = 0.
 
 mod bands;
+mod tenants;
 
 pub use bands::{BandQueue, Enqueued, Fairness, BANDS};
+pub use tenants::TenantBudgets;
 
 use blis_plugin_api::InstanceSnapshot;
 

@@ -249,16 +249,17 @@ pub fn build(
         let name = col.tenant_names.get(i).cloned().unwrap_or_default();
         let tps_t = rate(t.output_tokens, duration_s);
         thr.push(tps_t);
-        tenants.insert(
-            name,
-            json!({
-                "num_requests": t.arrived,
-                "rejected_requests": t.rejected,
-                "completed_requests": t.completed,
-                "total_output_tokens": t.output_tokens,
-                "tokens_per_sec": tps_t,
-            }),
-        );
+        let mut entry = json!({
+            "num_requests": t.arrived,
+            "rejected_requests": t.rejected,
+            "completed_requests": t.completed,
+            "total_output_tokens": t.output_tokens,
+            "tokens_per_sec": tps_t,
+        });
+        if let Some(b) = &outcome.tenant_budget_rejected {
+            entry["budget_rejected"] = json!(b.get(i).copied().unwrap_or(0));
+        }
+        tenants.insert(name, entry);
     }
     let jain = if thr.is_empty() {
         Value::Null

@@ -5,8 +5,8 @@
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
-//! `output`, `slo` (`[slo]`), `flow_control` (`[flow_control]`) and
-//! `saturation` (`[saturation]`). Assembly runs in
+//! `output`, `slo` (`[slo]`), `flow_control` (`[flow_control]`),
+//! `saturation` (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -27,6 +27,7 @@ mod policies;
 mod routing_profiles;
 mod saturation;
 mod slo;
+mod tenants;
 mod timeseries;
 mod workload;
 
@@ -141,6 +142,7 @@ pub fn build(
     let slo = slo::check(run.slo.as_ref(), &mut problems);
     let flow_control = flow_control::check(run.flow_control.as_ref(), &mut problems);
     let saturation = saturation::check(run.saturation.as_ref(), &mut problems);
+    tenants::check(run.tenants.as_ref(), &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -176,6 +178,7 @@ pub fn build(
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
     let gateway = flow_control.map(|f| f.create(workload.tenant_names()));
+    let tenant_budgets = tenants::create(run, workload.tenant_names(), &mut notes);
 
     Ok(BuiltRun {
         setup: ClusterSetup {
@@ -197,6 +200,7 @@ pub fn build(
             },
             timeseries: timeseries.create(base_dir, open_outputs)?,
             gateway,
+            tenant_budgets,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),
