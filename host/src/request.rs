@@ -87,7 +87,9 @@ impl SloClass {
 /// Where a request is in its life. Transitions (INV-2):
 /// `Pipeline → Queued → Running → Completed`, `Running → Queued` on
 /// preemption, `Pipeline → Rejected` at admission, `Pipeline → Dropped` at
-/// enqueue when the request can never be served.
+/// enqueue when the request can never be served; with P/D disaggregation
+/// `Running → Transferring → Queued` between the prefill and the decode
+/// instance.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RequestState {
     /// Between cluster arrival and the instance's wait queue (admission,
@@ -99,6 +101,11 @@ pub enum RequestState {
     Completed,
     Rejected,
     Dropped,
+    /// P/D disaggregation: the prefill finished on one instance and the
+    /// prompt's KV is on its way to the decode instance
+    /// (`Running → Transferring → Queued`, or `→ Dropped` when the decode
+    /// instance cannot take it).
+    Transferring,
 }
 
 impl RequestState {
@@ -111,6 +118,7 @@ impl RequestState {
             RequestState::Completed => "completed",
             RequestState::Rejected => "rejected",
             RequestState::Dropped => "dropped",
+            RequestState::Transferring => "in_transfer",
         }
     }
 }

@@ -118,6 +118,19 @@ impl Cluster {
         }
     }
 
+    /// The routing event of a request the gateway dispatched: it is no
+    /// longer in transit; route it (P/D routing when the run has pools).
+    pub(super) fn gateway_routing(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+        if let Some(g) = self.gateway.as_mut() {
+            g.in_transit = g.in_transit.saturating_sub(1);
+        }
+        if self.pd.is_some() {
+            self.pd_route(t, slot)
+        } else {
+            self.on_routing(t, slot)
+        }
+    }
+
     /// `freed` requests left their instances: one dispatch attempt each.
     pub(super) fn gateway_capacity_freed(
         &mut self,

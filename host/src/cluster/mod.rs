@@ -17,6 +17,7 @@
 mod error;
 mod first_tokens;
 mod flow_control;
+pub mod pd;
 mod routing;
 mod servable;
 mod snapshot;
@@ -67,6 +68,8 @@ pub struct ClusterSetup {
     pub gateway: Option<Gateway>,
     /// `[tenants]`: budgets checked before admission.
     pub tenant_budgets: Option<TenantBudgets>,
+    /// `[[pools]]`: prefill/decode disaggregation (`None`: no pools).
+    pub pd: Option<pd::PdSetup>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -103,6 +106,8 @@ pub struct ClusterOutcome {
     pub gateway: Option<(GatewayCounts, u64)>,
     /// Requests rejected for their tenant's budget, per tenant index (`[tenants]`).
     pub tenant_budget_rejected: Option<Vec<u64>>,
+    /// P/D counts (runs with pools only).
+    pub pd: Option<pd::PdReport>,
 }
 
 /// Watches a run event by event: the property campaign checks invariants
@@ -178,6 +183,8 @@ pub struct Cluster {
     gateway: Option<Gateway>,
     /// Tenant budgets (`[tenants]`; see `flow_control.rs`).
     tenant_budgets: Option<TenantBudgets>,
+    /// The P/D path's state; `None` without pools (the path is never entered).
+    pd: Option<Box<pd::PdState>>,
 }
 
 /// Build the ABI view of a request.
@@ -247,6 +254,7 @@ impl Cluster {
             servable,
             gateway: setup.gateway,
             tenant_budgets: setup.tenant_budgets,
+            pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
         }
     }
 
@@ -300,8 +308,11 @@ impl Cluster {
             match ev {
                 Event::Arrivals => self.on_arrivals(t),
                 Event::Admission(slot) => self.on_admission(t, slot)?,
+                Event::Routing(slot) if self.gateway.is_some() => self.gateway_routing(t, slot)?,
+                Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
                 Event::Routing(slot) => self.on_routing(t, slot)?,
                 Event::Gateway(timer) => self.on_gateway_timer(t, timer)?,
+                Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
                 Event::InstanceArrival { instance, slot } => {
                     self.collector.instance_event(instance, t);
                     self.instances[instance as usize].on_arrival(
@@ -328,7 +339,9 @@ impl Cluster {
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
-                    if self.hooks.contains(EventKind::FIRST_TOKEN) {
+                    if self.pd.is_some() {
+                        self.pd_step(t, instance)?;
+                    } else if self.hooks.contains(EventKind::FIRST_TOKEN) {
                         let mut obs = FirstTokens {
                             collector: &mut self.collector,
                             seen: &mut self.first_tokens,
@@ -473,9 +486,6 @@ impl Cluster {
     }
 
     fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
-        if let Some(g) = self.gateway.as_mut() {
-            g.in_transit = g.in_transit.saturating_sub(1);
-        }
         let needs_state = self.routing.needs_state();
         self.snapshots.build(t, &self.instances, &self.pending);
         if needs_state {
@@ -726,6 +736,7 @@ impl Cluster {
         for inst in &self.instances {
             inst.sync(&mut self.store);
         }
+        let pd = self.pd.take().map(|p| p.finish(&mut self.store));
         let mut in_pipeline = 0;
         let mut live: Vec<Slot> = (0..self.store.capacity() as Slot)
             .filter(|&s| self.store.is_live(s))
@@ -769,6 +780,7 @@ impl Cluster {
             workload_error: self.workload.take_error(),
             gateway: self.gateway.map(|g| (g.counts, g.queue.depth())),
             tenant_budget_rejected: self.tenant_budgets.map(|b| b.rejected),
+            pd,
         }
     }
 }

@@ -12,10 +12,12 @@ mod control_sections;
 pub mod epp_config;
 pub mod outputs;
 pub mod overrides;
+mod pools;
 mod run_file;
 pub mod seed;
 pub mod warnings;
 
 pub use build::{build, derive_seed, resolve, BuiltRun, MAX_INSTANCES};
 pub use control_sections::*;
+pub use pools::{PdSection, PoolSection};
 pub use run_file::*;

@@ -46,6 +46,13 @@ pub struct RunFile {
     /// `[tenants]`: tenant budgets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenants: Option<super::TenantsSection>,
+    /// `[[pools]]`: prefill/decode disaggregation (absent = one pool of
+    /// `[instance]` instances serving whole requests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<super::PoolSection>,
+    /// `[pd]`: decider, KV transfer and per-stage routing of the pools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pd: Option<super::PdSection>,
 }
 
 fn default_seed() -> u64 {

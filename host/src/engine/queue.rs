@@ -17,6 +17,8 @@ pub enum Event {
     Admission(Slot),
     /// The router picks an instance for an admitted request (class 2).
     Routing(Slot),
+    /// P/D disaggregation: a request's prompt KV reached its decode instance (class 2).
+    KvTransferDone(Slot),
     /// A routed request reaches its instance; the alpha queueing delay starts.
     InstanceArrival { instance: u32, slot: Slot },
     /// A request enters its instance's wait queue.
@@ -42,7 +44,7 @@ impl Event {
         match self {
             Event::Arrivals => 0,
             Event::Admission(_) => 1,
-            Event::Routing(_) | Event::Gateway(_) => 2,
+            Event::Routing(_) | Event::KvTransferDone(_) | Event::Gateway(_) => 2,
             Event::InstanceArrival { .. } | Event::Queued { .. } | Event::Step { .. } => 3,
         }
     }

@@ -185,8 +185,8 @@ impl BandQueue {
     /// ceiling the saturation `sat` is below (no lower band while a higher
     /// one is gated).
     pub fn dequeue_gated(&mut self, sat: f64) -> Option<Slot> {
-        for i in 0..BANDS {
-            if sat >= self.ceilings[i] {
+        for (i, &ceiling) in self.ceilings.iter().enumerate() {
+            if sat >= ceiling {
                 return None;
             }
             if self.bands[i].len == 0 {

@@ -41,6 +41,7 @@ mod kv;
 mod kv_offload;
 pub mod latency;
 mod queue;
+mod remote_kv;
 #[cfg(test)]
 mod tests;
 
@@ -58,6 +59,7 @@ pub use kv::MAX_KV_BLOCKS;
 pub use kv::{KvCache, Lookup};
 pub use kv_offload::{KvOffloadConfig, KvOffloadCounts};
 use queue::WaitQueue;
+pub use remote_kv::Reservation;
 
 pub use latency::{BatchShape, LatencyModel, PhaseSums};
 
@@ -248,6 +250,9 @@ pub struct Instance {
     victim_choice: CustomVictim,
     victim_view: Vec<RunningInfo>,
     policy_error: Option<String>,
+    /// Requests whose prompt KV is being transferred here (P/D
+    /// disaggregation): they hold blocks but are in no queue yet.
+    reserved: Vec<Slot>,
 }
 
 /// The optional [`VictimChoice`] (a newtype so the instance stays `Debug`).
@@ -407,6 +412,7 @@ impl Instance {
             victim_choice: CustomVictim::default(),
             victim_view: Vec::new(),
             policy_error: None,
+            reserved: Vec::new(),
         }
     }
 
@@ -839,27 +845,35 @@ impl Instance {
             // (it stays there if it has to wait longer).
             let h = store.promote(slot);
             let req = store.hot_mut(h);
-            if req.prompt_hashes.len() != (req.input_len / b) as usize {
-                let mut hashes = std::mem::take(&mut req.prompt_hashes);
-                hashes.clear();
-                hashes.reserve_exact((req.input_len / b) as usize);
-                prompt_block_hashes(req, b, &mut hashes);
-                req.prompt_hashes = hashes;
-            }
-            let target = req.input_len + req.generated;
-            // A fully cached stream still computes its last token (vLLM).
-            let lookup = self.kv.lookup(req, target - 1, &mut self.hit_scratch);
-            let cached = lookup.hits * b;
-            let n = chunk(target - cached, threshold, budget);
-            if !self.kv.admit(req, lookup, &self.hit_scratch, n) {
-                break; // head-of-line blocking
-            }
+            let (cached, n) = if req.kv_blocks.is_empty() {
+                if req.prompt_hashes.len() != (req.input_len / b) as usize {
+                    let mut hashes = std::mem::take(&mut req.prompt_hashes);
+                    hashes.clear();
+                    hashes.reserve_exact((req.input_len / b) as usize);
+                    prompt_block_hashes(req, b, &mut hashes);
+                    req.prompt_hashes = hashes;
+                }
+                let target = req.input_len + req.generated;
+                // A fully cached stream still computes its last token (vLLM).
+                let lookup = self.kv.lookup(req, target - 1, &mut self.hit_scratch);
+                let cached = lookup.hits * b;
+                let n = chunk(target - cached, threshold, budget);
+                if !self.kv.admit(req, lookup, &self.hit_scratch, n) {
+                    break; // head-of-line blocking
+                }
+                (cached, n)
+            } else {
+                // Its prompt's KV arrived by transfer (see `remote_kv`).
+                remote_kv::admission(req)
+            };
             self.waiting.pop();
             debug_assert_eq!(req.state, RequestState::Queued);
             req.state = RequestState::Running;
             req.computed = cached;
             req.granted = n;
-            if req.preemptions == 0 {
+            // (A request whose prefill ran on another instance keeps the
+            // scheduling time of that prefill.)
+            if req.scheduled_at == UNSET {
                 req.scheduled_at = now;
                 req.cached_tokens = cached;
             }
@@ -1121,9 +1135,22 @@ impl Instance {
                 *holders.entry(b).or_default() += 1;
             }
         }
+        for &s in &self.reserved {
+            remote_kv::check_reserved(&store[s], &self.kv, RequestState::Transferring)?;
+            for &b in &store[s].kv_blocks {
+                *holders.entry(b).or_default() += 1;
+            }
+        }
         for s in self.waiting.iter() {
             let r = &store[s];
-            if r.state != RequestState::Queued || !r.kv_blocks.is_empty() || r.computed != 0 {
+            if !r.kv_blocks.is_empty() {
+                remote_kv::check_reserved(r, &self.kv, RequestState::Queued)?;
+                for &b in &r.kv_blocks {
+                    *holders.entry(b).or_default() += 1;
+                }
+                continue;
+            }
+            if r.state != RequestState::Queued || r.computed != 0 {
                 return Err(format!(
                     "waiting request {} in state {:?} with {} blocks, {} computed",
                     r.id,
@@ -1135,7 +1162,7 @@ impl Instance {
         }
         if holders.len() as u64 != self.kv.used() {
             return Err(format!(
-                "{} blocks held by running requests, KV says {} used",
+                "{} blocks held by running, waiting and reserved requests, KV says {} used",
                 holders.len(),
                 self.kv.used()
             ));

@@ -9,6 +9,7 @@
 mod collector;
 pub mod distribution;
 pub mod fitness;
+pub mod pd_report;
 pub mod report;
 pub mod saturation;
 pub mod slo;

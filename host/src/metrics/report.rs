@@ -215,6 +215,9 @@ pub fn build(
         let mut m = Map::new();
         m.insert("instance".into(), json!(i));
         write_block(&mut m, &c, &l);
+        if let Some(pd) = &outcome.pd {
+            super::pd_report::instance_fields(pd, i, &mut m);
+        }
         instances.push(Value::Object(m));
     }
     let runs = |f: fn(&InstanceRecord) -> &Vec<u64>| -> Vec<&[u64]> {
@@ -229,6 +232,11 @@ pub fn build(
     cm.insert("num_requests".into(), json!(outcome.arrived));
     cm.insert("rejected_requests".into(), json!(outcome.rejected));
     cm.insert("still_in_pipeline".into(), json!(outcome.still_in_pipeline));
+    if let Some(pd) = &outcome.pd {
+        // A request received by transfer was injected once, at its prefill.
+        cluster.injected -= pd.transfers_in_total();
+        cm.insert("in_transfer".into(), json!(pd.in_transfer()));
+    }
     let duration_s = ticks_to_s(outcome.duration);
     let cl = Latencies {
         ttft: stats_of_runs(&ttft_runs, all),
@@ -351,6 +359,10 @@ pub fn build(
         "tenants": Value::Object(tenants),
         "fitness": fitness,
     });
+    if let Some(pd) = &outcome.pd {
+        let completed: Vec<u64> = col.instances.iter().map(|r| r.completed).collect();
+        report["pd"] = super::pd_report::section(pd, &completed, duration_s, stats_object);
+    }
     if let Some(stages) = &mut outcome.collector.stages {
         report["stages"] = stages.report(put_stats);
     }

@@ -100,13 +100,12 @@ impl SaturationRecorder {
     /// final window, and the last record's score, confidence and signals.
     pub fn report(&mut self) -> Value {
         self.completions.sort_unstable();
-        let arrivals: Vec<(Tick, u64)> = self
+        let mut arrivals: Vec<(Tick, u64)> = self
             .arrivals
             .iter()
             .enumerate()
             .filter_map(|(id, a)| a.map(|t| (t, id as u64)))
             .collect();
-        let mut arrivals = arrivals;
         arrivals.sort_unstable();
         let last = arrivals
             .last()

@@ -88,6 +88,18 @@ impl CheckedInstance {
         model: &CheckedModel,
         kv_offload: Option<KvOffloadConfig>,
     ) -> Result<Vec<Instance>, String> {
+        self.create_from(0, inst, model, kv_offload)
+    }
+
+    /// [`CheckedInstance::create`], numbering the instances from `first`
+    /// (a P/D pool).
+    pub(super) fn create_from(
+        self,
+        first: u32,
+        inst: &InstanceSection,
+        model: &CheckedModel,
+        kv_offload: Option<KvOffloadConfig>,
+    ) -> Result<Vec<Instance>, String> {
         let config = InstanceConfig {
             max_num_seqs: inst.max_num_seqs,
             max_num_batched_tokens: inst.max_num_batched_tokens,
@@ -101,7 +113,7 @@ impl CheckedInstance {
         };
         config.validate().map_err(|e| format!("[instance]: {e}"))?;
         Ok((0..inst.count)
-            .map(|i| Instance::new(i, config.clone(), model.latency.model.clone()))
+            .map(|i| Instance::new(first + i, config.clone(), model.latency.model.clone()))
             .collect())
     }
 }

@@ -5,6 +5,7 @@
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
+//! `pools` (`[[pools]]` and `[pd]`: prefill/decode disaggregation),
 //! `output`, `slo` (`[slo]`), `flow_control` (`[flow_control]`),
 //! `saturation` (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
 //! two phases so that a user sees every mistake at once:
@@ -24,6 +25,7 @@ mod kv_offload;
 mod model;
 mod output;
 mod policies;
+mod pools;
 mod routing_profiles;
 mod saturation;
 mod slo;
@@ -143,6 +145,7 @@ pub fn build(
     let flow_control = flow_control::check(run.flow_control.as_ref(), &mut problems);
     let saturation = saturation::check(run.saturation.as_ref(), &mut problems);
     tenants::check(run.tenants.as_ref(), &mut problems);
+    let pools = pools::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
     }
@@ -156,24 +159,32 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
-    let mut instances = instance.create(&run.instance, &model, kv_offload)?;
-    instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
+    let n_instances = pools
+        .as_ref()
+        .map_or(run.instance.count, |p| p.instance_count());
+    let (instances, routing, pd) = match pools {
+        None => {
+            let mut instances = instance.create(&run.instance, &model, kv_offload)?;
+            instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
+            (instances, routing, None)
+        }
+        Some(pools) => {
+            notes.push(pools.describe());
+            let (instances, pd, routing) = pools.create(run, registry, routing)?;
+            (instances, routing, Some(pd))
+        }
+    };
     notes.push(format!(
         "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
-        run.instance.count,
+        n_instances,
         model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
         routing.describe(),
         run.admission.policy
     ));
-    let (mut collector, trace, outputs) = output.create(
-        run,
-        base_dir,
-        open_outputs,
-        run.instance.count as usize,
-        &workload,
-    )?;
+    let (mut collector, trace, outputs) =
+        output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
     collector.slo = slo;
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
@@ -201,6 +212,7 @@ pub fn build(
             timeseries: timeseries.create(base_dir, open_outputs)?,
             gateway,
             tenant_budgets,
+            pd,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{derive_seed, resolve, Problems};
 use crate::cluster::Routing;
-use crate::config::RunFile;
+use crate::config::{RoutingSection, RunFile};
 use crate::plugins::{AdmissionPolicy, Registry};
 
 /// The scorer profile of `policy = "weighted"` when none is given.
@@ -27,7 +27,11 @@ pub(super) fn check(run: &RunFile, problems: &mut Problems) -> RoutingPlan {
     for e in crate::config::bounds::check_delays(run) {
         problems.error(e);
     }
-    let routing = &run.routing;
+    check_routing(&run.routing, problems)
+}
+
+/// Check one routing section (`[routing]`, or a P/D stage's).
+pub(super) fn check_routing(routing: &RoutingSection, problems: &mut Problems) -> RoutingPlan {
     for e in super::routing_profiles::check(routing) {
         problems.error(e);
     }
@@ -102,7 +106,19 @@ impl RoutingPlan {
                 derive_seed(run.seed, "admission"),
             )
             .map_err(|e| e.to_string())?;
-        let routing = match self {
+        let routing = self.create_routing(&run.routing, run.seed, registry)?;
+        Ok((admission, routing))
+    }
+
+    /// Create the routing of `section` (libraries already loaded), its
+    /// policies seeded from `seed`.
+    pub(super) fn create_routing(
+        self,
+        section: &RoutingSection,
+        seed: u64,
+        registry: &mut Registry,
+    ) -> Result<Routing, String> {
+        Ok(match self {
             RoutingPlan::Weighted(scorers) => {
                 let mut v = Vec::new();
                 for (i, (name, w, params)) in scorers.iter().enumerate() {
@@ -110,26 +126,23 @@ impl RoutingPlan {
                         .scorer(
                             name,
                             &params_text(params),
-                            derive_seed(run.seed, &format!("scorer/{i}/{name}")),
+                            derive_seed(seed, &format!("scorer/{i}/{name}")),
                         )
                         .map_err(|e| e.to_string())?;
                     v.push((s, *w));
                 }
                 Routing::weighted(v)
             }
-            RoutingPlan::Pipeline => {
-                super::routing_profiles::create(&run.routing, registry, run.seed)?
-            }
+            RoutingPlan::Pipeline => super::routing_profiles::create(section, registry, seed)?,
             RoutingPlan::Router => Routing::Single(
                 registry
                     .router(
-                        &run.routing.policy,
-                        &params_text(&run.routing.params),
-                        derive_seed(run.seed, "routing"),
+                        &section.policy,
+                        &params_text(&section.params),
+                        derive_seed(seed, "routing"),
                     )
                     .map_err(|e| e.to_string())?,
             ),
-        };
-        Ok((admission, routing))
+        })
     }
 }

@@ -52,7 +52,7 @@ pub(super) fn check(
     }
     let given_window = sat.backlog_drift.as_ref().and_then(|b| b.window_size_sec);
     let window_s = given_window.unwrap_or(DEFAULT_WINDOW_S);
-    let window_ok = window_s.is_finite() && window_s >= 1e-6 && window_s <= 1e9;
+    let window_ok = (1e-6..=1e9).contains(&window_s);
     if !window_ok {
         problems.error(format!(
             "saturation.backlog_drift.window_size_sec = {window_s}: must be a number of seconds in [0.000001, 10^9] (default 60)"

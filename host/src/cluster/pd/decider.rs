@@ -1,0 +1,46 @@
+//! The disaggregation decider: whether a request's prefill runs on a
+//! prefill instance (and its KV is transferred) or on its decode instance.
+//! Asked after the decode instance is chosen (decode-first, as llm-d's
+//! P/D scheduler does).
+
+/// The standard deciders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decider {
+    /// Never disaggregate (the pools serve whole requests).
+    Never,
+    /// Disaggregate every request.
+    Always,
+    /// Disaggregate when more than `threshold` prompt tokens are not cached
+    /// on the chosen decode instance (GPU or CPU tier, read live).
+    PrefixThreshold(u32),
+}
+
+impl Decider {
+    /// The decider's run-file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Decider::Never => "never",
+            Decider::Always => "always",
+            Decider::PrefixThreshold(_) => "prefix-threshold",
+        }
+    }
+
+    /// Whether it ever needs the decode instance's cached prompt blocks.
+    pub fn needs_cache_query(self) -> bool {
+        matches!(self, Decider::PrefixThreshold(_))
+    }
+
+    /// Decide for a prompt of `input_len` tokens of which `cached_blocks`
+    /// blocks of `block_size` tokens are cached on the decode instance.
+    pub fn decide(self, input_len: u32, cached_blocks: u32, block_size: u32) -> bool {
+        match self {
+            Decider::Never => false,
+            Decider::Always => true,
+            Decider::PrefixThreshold(threshold) => {
+                let cached = u64::from(cached_blocks) * u64::from(block_size);
+                let uncached = u64::from(input_len).saturating_sub(cached);
+                input_len > 0 && uncached > u64::from(threshold)
+            }
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! Prefill/decode disaggregation: pools of instances with roles, the
+//! decider, the KV transfer, and the `pd` report section.
+//!
+//! ```text
+//! Routing ─► [routing] or [pd.decode_routing] over decode + both pools ─► decider ─┬─ no ─► decode instance (whole request)
+//!                                                             └─ yes ─► prefill routing (prefill + both pools)
+//!   prefill instance: the request with 1 output token ─► hand-off ─► reserve the prompt's KV on the
+//!   decode instance (none free: dropped, counted) ─► KvTransferDone (after the transfer time) ─►
+//!   decode instance's wait queue, prompt computed ─► decode (first token = the client's TTFT)
+//! ```
+//!
+//! The cluster calls into this module only when `[[pools]]` exist
+//! (`Cluster::pd` is `None` otherwise), so a run without pools executes
+//! exactly the code it always did. A disaggregated request is one request
+//! record on one timeline: arrival, the prefill instance's enqueue and
+//! scheduling times, then the decode instance's first token, tokens and
+//! completion. Instances are numbered pool by pool — prefill pools, then
+//! `both` pools, then decode pools — so each stage's candidates are one
+//! contiguous range and its routing sees exactly those instances.
+
+mod decider;
+mod observer;
+mod report;
+#[cfg(test)]
+mod tests;
+mod transfer;
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use abi_stable::std_types::RSlice;
+use blis_plugin_api::{
+    ClusterState, ClusterView, EventKind, InstanceInfo, InstanceSnapshot, RequestView,
+};
+
+pub use decider::Decider;
+pub use report::PdReport;
+pub use transfer::{TransferCounts, TransferModel};
+
+use super::{request_view, Cluster, Decision, Routing};
+use crate::engine::{later, Event, Tick};
+use crate::instance::InstanceObserver;
+use crate::plugins::PluginError;
+use crate::request::{RequestState, RequestStore, Slot, UNSET};
+use observer::PdObserver;
+
+/// What a pool does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolRole {
+    Prefill,
+    Decode,
+    Both,
+}
+
+impl PoolRole {
+    /// The run-file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolRole::Prefill => "prefill",
+            PoolRole::Decode => "decode",
+            PoolRole::Both => "both",
+        }
+    }
+}
+
+/// One pool: instances `first .. first + count`.
+#[derive(Clone, Debug)]
+pub struct PoolInfo {
+    pub name: String,
+    pub role: PoolRole,
+    pub first: u32,
+    pub count: u32,
+}
+
+/// Everything the P/D path needs, assembled by the config layer.
+pub struct PdSetup {
+    pub pools: Vec<PoolInfo>,
+    /// Instances that can run a prefill leg (prefill and both pools).
+    pub prefill: Range<u32>,
+    /// Instances that can decode (both and decode pools).
+    pub decode: Range<u32>,
+    /// Routing of the prefill stage (the decode stage uses the cluster's
+    /// routing, which also receives the lifecycle events).
+    pub prefill_routing: Routing,
+    pub decider: Decider,
+    pub transfer: TransferModel,
+}
+
+/// A request in its prefill leg.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PrefillLeg {
+    /// The request's own output length (the leg runs with 1).
+    output_len: u32,
+    prefill: u32,
+    decode: u32,
+}
+
+/// The P/D state of a running cluster.
+pub struct PdState {
+    setup: PdSetup,
+    /// Requests in their prefill leg, by id.
+    prefilling: HashMap<u64, PrefillLeg>,
+    /// Prefill legs that finished during the current step.
+    done: Vec<Slot>,
+    transfers: TransferCounts,
+    /// Requests the decider sent to a prefill instance.
+    disaggregated: u64,
+    /// Requests whose decode instance could not reserve their prompt's KV.
+    dropped_at_decode_kv: u64,
+    /// Per instance: prefill legs handed off, transfers received (or
+    /// dropped at reservation).
+    handoffs: Vec<u64>,
+    transfers_in: Vec<u64>,
+}
+
+impl PdState {
+    /// The state of a run on `n` instances.
+    pub fn new(setup: PdSetup, n: usize) -> Self {
+        PdState {
+            setup,
+            prefilling: HashMap::new(),
+            done: Vec::new(),
+            transfers: TransferCounts::default(),
+            disaggregated: 0,
+            dropped_at_decode_kv: 0,
+            handoffs: vec![0; n],
+            transfers_in: vec![0; n],
+        }
+    }
+
+    /// Put back the own output length of requests still in their prefill
+    /// leg (their result lines), and build the report.
+    pub fn finish(self, store: &mut RequestStore) -> PdReport {
+        let mut live: Vec<Slot> = (0..store.capacity() as Slot)
+            .filter(|&s| store.is_live(s))
+            .collect();
+        live.sort_unstable();
+        for s in live {
+            let id = store[s].id;
+            if let Some(leg) = self.prefilling.get(&id) {
+                store[s].output_len = leg.output_len;
+            }
+        }
+        PdReport::new(self)
+    }
+}
+
+/// Route `req` within `range` with `routing`: the chosen instance (global
+/// index), or `None` when the profile's filters left no candidate.
+fn route_stage(
+    routing: &mut Routing,
+    rv: &RequestView<'_>,
+    t: Tick,
+    snaps: &[InstanceSnapshot],
+    info: &[InstanceInfo<'static>],
+    range: &Range<u32>,
+) -> Result<Option<u32>, Box<PluginError>> {
+    let (a, b) = (range.start as usize, range.end as usize);
+    let view = ClusterView {
+        clock_us: t,
+        instances: RSlice::from_slice(&snaps[a..b]),
+    };
+    let needs_state = routing.needs_state();
+    let state = ClusterState {
+        view,
+        candidates: RSlice::from_slice(&[]),
+        info: RSlice::from_slice(if needs_state { &info[a..b] } else { &[] }),
+    };
+    let chosen = match routing.route(rv, &view, needs_state.then_some(&state))? {
+        Decision::Routed { chosen, .. } => chosen,
+        Decision::NoCandidate { .. } => return Ok(None),
+    };
+    routing.observe(rv, &view, chosen)?;
+    Ok(Some(range.start + chosen))
+}
+
+impl Cluster {
+    /// The routing event of a P/D run: decode-first routing, the decider,
+    /// and the prefill routing of a disaggregated request.
+    pub(super) fn pd_route(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+        let mut pd = self.pd.take().expect("a P/D run");
+        let r = self.pd_route_with(&mut pd, t, slot);
+        self.pd = Some(pd);
+        r
+    }
+
+    fn pd_route_with(
+        &mut self,
+        pd: &mut PdState,
+        t: Tick,
+        slot: Slot,
+    ) -> Result<(), Box<PluginError>> {
+        let s = &mut pd.setup;
+        let needs_state = s.prefill_routing.needs_state() || self.routing.needs_state();
+        self.snapshots.build(t, &self.instances, &self.pending);
+        if needs_state {
+            self.snapshots.build_info(&self.instances, &self.in_flight);
+        }
+        let snaps = self.snapshots.snaps();
+        let info = self.snapshots.info();
+        let req = &self.store[slot];
+        let rv = request_view(req, &self.tenant_names);
+        let Some(decode) = route_stage(&mut self.routing, &rv, t, snaps, info, &s.decode)? else {
+            return self.reject(t, slot);
+        };
+        let (input_len, output_len) = (req.input_len, req.output_len);
+        let cached = if s.decider.needs_cache_query() {
+            self.instances[decode as usize].cached_prompt_blocks(req)
+        } else {
+            0
+        };
+        let block_size = self.block_size;
+        let mut target = decode;
+        if s.decider.decide(input_len, cached, block_size) {
+            let Some(prefill) =
+                route_stage(&mut s.prefill_routing, &rv, t, snaps, info, &s.prefill)?
+            else {
+                return self.reject(t, slot);
+            };
+            // A leg an instance could never serve stays whole on its decode instance.
+            if prefill != decode
+                && self.instances[prefill as usize].can_serve(input_len, 1)
+                && self.instances[decode as usize].can_serve(input_len, output_len)
+            {
+                pd.prefilling.insert(
+                    req.id,
+                    PrefillLeg {
+                        output_len,
+                        prefill,
+                        decode,
+                    },
+                );
+                pd.disaggregated += 1;
+                target = prefill;
+            }
+        }
+        let view = ClusterView {
+            clock_us: t,
+            instances: RSlice::from_slice(snaps),
+        };
+        self.admission.observe(&rv, &view, target)?;
+        self.pending[target as usize] += 1;
+        self.in_flight[target as usize] += 1;
+        let req = &mut self.store[slot];
+        req.instance = target;
+        if target != decode {
+            req.output_len = 1;
+        }
+        self.lifecycle(t, EventKind::DISPATCHED, slot, target)?;
+        let req = &mut self.store[slot];
+        let hashes = std::mem::take(&mut req.prompt_hashes);
+        self.hash_pool.push(hashes);
+        self.queue.push(
+            t,
+            Event::InstanceArrival {
+                instance: target,
+                slot,
+            },
+        );
+        Ok(())
+    }
+
+    /// The step event of a P/D run: the instance steps behind the observer
+    /// that hides prefill legs, then finished legs start their transfers.
+    pub(super) fn pd_step(&mut self, t: Tick, instance: u32) -> Result<(), Box<PluginError>> {
+        let mut pd = self.pd.take().expect("a P/D run");
+        let first_tokens = self.hooks.contains(EventKind::FIRST_TOKEN);
+        {
+            let PdState {
+                prefilling, done, ..
+            } = &mut *pd;
+            let inst = &mut self.instances[instance as usize];
+            if first_tokens {
+                let mut ft = super::FirstTokens {
+                    collector: &mut self.collector,
+                    seen: &mut self.first_tokens,
+                };
+                let mut obs = PdObserver {
+                    inner: &mut ft,
+                    prefilling,
+                    done,
+                };
+                inst.on_step(t, &mut self.store, &mut self.queue, &mut obs);
+            } else {
+                let mut obs = PdObserver {
+                    inner: &mut self.collector,
+                    prefilling,
+                    done,
+                };
+                inst.on_step(t, &mut self.store, &mut self.queue, &mut obs);
+            }
+        }
+        let r = if first_tokens {
+            self.deliver_first_tokens()
+        } else {
+            Ok(())
+        };
+        self.pd_handoffs(&mut pd, t);
+        self.pd = Some(pd);
+        r
+    }
+
+    /// Prefill legs that finished: reserve the prompt's KV on the decode
+    /// instance and start the transfer, or drop the request.
+    fn pd_handoffs(&mut self, pd: &mut PdState, t: Tick) {
+        for i in 0..pd.done.len() {
+            let slot = pd.done[i];
+            let leg = pd
+                .prefilling
+                .remove(&self.store[slot].id)
+                .expect("a finished prefill leg");
+            let (p, d) = (leg.prefill, leg.decode);
+            pd.handoffs[p as usize] += 1;
+            let n = &mut self.in_flight[p as usize];
+            *n = n.saturating_sub(1);
+            self.in_flight[d as usize] += 1;
+            let req = &mut self.store[slot];
+            req.output_len = leg.output_len;
+            req.state = RequestState::Transferring;
+            req.instance = d;
+            req.generated = 0;
+            req.computed = 0;
+            req.granted = 0;
+            req.first_token_at = UNSET;
+            req.last_token_at = UNSET;
+            req.completed_at = UNSET;
+            match self.instances[d as usize].reserve_transfer(slot, &mut self.store) {
+                Some(r) => {
+                    let dur =
+                        pd.setup
+                            .transfer
+                            .start(&mut pd.transfers, r.transferred_blocks, p, d);
+                    self.queue.push(later(t, dur), Event::KvTransferDone(slot));
+                }
+                None => {
+                    // Counted on the decode instance as injected and dropped.
+                    pd.dropped_at_decode_kv += 1;
+                    pd.transfers_in[d as usize] += 1;
+                    self.collector.instances[d as usize].injected += 1;
+                    let req = &mut self.store[slot];
+                    req.state = RequestState::Dropped;
+                    self.collector.dropped(d, slot, &self.store[slot], t);
+                }
+            }
+        }
+        pd.done.clear();
+    }
+
+    /// A transfer arrived: the request enters its decode instance's queue.
+    pub(super) fn pd_transfer_done(&mut self, t: Tick, slot: Slot) {
+        let pd = self.pd.as_deref_mut().expect("a P/D run");
+        TransferModel::finish(&mut pd.transfers);
+        let d = self.store[slot].instance;
+        pd.transfers_in[d as usize] += 1;
+        self.collector.instance_event(d, t);
+        self.collector.instances[d as usize].injected += 1;
+        self.instances[d as usize].enqueue_transferred(t, slot, &mut self.store, &mut self.queue);
+    }
+}

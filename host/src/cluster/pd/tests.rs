@@ -1,0 +1,339 @@
+//! P/D disaggregation: the spec's worked transfer, the deciders, one
+//! request's timeline computed by hand, drops at the decode reservation,
+//! and conservation (INV-1 with requests in transfer), causality (INV-5)
+//! and determinism (INV-6) over random pools, deciders, KV pressure and
+//! horizons.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use super::{Decider, TransferCounts, TransferModel};
+use crate::cluster::Cluster;
+use crate::config::{self, RunFile, Source};
+use crate::metrics::report;
+use crate::plugins::Registry;
+
+/// The spec's defaults: 25 GB/s, 0.05 ms, 16-token blocks, 131072 B/token.
+fn spec_model(tp: Vec<u32>, contention: bool) -> TransferModel {
+    TransferModel {
+        bandwidth_bytes_per_us: 25.0 * 1000.0,
+        base_us: 0.05 * 1000.0,
+        contention,
+        block_size: 16,
+        kv_bytes_per_token: 131_072.0,
+        split_by_tp: true,
+        tp,
+    }
+}
+
+#[test]
+fn a_1000_token_prompt_transfers_in_the_specs_5335_us() {
+    let m = spec_model(vec![1, 1], false);
+    // ceil(1000 / 16) = 63 blocks × 16 tokens × 131072 B.
+    assert_eq!(m.bytes(63, 0, 1), 132_120_576.0);
+    let mut c = TransferCounts::default();
+    // ceil(50 + 132120576 / 25000) = ceil(5334.82…)
+    assert_eq!(m.start(&mut c, 63, 0, 1), 5335);
+    assert_eq!((c.started, c.active, c.peak), (1, 1, 1));
+    TransferModel::finish(&mut c);
+    assert_eq!((c.completed, c.active), (1, 0));
+    // Nothing to move (all cached on the decode side): the base latency.
+    assert_eq!(m.start(&mut c, 0, 0, 1), 50);
+}
+
+#[test]
+fn contention_shares_the_bandwidth_fixed_at_the_start() {
+    let m = spec_model(vec![1, 1], true);
+    let mut c = TransferCounts::default();
+    assert_eq!(m.start(&mut c, 63, 0, 1), 5335);
+    // A second transfer while the first runs gets half: ceil(50 + 10569.6…).
+    assert_eq!(m.start(&mut c, 63, 0, 1), 10620);
+    // A third: a third of it.
+    assert_eq!(
+        m.start(&mut c, 63, 0, 1),
+        (50.0f64 + 132_120_576.0 / (25_000.0 / 3.0)).ceil() as i64
+    );
+    assert_eq!(c.peak, 3);
+    assert_eq!(c.depth_sum, 1 + 2 + 3);
+    TransferModel::finish(&mut c);
+    TransferModel::finish(&mut c);
+    // One left: a new one shares with it.
+    assert_eq!(m.start(&mut c, 63, 0, 1), 10620);
+    // Without contention the peak is counted but nobody slows down.
+    let m = spec_model(vec![1, 1], false);
+    let mut c = TransferCounts::default();
+    assert_eq!(m.start(&mut c, 63, 0, 1), 5335);
+    assert_eq!(m.start(&mut c, 63, 0, 1), 5335);
+    assert_eq!(c.peak, 2);
+}
+
+#[test]
+fn transfer_bytes_follow_the_narrower_tp_side() {
+    // Prefill TP 2 → decode TP 4: two links in parallel, each half the KV.
+    let m = spec_model(vec![2, 4, 1], false);
+    assert_eq!(m.bytes(63, 0, 1), 132_120_576.0 / 2.0);
+    // Prefill TP 2 → decode TP 1: the one decode GPU receives everything.
+    assert_eq!(m.bytes(63, 0, 2), 132_120_576.0);
+    // A latent (MLA) KV is whole on every rank.
+    let mla = TransferModel {
+        split_by_tp: false,
+        ..spec_model(vec![4, 4], false)
+    };
+    assert_eq!(mla.bytes(63, 0, 1), 132_120_576.0);
+}
+
+#[test]
+fn deciders_decide_as_documented() {
+    assert!(!Decider::Never.decide(5000, 0, 16));
+    assert!(Decider::Always.decide(1, 0, 16));
+    let d = Decider::PrefixThreshold(16);
+    // 1000 tokens, 60 blocks (960 tokens) cached: 40 uncached > 16.
+    assert!(d.decide(1000, 60, 16));
+    // 62 blocks (992) cached: 8 uncached, not > 16.
+    assert!(!d.decide(1000, 62, 16));
+    // Exactly the threshold is not more than it.
+    assert!(!d.decide(16, 0, 16));
+    assert!(d.decide(17, 0, 16));
+    assert!(!d.decide(0, 0, 16));
+}
+
+/// Run a run file given as text; the report and the results lines.
+fn run_text(text: &str, dir: &Path) -> (Value, Vec<Value>) {
+    let results = dir.join("results.jsonl");
+    let text = format!("{text}\n[output]\nresults_path = \"results.jsonl\"\n");
+    let source = Source {
+        name: "test.toml".into(),
+        base_dir: dir.to_path_buf(),
+        text,
+    };
+    let run: RunFile = config::parse(&source).unwrap_or_else(|e| panic!("{e}"));
+    let mut reg = Registry::standard();
+    let built = config::build(&run, dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
+    let mut outcome = Cluster::new(built.setup)
+        .run(|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    for o in built.outputs {
+        o.commit().unwrap();
+    }
+    let r = report::build(&mut outcome, None);
+    let lines = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (r, lines)
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("blis-pd-tests-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const LINEAR: &str =
+    "[model]\nlatency_model = \"linear\"\nalpha = [100.0, 0.5, 20.0]\nbeta = [2000.0, 5.0, 30.0]\n";
+
+#[test]
+fn one_disaggregated_request_on_one_timeline() {
+    let dir = scratch("timeline");
+    let text = format!(
+        "seed = 1\n{LINEAR}\n[workload]\naggregate_rate = 1.0\nnum_requests = 1\n\
+         prompt_tokens = 1000\nprompt_tokens_stdev = 0\noutput_tokens = 4\noutput_tokens_stdev = 0\n\
+         [[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 1\n\
+         [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 1\n\
+         [pd]\ndecider = \"always\"\nkv_bytes_per_token = 131072.0\n"
+    );
+    let (r, lines) = run_text(&text, &dir);
+    let l = &lines[0];
+    assert_eq!(l["status"], "completed");
+    assert_eq!(l["instance"], 1, "handled by the decode instance");
+    assert_eq!(l["output_tokens"], 4);
+    // Prefill instance: queued after α0 + α1·L = 100 + 500 = 600 µs, one
+    // prefill step of β0 + β1·1000 = 7000 µs (ends at 7600), hand-off.
+    // Transfer: 63 blocks → 5335 µs (arrives at 12935). Decode instance:
+    // the last prompt token is recomputed, β0 + β1 = 2005 (ends at 14940),
+    // first token seen α2 = 20 later: TTFT 14960. Then decode steps of
+    // β0 + β2 = 2030; token k is seen k·α2 after its step: 17010, 19060,
+    // 21110 (ITL 2050 each), the last one the completion.
+    assert_eq!(l["scheduling_delay_ms"].as_f64(), Some(0.6));
+    assert_eq!(l["ttft_ms"].as_f64(), Some(14.96));
+    assert_eq!(l["e2e_ms"].as_f64(), Some(21.11));
+    // (The results file's mean ITL is (E2E − TTFT) / 3 in floating point.)
+    assert!(
+        (l["itl_mean_ms"].as_f64().unwrap() - 2.05).abs() < 1e-12,
+        "{l}"
+    );
+    let c = &r["cluster"];
+    assert_eq!(c["ttft_mean_ms"].as_f64(), Some(14.96));
+    assert_eq!(c["e2e_mean_ms"].as_f64(), Some(21.11));
+    assert_eq!(c["itl_mean_ms"].as_f64(), Some(2.05));
+    assert_eq!(c["scheduling_delay_mean_ms"].as_f64(), Some(0.6));
+    assert_eq!(
+        c["total_output_tokens"], 4,
+        "the prefill leg's token is not the client's"
+    );
+    let pd = &r["pd"];
+    assert_eq!(pd["disaggregated_requests"], 1);
+    assert_eq!(
+        pd["kv_transfers"]["duration"]["mean_ms"].as_f64(),
+        Some(5.335)
+    );
+    assert_eq!(r["instances"][0]["prefill_handoffs"], 1);
+    assert_eq!(r["instances"][0]["total_output_tokens"], 0);
+    assert_eq!(r["instances"][1]["kv_transfers_in"], 1);
+    check(&r, &lines);
+}
+
+#[test]
+fn a_full_decode_instance_drops_the_transfer_and_counts_it() {
+    let dir = scratch("drop");
+    // The decode instance holds 70 blocks: one 1000-token prompt (63) at a
+    // time; requests arriving together find it reserved.
+    let text = format!(
+        "seed = 3\n{LINEAR}\n[workload]\naggregate_rate = 10000.0\nnum_requests = 6\n\
+         prompt_tokens = 1000\nprompt_tokens_stdev = 0\noutput_tokens = 50\noutput_tokens_stdev = 0\n\
+         [[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 2\n\
+         [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 1\ninstance = {{ total_kv_blocks = 70 }}\n\
+         [pd]\ndecider = \"always\"\nkv_bytes_per_token = 131072.0\n"
+    );
+    let (r, lines) = run_text(&text, &dir);
+    let drops = r["pd"]["kv_transfers"]["dropped_at_decode_kv"]
+        .as_u64()
+        .unwrap();
+    assert!(drops >= 1, "{}", r["pd"]);
+    assert_eq!(
+        r["instances"][2]["dropped_unservable"].as_u64(),
+        Some(drops)
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l["status"] == "dropped").count() as u64,
+        drops
+    );
+    check(&r, &lines);
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+/// INV-1 at every level with requests in transfer and prefill hand-offs,
+/// INV-5 on every result line, transfers conserved.
+fn check(r: &Value, lines: &[Value]) {
+    let c = &r["cluster"];
+    assert_eq!(
+        u(c, "num_requests"),
+        u(c, "injected_requests") + u(c, "rejected_requests") + u(c, "still_in_pipeline"),
+        "pipeline: {c}"
+    );
+    assert_eq!(
+        u(c, "injected_requests"),
+        u(c, "completed_requests")
+            + u(c, "still_queued")
+            + u(c, "still_running")
+            + u(c, "dropped_unservable")
+            + u(c, "in_transfer"),
+        "INV-1 (cluster, in transfer counted): {c}"
+    );
+    for b in r["instances"].as_array().unwrap() {
+        assert_eq!(
+            u(b, "injected_requests"),
+            u(b, "completed_requests")
+                + u(b, "still_queued")
+                + u(b, "still_running")
+                + u(b, "dropped_unservable")
+                + u(b, "prefill_handoffs"),
+            "INV-1 (instance): {b}"
+        );
+    }
+    let t = &r["pd"]["kv_transfers"];
+    assert_eq!(
+        u(t, "started"),
+        u(t, "completed") + u(t, "in_flight"),
+        "transfers: {t}"
+    );
+    assert_eq!(u(t, "in_flight"), u(c, "in_transfer"));
+    assert_eq!(lines.len() as u64, u(c, "num_requests"));
+    let count = |s: &str| lines.iter().filter(|l| l["status"] == s).count() as u64;
+    assert_eq!(count("in_transfer"), u(c, "in_transfer"));
+    assert_eq!(count("completed"), u(c, "completed_requests"));
+    assert_eq!(count("dropped"), u(c, "dropped_unservable"));
+    for l in lines {
+        // INV-5: arrival ≤ scheduled ≤ first token ≤ completion.
+        let f = |k: &str| l[k].as_f64();
+        if let Some(s) = f("scheduling_delay_ms") {
+            assert!(s >= 0.0, "{l}");
+            if let Some(ttft) = f("ttft_ms") {
+                assert!(s <= ttft, "INV-5: {l}");
+            }
+        }
+        if let Some(e2e) = f("e2e_ms") {
+            assert!(f("ttft_ms").is_some_and(|t| t <= e2e), "INV-5: {l}");
+            assert!(
+                f("scheduling_delay_ms").is_some_and(|s| s <= e2e),
+                "INV-5: {l}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("BLIS_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24)
+    ))]
+
+    #[test]
+    fn pd_runs_conserve_requests_keep_causality_and_repeat(
+        seed in 0u64..1000,
+        prefill in 0u32..3,
+        both in 0u32..2,
+        decode in 1u32..3,
+        decider in 0usize..3,
+        threshold in 0u32..200,
+        contention in any::<bool>(),
+        decode_kv in prop_oneof![Just(None), (40u64..400).prop_map(Some)],
+        horizon in prop_oneof![Just(None), (20_000i64..400_000).prop_map(Some)],
+        rate in 50.0f64..2000.0,
+        prefix in prop_oneof![Just(0u32), Just(64u32), Just(300u32)],
+    ) {
+        let prefill = if decider > 0 && prefill + both == 0 { 1 } else { prefill };
+        let decider_line = match decider {
+            0 => "decider = \"never\"".to_string(),
+            1 => "decider = \"always\"".to_string(),
+            _ => format!("decider = \"prefix-threshold\"\nprefix_threshold = {threshold}"),
+        };
+        let mut pools = String::new();
+        for (name, role, n) in [("pre", "prefill", prefill), ("mix", "both", both), ("dec", "decode", decode)] {
+            if n == 0 {
+                continue;
+            }
+            pools += &format!("[[pools]]\nname = \"{name}\"\nrole = \"{role}\"\ninstances = {n}\n");
+            if role == "decode" {
+                if let Some(kv) = decode_kv {
+                    pools += &format!("instance = {{ total_kv_blocks = {kv} }}\n");
+                }
+            }
+        }
+        let horizon = horizon.map(|h| format!("horizon_us = {h}\n")).unwrap_or_default();
+        let text = format!(
+            "seed = {seed}\n{horizon}{LINEAR}\n[instance]\ntotal_kv_blocks = 300\nmax_num_batched_tokens = 512\n\
+             [workload]\naggregate_rate = {rate}\nnum_requests = 40\nprefix_tokens = {prefix}\n\
+             prompt_tokens = 300\nprompt_tokens_stdev = 250\nprompt_tokens_min = 1\nprompt_tokens_max = 1500\n\
+             output_tokens = 30\noutput_tokens_stdev = 20\noutput_tokens_min = 1\noutput_tokens_max = 100\n\
+             [routing]\npolicy = \"weighted\"\n{pools}\
+             [pd]\n{decider_line}\ntransfer_contention = {contention}\nkv_bytes_per_token = 65536.0\n"
+        );
+        let dir = scratch(&format!("prop-{seed}-{decider}"));
+        let (r, lines) = run_text(&text, &dir);
+        check(&r, &lines);
+        if decider == 0 {
+            prop_assert_eq!(u(&r["pd"], "disaggregated_requests"), 0);
+        }
+        let (r2, lines2) = run_text(&text, &dir);
+        prop_assert_eq!(r.to_string(), r2.to_string(), "INV-6");
+        prop_assert_eq!(lines, lines2);
+    }
+}

@@ -1,0 +1,413 @@
+//! `[[pools]]` and `[pd]`: prefill/decode disaggregation. A pool is an
+//! `[instance]` section (and a `[model]` section) with a role and a count:
+//! its `model` and `instance` tables override keys of the run's sections and
+//! go through the same builders, so a pool can run other hardware, another
+//! TP, latency model, batch limits or KV size.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::instance::{self, CheckedInstance, MAX_INSTANCES};
+use super::model::{self, CheckedModel};
+use super::policies::{check_routing, RoutingPlan};
+use super::{derive_seed, kv_offload, one_of, resolve, Problems};
+use crate::cluster::pd::{Decider, PdSetup, PoolInfo, PoolRole, TransferModel};
+use crate::cluster::Routing;
+use crate::config::{PdSection, RoutingSection, RunFile};
+use crate::instance::latency::ModelConfig;
+use crate::instance::{Instance, KvOffloadConfig};
+use crate::plugins::Registry;
+
+const ROLES: [&str; 3] = ["prefill", "both", "decode"];
+const DECIDERS: [&str; 3] = ["never", "always", "prefix-threshold"];
+
+/// One checked pool.
+struct CheckedPool {
+    name: String,
+    role: PoolRole,
+    count: u32,
+    run: RunFile,
+    instance: CheckedInstance,
+    model: CheckedModel,
+    kv_offload: Option<KvOffloadConfig>,
+}
+
+/// What `[[pools]]` and `[pd]` resolved to.
+pub(super) struct CheckedPools {
+    /// In instance order: prefill pools, then both, then decode pools.
+    pools: Vec<CheckedPool>,
+    pd: PdSection,
+    decider: Decider,
+    prefill_plan: Option<RoutingPlan>,
+    decode_plan: Option<RoutingPlan>,
+    kv_bytes_per_token: f64,
+    split_by_tp: bool,
+}
+
+/// `base` with the keys of `over` replaced (a pool's override of a section).
+fn merged<T: Serialize + DeserializeOwned>(
+    base: &T,
+    over: &toml::Table,
+    key: &str,
+) -> Result<T, String> {
+    let mut t = toml::Table::try_from(base).map_err(|e| format!("{key}: {e}"))?;
+    for (k, v) in over {
+        t.insert(k.clone(), v.clone());
+    }
+    T::deserialize(toml::Value::Table(t)).map_err(|e| format!("{key}: {}", e.message().trim()))
+}
+
+/// Check a P/D stage's routing section; errors name its keys.
+fn check_stage(r: &RoutingSection, key: &str, problems: &mut Problems) -> RoutingPlan {
+    let mut p = Problems::default();
+    let plan = check_routing(r, &mut p);
+    for e in p.errors {
+        problems.error(e.replace("routing.", &format!("{key}.")));
+    }
+    if r.latency_us != 0 || r.snapshot_refresh_interval_us != 0 {
+        problems.error(format!(
+            "{key}: latency_us and snapshot_refresh_interval_us apply to the whole routing step; set them in [routing]"
+        ));
+    }
+    plan
+}
+
+/// Check `[[pools]]` and `[pd]`; `None` when the run has no pools.
+pub(super) fn check(
+    run: &RunFile,
+    base_dir: &Path,
+    problems: &mut Problems,
+) -> Option<CheckedPools> {
+    if run.pools.is_empty() {
+        if run.pd.is_some() {
+            problems.error(
+                "[pd] is given but the run file has no [[pools]]: a decider needs prefill and decode pools \
+                 (add [[pools]] tables with role = \"prefill\" and role = \"decode\", or remove [pd])",
+            );
+        }
+        return None;
+    }
+    let before = problems.errors.len();
+    if run.instance.count != 1 {
+        problems.error(format!(
+            "instance.count = {}: with [[pools]] the cluster is the pools' instances; remove instance.count \
+             and give each pool its `instances`",
+            run.instance.count
+        ));
+    }
+    let mut pools = Vec::new();
+    let mut total = 0u64;
+    for (i, p) in run.pools.iter().enumerate() {
+        let key = format!("pools[{i}] ({})", p.name);
+        if p.name.is_empty() {
+            problems.error(format!("pools[{i}].name is empty: give every pool a name"));
+        }
+        if run.pools[..i].iter().any(|q| q.name == p.name) {
+            problems.error(format!("{key}: another pool has the name \"{}\"", p.name));
+        }
+        let role = match p.role.as_str() {
+            "prefill" => PoolRole::Prefill,
+            "decode" => PoolRole::Decode,
+            "both" => PoolRole::Both,
+            other => {
+                problems.error(one_of(&format!("pools[{i}].role"), other, &ROLES));
+                continue;
+            }
+        };
+        if p.instances == 0 {
+            problems.error(format!(
+                "pools[{i}].instances = 0: a pool needs at least one instance"
+            ));
+        }
+        total += u64::from(p.instances);
+        for k in ["count"] {
+            if p.instance.contains_key(k) {
+                problems.error(format!(
+                    "pools[{i}].instance.{k}: give the pool's size as pools[{i}].instances"
+                ));
+            }
+        }
+        for k in ["name", "config_path"] {
+            if p.model.contains_key(k) {
+                problems.error(format!(
+                    "pools[{i}].model.{k}: every pool serves the run's model (a KV transfer moves its cache); \
+                     override hardware, tp, latency_model and the like only"
+                ));
+            }
+        }
+        let mut prun = run.clone();
+        prun.pools.clear();
+        prun.pd = None;
+        match merged(&run.model, &p.model, &format!("pools[{i}].model")) {
+            Ok(m) => prun.model = m,
+            Err(e) => {
+                problems.error(e);
+                continue;
+            }
+        }
+        match merged(&run.instance, &p.instance, &format!("pools[{i}].instance")) {
+            Ok(m) => prun.instance = m,
+            Err(e) => {
+                problems.error(e);
+                continue;
+            }
+        }
+        prun.instance.count = p.instances.max(1);
+        if prun.instance.block_size != run.instance.block_size {
+            problems.error(format!(
+                "pools[{i}].instance.block_size = {}: every pool uses instance.block_size = {} (KV moves in blocks)",
+                prun.instance.block_size, run.instance.block_size
+            ));
+        }
+        let mut pp = Problems::default();
+        let inst = instance::check(&prun.instance, &mut pp);
+        let offload = kv_offload::check(&prun.instance, &mut pp);
+        let model = model::check(&prun, base_dir, &mut pp);
+        for e in pp.errors {
+            problems.error(format!("{key}: {e}"));
+        }
+        let (Some(instance), Some(model)) = (inst, model) else {
+            continue;
+        };
+        pools.push(CheckedPool {
+            name: p.name.clone(),
+            role,
+            count: p.instances,
+            run: prun,
+            instance,
+            model,
+            kv_offload: offload,
+        });
+    }
+    if total > u64::from(MAX_INSTANCES) {
+        problems.error(format!(
+            "[[pools]]: {total} instances in all; at most {MAX_INSTANCES} are supported"
+        ));
+    }
+    let has = |r: PoolRole| run.pools.iter().any(|p| p.role == r.name());
+    if !has(PoolRole::Decode) && !has(PoolRole::Both) {
+        problems.error(
+            "[[pools]]: no pool can decode; add a pool with role = \"decode\" (or \"both\")",
+        );
+    }
+    if has(PoolRole::Prefill) && !has(PoolRole::Decode) && !has(PoolRole::Both) {
+        // (reported above)
+    }
+    let pd = run.pd.clone().unwrap_or_default();
+    let decider = match pd.decider.as_str() {
+        "never" => Decider::Never,
+        "always" => Decider::Always,
+        "prefix-threshold" => match pd.prefix_threshold.unwrap_or(16) {
+            t if t < 0 => {
+                problems.error(format!("pd.prefix_threshold = {t}: must be ≥ 0 (tokens)"));
+                Decider::Never
+            }
+            t => Decider::PrefixThreshold(t.min(i64::from(u32::MAX)) as u32),
+        },
+        other => {
+            problems.error(one_of("pd.decider", other, &DECIDERS));
+            Decider::Never
+        }
+    };
+    if pd.prefix_threshold.is_some() && pd.decider != "prefix-threshold" {
+        problems.error(format!(
+            "pd.prefix_threshold is given but pd.decider = \"{}\"; it is used only by decider = \"prefix-threshold\"",
+            pd.decider
+        ));
+    }
+    if decider != Decider::Never && !has(PoolRole::Prefill) && !has(PoolRole::Both) {
+        problems.error(format!(
+            "pd.decider = \"{}\" disaggregates requests but no pool can prefill; add a pool with role = \"prefill\"",
+            pd.decider
+        ));
+    }
+    if !(pd.transfer_bandwidth_gbps.is_finite() && pd.transfer_bandwidth_gbps > 0.0) {
+        problems.error(format!(
+            "pd.transfer_bandwidth_gbps = {}: must be a finite number > 0 (GB/s per link)",
+            pd.transfer_bandwidth_gbps
+        ));
+    }
+    if !(pd.transfer_base_latency_ms.is_finite() && pd.transfer_base_latency_ms >= 0.0) {
+        problems.error(format!(
+            "pd.transfer_base_latency_ms = {}: must be a finite number ≥ 0 (ms)",
+            pd.transfer_base_latency_ms
+        ));
+    } else if pd.transfer_base_latency_ms > 1e9 {
+        problems.error(format!(
+            "pd.transfer_base_latency_ms = {}: at most 1e9 ms",
+            pd.transfer_base_latency_ms
+        ));
+    }
+    let mut kv_bytes_per_token = 0.0;
+    let mut split_by_tp = true;
+    match pd.kv_bytes_per_token {
+        Some(b) if !(b.is_finite() && b > 0.0) => problems.error(format!(
+            "pd.kv_bytes_per_token = {b}: must be a finite number > 0 (bytes of one token's KV at TP 1)"
+        )),
+        Some(b) => kv_bytes_per_token = b,
+        None => {
+            let cfg = match &run.model.config_path {
+                Some(p) => ModelConfig::from_path(&resolve(base_dir, p)),
+                None => ModelConfig::bundled(&run.model.name),
+            };
+            match cfg {
+                Ok(m) => {
+                    kv_bytes_per_token = crate::instance::latency::kv_bytes_per_token_at_tp(&m, 1);
+                    split_by_tp = m.kv_lora_rank == 0;
+                }
+                Err(e) if decider != Decider::Never => problems.error(format!(
+                    "[pd]: the KV transfer needs the model's KV bytes per token: {e}; give model.config_path \
+                     or pd.kv_bytes_per_token"
+                )),
+                Err(_) => {}
+            }
+        }
+    }
+    let prefill_plan = pd
+        .prefill_routing
+        .as_ref()
+        .map(|r| check_stage(r, "pd.prefill_routing", problems));
+    let decode_plan = pd
+        .decode_routing
+        .as_ref()
+        .map(|r| check_stage(r, "pd.decode_routing", problems));
+    if problems.errors.len() > before {
+        return None;
+    }
+    // Instance order: prefill pools, both pools, decode pools (file order within a role).
+    let rank = |r: PoolRole| match r {
+        PoolRole::Prefill => 0,
+        PoolRole::Both => 1,
+        PoolRole::Decode => 2,
+    };
+    pools.sort_by_key(|p| rank(p.role));
+    Some(CheckedPools {
+        pools,
+        pd,
+        decider,
+        prefill_plan,
+        decode_plan,
+        kv_bytes_per_token,
+        split_by_tp,
+    })
+}
+
+impl CheckedPools {
+    /// Instances in all.
+    pub(super) fn instance_count(&self) -> u32 {
+        self.pools.iter().map(|p| p.count).sum()
+    }
+
+    /// One line for stderr.
+    pub(super) fn describe(&self) -> String {
+        let pools: Vec<String> = self
+            .pools
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ({}, {} × {} {} KV blocks)",
+                    p.name,
+                    p.role.name(),
+                    p.count,
+                    p.model.latency.gpu.as_deref().unwrap_or("?"),
+                    p.model.latency.total_kv_blocks
+                )
+            })
+            .collect();
+        format!(
+            "pools: {}; decider {}",
+            pools.join(", "),
+            self.decider.name()
+        )
+    }
+
+    /// The instances, the P/D setup, and the decode stage's routing (which
+    /// replaces `routing` when `[pd.decode_routing]` is given).
+    pub(super) fn create(
+        self,
+        run: &RunFile,
+        registry: &mut Registry,
+        routing: Routing,
+    ) -> Result<(Vec<Instance>, PdSetup, Routing), String> {
+        let mut instances = Vec::new();
+        let mut infos = Vec::new();
+        let mut tp = Vec::new();
+        for (k, p) in self.pools.into_iter().enumerate() {
+            let first = instances.len() as u32;
+            let mut made = p
+                .instance
+                .create_from(first, &p.run.instance, &p.model, p.kv_offload)
+                .map_err(|e| format!("pool {}: {e}", p.name))?;
+            super::instance_policies::install(
+                &p.run.instance,
+                derive_seed(run.seed, &format!("pool/{k}")),
+                registry,
+                &mut made,
+            )?;
+            tp.extend(std::iter::repeat_n(p.model.latency.tp, made.len()));
+            instances.extend(made);
+            infos.push(PoolInfo {
+                name: p.name,
+                role: p.role,
+                first,
+                count: p.count,
+            });
+        }
+        let end = |roles: &[PoolRole]| {
+            infos
+                .iter()
+                .filter(|p| roles.contains(&p.role))
+                .map(|p| p.first..p.first + p.count)
+                .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+                .unwrap_or(0..0)
+        };
+        let prefill = end(&[PoolRole::Prefill, PoolRole::Both]);
+        let decode = end(&[PoolRole::Both, PoolRole::Decode]);
+        let prefill_routing = match self.prefill_plan {
+            Some(plan) => plan.create_routing(
+                self.pd.prefill_routing.as_ref().expect("checked"),
+                derive_seed(run.seed, "pd/prefill"),
+                registry,
+            )?,
+            None => {
+                let mut p = Problems::default();
+                check_routing(&run.routing, &mut p).create_routing(
+                    &run.routing,
+                    derive_seed(run.seed, "pd/prefill"),
+                    registry,
+                )?
+            }
+        };
+        let routing = match self.decode_plan {
+            Some(plan) => plan.create_routing(
+                self.pd.decode_routing.as_ref().expect("checked"),
+                derive_seed(run.seed, "pd/decode"),
+                registry,
+            )?,
+            None => routing,
+        };
+        let transfer = TransferModel {
+            bandwidth_bytes_per_us: self.pd.transfer_bandwidth_gbps * 1000.0,
+            base_us: self.pd.transfer_base_latency_ms * 1000.0,
+            contention: self.pd.transfer_contention,
+            block_size: run.instance.block_size,
+            kv_bytes_per_token: self.kv_bytes_per_token,
+            split_by_tp: self.split_by_tp,
+            tp,
+        };
+        Ok((
+            instances,
+            PdSetup {
+                pools: infos,
+                prefill,
+                decode,
+                prefill_routing,
+                decider: self.decider,
+                transfer,
+            },
+            routing,
+        ))
+    }
+}
