@@ -29,6 +29,20 @@ if ! command -v sbatch >/dev/null; then
 fi
 [ -x "$BLIS" ] || { log "no blis executable at $BLIS (set BLIS)"; exit 2; }
 
+# The daemons outlive this script, so they must not inherit its open files:
+# a daemon holding a descriptor of, say, a lock file that the caller holds
+# through flock(1) would keep that lock taken forever.
+detached() {
+    (
+        fds=(/proc/self/fd/*)
+        for fd in "${fds[@]}"; do
+            n=${fd##*/}
+            if [ "$n" -gt 2 ]; then eval "exec $n>&-"; fi
+        done
+        exec "$@"
+    )
+}
+
 # munge: a key, and the daemon.
 if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     if [ ! -s /etc/munge/munge.key ]; then
@@ -36,7 +50,7 @@ if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     fi
     chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
     mkdir -p /run/munge && chown munge:munge /run/munge
-    runuser -u munge -- munged
+    detached runuser -u munge -- munged
     sleep 1
     munge -n | unmunge >/dev/null
 fi
@@ -74,11 +88,11 @@ CONF
 fi
 if ! scontrol ping 2>/dev/null | grep -q UP; then
     log "starting slurmctld"
-    slurmctld
+    detached slurmctld
 fi
 if ! scontrol show node "$node" 2>/dev/null | grep -qE "State=(IDLE|MIXED|ALLOCATED)"; then
     log "starting slurmd"
-    pgrep -x slurmd >/dev/null || slurmd
+    pgrep -x slurmd >/dev/null || detached slurmd
 fi
 for _ in $(seq 60); do
     sinfo -h -o %T 2>/dev/null | grep -qE "idle|mixed|alloc" && break

@@ -9,6 +9,11 @@
 //! with a wait queue refilled as requests complete (the refill, through
 //! `on_queued`, is part of the timed step).
 //!
+//! The `decode_step` group times one `Step` of a decode-heavy batch (issue
+//! 17): 16, 64 or 256 requests running (`max_num_seqs` = the batch),
+//! 128-token prompts and 4,096-token outputs, so nearly every step is pure
+//! decode; time per simulated step against the batch size.
+//!
 //! `CARGO_TARGET_DIR=/work/target-perf cargo bench -p blis-host --bench instance`
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -206,10 +211,26 @@ struct Steady {
     obs: Counter,
     rng: rand_chacha::ChaCha8Rng,
     next_id: u64,
+    /// Prompt and output lengths are drawn from these ranges.
+    prompts: std::ops::Range<u32>,
+    outputs: std::ops::Range<u32>,
 }
 
 impl Steady {
+    /// Batch 256, prompts and outputs uniform in 256..768.
     fn new(kind: LatencyKind) -> Self {
+        Self::with_shape(kind, 256, 256..768, 256..768, 20_000)
+    }
+
+    /// `batch` running requests (`max_num_seqs`), lengths from the ranges,
+    /// `warm` steps before measuring.
+    fn with_shape(
+        kind: LatencyKind,
+        batch: u32,
+        prompts: std::ops::Range<u32>,
+        outputs: std::ops::Range<u32>,
+        warm: u32,
+    ) -> Self {
         let latency = build_latency(&LatencySetup {
             total_kv_blocks: Some(1_000_000),
             hardware: Some("H100".into()),
@@ -218,30 +239,36 @@ impl Steady {
         })
         .expect("bundled qwen3-14b / H100")
         .model;
+        let config = InstanceConfig {
+            max_num_seqs: batch,
+            ..InstanceConfig::default()
+        };
         let mut s = Steady {
-            inst: Instance::new(0, InstanceConfig::default(), latency),
+            inst: Instance::new(0, config, latency),
             store: RequestStore::new(),
             q: EventQueue::new(),
             obs: Counter::default(),
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(7),
             next_id: 0,
+            prompts,
+            outputs,
         };
-        for _ in 0..300 {
+        for _ in 0..batch + batch / 8 + 1 {
             s.enqueue(0);
         }
         // Warm up: fill the batch and let lengths desynchronise.
-        for _ in 0..20_000 {
+        for _ in 0..warm {
             s.step();
         }
-        assert_eq!(s.inst.batch_size(), 256, "batch full in steady state");
+        assert_eq!(s.inst.batch_size(), batch, "batch full in steady state");
         s
     }
 
     fn enqueue(&mut self, now: Tick) {
         let id = self.next_id;
         self.next_id += 1;
-        let l: u32 = self.rng.random_range(256..768);
-        let n: u32 = self.rng.random_range(256..768);
+        let l: u32 = self.rng.random_range(self.prompts.clone());
+        let n: u32 = self.rng.random_range(self.outputs.clone());
         let slot = self.store.insert_with(|r| {
             r.id = id;
             r.arrival = now;
@@ -297,5 +324,18 @@ fn bench_step(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_step);
+/// Decode-heavy steps: 128-token prompts, outputs of 4,096 tokens (± 64,
+/// so completions spread out), at batch 16, 64 and 256.
+fn bench_decode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("decode_step");
+    g.throughput(Throughput::Elements(1));
+    for batch in [16, 64, 256] {
+        let mut s =
+            Steady::with_shape(LatencyKind::RooflineV1, batch, 128..129, 4032..4160, 10_000);
+        g.bench_function(format!("batch_{batch}_out_4096"), |b| b.iter(|| s.step()));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_step, bench_decode);
 criterion_main!(benches);

@@ -28,6 +28,7 @@ pub mod alloc;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod control;
 pub mod engine;
 pub mod gateway;
 pub mod html_report;

@@ -253,6 +253,22 @@ pub trait PreemptionAbi: Send {
 /// A preemption policy object owned by the host (ABI 0.2).
 pub type PreemptionBox = PreemptionAbi_TO<'static, RBox<()>>;
 
+/// ABI 0.2 (kind code 8): an autoscaler's decision, as the host calls it at
+/// every scaling tick.
+#[sabi_trait]
+pub trait AutoscalerAbi: Send {
+    /// The change in the number of instances wanted now: positive to add,
+    /// negative to remove, 0 to keep. `cluster` holds every instance ever
+    /// created (terminated ones included) with its lifecycle state in
+    /// [`InstanceInfo::state`](crate::InstanceInfo::state). The host applies
+    /// its stabilization windows and the fleet bounds to the answer.
+    #[sabi(last_prefix_field)]
+    fn decide(&mut self, cluster: &ClusterState<'_>) -> RResult<i32, PolicyError>;
+}
+
+/// An autoscaler object owned by the host (ABI 0.2).
+pub type AutoscalerBox = AutoscalerAbi_TO<'static, RBox<()>>;
+
 /// A filter object owned by the host (ABI 0.2).
 pub type FilterBox = FilterAbi_TO<'static, RBox<()>>;
 /// A picker object owned by the host (ABI 0.2).
@@ -349,6 +365,8 @@ impl KindCode {
     pub const SCHEDULER: KindCode = KindCode(5);
     /// An instance's preemption victim choice (0.2).
     pub const PREEMPTION: KindCode = KindCode(6);
+    /// The control plane's scaling decision (0.2).
+    pub const AUTOSCALER: KindCode = KindCode(8);
 
     /// Lower-case name used in messages and run files (`"unknown"` for a
     /// code this version does not know).
@@ -361,6 +379,7 @@ impl KindCode {
             4 => "picker",
             5 => "scheduler",
             6 => "preemption",
+            8 => "autoscaler",
             _ => "unknown",
         }
     }
@@ -493,6 +512,12 @@ pub struct PluginMod {
         params_toml: RStr<'_>,
         seed: u64,
     ) -> RResult<PreemptionBox, RString>,
+    /// ABI 0.2: create an autoscaler (kind code 8).
+    pub create_autoscaler: extern "C" fn(
+        name: RStr<'_>,
+        params_toml: RStr<'_>,
+        seed: u64,
+    ) -> RResult<AutoscalerBox, RString>,
 }
 
 impl RootModule for PluginModRef {

@@ -17,10 +17,11 @@ use abi_stable::{
 };
 
 use crate::abi::{
-    AdmissionAbi, AdmissionAbi_TO, FilterAbi, FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi,
-    PickerAbi_TO, PickerBox, PolicyError, PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject,
-    PreemptionAbi, PreemptionAbi_TO, PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi,
-    SchedulerAbi_TO, SchedulerBox, ScorerAbi, ScorerAbi_TO,
+    AdmissionAbi, AdmissionAbi_TO, AutoscalerAbi, AutoscalerAbi_TO, AutoscalerBox, FilterAbi,
+    FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi, PickerAbi_TO, PickerBox, PolicyError,
+    PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject, PreemptionAbi, PreemptionAbi_TO,
+    PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi, SchedulerAbi_TO, SchedulerBox, ScorerAbi,
+    ScorerAbi_TO,
 };
 use crate::events::RequestEvent;
 use crate::params::Params;
@@ -161,6 +162,16 @@ pub trait Preemption: PolicyDef {
     fn victim(&mut self, running: &[RunningRequest]) -> usize;
 }
 
+/// The control plane's scaling decision (ABI 0.2, kind `autoscaler`):
+/// called at every scaling tick with every instance ever created and its
+/// lifecycle state ([`InstanceInfo::state`](crate::InstanceInfo::state)).
+/// blis applies its stabilization windows, the fleet bounds and the node
+/// pools to the answer.
+pub trait Autoscaler: PolicyDef {
+    /// Instances to add (positive) or remove (negative); 0 keeps the fleet.
+    fn decide(&mut self, cluster: &ClusterState<'_>) -> i32;
+}
+
 thread_local! {
     static IN_POLICY_CALL: Cell<bool> = const { Cell::new(false) };
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
@@ -219,6 +230,7 @@ struct FilterAdapter<P>(P);
 struct PickerAdapter<P>(P);
 struct SchedulerAdapter<P>(P);
 struct PreemptionAdapter<P>(P);
+struct AutoscalerAdapter<P>(P);
 
 /// The `on_event` body shared by every adapter.
 macro_rules! on_event_body {
@@ -357,6 +369,12 @@ impl<P: Preemption> PreemptionAbi for PreemptionAdapter<P> {
     }
 }
 
+impl<P: Autoscaler> AutoscalerAbi for AutoscalerAdapter<P> {
+    fn decide(&mut self, cluster: &ClusterState<'_>) -> RResult<i32, PolicyError> {
+        guarded(|| self.0.decide(cluster))
+    }
+}
+
 /// Items used by [`export_plugin!`](crate::export_plugin) expansions. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
@@ -413,6 +431,16 @@ pub mod __private {
     ) -> RResult<PreemptionBox, RString> {
         construct::<P>(params, seed)
             .map(|p| PreemptionAbi_TO::from_value(PreemptionAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// Create autoscaler `P`.
+    pub fn create_autoscaler<P: Autoscaler>(
+        params: RStr<'_>,
+        seed: u64,
+    ) -> RResult<AutoscalerBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| AutoscalerAbi_TO::from_value(AutoscalerAdapter(p), TD_Opaque))
             .into()
     }
 

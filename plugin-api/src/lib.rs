@@ -60,7 +60,7 @@
 //!    host ignores codes it does not know, so adding one breaks nobody.
 //! 4. **A new kind = a new `create_<kind>` root-module function + a new
 //!    `#[sabi_trait]` + a new [`KindCode`].** ABI 0.2 added `filter` (3),
-//!    `picker` (4), `scheduler` (5) and `preemption` (6) this way; the P/D `decider` and the `autoscaler` of the
+//!    `picker` (4), `scheduler` (5), `preemption` (6) and `autoscaler` (8) this way; the P/D `decider` and the `autoscaler` of the
 //!    disaggregation and control-plane work take the next codes the same
 //!    way, and new per-instance signals (pool, role, lifecycle state) come as
 //!    a new parallel slice in a new view struct.
@@ -138,21 +138,23 @@ pub use abi_stable::std_types::RVec;
 pub use serde;
 
 pub use abi::{
-    AbiVersion, AdmissionBox, FilterBox, Hooks, KindCode, LibraryInfo, LibraryInfoV2, PickerBox,
-    PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject,
-    PreemptionBox, RouterBox, SchedulerBox, ScorerBox, ABI_0_1, ABI_VERSION,
+    AbiVersion, AdmissionBox, AutoscalerBox, FilterBox, Hooks, KindCode, LibraryInfo,
+    LibraryInfoV2, PickerBox, PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyInfoV2,
+    PolicyKind, PolicyObject, PreemptionBox, RouterBox, SchedulerBox, ScorerBox, ABI_0_1,
+    ABI_VERSION,
 };
 #[doc(hidden)]
 pub use author::__private;
 pub use author::{
-    Admission, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler, Scorer, Scores,
+    Admission, Autoscaler, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler, Scorer,
+    Scores,
 };
 pub use events::{EventKind, RequestEvent};
 pub use params::{check_params_doc, param_keys, Params};
 pub use rng::Rng;
 pub use views::{
-    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, RequestView, RunningRequest,
-    SloClass,
+    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, RequestView,
+    RunningRequest, SloClass,
 };
 
 /// The symbol under which a library exports its root module (abi_stable's
@@ -185,6 +187,7 @@ macro_rules! export_plugin {
         $(, pickers: [$($pk:ty),* $(,)?])?
         $(, schedulers: [$($sch:ty),* $(,)?])?
         $(, preemption: [$($pre:ty),* $(,)?])?
+        $(, autoscalers: [$($aut:ty),* $(,)?])?
         $(,)?
     ) => {
         // A panic inside a policy must unwind to the adapter's catch_unwind;
@@ -220,6 +223,7 @@ macro_rules! export_plugin {
             $($( policies.push($crate::__private::info_v2::<$pk>($crate::KindCode::PICKER)); )*)?
             $($( policies.push($crate::__private::info_v2::<$sch>($crate::KindCode::SCHEDULER)); )*)?
             $($( policies.push($crate::__private::info_v2::<$pre>($crate::KindCode::PREEMPTION)); )*)?
+            $($( policies.push($crate::__private::info_v2::<$aut>($crate::KindCode::AUTOSCALER)); )*)?
             $crate::__private::LibraryInfoV2 {
                 abi: $crate::__private::ABI_VERSION,
                 policies,
@@ -310,6 +314,20 @@ macro_rules! export_plugin {
             })
         }
 
+        extern "C" fn __blis_create_autoscaler(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::AutoscalerBox, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $($( if name.as_str() == <$aut as $crate::PolicyDef>::NAME {
+                    return $crate::__private::create_autoscaler::<$aut>(params, seed);
+                } )*)?
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::AUTOSCALER, name)
+            })
+        }
+
         /// The library's root module (for hosts that link this crate directly).
         pub fn blis_plugin_module() -> $crate::PluginModRef {
             use $crate::__private::PrefixTypeTrait;
@@ -321,6 +339,7 @@ macro_rules! export_plugin {
                 create_picker: __blis_create_picker,
                 create_scheduler: __blis_create_scheduler,
                 create_preemption: __blis_create_preemption,
+                create_autoscaler: __blis_create_autoscaler,
             }
             .leak_into_prefix()
         }

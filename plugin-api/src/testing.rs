@@ -35,7 +35,7 @@ use crate::abi::{AbiVersion, ABI_VERSION};
 use crate::author::{Scorer, Scores};
 use crate::events::{EventKind, RequestEvent};
 use crate::views::{
-    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, RequestView, SloClass,
+    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, RequestView, SloClass,
 };
 
 /// Owned storage for the views of one decision.
@@ -83,6 +83,24 @@ impl Fixture {
     pub fn kv_utilizations(mut self, kv: &[f64]) -> Fixture {
         for (s, &k) in self.snaps.iter_mut().zip(kv) {
             s.kv_utilization = k;
+        }
+        self
+    }
+
+    /// Set every instance's lifecycle state (for autoscalers).
+    pub fn states(mut self, states: &[InstanceState]) -> Fixture {
+        for (x, &st) in self.info.iter_mut().zip(states) {
+            x.state = st;
+        }
+        self
+    }
+
+    /// Set every instance's KV capacity and KV tokens in use, as
+    /// `(capacity, in_use)` pairs (for autoscalers).
+    pub fn kv_tokens(mut self, tokens: &[(u64, u64)]) -> Fixture {
+        for (x, &(cap, used)) in self.info.iter_mut().zip(tokens) {
+            x.kv_capacity_tokens = cap;
+            x.kv_tokens_in_use = used;
         }
         self
     }

@@ -163,6 +163,49 @@ pub struct InstanceInfo<'a> {
     pub model: RStr<'a>,
     /// GPU type.
     pub gpu: RStr<'a>,
+    /// Lifecycle state (appended in 0.2): [`InstanceState::ACTIVE`] for every
+    /// instance of a run without instance lifecycle or autoscaling.
+    pub state: InstanceState,
+}
+
+/// ABI 0.2: where an instance is in its lifecycle, as a stable code.
+/// Only `ACTIVE` and `WARMING_UP` instances are routed to.
+#[repr(transparent)]
+#[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InstanceState(pub u32);
+
+impl InstanceState {
+    /// Serving (the state of every instance when there is no lifecycle).
+    pub const ACTIVE: InstanceState = InstanceState(0);
+    /// Waiting for its node to be provisioned.
+    pub const PENDING: InstanceState = InstanceState(1);
+    /// Loading the model (not routable; counts as pending supply).
+    pub const LOADING: InstanceState = InstanceState(2);
+    /// Serving its first requests (routable).
+    pub const WARMING_UP: InstanceState = InstanceState(3);
+    /// Finishing or handing back its work; receives no new requests.
+    pub const DRAINING: InstanceState = InstanceState(4);
+    /// Gone; its GPUs are released.
+    pub const TERMINATED: InstanceState = InstanceState(5);
+
+    /// The name used in reports and time series.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "active",
+            1 => "pending",
+            2 => "loading",
+            3 => "warming_up",
+            4 => "draining",
+            5 => "terminated",
+            _ => "unknown",
+        }
+    }
+
+    /// True when requests may be routed to the instance.
+    #[inline]
+    pub fn is_routable(self) -> bool {
+        self == Self::ACTIVE || self == Self::WARMING_UP
+    }
 }
 
 /// ABI 0.2: the cluster as a filter, picker, candidate scorer or lifecycle

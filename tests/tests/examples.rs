@@ -68,7 +68,10 @@ fn check_conservation(report: &Value, name: &str) {
             u(b, "completed_requests")
                 + u(b, "still_queued")
                 + u(b, "still_running")
-                + u(b, "dropped_unservable"),
+                + u(b, "dropped_unservable")
+                // P/D: requests in transfer (cluster), prefill hand-offs (instance).
+                + b["in_transfer"].as_u64().unwrap_or(0)
+                + b["prefill_handoffs"].as_u64().unwrap_or(0),
             "{name}: INV-1 in {b}"
         );
     }

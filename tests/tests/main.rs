@@ -14,6 +14,10 @@ mod util;
 // panics, output validation, load errors, name resolution, embedded vs loaded.
 mod plugins;
 
+// The control plane: an autoscaler plugin from a .so, node provisioning,
+// cost, and bad control sections.
+mod autoscaling;
+
 // Routing profiles (filters, scorers, pickers) and lifecycle hooks through
 // the real `blis`, with third-party ABI 0.2 policies.
 mod pipeline;
@@ -38,6 +42,10 @@ mod latency;
 // recomputed from the per-request results; bad stages name their line.
 mod stages;
 
+// `output.percentiles = "sketch"`: within the stated error of exact
+// percentiles on a million-request run; the rest of the report unchanged.
+mod percentiles;
+
 // `blis sweep`, `sweep merge` and `report`: byte-identical per-run reports,
 // --jobs, kill-and-resume, shards + merge, bad input, HTML plots, time
 // series, and the Slurm example when sbatch is available.
@@ -46,6 +54,9 @@ mod sweep;
 // Issue 14's traffic control: SLO attainment and goodput vs the results
 // file, the gateway queue (band order, fairness, counts, trace), bad input.
 mod flow;
+// Prefill/decode disaggregation: deciders and flags change what is
+// disaggregated, determinism, bad topologies.
+mod pd;
 
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

@@ -186,12 +186,13 @@ key = "workload.aggregate_rate"
 values = [100.0, 200.0, 300.0, 400.0]
 "#;
 
-fn records(dir: &Path) -> Vec<PathBuf> {
+/// The finished runs' folders (a run in progress is in a `.tmp-*` staging folder).
+fn finished_runs(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir.join("runs"))
         .map(|d| {
             d.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
                 .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
                 .collect()
         })
         .unwrap_or_default()
@@ -217,7 +218,7 @@ fn a_killed_sweep_resumes_and_loses_nothing() {
             .spawn()
             .unwrap();
         let start = Instant::now();
-        while records(&out).len() < target && start.elapsed() < Duration::from_secs(120) {
+        while finished_runs(&out).len() < target && start.elapsed() < Duration::from_secs(120) {
             if child.try_wait().unwrap().is_some() {
                 break;
             }
@@ -228,18 +229,14 @@ fn a_killed_sweep_resumes_and_loses_nothing() {
             kills += 1;
         }
         child.wait().unwrap();
-        // Whatever is there is whole: every record parses and its report too.
-        for rec in records(&out) {
-            let v: Value = serde_json::from_str(&read(&rec)).expect("a whole record");
-            assert_eq!(v["status"], "ok");
-            let id = v["run_id"].as_str().unwrap();
+        // Whatever is there is whole: every finished run's folder has its report.
+        for run in finished_runs(&out) {
             let _: Value =
-                serde_json::from_str(&read(&out.join("runs").join(id).join("report.json")))
-                    .expect("a whole report");
+                serde_json::from_str(&read(&run.join("report.json"))).expect("a whole report");
         }
     }
     assert!(kills >= 1, "the sweep was never killed mid-way");
-    let done_before = records(&out).len();
+    let done_before = finished_runs(&out).len();
     assert!(done_before < 40, "killed before the end");
     let o = ok(
         &dir,
@@ -247,6 +244,9 @@ fn a_killed_sweep_resumes_and_loses_nothing() {
     );
     assert_contains!(stderr(&o), &format!("{done_before} already done"));
     eqnice!(whole, read(&out.join("results.csv")));
+    // The killed runs' staging folders are gone: runs/ holds the 40 runs only.
+    assert_eq!(std::fs::read_dir(out.join("runs")).unwrap().count(), 40);
+    assert_eq!(finished_runs(&out).len(), 40);
 }
 
 #[test]

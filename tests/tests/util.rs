@@ -23,6 +23,7 @@ const PACKAGES: &[&str] = &[
     "fixture-plugin-v0-1",
     "fixture-plugin-v0-2",
     "fixture-pipeline",
+    "fixture-autoscaler",
     "blis-std",
     "blis-host",
     "blis-p2c-router",
@@ -74,6 +75,11 @@ impl Artifacts {
     /// The same policies built against the current API.
     pub fn compat_v0_2(&self) -> PathBuf {
         self.library("fixture_plugin_v0_2")
+    }
+
+    /// A third-party autoscaler scaling on queue depth (ABI 0.2 kind 8).
+    pub fn autoscaler(&self) -> PathBuf {
+        self.library("fixture_autoscaler")
     }
 
     /// Third-party ABI 0.2 policies: a filter, a picker, a hooked scorer.

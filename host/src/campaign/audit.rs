@@ -2,7 +2,10 @@
 //! never goes back), INV-2 (only the documented state transitions), INV-4
 //! and INV-8 with the instance's own structural check on the instance the
 //! event touched, the Tier 1 pending counts, and what each routing decision
-//! saw (compared with the trace for INV-7 at the end).
+//! saw (compared with the trace for INV-7 at the end). With a control
+//! plane: GPU conservation on every node, routing only to routable
+//! instances, and the two extra transitions of a drain (a `redirect` sends
+//! a queued request back to the pipeline, an `immediate` drops it).
 
 use std::collections::HashMap;
 
@@ -33,6 +36,9 @@ pub struct Auditor {
     /// Last state seen of every request that left (by id).
     pub last_seen: HashMap<u64, RequestState>,
     pub routed: HashMap<u64, RoutingSeen>,
+    /// Earlier routings of requests routed again (a `redirect` drain), by
+    /// (id, time).
+    pub routed_before: HashMap<(u64, Tick), RoutingSeen>,
 }
 
 /// Whether `from → to` is a documented transition (INV-2).
@@ -43,7 +49,8 @@ pub fn allowed(from: RequestState, to: RequestState) -> bool {
             (from, to),
             (Pipeline, Queued | Rejected | Dropped)
                 | (Queued, Running)
-                | (Running, Queued | Completed)
+                | (Running, Queued | Completed | Transferring)
+                | (Transferring, Queued | Dropped)
         )
 }
 
@@ -80,6 +87,32 @@ impl EventAudit for Auditor {
                 ));
             }
         }
+        if let Some(c) = v.control {
+            if let Some(f) = &c.fleet {
+                if let Err(e) = f.check(&c.instances_per_node()) {
+                    self.fail(format!(
+                        "GPU conservation after {:?} at {}: {e}",
+                        v.event, v.time
+                    ));
+                }
+            }
+            if let Event::Routing(slot) = v.event {
+                let i = v.store[slot].instance;
+                if v.store.is_live(slot)
+                    && v.store[slot].state == RequestState::Pipeline
+                    && i != u32::MAX
+                    && !c.lives[i as usize].state.is_routable()
+                {
+                    self.fail(format!(
+                        "request {} routed to instance {i} in state {} at {}",
+                        v.store[slot].id,
+                        c.lives[i as usize].state.name(),
+                        v.time
+                    ));
+                }
+            }
+        }
+        let drains = v.control.is_some();
         // INV-2 over every live request; Tier 1 pending counts.
         let mut pending = vec![0u32; v.instances.len()];
         let mut live = HashMap::with_capacity(self.states.len());
@@ -93,7 +126,15 @@ impl EventAudit for Auditor {
                 .get(&r.id)
                 .copied()
                 .unwrap_or(RequestState::Pipeline);
-            if !allowed(before, r.state) {
+            let drained = drains
+                && matches!(
+                    (before, r.state),
+                    (
+                        RequestState::Queued,
+                        RequestState::Pipeline | RequestState::Dropped
+                    )
+                );
+            if !allowed(before, r.state) && !drained {
                 self.fail(format!(
                     "INV-2: request {} went {before:?} → {:?} at {}",
                     r.id, r.state, v.time
@@ -117,9 +158,13 @@ impl EventAudit for Auditor {
         }
         if let Event::Routing(slot) = v.event {
             let r = &v.store[slot];
+            if !v.store.is_live(slot) || r.instance == u32::MAX {
+                // Rejected: no routable instance.
+                return;
+            }
             let mut before = v.pending.to_vec();
             before[r.instance as usize] = before[r.instance as usize].saturating_sub(1);
-            self.routed.insert(
+            let earlier = self.routed.insert(
                 r.id,
                 RoutingSeen {
                     time: v.time,
@@ -130,6 +175,9 @@ impl EventAudit for Auditor {
                     free_kv_blocks: v.instances.iter().map(|i| i.free_kv_blocks()).collect(),
                 },
             );
+            if let Some(e) = earlier {
+                self.routed_before.insert((r.id, e.time), e);
+            }
         }
     }
 }

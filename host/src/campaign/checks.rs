@@ -36,11 +36,25 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     let r = &out.report;
     let c = &r["cluster"];
     let instances = r["instances"].as_array().ok_or("no instances block")?;
+    // With P/D pools the pools are the cluster; a request leaves an
+    // instance by a prefill hand-off too, and is in transfer between two.
+    // With a control plane the fleet grows: one block per instance ever
+    // created. (The two are exclusive.)
+    let pd = !out.run.pools.is_empty();
+    let n_instances = if pd {
+        out.run.pools.iter().map(|p| p.instances).sum()
+    } else {
+        match r["control"]["instances"].as_array() {
+            Some(lives) => lives.len() as u32,
+            None => out.run.instance.count,
+        }
+    };
+    let pd_count = |b: &Value, k: &str| if pd { u(b, k) } else { Ok(0) };
     ensure!(
-        instances.len() as u32 == out.run.instance.count,
+        instances.len() as u32 == n_instances && (pd || n_instances >= out.run.instance.count),
         "{} instance blocks for {} instances",
         instances.len(),
-        out.run.instance.count
+        n_instances
     );
     // INV-1: the pipeline and every level.
     ensure!(
@@ -48,19 +62,42 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             == u(c, "injected_requests")? + u(c, "rejected_requests")? + u(c, "still_in_pipeline")?,
         "INV-1 (pipeline): {c}"
     );
-    for b in std::iter::once(c).chain(instances) {
+    ensure!(
+        u(c, "injected_requests")?
+            == u(c, "completed_requests")?
+                + u(c, "still_queued")?
+                + u(c, "still_running")?
+                + u(c, "dropped_unservable")?
+                + pd_count(c, "in_transfer")?,
+        "INV-1: {c}"
+    );
+    for b in instances {
         ensure!(
             u(b, "injected_requests")?
                 == u(b, "completed_requests")?
                     + u(b, "still_queued")?
                     + u(b, "still_running")?
-                    + u(b, "dropped_unservable")?,
+                    + u(b, "dropped_unservable")?
+                    + pd_count(b, "prefill_handoffs")?,
             "INV-1: {b}"
+        );
+    }
+    if pd {
+        let t = &r["pd"]["kv_transfers"];
+        ensure!(
+            u(t, "started")? == u(t, "completed")? + u(t, "in_flight")?
+                && u(t, "in_flight")? == u(c, "in_transfer")?,
+            "P/D transfers not conserved: {t}, in_transfer {}",
+            c["in_transfer"]
+        );
+        let sum = |k: &str| -> Result<u64, String> { instances.iter().map(|b| u(b, k)).sum() };
+        ensure!(
+            u(c, "injected_requests")? == sum("injected_requests")? - sum("kv_transfers_in")?,
+            "cluster injected counts a transferred request twice: {c}"
         );
     }
     for k in [
         "completed_requests",
-        "injected_requests",
         "still_queued",
         "still_running",
         "dropped_unservable",
@@ -81,7 +118,11 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     }
     if out.run.horizon_us.is_none() {
         ensure!(
-            u(c, "still_in_pipeline")? + u(c, "still_queued")? + u(c, "still_running")? == 0,
+            u(c, "still_in_pipeline")?
+                + u(c, "still_queued")?
+                + u(c, "still_running")?
+                + pd_count(c, "in_transfer")?
+                == 0,
             "INV-2: without a horizon every request must end: {c}"
         );
     }
@@ -158,11 +199,20 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             "queued" => RequestState::Queued,
             "running" => RequestState::Running,
             "in_pipeline" => RequestState::Pipeline,
+            "in_transfer" if pd => RequestState::Transferring,
             other => return Err(format!("unknown status {other}")),
         };
         if let Some(&seen) = out.audit.last_seen.get(&(i as u64)) {
+            let drained = r["control"].is_object()
+                && seen == RequestState::Queued
+                && final_state == RequestState::Dropped;
+            // (A P/D request dropped at its decode reservation leaves in
+            // the event that ends its prefill: Running → Transferring → Dropped.)
+            let via_transfer = pd
+                && allowed(seen, RequestState::Transferring)
+                && allowed(RequestState::Transferring, final_state);
             ensure!(
-                allowed(seen, final_state),
+                allowed(seen, final_state) || drained || via_transfer,
                 "INV-2: request {i} last seen {seen:?}, ended {st}"
             );
         }
@@ -189,10 +239,12 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         if !matches!(final_state, RequestState::Rejected) && !l["instance"].is_null() {
             let inst = u(l, "instance")?;
             ensure!(
-                inst < u64::from(out.run.instance.count),
+                inst < u64::from(n_instances),
                 "request {i} on instance {inst}"
             );
-            if let Some(seen) = out.audit.routed.get(&(i as u64)) {
+            // (Under P/D a disaggregated request is routed to its prefill
+            // instance and ends on its decode instance.)
+            if let Some(seen) = out.audit.routed.get(&(i as u64)).filter(|_| !pd) {
                 ensure!(
                     u64::from(seen.chosen) == inst,
                     "request {i}: routed to {} but results say {inst}",
@@ -208,7 +260,18 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         ("queued", "still_queued"),
         ("running", "still_running"),
         ("in_pipeline", "still_in_pipeline"),
+        (
+            "in_transfer",
+            if pd {
+                "in_transfer"
+            } else {
+                "still_in_pipeline"
+            },
+        ),
     ] {
+        if st == "in_transfer" && !pd {
+            continue;
+        }
         let n = status.get(st).copied().unwrap_or(0);
         ensure!(
             n == u(c, key)?,
@@ -237,16 +300,25 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             Some("routing") => {
                 routings += 1;
                 let chosen = u(&v, "chosen")? as u32;
-                let seen = out.audit.routed.get(&id).ok_or_else(|| {
+                let mut seen = out.audit.routed.get(&id).ok_or_else(|| {
                     format!("trace routes request {id}, the audit saw no routing")
                 })?;
+                // A request a `redirect` drain sent back was routed before.
+                if let Some(earlier) = v["time_us"]
+                    .as_i64()
+                    .and_then(|t| out.audit.routed_before.get(&(id, t)))
+                {
+                    seen = earlier;
+                }
                 ensure!(
                     seen.chosen == chosen && v["time_us"].as_i64() == Some(seen.time),
                     "trace routing of {id} differs from the run: {v}"
                 );
                 let cands = v["candidates"].as_array().ok_or("no candidates")?;
+                // With a control plane only the routable instances are candidates.
                 ensure!(
-                    cands.len() == seen.queue_depth.len(),
+                    cands.len() == seen.queue_depth.len()
+                        || (r["control"].is_object() && cands.len() < seen.queue_depth.len()),
                     "{} candidates for {} instances",
                     cands.len(),
                     seen.queue_depth.len()
@@ -295,10 +367,15 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             other => return Err(format!("unknown trace record kind {other:?}")),
         }
     }
+    // P/D routing decisions are not traced (yet).
+    let routed = if pd {
+        0
+    } else {
+        (out.audit.routed.len() + out.audit.routed_before.len()) as u64
+    };
     ensure!(
-        routings == out.audit.routed.len() as u64,
-        "{routings} routing records, {} routings ran",
-        out.audit.routed.len()
+        routings == routed,
+        "{routings} routing records, {routed} routings ran"
     );
     ensure!(
         Some(routings) == c["routing_decisions"].as_u64(),

@@ -33,6 +33,9 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         horizon().boxed(),
         flow_control().boxed(),
         tenants().boxed(),
+        // P/D pools and the control plane are exclusive (the control plane
+        // scales one homogeneous fleet): a run gets one or the other.
+        prop_oneof![control(), pd()].boxed(),
     ]
 }
 
@@ -45,6 +48,10 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         for f in fragments {
             merge(&mut table, f.table);
             trace_csv = trace_csv.or(f.trace_csv);
+        }
+        if table.contains_key("pools") {
+            // The pools are the cluster.
+            section(&mut table, "instance").remove("count");
         }
         let out = section(&mut table, "output");
         out.insert("results_path".into(), "results.jsonl".into());
@@ -522,4 +529,164 @@ fn tenants() -> impl Strategy<Value = Fragment> {
         t.insert("budgets".into(), Value::Table(b));
         fragment("tenants", t)
     })
+}
+
+/// The control plane: none (half the runs), or instance lifecycle with a
+/// drain policy, node pools (GPUs per node ≥ the largest TP generated; the
+/// first pool holds every initial instance), and an autoscaler whose
+/// analyzer is tuned to scale both ways within a short run.
+fn control() -> impl Strategy<Value = Fragment> {
+    let lifecycle = (
+        prop_oneof![Just(0.0f64), 0.0f64..0.5],
+        prop_oneof![Just(0.0f64), 0.0f64..0.2],
+        any::<bool>(),
+        prop::sample::select(vec![0u32, 0, 1, 3]),
+        prop::sample::select(vec!["wait", "immediate", "redirect"]),
+    );
+    let pools = prop::option::weighted(
+        0.6,
+        (
+            prop::sample::select(vec![2u32, 4, 8]),
+            0u32..4,
+            0u32..3,
+            prop_oneof![Just(0.0f64), 0.0f64..0.5],
+            0.0f64..100.0,
+            any::<bool>(),
+        ),
+    );
+    let scaler = prop::option::weighted(
+        0.7,
+        (
+            prop::sample::select(vec![20_000i64, 100_000, 500_000]),
+            prop::sample::select(vec![0i64, 0, 200_000]),
+            prop::sample::select(vec![0i64, 300_000]),
+            prop_oneof![Just(0.0f64), 0.0f64..0.2],
+            5u32..9,
+            prop::sample::select(vec![1.0f64, 64.0, 4096.0]),
+        ),
+    );
+    prop_oneof![
+        1 => Just(Fragment::default()),
+        1 => (lifecycle, pools, scaler).prop_map(|(lc, pools, scaler)| {
+            let mut table = Table::new();
+            let delay = |mean: f64, sd: f64| {
+                let mut d = Table::new();
+                d.insert("mean".into(), mean.into());
+                d.insert("stddev".into(), sd.into());
+                Value::Table(d)
+            };
+            let mut l = Table::new();
+            l.insert("loading_delay".into(), delay(lc.0, lc.1));
+            l.insert("warm_start_initial_instances".into(), lc.2.into());
+            l.insert("warm_up_request_count".into(), int(lc.3));
+            l.insert("drain_policy".into(), lc.4.into());
+            table.insert("lifecycle".into(), Value::Table(l));
+            if let Some((gpus, extra, min, prov, cost, two)) = pools {
+                let mut list = Vec::new();
+                // Six initial nodes hold the at most five initial instances
+                // whatever their TP (≤ 2).
+                for (k, extra) in [(0, extra), (1, 2)].into_iter().take(if two { 2 } else { 1 }) {
+                    let mut p = Table::new();
+                    p.insert("name".into(), format!("pool{k}").into());
+                    p.insert("gpu_type".into(), "H100".into());
+                    p.insert("gpus_per_node".into(), int(gpus));
+                    let initial = if k == 0 { 6 } else { 0 };
+                    p.insert("initial_nodes".into(), int(initial));
+                    p.insert("min_nodes".into(), int(min.min(initial)));
+                    p.insert("max_nodes".into(), int(initial + extra));
+                    p.insert("provisioning_delay".into(), delay(prov, prov / 4.0));
+                    p.insert("cost_per_hour".into(), (cost + k as f64).into());
+                    list.push(Value::Table(p));
+                }
+                table.insert("node_pools".into(), Value::Array(list));
+            }
+            if let Some((interval, up, down, scrape, max, avg)) = scaler {
+                let mut a = Table::new();
+                a.insert("interval_us".into(), int(interval));
+                a.insert("scale_up_stabilization_window_us".into(), int(up));
+                a.insert("scale_down_stabilization_window_us".into(), int(down));
+                a.insert("hpa_scrape_delay".into(), delay(scrape, scrape / 2.0));
+                a.insert("min_instances".into(), int(1));
+                a.insert("max_instances".into(), int(max));
+                let mut params = Table::new();
+                params.insert("avg_input_tokens".into(), avg.into());
+                a.insert("params".into(), Value::Table(params));
+                table.insert("autoscaler".into(), Value::Table(a));
+            }
+            Fragment {
+                table,
+                trace_csv: None,
+            }
+        }),
+    ]
+}
+
+/// Prefill/decode disaggregation in a third of the runs: random pool sizes
+/// (prefill, both, decode), deciders, transfer settings, and decode pools
+/// sometimes with little KV (drops at the reservation) or their own batch
+/// limits.
+fn pd() -> impl Strategy<Value = Fragment> {
+    let pools = (
+        0u32..3,
+        0u32..2,
+        1u32..4,
+        prop::option::weighted(0.4, 20u64..600),
+        prop::option::weighted(0.3, prop::sample::select(vec![64u32, 512, 4096])),
+    );
+    let pd = (
+        0usize..3,
+        0i64..400,
+        any::<bool>(),
+        prop_oneof![Just(0.5f64), 1.0f64..100.0],
+        prop_oneof![Just(0.0f64), 0.0f64..2.0],
+        prop::sample::select(vec![4096.0f64, 65536.0, 131072.0]),
+    );
+    prop_oneof![
+        2 => Just(Fragment::default()),
+        1 => (pools, pd).prop_map(
+            |((prefill, both, decode, decode_kv, decode_budget), (decider, threshold, contention, bw, base, kv))| {
+                let prefill = if decider > 0 && prefill + both == 0 { 1 } else { prefill };
+                let mut list = Vec::new();
+                for (name, role, n) in [("pre", "prefill", prefill), ("mix", "both", both), ("dec", "decode", decode)] {
+                    if n == 0 {
+                        continue;
+                    }
+                    let mut p = Table::new();
+                    p.insert("name".into(), name.into());
+                    p.insert("role".into(), role.into());
+                    p.insert("instances".into(), int(n));
+                    if role == "decode" {
+                        let mut over = Table::new();
+                        if let Some(kv) = decode_kv {
+                            over.insert("total_kv_blocks".into(), int(kv as i64));
+                        }
+                        if let Some(b) = decode_budget {
+                            over.insert("max_num_batched_tokens".into(), int(b));
+                        }
+                        p.insert("instance".into(), Value::Table(over));
+                    }
+                    list.push(Value::Table(p));
+                }
+                let mut pd = Table::new();
+                pd.insert(
+                    "decider".into(),
+                    ["never", "always", "prefix-threshold"][decider].into(),
+                );
+                if decider == 2 {
+                    pd.insert("prefix_threshold".into(), int(threshold));
+                }
+                pd.insert("transfer_contention".into(), contention.into());
+                pd.insert("transfer_bandwidth_gbps".into(), bw.into());
+                pd.insert("transfer_base_latency_ms".into(), base.into());
+                pd.insert("kv_bytes_per_token".into(), kv.into());
+                let mut table = Table::new();
+                table.insert("pools".into(), Value::Array(list));
+                table.insert("pd".into(), Value::Table(pd));
+                Fragment {
+                    table,
+                    trace_csv: None,
+                }
+            },
+        ),
+    ]
 }

@@ -115,6 +115,15 @@ fn flag_edits(args: &RunArgs) -> Result<Vec<Edit>, Failure> {
     if let Some(v) = args.kv_cpu_blocks {
         set("instance.kv_offload.cpu_blocks", int(v));
     }
+    if let Some(v) = &args.pd_decider {
+        set("pd.decider", string(v));
+    }
+    if let Some(v) = args.pd_prefix_threshold {
+        set("pd.prefix_threshold", toml::Value::Integer(v));
+    }
+    if let Some(v) = args.kv_transfer_bandwidth {
+        set("pd.transfer_bandwidth_gbps", toml::Value::Float(v));
+    }
     if let Some(v) = &args.admission_policy {
         set("admission.policy", string(v));
     }

@@ -132,6 +132,15 @@ pub struct RunArgs {
     /// CPU KV tier capacity in blocks per instance (`instance.kv_offload.cpu_blocks`; 0 = none).
     #[arg(long)]
     pub kv_cpu_blocks: Option<u64>,
+    /// P/D decider: never, always, prefix-threshold (`pd.decider`; needs `[[pools]]`).
+    #[arg(long)]
+    pub pd_decider: Option<String>,
+    /// Uncached prompt tokens above which `prefix-threshold` disaggregates (`pd.prefix_threshold`).
+    #[arg(long, allow_negative_numbers = true)]
+    pub pd_prefix_threshold: Option<i64>,
+    /// KV transfer bandwidth per link in GB/s (`pd.transfer_bandwidth_gbps`).
+    #[arg(long, allow_negative_numbers = true)]
+    pub kv_transfer_bandwidth: Option<f64>,
     /// Admission policy (`admission.policy`).
     #[arg(long)]
     pub admission_policy: Option<String>,

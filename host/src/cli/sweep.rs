@@ -1,16 +1,17 @@
 //! `blis sweep`, `blis sweep merge` and `blis report`: the CLI side of
-//! [`crate::sweep`] and [`crate::html_report`]. A sweep's run is the `run`
-//! command itself: its argument list is parsed by the same clap definitions
-//! as `blis run BASE --set KEY=VALUE…` and run in-process.
+//! [`crate::sweep`] and [`crate::html_report`]. A sweep's run is what `blis
+//! run BASE --set KEY=VALUE…` does — the same overrides of the same table,
+//! then the same simulation — in-process ([`SweepRunner`]).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 
 use super::commands::{simulate, Failure};
-use super::load::load_run;
-use super::{Cli, Command};
+use crate::config::overrides::{self, Edit};
+use crate::config::{self, Source};
 use crate::html_report::{self, SloTargets};
 use crate::sweep::{self, Shard, SweepError};
 
@@ -80,24 +81,52 @@ fn runtime(message: String) -> Failure {
     Failure { code: 1, message }
 }
 
-/// One run of a sweep: `blis run BASE --set KEY=VALUE…`, in-process and quiet.
-fn run_one(base: Option<&Path>, sets: &[(String, toml::Value)]) -> Result<String, String> {
-    let mut argv = vec!["blis".to_string(), "run".to_string(), "--quiet".to_string()];
-    if let Some(b) = base {
-        argv.push(b.display().to_string());
+/// A sweep's runs: each is `blis run BASE --set KEY=VALUE…`, in-process and
+/// quiet. The base run file is read and parsed once (at the first run) and
+/// each run applies its overrides to a copy of the parsed table, which is
+/// what `load_run` does for a command line whose only flags are `--set`
+/// (no other flag, so none of its replacements apply): the same
+/// [`overrides::apply`] on the same table with the same edits, so the run is
+/// the one `blis run` makes, byte for byte.
+#[derive(Default)]
+struct SweepRunner {
+    base: OnceLock<Result<(Source, toml::Table), String>>,
+}
+
+impl SweepRunner {
+    /// The base run file read, checked alone (as `blis run` checks it), and parsed.
+    fn prepare(base: Option<&Path>) -> Result<(Source, toml::Table), String> {
+        let source = match base {
+            Some(p) => Source::read(p)?,
+            None => Source::builtin(),
+        };
+        config::parse(&source)?;
+        let table = source
+            .text
+            .parse()
+            .map_err(|e: toml::de::Error| e.to_string())?;
+        Ok((source, table))
     }
-    for (k, v) in sets {
-        argv.push("--set".into());
-        argv.push(format!("{k}={}", sweep::spec::toml_text(v)));
+
+    fn run(&self, base: Option<&Path>, sets: &[(String, toml::Value)]) -> Result<String, String> {
+        let (source, table) = self
+            .base
+            .get_or_init(|| Self::prepare(base))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let run = if sets.is_empty() {
+            config::parse(source)?
+        } else {
+            let edits: Vec<Edit> = sets
+                .iter()
+                .map(|(k, v)| Edit::Set(k.clone(), v.clone()))
+                .collect();
+            overrides::apply(source, table.clone(), &edits)?
+        };
+        simulate(&run, source, false, |_| {})
+            .map(|s| s.report)
+            .map_err(|f| f.message)
     }
-    let cli = Cli::try_parse_from(&argv).map_err(|e| e.to_string())?;
-    let Command::Run(args) = cli.command else {
-        return Err("internal error: a sweep run is not a run command".into());
-    };
-    let (run, source) = load_run(&args).map_err(|f| f.message)?;
-    simulate(&run, &source, false, |_| {})
-        .map(|s| s.report)
-        .map_err(|f| f.message)
 }
 
 /// `blis sweep SWEEP --out DIR` and `blis sweep merge DIR… --out DIR`.
@@ -130,7 +159,8 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
         shard: args.shard,
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
-    let s = sweep::run(&opts, &run_one).map_err(to_failure)?;
+    let runner = SweepRunner::default();
+    let s = sweep::run(&opts, &|base, sets| runner.run(base, sets)).map_err(to_failure)?;
     eprintln!(
         "sweep: {} runs{} ({} already done), ran {} in {:.2} s ({:.1} runs/s) with {jobs} jobs; results in {}",
         s.planned,

@@ -103,7 +103,22 @@ impl Cluster {
             return;
         }
         let snaps = self.snapshots.build(t, &self.instances, &self.pending);
-        let sat = g.detector.saturation(snaps, &self.in_flight, g.in_transit);
+        // With a control plane, the signal is over the routable instances
+        // only (loading, draining and stopped ones take no new requests).
+        let sat = match self.control.as_deref_mut().filter(|c| !c.all_routable()) {
+            Some(c) => {
+                c.compact.clear();
+                c.compact
+                    .extend(c.routable.iter().map(|&i| snaps[i as usize]));
+                let flights: Vec<u32> = c
+                    .routable
+                    .iter()
+                    .map(|&i| self.in_flight[i as usize])
+                    .collect();
+                g.detector.saturation(&c.compact, &flights, g.in_transit)
+            }
+            None => g.detector.saturation(snaps, &self.in_flight, g.in_transit),
+        };
         if let Some(slot) = g.queue.dequeue_gated(sat) {
             g.counts.dispatched += 1;
             g.in_transit += 1;

@@ -19,6 +19,7 @@ mod first_tokens;
 mod flow_control;
 pub mod pd;
 mod routing;
+mod scaling;
 mod servable;
 mod snapshot;
 mod trace;
@@ -38,6 +39,7 @@ use blis_plugin_api::{
     ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, SloClass as AbiSlo,
 };
 
+use crate::control::{ControlPlane, ControlSetup};
 use crate::engine::{later, Event, EventQueue, Tick, NEVER, TIME_LIMIT};
 use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
@@ -68,6 +70,8 @@ pub struct ClusterSetup {
     pub gateway: Option<Gateway>,
     /// `[tenants]`: budgets checked before admission.
     pub tenant_budgets: Option<TenantBudgets>,
+    /// Instance lifecycle, node pools, autoscaler (`None`: the fixed fleet).
+    pub control: Option<ControlSetup>,
     /// `[[pools]]`: prefill/decode disaggregation (`None`: no pools).
     pub pd: Option<pd::PdSetup>,
 }
@@ -106,6 +110,8 @@ pub struct ClusterOutcome {
     pub gateway: Option<(GatewayCounts, u64)>,
     /// Requests rejected for their tenant's budget, per tenant index (`[tenants]`).
     pub tenant_budget_rejected: Option<Vec<u64>>,
+    /// The control plane at the end (instance lives, nodes, cost).
+    pub control: Option<Box<ControlPlane>>,
     /// P/D counts (runs with pools only).
     pub pd: Option<pd::PdReport>,
 }
@@ -125,6 +131,10 @@ pub struct AuditView<'a> {
     pub store: &'a RequestStore,
     /// Requests routed to each instance and not yet in its wait queue.
     pub pending: &'a [u32],
+    /// Requests routed to each instance and not finished yet.
+    pub in_flight: &'a [u32],
+    /// The control plane, when the run has one.
+    pub control: Option<&'a ControlPlane>,
 }
 
 /// The audit of an ordinary run: none.
@@ -183,6 +193,8 @@ pub struct Cluster {
     gateway: Option<Gateway>,
     /// Tenant budgets (`[tenants]`; see `flow_control.rs`).
     tenant_budgets: Option<TenantBudgets>,
+    /// Instance lifecycle, nodes and autoscaler (`None`: the fixed fleet).
+    control: Option<Box<ControlPlane>>,
     /// The P/D path's state; `None` without pools (the path is never entered).
     pd: Option<Box<pd::PdState>>,
 }
@@ -254,6 +266,7 @@ impl Cluster {
             servable,
             gateway: setup.gateway,
             tenant_budgets: setup.tenant_budgets,
+            control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
             pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
         }
     }
@@ -283,6 +296,7 @@ impl Cluster {
         audit: &mut impl EventAudit,
     ) -> Result<ClusterOutcome, RunError> {
         self.schedule_arrivals();
+        self.start_control();
         let mut peak_live = 0usize;
         while let Some(t) = self.queue.peek_time() {
             if t > self.horizon {
@@ -307,6 +321,7 @@ impl Cluster {
             }
             match ev {
                 Event::Arrivals => self.on_arrivals(t),
+                Event::Control { what, id } => self.on_control(t, what, id)?,
                 Event::Admission(slot) => self.on_admission(t, slot)?,
                 Event::Routing(slot) if self.gateway.is_some() => self.gateway_routing(t, slot)?,
                 Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
@@ -336,6 +351,7 @@ impl Cluster {
                     self.collector.queued(instance, &self.store[slot]);
                     self.instance_policy_error(instance)?;
                     self.release_finished(t)?;
+                    self.after_instance_event(t, instance);
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
@@ -363,6 +379,7 @@ impl Cluster {
                     }
                     self.instance_policy_error(instance)?;
                     self.release_finished(t)?;
+                    self.after_instance_event(t, instance);
                 }
             }
             audit.after_event(AuditView {
@@ -371,6 +388,8 @@ impl Cluster {
                 instances: &self.instances,
                 store: &self.store,
                 pending: &self.pending,
+                in_flight: &self.in_flight,
+                control: self.control.as_deref(),
             });
         }
         peak_live = peak_live.max(self.store.live());
@@ -394,7 +413,7 @@ impl Cluster {
     fn sample(&mut self, t: Tick) {
         let counts = self.counts();
         if let Some(ts) = self.timeseries.as_mut() {
-            ts.sample(t, &self.instances, counts);
+            ts.sample(t, &self.instances, counts, self.control.as_deref());
             self.next_sample = ts.next_at;
         }
     }
@@ -503,9 +522,43 @@ impl Cluster {
         };
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let decision = self
-            .routing
-            .route(&rv, &view, needs_state.then_some(&state))?;
+        // Instance lifecycle: only routable instances are candidates.
+        if let Some(c) = self
+            .control
+            .as_deref_mut()
+            .filter(|c| c.routable.is_empty())
+        {
+            c.no_instance += 1;
+            if let Some(tr) = self.trace.as_mut() {
+                tr.rejection(req.id, t, "no routable instance (instance lifecycle)");
+            }
+            return self.reject(t, slot);
+        }
+        let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());
+        let decision = match (restricted, &mut self.routing) {
+            (Some(c), Routing::Single(r)) => {
+                // A router sees the routable instances only, in index order.
+                let ControlPlane {
+                    routable, compact, ..
+                } = c;
+                compact.clear();
+                compact.extend(routable.iter().map(|&i| snaps[i as usize]));
+                let sub = ClusterView {
+                    clock_us: t,
+                    instances: RSlice::from_slice(compact),
+                };
+                let k = r.route(&rv, &sub)?;
+                Decision::Routed {
+                    chosen: routable[k as usize],
+                    scores: None,
+                    candidates: None,
+                }
+            }
+            (c, routing) => {
+                routing.set_eligible(c.map(|c| c.routable.as_slice()));
+                routing.route(&rv, &view, needs_state.then_some(&state))?
+            }
+        };
         let outcome = match decision {
             Decision::Routed {
                 chosen,
@@ -541,7 +594,7 @@ impl Cluster {
         self.admission.observe(&rv, &view, chosen)?;
         self.pending[chosen as usize] += 1;
         self.in_flight[chosen as usize] += 1;
-
+        self.routed_to(chosen);
         let req = &mut self.store[slot];
         req.instance = chosen;
         self.lifecycle(t, EventKind::DISPATCHED, slot, chosen)?;
@@ -763,7 +816,12 @@ impl Cluster {
             .fold(self.end_time, Tick::max);
         let counts = self.counts();
         if let Some(ts) = self.timeseries.as_mut() {
-            ts.finish(self.end_time, &self.instances, counts);
+            ts.finish(
+                self.end_time,
+                &self.instances,
+                counts,
+                self.control.as_deref(),
+            );
         }
         ClusterOutcome {
             duration,
@@ -780,6 +838,7 @@ impl Cluster {
             workload_error: self.workload.take_error(),
             gateway: self.gateway.map(|g| (g.counts, g.queue.depth())),
             tenant_budget_rejected: self.tenant_budgets.map(|b| b.rejected),
+            control: self.control,
             pd,
         }
     }

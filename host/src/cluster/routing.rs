@@ -42,6 +42,9 @@ pub struct Profile {
     candidates: Vec<u32>,
     /// Per filter: the instances it removed at the last decision.
     removed: Vec<Vec<u32>>,
+    /// The instances a decision may choose, when not all (instance
+    /// lifecycle: the routable ones); `None` = every instance.
+    eligible: Option<Vec<u32>>,
 }
 
 /// The result of one routing decision.
@@ -103,6 +106,7 @@ impl Profile {
             composite: Vec::new(),
             candidates: Vec::new(),
             removed,
+            eligible: None,
         }
     }
 
@@ -138,15 +142,32 @@ impl Profile {
                     *c += x * ws.weight;
                 }
             }
-            let best = max_score(&self.composite);
+            let Some(e) = &self.eligible else {
+                let best = max_score(&self.composite);
+                return Ok(Decision::Routed {
+                    chosen: best as u32,
+                    scores: Some(&self.composite),
+                    candidates: None,
+                });
+            };
+            // Only the eligible instances are candidates: keep their totals.
+            self.candidates.clear();
+            self.candidates.extend_from_slice(e);
+            for (k, &i) in self.candidates.iter().enumerate() {
+                self.composite[k] = self.composite[i as usize];
+            }
+            self.composite.truncate(self.candidates.len());
             return Ok(Decision::Routed {
-                chosen: best as u32,
+                chosen: self.candidates[max_score(&self.composite)],
                 scores: Some(&self.composite),
-                candidates: None,
+                candidates: Some(&self.candidates),
             });
         };
         self.candidates.clear();
-        self.candidates.extend(0..cluster.len() as u32);
+        match &self.eligible {
+            None => self.candidates.extend(0..cluster.len() as u32),
+            Some(e) => self.candidates.extend_from_slice(e),
+        }
         for (k, f) in self.filters.iter_mut().enumerate() {
             let view = ClusterState {
                 candidates: abi_stable::std_types::RSlice::from_slice(&self.candidates),
@@ -218,6 +239,20 @@ impl Routing {
             Pick::MaxScore,
             true,
         )))
+    }
+
+    /// Restrict the next decisions to `eligible` instances (ascending, not
+    /// empty), or lift the restriction with `None` (the instance lifecycle:
+    /// only routable instances are chosen). A router plugin is restricted by
+    /// the cluster, which shows it only the eligible instances.
+    pub fn set_eligible(&mut self, eligible: Option<&[u32]>) {
+        if let Routing::Profile(p) = self {
+            match (eligible, &mut p.eligible) {
+                (None, e) => *e = None,
+                (Some(new), Some(old)) if old.as_slice() == new => {}
+                (Some(new), e) => *e = Some(new.to_vec()),
+            }
+        }
     }
 
     /// True when decisions need the 0.2 cluster state.

@@ -116,6 +116,21 @@ impl SnapshotProvider {
         &self.info
     }
 
+    /// One more instance (the control plane added it), with the same labels.
+    pub fn push_instance(&mut self) {
+        self.snaps.push(InstanceSnapshot::default());
+        let mut x = self.info.first().copied().unwrap_or_default();
+        x.in_flight = 0;
+        x.preemptions = 0;
+        x.kv_tokens_in_use = 0;
+        self.info.push(x);
+    }
+
+    /// Set an instance's lifecycle state in the 0.2 signals.
+    pub fn set_state(&mut self, instance: usize, state: blis_plugin_api::InstanceState) {
+        self.info[instance].state = state;
+    }
+
     /// The snapshots of the last [`SnapshotProvider::build`].
     pub fn snaps(&self) -> &[InstanceSnapshot] {
         &self.snaps

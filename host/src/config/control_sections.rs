@@ -1,155 +1,120 @@
-//! Run-file sections of the control plane's traffic side: `[slo]` (targets
-//! per class, goodput), `[saturation]` (post-hoc saturation verdicts),
-//! `[flow_control]` (the gateway queue) and `[tenants]` (budgets). Each is optional; absent, the run
-//! is exactly what it is without the feature.
+//! The control-plane sections of the run file: `[[node_pools]]`,
+//! `[lifecycle]` and `[autoscaler]` (checked and assembled by
+//! `build::control`). Absent, the cluster is exactly the fixed fleet of
+//! `[instance]`.
 
 use serde::{Deserialize, Serialize};
 
-/// `[slo.<class>]`: the targets of one SLO class.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+/// A random delay in **seconds** (the reference's `{mean, stddev}`): the
+/// sample is `max(0, N(0,1)·stddev + mean)`, or `mean` when `stddev` is 0,
+/// truncated to whole µs.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct SloTarget {
-    /// Time-to-first-token target, ms (absent = no TTFT target).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttft_ms: Option<f64>,
-    /// End-to-end latency target, ms (absent = no E2E target).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub e2e_ms: Option<f64>,
+pub struct DelaySection {
+    /// Mean, seconds (≥ 0).
+    #[serde(default)]
+    pub mean: f64,
+    /// Standard deviation, seconds (≥ 0).
+    #[serde(default)]
+    pub stddev: f64,
 }
 
-/// `[slo]`: targets per SLO class; attainment and goodput in the report.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+/// `[[node_pools]]`: one pool of identical GPU nodes.
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct SloSection {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub critical: Option<SloTarget>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub standard: Option<SloTarget>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch: Option<SloTarget>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sheddable: Option<SloTarget>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub background: Option<SloTarget>,
+pub struct NodePoolSection {
+    /// Pool name (unique, non-empty); nodes are `<name>-<k>`.
+    pub name: String,
+    /// GPU type of every node; must be the model's GPU (`[model].hardware`).
+    pub gpu_type: String,
+    /// GPUs per node (≥ 1).
+    pub gpus_per_node: u32,
+    /// Nodes Ready at time 0.
+    #[serde(default)]
+    pub initial_nodes: u32,
+    /// Nodes never released below this.
+    #[serde(default)]
+    pub min_nodes: u32,
+    /// Nodes never provisioned above this (≥ initial_nodes, ≥ min_nodes).
+    pub max_nodes: u32,
+    /// Time from a node's request to Ready, seconds.
+    #[serde(default)]
+    pub provisioning_delay: DelaySection,
+    /// Price of one node per hour, dollars (≥ 0).
+    #[serde(default)]
+    pub cost_per_hour: f64,
 }
 
-impl SloSection {
-    /// The targets in `SloClass::ALL` order.
-    pub fn by_class(&self) -> [&Option<SloTarget>; 5] {
-        [
-            &self.critical,
-            &self.standard,
-            &self.batch,
-            &self.sheddable,
-            &self.background,
-        ]
+/// `[lifecycle]`: how instances start and stop.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleSection {
+    /// Model loading time of a new instance, seconds.
+    #[serde(default)]
+    pub loading_delay: DelaySection,
+    /// The `[instance].count` instances of time 0 skip loading (default true).
+    #[serde(default = "yes")]
+    pub warm_start_initial_instances: bool,
+    /// Requests an instance serves as `warming_up` before it is `active`.
+    #[serde(default)]
+    pub warm_up_request_count: u32,
+    /// What a draining instance does with its wait queue: `wait` (serve
+    /// it, default), `immediate` (drop it), `redirect` (route it again).
+    #[serde(default = "d_drain")]
+    pub drain_policy: String,
+}
+
+fn yes() -> bool {
+    true
+}
+fn d_drain() -> String {
+    "wait".to_string()
+}
+
+impl Default for LifecycleSection {
+    fn default() -> Self {
+        LifecycleSection {
+            loading_delay: DelaySection::default(),
+            warm_start_initial_instances: true,
+            warm_up_request_count: 0,
+            drain_policy: d_drain(),
+        }
     }
 }
 
-/// `[saturation.threshold]`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ThresholdDetectorSection {
-    /// Mean E2E latency at and above which the run is overloaded, ms (default 5000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threshold_ms: Option<f64>,
-}
-
-/// `[saturation.backlog_drift]`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct BacklogDriftSection {
-    /// Bucket width of the in-flight series, seconds (default 60).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_size_sec: Option<f64>,
-}
-
-/// `[saturation]`: post-hoc saturation detectors over the run's arrivals
-/// and completions; a verdict per detector in the report.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SaturationSection {
-    /// Detectors: any of `composite`, `threshold`, `backlog-drift`, or `all`.
-    pub detectors: Vec<String>,
-    /// The final verdict votes over the records of the last this-many µs
-    /// (default: the backlog-drift window when configured, else 30 s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub final_window_us: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threshold: Option<ThresholdDetectorSection>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backlog_drift: Option<BacklogDriftSection>,
-}
-
-/// `[flow_control]`: a gateway queue between admission and routing, with
-/// priority bands, per-tenant flows and saturation-gated dispatch.
+/// `[autoscaler]`: the scaling loop.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct FlowControlSection {
-    /// `utilization` (default), `concurrency` or `never` (never saturated).
-    #[serde(default = "d_detector")]
-    pub saturation_detector: String,
-    /// `utilization`: queue depth at which an instance counts as full (default 5).
-    #[serde(default = "d_queue_depth_threshold")]
-    pub queue_depth_threshold: f64,
-    /// `utilization`: KV utilisation at which an instance counts as full (default 0.8).
-    #[serde(default = "d_kv_threshold")]
-    pub kv_cache_util_threshold: f64,
-    /// `concurrency`: requests in flight per instance at saturation (default 100).
-    #[serde(default = "d_max_concurrency")]
-    pub max_concurrency: f64,
-    /// Saturation ceiling of the lowest band, in (0, 1] (default 1.0: every
-    /// band dispatches below saturation 1).
-    #[serde(default = "d_usage_limit")]
-    pub usage_limit_threshold: f64,
-    /// Requests one band may hold (absent = unlimited).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub per_band_capacity: Option<u64>,
-    /// Requests the whole queue may hold (absent = unlimited).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_depth: Option<u64>,
-    /// At `max_depth`, shed the lowest-priority sheddable request for a
-    /// more important one instead of rejecting the newcomer (default false).
+pub struct AutoscalerSection {
+    /// Time between scaling ticks, µs (> 0).
+    pub interval_us: i64,
+    /// A scale-up must be wanted this long before it happens, µs.
     #[serde(default)]
-    pub shedding: bool,
-    /// `global-strict` (default: oldest head first) or `round-robin` (tenants in turn).
-    #[serde(default = "d_fairness")]
-    pub fairness: String,
-    /// A request still queued this long after it was queued expires, µs
-    /// (absent = never).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_ttl_us: Option<i64>,
-    /// Dispatch attempts while the queue is not empty, µs apart (default 1000).
-    #[serde(default = "d_tick")]
-    pub dispatch_tick_us: i64,
+    pub scale_up_stabilization_window_us: i64,
+    /// A scale-down must be wanted this long before it happens, µs.
+    #[serde(default)]
+    pub scale_down_stabilization_window_us: i64,
+    /// Delay from a decision to its actuation (the HPA's metric scrape), seconds.
+    #[serde(default)]
+    pub hpa_scrape_delay: DelaySection,
+    /// Fewest instances the autoscaler keeps (default 1).
+    #[serde(default = "one")]
+    pub min_instances: u32,
+    /// Most instances the autoscaler runs (required without `[[node_pools]]`).
+    #[serde(default)]
+    pub max_instances: Option<u32>,
+    /// The decision: an autoscaler plugin, `name` or `library::name`
+    /// (default `kv-saturation`).
+    #[serde(default = "d_policy")]
+    pub policy: String,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
 }
 
-fn d_detector() -> String {
-    "utilization".to_string()
+fn one() -> u32 {
+    1
 }
-fn d_queue_depth_threshold() -> f64 {
-    5.0
-}
-fn d_kv_threshold() -> f64 {
-    0.8
-}
-fn d_max_concurrency() -> f64 {
-    100.0
-}
-fn d_usage_limit() -> f64 {
-    1.0
-}
-fn d_fairness() -> String {
-    "global-strict".to_string()
-}
-fn d_tick() -> i64 {
-    1000
-}
-
-/// `[tenants]`: per-tenant shares of the fleet's batch slots.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct TenantsSection {
-    /// Tenant id → fraction in [0, 1] of instances × `max_num_seqs`.
-    pub budgets: std::collections::BTreeMap<String, f64>,
+fn d_policy() -> String {
+    "kv-saturation".to_string()
 }

@@ -46,6 +46,15 @@ pub struct RunFile {
     /// `[tenants]`: tenant budgets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenants: Option<super::TenantsSection>,
+    /// `[[node_pools]]`: GPU nodes instances are placed on, with their cost.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_pools: Vec<super::NodePoolSection>,
+    /// `[lifecycle]`: loading, warm-up and draining of instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<super::LifecycleSection>,
+    /// `[autoscaler]`: the scaling loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<super::AutoscalerSection>,
     /// `[[pools]]`: prefill/decode disaggregation (absent = one pool of
     /// `[instance]` instances serving whole requests).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -407,6 +416,11 @@ pub struct OutputSection {
     /// (instead of the workload's stages).
     #[serde(default)]
     pub windows: Option<Vec<Window>>,
+    /// `exact` (default: every latency sample kept) or `sketch` (quantile
+    /// sketches: memory independent of the request count, percentiles
+    /// within 0.5 %).
+    #[serde(default)]
+    pub percentiles: Option<String>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted

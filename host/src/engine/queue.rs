@@ -27,6 +27,10 @@ pub enum Event {
     Step { instance: u32 },
     /// A timer of the gateway queue (`[flow_control]` only; class 2).
     Gateway(GatewayTimer),
+    /// A control-plane event (class 0, with the arrivals: an instance that
+    /// becomes routable at `T` is routable for the requests arriving at
+    /// `T`): `what` says which, `id` which instance, node or actuation.
+    Control { what: u8, id: u32 },
 }
 
 /// The gateway queue's timers.
@@ -42,7 +46,7 @@ impl Event {
     /// Ordering class at equal time: cluster events before instance events.
     fn class(&self) -> u8 {
         match self {
-            Event::Arrivals => 0,
+            Event::Arrivals | Event::Control { .. } => 0,
             Event::Admission(_) => 1,
             Event::Routing(_) | Event::KvTransferDone(_) | Event::Gateway(_) => 2,
             Event::InstanceArrival { .. } | Event::Queued { .. } | Event::Step { .. } => 3,

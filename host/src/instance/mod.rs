@@ -36,7 +36,12 @@
 //!   a heap on a static key, the KV cache is O(1) per block, the batch shape
 //!   is summed while forming the batch, and vectors are reused, so a step
 //!   costs O(batch + log queue) and allocates nothing in steady state.
+//! * **A pure-decode step does not even scan the batch.** While every
+//!   running request only decodes and nothing can join, steps are
+//!   aggregated ([`cruise`]): O(1 + requests at a KV block boundary), the
+//!   per-request progress kept as the batch's step count plus offsets.
 
+mod cruise;
 mod kv;
 mod kv_offload;
 pub mod latency;
@@ -253,6 +258,10 @@ pub struct Instance {
     /// Requests whose prompt KV is being transferred here (P/D
     /// disaggregation): they hold blocks but are in no queue yet.
     reserved: Vec<Slot>,
+    /// Waiting requests that hold their transferred prompt's KV.
+    remote_waiting: u32,
+    /// Aggregated decode steps (see [`cruise`]).
+    cruise: cruise::Cruise,
 }
 
 /// The optional [`VictimChoice`] (a newtype so the instance stays `Debug`).
@@ -413,6 +422,8 @@ impl Instance {
             victim_view: Vec::new(),
             policy_error: None,
             reserved: Vec::new(),
+            remote_waiting: 0,
+            cruise: cruise::Cruise::default(),
         }
     }
 
@@ -565,6 +576,13 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
+        if self.cruise.active() {
+            // A pure-decode step costs O(1 + requests at a block boundary).
+            if self.cruise_step(now, store, q, obs) {
+                return;
+            }
+            self.leave_cruise();
+        }
         self.kv.prefetch_next_free();
         self.finish_batch(now, store, obs);
         let shape = self.form_batch(now, store, obs);
@@ -595,6 +613,7 @@ impl Instance {
                 instance: self.index,
             },
         );
+        self.try_cruise(now, store);
     }
 
     /// Apply the grants of the batch that ends at `now`: KV computed, tokens
@@ -762,56 +781,18 @@ impl Instance {
             // The KV cache allocates or registers blocks: grant through it,
             // preempting under pressure.
             let run = &self.running[i];
-            let (computed, h) = (run.computed, run.hot);
+            let computed = run.computed;
             let n = chunk(run.input_len + run.generated - computed, threshold, budget);
             if n == 1 && u64::from(computed) + 1 == run.kv_cap {
-                // One token fills the last block: register it (no allocation,
-                // so no preemption), knowing the block from the batch record.
-                let last = run.last_block;
-                if run.fills_output_block(b) {
-                    // An output block: its hash needs only the batch record,
-                    // so the request's record is not touched.
-                    let start = run.kv_cap - b;
-                    let (prev, seed, input_len) =
-                        (run.kv_last_hash, run.output_seed, run.input_len);
-                    let hash = self
-                        .kv
-                        .fill_output_block(last, prev, seed, input_len, start);
-                    let run = &mut self.running[i];
-                    run.kv_last_hash = hash;
-                    run.granted = n;
-                    add_to_shape(&mut shape, run);
-                } else {
-                    let req = store.hot_mut(h);
-                    // The record's KV hash may be behind the batch record's.
-                    req.kv_last_hash = run.kv_last_hash;
-                    self.kv.fill_last(req, computed, last);
-                    let run = &mut self.running[i];
-                    run.kv_last_hash = req.kv_last_hash;
-                    run.granted = n;
-                    run.write_back(req);
-                    add_to_shape(&mut shape, run);
-                }
+                self.grant_fill(i, store);
+                add_to_shape(&mut shape, &self.running[i]);
                 budget -= n;
                 i += 1;
                 continue;
             }
             loop {
-                let req = store.hot_mut(h);
-                // The record's KV hash may be behind the batch record's.
-                req.kv_last_hash = self.running[i].kv_last_hash;
-                let had = req.kv_blocks.len();
-                if self.kv.extend(req, computed, n) {
-                    let run = &mut self.running[i];
-                    let len = req.kv_blocks.len();
-                    run.kv_cap = len as u64 * u64::from(self.config.block_size);
-                    run.kv_last_hash = req.kv_last_hash;
-                    if len > had {
-                        run.last_block = self.kv.last_allocated();
-                    }
-                    run.granted = n;
-                    run.write_back(req);
-                    add_to_shape(&mut shape, run);
+                if self.grant_extend(i, n, store) {
+                    add_to_shape(&mut shape, &self.running[i]);
                     budget -= n;
                     i += 1;
                     break;
@@ -859,11 +840,18 @@ impl Instance {
                 let cached = lookup.hits * b;
                 let n = chunk(target - cached, threshold, budget);
                 if !self.kv.admit(req, lookup, &self.hit_scratch, n) {
+                    if self.remote_waiting > 0 && self.running.is_empty() {
+                        // Transferred KV held by waiting requests must not
+                        // block an idle instance forever (see `remote_kv`).
+                        self.give_up_waiting_transfers(store);
+                        continue;
+                    }
                     break; // head-of-line blocking
                 }
                 (cached, n)
             } else {
                 // Its prompt's KV arrived by transfer (see `remote_kv`).
+                self.remote_waiting -= 1;
                 remote_kv::admission(req)
             };
             self.waiting.pop();
@@ -898,6 +886,63 @@ impl Instance {
         }
         debug_assert_eq!(shape, self.batch_shape());
         shape
+    }
+
+    /// Grant running request `i` the one token that fills its last KV
+    /// block: register the block (no allocation, so no preemption), knowing
+    /// the block from the batch record.
+    fn grant_fill(&mut self, i: usize, store: &mut RequestStore) {
+        let b = u64::from(self.config.block_size);
+        let run = self.running[i];
+        debug_assert_eq!(u64::from(run.computed) + 1, run.kv_cap);
+        if run.fills_output_block(b) {
+            // An output block: its hash needs only the batch record, so the
+            // request's record is not touched.
+            let start = run.kv_cap - b;
+            let hash = self.kv.fill_output_block(
+                run.last_block,
+                run.kv_last_hash,
+                run.output_seed,
+                run.input_len,
+                start,
+            );
+            let run = &mut self.running[i];
+            run.kv_last_hash = hash;
+            run.granted = 1;
+        } else {
+            let req = store.hot_mut(run.hot);
+            // The record's KV hash may be behind the batch record's.
+            req.kv_last_hash = run.kv_last_hash;
+            self.kv.fill_last(req, run.computed, run.last_block);
+            let run = &mut self.running[i];
+            run.kv_last_hash = req.kv_last_hash;
+            run.granted = 1;
+            run.write_back(req);
+        }
+    }
+
+    /// Grant running request `i` `n` more tokens through the KV cache
+    /// (allocating and registering blocks); false, with nothing changed,
+    /// when the cache has too few free blocks.
+    fn grant_extend(&mut self, i: usize, n: u32, store: &mut RequestStore) -> bool {
+        let run = &self.running[i];
+        let req = store.hot_mut(run.hot);
+        // The record's KV hash may be behind the batch record's.
+        req.kv_last_hash = run.kv_last_hash;
+        let had = req.kv_blocks.len();
+        if !self.kv.extend(req, run.computed, n) {
+            return false;
+        }
+        let run = &mut self.running[i];
+        let len = req.kv_blocks.len();
+        run.kv_cap = len as u64 * u64::from(self.config.block_size);
+        run.kv_last_hash = req.kv_last_hash;
+        if len > had {
+            run.last_block = self.kv.last_allocated();
+        }
+        run.granted = n;
+        run.write_back(req);
+        true
     }
 
     /// Index in the batch of the request to preempt.
@@ -1002,9 +1047,52 @@ impl Instance {
     /// fields of a running request between events (the cluster does at the
     /// end of a run).
     pub fn sync(&self, store: &mut RequestStore) {
+        let a2 = self.latency.output_token_overhead().max(0);
         for run in &self.running {
+            let run = self.cruise.materialize(run, a2);
             run.write_back(store.hot_mut(run.hot));
         }
+    }
+
+    /// Drop every waiting request (an `immediate` drain of the control
+    /// plane): each becomes `Dropped` and is reported to `obs` like a
+    /// request dropped at enqueue (INV-1: injected = completed + dropped +
+    /// queued + running still holds). Waiting requests hold no KV blocks.
+    pub fn drop_waiting(
+        &mut self,
+        now: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+    ) -> u64 {
+        let mut n = 0;
+        while let Some(slot) = self.waiting.pop() {
+            let req = &mut store[slot];
+            req.state = RequestState::Dropped;
+            self.dropped += 1;
+            obs.dropped(self.index, slot, req, now);
+            n += 1;
+        }
+        n
+    }
+
+    /// Take out the waiting requests no client has seen a token of (a
+    /// `redirect` drain): they go back to the cluster to be routed again.
+    /// Preempted requests that did produce tokens stay, in front, in order.
+    pub fn take_unstarted_waiting(&mut self, store: &RequestStore) -> Vec<Slot> {
+        let mut taken = Vec::new();
+        let mut kept = Vec::new();
+        while let Some(slot) = self.waiting.pop() {
+            let r = &store[slot];
+            if r.generated == 0 && r.first_token_at == UNSET {
+                taken.push(slot);
+            } else {
+                kept.push(slot);
+            }
+        }
+        for &slot in kept.iter().rev() {
+            self.waiting.push_front(slot);
+        }
+        taken
     }
 
     /// Requests waiting in the wait queue (Tier 2 signal).
@@ -1100,7 +1188,9 @@ impl Instance {
     pub fn check_invariants(&self, store: &RequestStore) -> Result<(), String> {
         self.kv.check()?;
         let mut holders: std::collections::HashMap<u32, u32> = Default::default();
+        let a2 = self.latency.output_token_overhead().max(0);
         for run in &self.running {
+            let run = &self.cruise.materialize(run, a2);
             if store.hot_index(run.slot) != Some(run.hot) || store.hot_slot(run.hot) != run.slot {
                 return Err(format!(
                     "running slot {} and hot index {} disagree",

@@ -12,7 +12,10 @@
 //! last prompt token, which is recomputed to produce the first output token
 //! (vLLM's scheduler does the same with KV loaded from a remote prefill), and
 //! it decodes like any request from then on. A preempted one loses its
-//! blocks and recomputes locally, like any preempted request.
+//! blocks and recomputes locally, like any preempted request. So does a
+//! waiting one when the head of the queue cannot be admitted on an idle
+//! instance (the blocks it holds may be the ones the head needs: without
+//! this, the instance would wait forever).
 
 use super::kv::KvCache;
 use super::Instance;
@@ -114,6 +117,7 @@ impl Instance {
         let req = &mut store[slot];
         req.state = RequestState::Queued;
         self.waiting.push(slot, req);
+        self.remote_waiting += 1;
         if !self.step_pending {
             self.step_pending = true;
             q.push(
@@ -123,6 +127,22 @@ impl Instance {
                 },
             );
         }
+    }
+
+    /// Release the transferred KV of every waiting request (they will
+    /// recompute their prompts here, prefix cache permitting).
+    #[cold]
+    pub(super) fn give_up_waiting_transfers(&mut self, store: &mut RequestStore) {
+        let slots: Vec<Slot> = self.waiting.iter().collect();
+        for s in slots {
+            let req = &mut store[s];
+            if !req.kv_blocks.is_empty() {
+                self.kv.release(&mut req.kv_blocks);
+                req.computed = 0;
+                self.remote_waiting -= 1;
+            }
+        }
+        debug_assert_eq!(self.remote_waiting, 0);
     }
 
     /// Leading prompt blocks of `req` cached here (GPU or CPU tier), read

@@ -2,8 +2,10 @@
 //! populations, per-class and per-tenant counts, and per-request result lines.
 //!
 //! Memory per request is what exact percentiles need — TTFT, E2E and
-//! scheduling delay (8 bytes each, plus per-class copies of TTFT and E2E) —
-//! not request objects. ITL samples go into a value → count map.
+//! scheduling delay (8 bytes each, packed with the SLO class) — not request
+//! objects, and nothing with `output.percentiles = "sketch"`
+//! ([`Population`]). ITL samples go into a value → count map (its size
+//! follows the number of distinct step times, not requests).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,18 +14,19 @@ use crate::engine::Tick;
 use crate::instance::InstanceObserver;
 use crate::request::{Request, RequestState, SloClass, Slot};
 
-use super::distribution::{pack, CountMap};
+use super::distribution::CountMap;
+use super::population::{PercentileMode, Population};
 use super::saturation::SaturationRecorder;
 use super::slo::SloRecorder;
 use super::stages::StageRecorder;
 
 /// Latency populations and counters of one instance. Latency samples are
-/// packed with their SLO class ([`pack`]): 8 bytes each.
+/// split by SLO class ([`Population`]).
 #[derive(Debug, Default)]
 pub struct InstanceRecord {
-    pub ttft: Vec<u64>,
-    pub e2e: Vec<u64>,
-    pub scheduling_delay: Vec<u64>,
+    pub ttft: Population,
+    pub e2e: Population,
+    pub scheduling_delay: Population,
     pub itl: CountMap,
     pub completed: u64,
     pub dropped: u64,
@@ -146,6 +149,15 @@ impl Collector {
         }
     }
 
+    /// Keep the latency populations as `mode` says (call before the run).
+    pub fn set_percentiles(&mut self, mode: PercentileMode) {
+        for rec in &mut self.instances {
+            rec.ttft = Population::new(mode);
+            rec.e2e = Population::new(mode);
+            rec.scheduling_delay = Population::new(mode);
+        }
+    }
+
     fn tenant(&mut self, t: u32) -> &mut TenantRecord {
         let t = t as usize;
         if t >= self.tenants.len() {
@@ -190,6 +202,18 @@ impl Collector {
         }
         if let Some(s) = &mut self.stages {
             s.injected(req, counted);
+        }
+    }
+
+    /// A queued request left `instance` to be routed again (a `redirect`
+    /// drain): undo [`Collector::queued`], so it is injected once, where it
+    /// is served.
+    pub fn unqueued(&mut self, instance: u32, req: &Request) {
+        let rec = &mut self.instances[instance as usize];
+        rec.injected -= 1;
+        rec.input_tokens -= u64::from(req.input_len);
+        if let Some(s) = &mut self.stages {
+            s.uninjected(req);
         }
     }
 
@@ -264,7 +288,7 @@ impl InstanceObserver for Collector {
     fn first_token(&mut self, instance: u32, req: &Request, at: Tick) {
         let rec = &mut self.instances[instance as usize];
         rec.ttft
-            .push(pack(at - req.arrival, class_index(req.slo_class) as u8));
+            .push(at - req.arrival, class_index(req.slo_class) as u8);
         rec.output_tokens += 1;
         if let Some(s) = &mut self.stages {
             s.first_token(req, at);
@@ -289,10 +313,10 @@ impl InstanceObserver for Collector {
         let c = class_index(req.slo_class);
         let rec = &mut self.instances[instance as usize];
         rec.completed += 1;
-        rec.e2e.push(pack(at - req.arrival, c as u8));
+        rec.e2e.push(at - req.arrival, c as u8);
         if req.scheduled_at >= 0 {
             rec.scheduling_delay
-                .push(pack(req.scheduled_at - req.arrival, c as u8));
+                .push(req.scheduled_at - req.arrival, c as u8);
         }
         self.classes[c].completed += 1;
         let out = u64::from(req.generated);

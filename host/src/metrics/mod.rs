@@ -1,5 +1,6 @@
 //! Metrics: what a run records ([`Collector`]), exact summary statistics
-//! ([`distribution`]), fitness ([`fitness`]) and the JSON report
+//! ([`distribution`]), latency populations kept exactly or sketched
+//! ([`population`], `output.percentiles`), fitness ([`fitness`]) and the JSON report
 //! ([`report`]) — the only place that knows the report format —, per-stage
 //! records of staged workloads ([`stages`]) and the time series
 //! ([`timeseries`], `output.timeseries_path`), SLO attainment and goodput
@@ -10,6 +11,7 @@ mod collector;
 pub mod distribution;
 pub mod fitness;
 pub mod pd_report;
+pub mod population;
 pub mod report;
 pub mod saturation;
 pub mod slo;

@@ -16,8 +16,9 @@ use crate::engine::Tick;
 use crate::instance::KvOffloadCounts;
 use crate::request::SloClass;
 
-use super::distribution::{stats_of_runs, unpack_class, CountMap, TickStats};
+use super::distribution::{CountMap, TickStats};
 use super::fitness::{evaluate, FitnessInputs};
+use super::population::Population;
 use super::InstanceRecord;
 
 /// Insert `<prefix>mean_ms`, `<prefix>p50_ms`, … `<prefix>max_ms` (null
@@ -156,18 +157,19 @@ fn write_block(m: &mut Map<String, Value>, c: &Counts, l: &Latencies) -> (f64, f
 }
 
 /// Build the report. Sorts the latency populations in place (no copies:
-/// cluster and per-class statistics merge the per-instance sorted runs).
+/// cluster and per-class statistics merge the per-instance sorted runs, or
+/// sketches).
 pub fn build(
     outcome: &mut ClusterOutcome,
     fitness_weights: Option<&BTreeMap<String, f64>>,
 ) -> Value {
     for rec in &mut outcome.collector.instances {
-        rec.ttft.sort_unstable();
-        rec.e2e.sort_unstable();
-        rec.scheduling_delay.sort_unstable();
+        rec.ttft.finish();
+        rec.e2e.finish();
+        rec.scheduling_delay.finish();
     }
     let col = &outcome.collector;
-    let all = |_: u64| true;
+    let all = None;
     let mut instances = Vec::new();
     let mut cluster = Counts {
         duration: outcome.duration,
@@ -207,10 +209,10 @@ pub fn build(
         add_offload(&mut cluster.kv_offload, c.kv_offload);
         cluster_itl.merge(&rec.itl);
         let l = Latencies {
-            ttft: stats_of_runs(&[&rec.ttft], all),
-            e2e: stats_of_runs(&[&rec.e2e], all),
+            ttft: Population::stats(&[&rec.ttft], all),
+            e2e: Population::stats(&[&rec.e2e], all),
             itl: rec.itl.stats(),
-            sched: stats_of_runs(&[&rec.scheduling_delay], all),
+            sched: Population::stats(&[&rec.scheduling_delay], all),
         };
         let mut m = Map::new();
         m.insert("instance".into(), json!(i));
@@ -220,8 +222,8 @@ pub fn build(
         }
         instances.push(Value::Object(m));
     }
-    let runs = |f: fn(&InstanceRecord) -> &Vec<u64>| -> Vec<&[u64]> {
-        col.instances.iter().map(|r| f(r).as_slice()).collect()
+    let runs = |f: fn(&InstanceRecord) -> &Population| -> Vec<&Population> {
+        col.instances.iter().map(f).collect()
     };
     let ttft_runs = runs(|r| &r.ttft);
     let e2e_runs = runs(|r| &r.e2e);
@@ -239,10 +241,10 @@ pub fn build(
     }
     let duration_s = ticks_to_s(outcome.duration);
     let cl = Latencies {
-        ttft: stats_of_runs(&ttft_runs, all),
-        e2e: stats_of_runs(&e2e_runs, all),
+        ttft: Population::stats(&ttft_runs, all),
+        e2e: Population::stats(&e2e_runs, all),
         itl: cluster_itl.stats(),
-        sched: stats_of_runs(&sched_runs, all),
+        sched: Population::stats(&sched_runs, all),
     };
     let (rps, tps) = write_block(&mut cm, &cluster, &cl);
     let (ttft, e2e) = (cl.ttft, cl.e2e);
@@ -307,13 +309,13 @@ pub fn build(
         if c.arrived == 0 {
             continue;
         }
-        let class = |p: u64| usize::from(unpack_class(p)) == i;
+        let class = Some(i as u8);
         let mut entry = json!({
             "num_requests": c.arrived,
             "rejected_requests": c.rejected,
             "completed_requests": c.completed,
-            "ttft": stats_object(stats_of_runs(&ttft_runs, class)),
-            "e2e": stats_object(stats_of_runs(&e2e_runs, class)),
+            "ttft": stats_object(Population::stats(&ttft_runs, class)),
+            "e2e": stats_object(Population::stats(&e2e_runs, class)),
         });
         if let Some(slo) = &col.slo {
             entry["slo"] = slo.class_report(i, c.arrived, duration_s);
@@ -368,6 +370,9 @@ pub fn build(
     }
     if let Some(s) = &mut outcome.collector.saturation {
         report["saturation"] = s.report();
+    }
+    if let Some(c) = &outcome.control {
+        report["control"] = c.report(outcome.end_time, cluster.output_tokens);
     }
     report
 }

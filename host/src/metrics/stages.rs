@@ -117,6 +117,15 @@ impl StageRecorder {
         }
     }
 
+    /// A request injected by [`StageRecorder::injected`] left its instance's
+    /// queue to be routed again (a `redirect` drain): not injected there.
+    pub fn uninjected(&mut self, req: &Request) {
+        if let Some(r) = self.record(req) {
+            r.injected -= 1;
+            r.input_tokens -= u64::from(req.input_len);
+        }
+    }
+
     /// The client saw the first token at `at`.
     pub fn first_token(&mut self, req: &Request, at: Tick) {
         if let Some(r) = self.record(req) {

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! {"time_us":1000000,"arrived":38,"completed":31,"arrival_rate":38.0,"completion_rate":31.0,
-//!  "instances":[{"instance":0,"queue_depth":2,"batch_size":7,"kv_utilization":0.12,"free_kv_blocks":…},…]}
+//!  "active_instances":4,"nodes":null,
+//!  "instances":[{"instance":0,"state":"active","queue_depth":2,"batch_size":7,"kv_utilization":0.12,"free_kv_blocks":…},…]}
 //! ```
 //!
 //! Sampling observes and never schedules: the cluster loop calls
@@ -18,6 +19,7 @@ use std::io::Write;
 
 use serde_json::{json, Map, Value};
 
+use crate::control::ControlPlane;
 use crate::engine::Tick;
 use crate::instance::Instance;
 
@@ -57,14 +59,23 @@ impl TimeSeries {
     }
 
     /// Write every boundary `< t` (all events at or before it have run).
-    pub fn sample(&mut self, t: Tick, instances: &[Instance], counts: ClusterCounts) {
+    pub fn sample(
+        &mut self,
+        t: Tick,
+        instances: &[Instance],
+        counts: ClusterCounts,
+        control: Option<&ControlPlane>,
+    ) {
         let per_s = 1e6 / self.interval as f64;
         while self.next_at < t {
             let insts: Vec<Value> = instances
                 .iter()
                 .map(|i| {
+                    let state =
+                        control.map_or("active", |c| c.lives[i.index() as usize].state.name());
                     json!({
                         "instance": i.index(),
+                        "state": state,
                         "queue_depth": i.queue_depth(),
                         "batch_size": i.batch_size(),
                         "kv_utilization": i.kv_utilization(),
@@ -83,6 +94,16 @@ impl TimeSeries {
             m.insert(
                 "completion_rate".into(),
                 json!((counts.completed - self.last.completed) as f64 * per_s),
+            );
+            m.insert(
+                "active_instances".into(),
+                json!(control.map_or(instances.len(), |c| c.routable.len())),
+            );
+            m.insert(
+                "nodes".into(),
+                control
+                    .and_then(|c| c.fleet.as_ref())
+                    .map_or(Value::Null, |f| json!(f.live_nodes())),
             );
             if let Some(d) = counts.gateway_depth {
                 m.insert("gateway_queue_depth".into(), json!(d));
@@ -103,8 +124,14 @@ impl TimeSeries {
     }
 
     /// Write the boundaries up to and including `end`, then flush.
-    pub fn finish(&mut self, end: Tick, instances: &[Instance], counts: ClusterCounts) {
-        self.sample(end.saturating_add(1), instances, counts);
+    pub fn finish(
+        &mut self,
+        end: Tick,
+        instances: &[Instance],
+        counts: ClusterCounts,
+        control: Option<&ControlPlane>,
+    ) {
+        self.sample(end.saturating_add(1), instances, counts, control);
         if self.error.is_none() {
             if let Err(e) = self.out.flush() {
                 self.error = Some(e);

@@ -197,6 +197,10 @@ fn summarize_layout_error(detail: &str) -> String {
     if by_type.is_empty() {
         return "abi_stable's layout check failed".to_string();
     }
+    // A prefix type with more fields than the library's is how the ABI grows
+    // (a longer root module or vtable); the real differences go first so the
+    // line, cut at 200 characters, shows them.
+    by_type.sort_by_key(|(_, items)| items.iter().all(|i| i.starts_with("too many fields")));
     let summary = by_type
         .iter()
         .map(|(t, items)| match t {

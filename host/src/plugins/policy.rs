@@ -3,9 +3,9 @@
 
 use abi_stable::std_types::{RResult, RSlice, RVec};
 use blis_plugin_api::{
-    abi_v0_1, AbiVersion, AdmissionBox, ClusterState, ClusterView, EventKind, FilterBox, Hooks,
-    PickerBox, PolicyError, PreemptionBox, RequestEvent, RequestView, RouterBox, RunningRequest,
-    SchedulerBox, ScorerBox, SloClass as AbiSlo,
+    abi_v0_1, AbiVersion, AdmissionBox, AutoscalerBox, ClusterState, ClusterView, EventKind,
+    FilterBox, Hooks, PickerBox, PolicyError, PreemptionBox, RequestEvent, RequestView, RouterBox,
+    RunningRequest, SchedulerBox, ScorerBox, SloClass as AbiSlo,
 };
 
 use super::PluginError;
@@ -603,6 +603,45 @@ impl crate::instance::VictimChoice for PreemptionPolicy {
                     ),
                 )
                 .to_string())
+        }
+    }
+}
+
+/// An autoscaler created by a plugin library (ABI 0.2, kind code 8): the
+/// scaling decision of every tick.
+pub struct AutoscalerPolicy {
+    label: PolicyLabel,
+    obj: AutoscalerBox,
+}
+
+impl AutoscalerPolicy {
+    pub(super) fn new(label: PolicyLabel, obj: AutoscalerBox) -> Self {
+        Self { label, obj }
+    }
+
+    /// Which policy this is.
+    pub fn label(&self) -> &PolicyLabel {
+        &self.label
+    }
+
+    /// The change in instance count the policy wants now (any `i32`; the
+    /// control plane applies its windows and bounds).
+    pub fn decide(&mut self, cluster: &ClusterState<'_>) -> Result<i32, Box<PluginError>> {
+        match self.obj.decide(cluster) {
+            RResult::ROk(v) => Ok(v),
+            RResult::RErr(e) => {
+                let what = if e.panicked {
+                    "panicked"
+                } else {
+                    "returned an error"
+                };
+                Err(Box::new(PluginError::InInstance {
+                    message: format!(
+                        "plugin {}: autoscaler '{}' {what} in decide at the scaling tick of {} µs: {}",
+                        self.label.library, self.label.name, cluster.clock_us, e.message
+                    ),
+                }))
+            }
         }
     }
 }

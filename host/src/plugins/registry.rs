@@ -8,8 +8,8 @@ use blis_plugin_api::{abi_v0_1, AbiVersion, Hooks, KindCode, PolicyKind, PolicyO
 
 use super::loader::{self, Module};
 use super::policy::{
-    AdmissionObj, AdmissionPolicy, FilterPolicy, PickerPolicy, PolicyLabel, PreemptionPolicy,
-    RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj, ScorerPolicy,
+    AdmissionObj, AdmissionPolicy, AutoscalerPolicy, FilterPolicy, PickerPolicy, PolicyLabel,
+    PreemptionPolicy, RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj, ScorerPolicy,
 };
 use super::PluginError;
 
@@ -406,6 +406,27 @@ impl Registry {
         let name = RStr::from(label.name.as_str());
         match create(name, RStr::from(params_toml), seed).into_result() {
             Ok(obj) => Ok(SchedulerPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
+    /// Create an autoscaler (ABI 0.2, kind code 8).
+    pub fn autoscaler(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<AutoscalerPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::AUTOSCALER, spec)?;
+        let Some(create) = Self::current(lib).and_then(|m| m.create_autoscaler()) else {
+            return Err(create_error(
+                label,
+                "the library has no autoscalers (it predates the autoscaler kind)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(AutoscalerPolicy::new(label, obj)),
             Err(message) => Err(create_error(label, message.to_string())),
         }
     }

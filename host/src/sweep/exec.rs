@@ -2,6 +2,7 @@
 //! single-threaded and independent), skipping runs already finished in the
 //! output directory, with a progress bar and ETA on a terminal.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use super::spec::{Plan, PlannedRun};
 use super::store::SweepDir;
+use super::table::RunRow;
 
 /// Runs one run: the base run file (or `None` for the built-in scenario)
 /// and the overrides, applied exactly as `blis run --set KEY=VALUE…` would.
@@ -23,20 +25,28 @@ const OUTPUT_FILES: [(&str, &str); 3] = [
     ("output.timeseries_path", "timeseries.jsonl"),
 ];
 
-/// The run's overrides plus its output files redirected into its folder
-/// (the report does not depend on where outputs go).
-fn with_outputs(plan: &Plan, run: &PlannedRun, dir: &SweepDir) -> Vec<(String, toml::Value)> {
+/// The output keys the base run file sets (read once per sweep).
+fn base_outputs(plan: &Plan) -> Vec<&'static str> {
     let base: toml::Table = plan.base_text.parse().unwrap_or_default();
+    OUTPUT_FILES
+        .iter()
+        .map(|(key, _)| *key)
+        .filter(|key| {
+            let (section, name) = key.split_once('.').expect("dotted");
+            base.get(section).and_then(|s| s.get(name)).is_some()
+        })
+        .collect()
+}
+
+/// The run's overrides plus its output files redirected into `folder`
+/// (the report does not depend on where outputs go).
+fn with_outputs(run: &PlannedRun, in_base: &[&str], folder: &Path) -> Vec<(String, toml::Value)> {
     let mut sets = run.sets.clone();
-    let run_dir = dir.run_dir(&run.id);
     for (key, file) in OUTPUT_FILES {
-        let (section, name) = key.split_once('.').expect("dotted");
-        let in_base = base.get(section).and_then(|s| s.get(name)).is_some();
-        let in_sets = run.sets.iter().any(|(k, _)| k == key);
-        if in_base || in_sets {
+        if in_base.contains(&key) || run.sets.iter().any(|(k, _)| k == key) {
             sets.push((
                 key.to_string(),
-                toml::Value::String(run_dir.join(file).display().to_string()),
+                toml::Value::String(folder.join(file).display().to_string()),
             ));
         }
     }
@@ -55,10 +65,26 @@ pub struct Summary {
     pub wall_s: f64,
 }
 
-/// Run the not-yet-finished runs of `runs` on `jobs` threads.
+/// Run one run into its folder; `Err` only if the result cannot be stored.
+fn run_into_folder(
+    worker: usize,
+    run: &PlannedRun,
+    in_base: &[&str],
+    dir: &SweepDir,
+    run_one: &RunFn,
+    base: Option<&Path>,
+) -> Result<RunRow, String> {
+    let folder = dir.begin(worker, &run.id)?;
+    let sets = with_outputs(run, in_base, &folder);
+    let result = run_one(base, &sets);
+    dir.commit(worker, &run.id, &result)
+}
+
+/// Run the runs of `runs` not in `done` on `jobs` threads; adds their rows to `done`.
 pub fn execute(
     plan: &Plan,
     runs: &[&PlannedRun],
+    done: &mut HashMap<String, RunRow>,
     dir: &SweepDir,
     jobs: usize,
     progress: bool,
@@ -68,13 +94,14 @@ pub fn execute(
     let todo: Vec<&PlannedRun> = runs
         .iter()
         .copied()
-        .filter(|r| dir.record(&r.id).is_none())
+        .filter(|r| !done.contains_key(&r.id))
         .collect();
     let mut summary = Summary {
         planned: runs.len(),
         skipped: runs.len() - todo.len(),
         ..Summary::default()
     };
+    let in_base = base_outputs(plan);
     let bar = progress.then(|| {
         let b = indicatif::ProgressBar::new(todo.len() as u64);
         b.set_style(
@@ -90,46 +117,69 @@ pub fn execute(
     // A result that cannot be stored stops the sweep (the disk is the problem).
     let stop = AtomicBool::new(false);
     let fatal: Mutex<Option<String>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..jobs.max(1).min(todo.len().max(1)) {
-            s.spawn(|| loop {
-                if stop.load(Ordering::Relaxed) {
-                    return;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(run) = todo.get(i) else {
-                    return;
-                };
-                let sets = with_outputs(plan, run, dir);
-                let result = std::fs::create_dir_all(dir.run_dir(&run.id))
-                    .map_err(|e| format!("cannot create {}: {e}", dir.run_dir(&run.id).display()))
-                    .and_then(|()| run_one(plan.base.as_deref(), &sets));
-                if result.is_err() {
-                    failed.fetch_add(1, Ordering::Relaxed);
-                }
-                if let Err(e) = dir.finish(&run.id, &result) {
-                    stop.store(true, Ordering::Relaxed);
-                    if let Ok(mut f) = fatal.lock() {
-                        f.get_or_insert(e);
+    // Each thread keeps the rows of its runs; they are joined at the end.
+    let workers = jobs.max(1).min(todo.len().max(1));
+    let rows: Vec<Vec<(String, RunRow)>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..workers)
+            .map(|worker| {
+                let (stop, next, failed, fatal, bar, todo, in_base) =
+                    (&stop, &next, &failed, &fatal, &bar, &todo, &in_base);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    while !stop.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(run) = todo.get(i) else {
+                            break;
+                        };
+                        match run_into_folder(
+                            worker,
+                            run,
+                            in_base,
+                            dir,
+                            run_one,
+                            plan.base.as_deref(),
+                        ) {
+                            Ok(row) => {
+                                if row.error.is_some() {
+                                    failed.fetch_add(1, Ordering::Relaxed);
+                                }
+                                mine.push((run.id.clone(), row));
+                            }
+                            Err(e) => {
+                                stop.store(true, Ordering::Relaxed);
+                                if let Ok(mut f) = fatal.lock() {
+                                    f.get_or_insert(e);
+                                }
+                                break;
+                            }
+                        }
+                        if let Some(b) = bar {
+                            b.inc(1);
+                            let n = failed.load(Ordering::Relaxed);
+                            if n > 0 {
+                                b.set_message(format!("{n} failed"));
+                            }
+                        }
                     }
-                    return;
-                }
-                if let Some(b) = &bar {
-                    b.inc(1);
-                    let n = failed.load(Ordering::Relaxed);
-                    if n > 0 {
-                        b.set_message(format!("{n} failed"));
-                    }
-                }
-            });
-        }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
     });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    for w in 0..workers {
+        dir.end_staging(w);
+    }
     if let Some(e) = fatal.into_inner().ok().flatten() {
         return Err(e);
     }
+    done.extend(rows.into_iter().flatten());
     summary.ran = todo.len();
     summary.failed = failed.load(Ordering::Relaxed);
     summary.wall_s = started.elapsed().as_secs_f64();

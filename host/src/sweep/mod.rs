@@ -2,9 +2,9 @@
 //! resumable and shardable, with a tidy results table.
 //!
 //! * [`spec`] — the sweep file, its checks and the grid (run ids, shards).
-//! * [`store`] — the output directory: manifest, per-run records and reports, atomic writes.
+//! * [`store`] — the output directory: manifest, one folder per run, each put in place whole.
 //! * [`exec`] — running the runs on threads, skipping finished ones, progress.
-//! * [`table`] — `results.csv` / `results.jsonl`.
+//! * [`table`] — `results.csv` / `results.jsonl`, from rows made as runs finish.
 //!
 //! Each run is exactly `blis run BASE --set KEY=VALUE…` (the CLI hands in a
 //! [`exec::RunFn`] that goes through the same parsing and overrides), so a
@@ -16,11 +16,13 @@ pub mod spec;
 pub mod store;
 pub mod table;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use exec::{RunFn, Summary};
 pub use spec::{Plan, Shard};
 use store::SweepDir;
+use table::RunRow;
 
 /// A sweep that could not be done: bad input (nothing ran) or a failure while running.
 #[derive(Debug)]
@@ -29,12 +31,26 @@ pub enum SweepError {
     Failed(String),
 }
 
-/// Rewrite `results.csv` and `results.jsonl` of `dir` from its manifest and records.
-pub fn write_tables(dir: &SweepDir, manifest: &serde_json::Value) -> Result<usize, String> {
-    let t = table::build(manifest, dir)?;
+/// Write `results.csv` and `results.jsonl` of `dir` from the rows of its
+/// finished runs; returns the number of rows.
+pub fn write_tables(
+    dir: &SweepDir,
+    manifest: &serde_json::Value,
+    finished: &HashMap<String, RunRow>,
+) -> Result<usize, String> {
+    let t = table::build(manifest, finished);
     store::write_atomic(&dir.root.join("results.csv"), &t.to_csv()?)?;
     store::write_atomic(&dir.root.join("results.jsonl"), &t.to_jsonl())?;
     Ok(t.rows.len())
+}
+
+/// The ids of a manifest's runs, in grid order.
+fn manifest_ids(manifest: &serde_json::Value) -> impl Iterator<Item = &str> {
+    manifest["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["id"].as_str().unwrap_or_default())
 }
 
 /// Options of `blis sweep`.
@@ -54,10 +70,27 @@ pub fn run(opts: &Options, run_one: &RunFn) -> Result<Summary, SweepError> {
     let dir = SweepDir::new(&out);
     let manifest = store::manifest(&plan);
     dir.open(&manifest).map_err(SweepError::BadInput)?;
+    let scan = dir.scan(manifest_ids(&manifest));
+    for id in &scan.broken {
+        eprintln!(
+            "note: {} holds no whole report (the machine stopped while writing it?); run {id} runs again",
+            dir.run_dir(id).display()
+        );
+        dir.discard(id).map_err(SweepError::Failed)?;
+    }
+    let mut finished = scan.finished;
     let runs = plan.shard(opts.shard);
-    let summary = exec::execute(&plan, &runs, &dir, opts.jobs, opts.progress, run_one)
-        .map_err(SweepError::Failed)?;
-    write_tables(&dir, &manifest).map_err(SweepError::Failed)?;
+    let summary = exec::execute(
+        &plan,
+        &runs,
+        &mut finished,
+        &dir,
+        opts.jobs,
+        opts.progress,
+        run_one,
+    )
+    .map_err(SweepError::Failed)?;
+    write_tables(&dir, &manifest, &finished).map_err(SweepError::Failed)?;
     Ok(summary)
 }
 
@@ -99,14 +132,29 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, SweepError> {
     };
     let dst = SweepDir::new(out);
     dst.open(&manifest).map_err(bad)?;
-    for run in manifest["runs"].as_array().into_iter().flatten() {
-        let id = run["id"].as_str().unwrap_or_default();
-        if dst.record(id).is_some() {
+    let ids: Vec<&str> = manifest_ids(&manifest).collect();
+    let scan = dst.scan(ids.iter().copied());
+    for id in &scan.broken {
+        dst.discard(id).map_err(SweepError::Failed)?;
+    }
+    let mut finished = scan.finished;
+    let scans: Vec<store::Scan> = sources
+        .iter()
+        .map(|s| s.scan(ids.iter().copied()))
+        .collect();
+    for id in &ids {
+        if finished.contains_key(*id) {
             continue;
         }
-        if let Some(src) = sources.iter().find(|s| s.record(id).is_some()) {
+        let from = sources
+            .iter()
+            .zip(&scans)
+            .find_map(|(src, scan)| scan.finished.get(*id).map(|row| (src, row)));
+        if let Some((src, row)) = from {
             dst.copy_run_from(src, id).map_err(SweepError::Failed)?;
+            finished.insert(id.to_string(), row.clone());
         }
     }
-    write_tables(&dst, &manifest).map_err(SweepError::Failed)
+    dst.end_staging(0);
+    write_tables(&dst, &manifest, &finished).map_err(SweepError::Failed)
 }

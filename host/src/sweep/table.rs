@@ -13,9 +13,10 @@
 //! table is a function of the grid and the reports only: the same bytes
 //! from one process, from `--jobs N`, or from merged shards.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
-use super::store::SweepDir;
+use serde_json::Value;
 
 /// Top-level report blocks left out of the table (they grow with the fleet).
 const LEFT_OUT: [&str; 1] = ["instances"];
@@ -54,60 +55,111 @@ pub fn metric_columns(report: &Value) -> Vec<(String, Value)> {
     out
 }
 
-/// The table: column names and rows (each a full map of column → value).
-pub struct Table {
-    pub columns: Vec<String>,
-    pub rows: Vec<Map<String, Value>>,
+/// A finished run as the table sees it: its error, or its report's metric
+/// columns. Made where the run finishes (on its worker thread) or from its
+/// folder when a sweep resumes, so the table never reads a report twice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRow {
+    /// `None` for a run that succeeded.
+    pub error: Option<String>,
+    /// The report's metric columns ([`metric_columns`]); empty for a failed run.
+    pub metrics: Vec<(String, Value)>,
 }
 
-/// Build the table of the runs in `manifest` that finished in `dir`.
-pub fn build(manifest: &Value, dir: &SweepDir) -> Result<Table, String> {
-    let axes: Vec<String> = manifest["axes"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
+impl RunRow {
+    /// The row of a run that succeeded, from its report's text.
+    pub fn succeeded(report: &str) -> Result<RunRow, serde_json::Error> {
+        let v: Value = serde_json::from_str(report)?;
+        Ok(RunRow {
+            error: None,
+            metrics: metric_columns(&v),
         })
+    }
+
+    /// The row of a run that failed.
+    pub fn failed(error: String) -> RunRow {
+        RunRow {
+            error: Some(error),
+            metrics: Vec::new(),
+        }
+    }
+}
+
+/// A cell: a value, or `None` where the run has no such column.
+type Cell<'a> = Option<Cow<'a, Value>>;
+
+/// The table: column names and, per row, its cells by column position (a
+/// row made before a later run added columns is shorter).
+pub struct Table<'a> {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Cell<'a>>>,
+}
+
+/// Put `v` in column `pos` of `row` unless the row has that column already
+/// (the first of two same-named columns wins).
+fn put<'a>(row: &mut Vec<Cell<'a>>, pos: usize, v: Cow<'a, Value>) {
+    if row.len() <= pos {
+        row.resize(pos + 1, None);
+    }
+    row[pos].get_or_insert(v);
+}
+
+/// Build the table of the runs in `manifest` that have a row in `finished`,
+/// in the manifest's (grid) order.
+pub fn build<'a>(manifest: &'a Value, finished: &'a HashMap<String, RunRow>) -> Table<'a> {
+    let axes: Vec<&str> = manifest["axes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let mut columns: Vec<String> = ["run_id", "status", "error"]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    columns.extend(axes.iter().cloned());
+    columns.extend(axes.iter().map(|a| a.to_string()));
     columns.push("seed".into());
-    let mut seen: std::collections::HashSet<String> = columns.iter().cloned().collect();
+    let mut position: HashMap<String, usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.clone(), i))
+        .collect();
     let mut rows = Vec::new();
     for run in manifest["runs"].as_array().into_iter().flatten() {
         let id = run["id"].as_str().unwrap_or_default();
-        let Some(record) = dir.record(id) else {
+        let Some(done) = finished.get(id) else {
             continue;
         };
-        let mut row = Map::new();
-        row.insert("run_id".into(), Value::String(id.to_string()));
-        row.insert(
-            "status".into(),
-            Value::String(if record.ok { "ok" } else { "failed" }.into()),
-        );
-        row.insert(
-            "error".into(),
-            record.error.clone().map_or(Value::Null, Value::String),
-        );
+        let mut row: Vec<Cell<'a>> = Vec::with_capacity(columns.len());
+        row.push(Some(Cow::Owned(Value::String(id.to_string()))));
+        let status = if done.error.is_none() { "ok" } else { "failed" };
+        row.push(Some(Cow::Owned(Value::String(status.into()))));
+        row.push(Some(Cow::Owned(
+            done.error.clone().map_or(Value::Null, Value::String),
+        )));
         for a in &axes {
-            row.insert(a.clone(), run["axes"][a].clone());
+            row.push(Some(Cow::Borrowed(&run["axes"][*a])));
         }
-        row.insert("seed".into(), run["seed"].clone());
-        if record.ok {
-            for (k, v) in metric_columns(&dir.report(id)?) {
-                if seen.insert(k.clone()) {
-                    columns.push(k.clone());
-                }
-                row.entry(k).or_insert(v);
-            }
+        row.push(Some(Cow::Borrowed(&run["seed"])));
+        // Reports list their metrics in the same order, so the column after
+        // the last one placed is nearly always the next one's.
+        let mut guess = usize::MAX;
+        for (k, v) in &done.metrics {
+            let pos = match columns.get(guess.wrapping_add(1)) {
+                Some(c) if c == k => guess + 1,
+                _ => match position.get(k.as_str()) {
+                    Some(&p) => p,
+                    None => {
+                        columns.push(k.clone());
+                        position.insert(k.clone(), columns.len() - 1);
+                        columns.len() - 1
+                    }
+                },
+            };
+            put(&mut row, pos, Cow::Borrowed(v));
+            guess = pos;
         }
         rows.push(row);
     }
-    Ok(Table { columns, rows })
+    Table { columns, rows }
 }
 
 /// A CSV cell: strings as they are, numbers and booleans as JSON writes them, null empty.
@@ -119,30 +171,51 @@ fn cell(v: Option<&Value>) -> String {
     }
 }
 
-impl Table {
+impl Table<'_> {
+    /// Row `r`'s cell of column `c`.
+    fn get(&self, r: usize, c: usize) -> Option<&Value> {
+        self.rows[r].get(c).and_then(|x| x.as_deref())
+    }
+
     /// `results.csv`.
     pub fn to_csv(&self) -> Result<Vec<u8>, String> {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.write_record(&self.columns).map_err(|e| e.to_string())?;
-        for row in &self.rows {
-            w.write_record(self.columns.iter().map(|c| cell(row.get(c))))
+        for r in 0..self.rows.len() {
+            w.write_record((0..self.columns.len()).map(|c| cell(self.get(r, c))))
                 .map_err(|e| e.to_string())?;
         }
         w.into_inner().map_err(|e| e.to_string())
     }
 
-    /// `results.jsonl`: one object per row with every column (null when absent).
+    /// `results.jsonl`: one object per row with every column (null when
+    /// absent), keys in column order — the bytes serde_json writes for
+    /// that object, written without building it.
     pub fn to_jsonl(&self) -> Vec<u8> {
-        let mut out = String::new();
-        for row in &self.rows {
-            let mut m = Map::new();
-            for c in &self.columns {
-                m.insert(c.clone(), row.get(c).cloned().unwrap_or(Value::Null));
+        let keys: Vec<String> = self
+            .columns
+            .iter()
+            .map(|c| Value::String(c.clone()).to_string())
+            .collect();
+        let mut out = Vec::new();
+        for r in 0..self.rows.len() {
+            out.push(b'{');
+            for (c, key) in keys.iter().enumerate() {
+                if c > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(key.as_bytes());
+                out.push(b':');
+                match self.get(r, c) {
+                    Some(v) => {
+                        let _ = serde_json::to_writer(&mut out, v);
+                    }
+                    None => out.extend_from_slice(b"null"),
+                }
             }
-            out.push_str(&Value::Object(m).to_string());
-            out.push('\n');
+            out.extend_from_slice(b"}\n");
         }
-        out.into_bytes()
+        out
     }
 }
 
@@ -178,20 +251,71 @@ mod tests {
 
     #[test]
     fn csv_quotes_and_blanks() {
-        let mut row = Map::new();
-        row.insert("a".into(), json!("x,y"));
-        row.insert("b".into(), json!(1.5));
         let t = Table {
-            columns: vec!["a".into(), "b".into(), "c".into()],
-            rows: vec![row],
+            columns: vec!["a".into(), "b".into(), "c".into(), "d\"".into()],
+            rows: vec![vec![
+                Some(Cow::Owned(json!("x,y"))),
+                Some(Cow::Owned(json!(1.5))),
+            ]],
         };
         assert_eq!(
             String::from_utf8(t.to_csv().unwrap()).unwrap(),
-            "a,b,c\n\"x,y\",1.5,\n"
+            "a,b,c,\"d\"\"\"\n\"x,y\",1.5,,\n"
         );
         assert_eq!(
             String::from_utf8(t.to_jsonl()).unwrap(),
-            "{\"a\":\"x,y\",\"b\":1.5,\"c\":null}\n"
+            "{\"a\":\"x,y\",\"b\":1.5,\"c\":null,\"d\\\"\":null}\n"
         );
+    }
+
+    #[test]
+    fn rows_follow_the_grid_and_columns_first_appearance() {
+        let manifest = json!({
+            "axes": ["rate"],
+            "runs": [
+                {"id": "r1", "axes": {"rate": 1.0}, "seed": 7},
+                {"id": "r2", "axes": {"rate": 2.0}, "seed": 7},
+                {"id": "r3", "axes": {"rate": 3.0}, "seed": 7},
+                {"id": "r4", "axes": {"rate": 4.0}, "seed": 7},
+            ]
+        });
+        let ok = |m: Value| RunRow::succeeded(&m.to_string()).unwrap();
+        let finished: HashMap<String, RunRow> = [
+            ("r4", ok(json!({"cluster": {"x": 4, "y": [1, {"z": "q"}]}}))),
+            ("r1", ok(json!({"cluster": {"x": 1, "seed": 99}}))),
+            ("r2", RunRow::failed("boom".into())),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let t = build(&manifest, &finished);
+        assert_eq!(
+            t.columns,
+            ["run_id", "status", "error", "rate", "seed", "x", "y.0", "y.1.z"]
+        );
+        assert_eq!(
+            String::from_utf8(t.to_csv().unwrap()).unwrap(),
+            "run_id,status,error,rate,seed,x,y.0,y.1.z\n\
+             r1,ok,,1.0,7,1,,\n\
+             r2,failed,boom,2.0,7,,,\n\
+             r4,ok,,4.0,7,4,1,q\n"
+        );
+        // Each line is what serde_json writes for the row as one object.
+        let jsonl = String::from_utf8(t.to_jsonl()).unwrap();
+        let first = jsonl.lines().next().unwrap();
+        let mut m = serde_json::Map::new();
+        for (c, v) in t.columns.iter().zip([
+            json!("r1"),
+            json!("ok"),
+            Value::Null,
+            json!(1.0),
+            json!(7),
+            json!(1),
+            Value::Null,
+            Value::Null,
+        ]) {
+            m.insert(c.clone(), v);
+        }
+        assert_eq!(first, Value::Object(m).to_string());
     }
 }

@@ -17,7 +17,8 @@
 //!   `weighted-random` ([`pickers`]);
 //! * wait-queue orders of an instance: `fcfs`, `priority-fcfs`, `sjf`,
 //!   `reverse-priority`, and preemption victims `fcfs`, `priority`
-//!   ([`schedulers`]).
+//!   ([`schedulers`]);
+//! * the autoscaler `kv-saturation` ([`autoscalers`]).
 //!
 //! The crate builds as `cdylib` (`libblis_std.so`, loadable with
 //! `--plugin`) and as `rlib` (linked into the `blis` binary so a bare
@@ -29,6 +30,7 @@
 //! ([`InstanceSnapshot::effective_load`](blis_plugin_api::InstanceSnapshot::effective_load)).
 
 pub mod admission;
+pub mod autoscalers;
 pub mod filters;
 pub mod pickers;
 mod prefix_index;
@@ -37,6 +39,7 @@ pub mod schedulers;
 pub mod scorers;
 
 use admission::{AlwaysAdmit, GaieLegacy, RejectAll, TierShed, TokenBucket};
+use autoscalers::KvSaturation;
 use filters::{LowKvUtilization, LowQueue};
 use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
@@ -64,6 +67,7 @@ blis_plugin_api::export_plugin! {
     pickers: [MaxScore, RandomPick, WeightedRandom],
     schedulers: [Fcfs, PriorityFcfs, Sjf, ReversePriority],
     preemption: [PreemptTail, PreemptLowestPriority],
+    autoscalers: [KvSaturation],
 }
 
 #[cfg(test)]

@@ -337,3 +337,63 @@ proptest! {
         prop_assert_eq!(lines, lines2);
     }
 }
+
+#[test]
+fn pool_overrides_build_heterogeneous_instances_and_size_transfers_by_the_narrower_tp() {
+    let dir = scratch("hetero");
+    let run = |prefill_tp: u32, decode_tp: u32| {
+        let text = format!(
+            "seed = 9\n{LINEAR}\n[workload]\naggregate_rate = 50.0\nnum_requests = 30\n\
+             prompt_tokens = 700\nprompt_tokens_stdev = 300\nprompt_tokens_min = 10\nprompt_tokens_max = 2000\n\
+             output_tokens = 20\n\
+             [[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 1\nmodel = {{ tp = {prefill_tp} }}\n\
+             instance = {{ total_kv_blocks = 5000, max_num_batched_tokens = 4096 }}\n\
+             [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 2\nmodel = {{ tp = {decode_tp} }}\n\
+             instance = {{ total_kv_blocks = 3000 }}\n\
+             [pd]\ndecider = \"always\"\nkv_bytes_per_token = 131072.0\n"
+        );
+        let (r, lines) = run_text(&text, &dir);
+        check(&r, &lines);
+        assert_eq!(u(&r["pd"], "disaggregated_requests"), 30);
+        r["pd"]["kv_transfers"]["total_gb"].as_f64().unwrap()
+    };
+    let tp1 = run(1, 1);
+    assert!(tp1 > 0.0);
+    // Both sides at TP 2: two links, each half the KV.
+    assert_eq!(run(2, 2), tp1 / 2.0);
+    // The decode side at TP 1 receives everything through one link.
+    assert_eq!(run(2, 1), tp1);
+    assert_eq!(run(1, 4), tp1);
+}
+
+#[test]
+fn each_pool_gets_its_own_instance_settings() {
+    let text = "seed = 1\n[model]\nlatency_model = \"linear\"\nalpha = [0.0, 0.0, 0.0]\nbeta = [100.0, 1.0, 1.0]\n\
+                [workload]\naggregate_rate = 1.0\nnum_requests = 1\nprompt_tokens = 100\noutput_tokens = 2\n\
+                [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 2\ninstance = { total_kv_blocks = 77, max_num_seqs = 3 }\n\
+                [[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 1\ninstance = { total_kv_blocks = 55 }\n";
+    let source = Source {
+        name: "t.toml".into(),
+        base_dir: ".".into(),
+        text: text.into(),
+    };
+    let run: RunFile = config::parse(&source).unwrap();
+    let built = config::build(&run, Path::new("."), &mut Registry::standard(), false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<(u32, u64, u32)> = built
+        .setup
+        .instances
+        .iter()
+        .map(|i| {
+            (
+                i.index(),
+                i.config().total_kv_blocks,
+                i.config().max_num_seqs,
+            )
+        })
+        .collect();
+    // Prefill pools first, whatever the file order.
+    assert_eq!(got, vec![(0, 55, 256), (1, 77, 3), (2, 77, 3)]);
+    let pd = built.setup.pd.as_ref().unwrap();
+    assert_eq!((pd.prefill.clone(), pd.decode.clone()), (0..1, 1..3));
+}

@@ -7,10 +7,10 @@
 //! and the per-token bytes are those of one GPU at the smaller TP of the two
 //! instances: each GPU of the narrower side moves its shard over its own link
 //! at `bandwidth`, in parallel (with equal TPs this is the reference's
-//! "prefill TP" rule). `duration = ⌈base + bytes / bandwidth⌉` µs, at
-//! least 1 µs. With contention, a transfer that starts while k − 1 others are in
-//! flight gets `bandwidth / k` for its whole duration (the share is frozen
-//! at the start).
+//! "prefill TP" rule). `duration = ⌈base + bytes / bandwidth⌉` µs (never
+//! below one µs). With contention, a transfer that starts while k − 1
+//! others are in flight gets `bandwidth / k` for its whole duration (the
+//! share is frozen at the start).
 
 use crate::engine::Tick;
 

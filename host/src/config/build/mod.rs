@@ -6,8 +6,9 @@
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
 //! `pools` (`[[pools]]` and `[pd]`: prefill/decode disaggregation),
-//! `output`, `slo` (`[slo]`), `flow_control` (`[flow_control]`),
-//! `saturation` (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
+//! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`), `output`,
+//! `slo` (`[slo]`), `flow_control` (`[flow_control]`), `saturation`
+//! (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -18,6 +19,7 @@
 //! A new run-file section is a new module with its own `check`/`create`
 //! pair and one line here, never more code in [`build`].
 
+mod control;
 mod flow_control;
 mod instance;
 mod instance_policies;
@@ -145,6 +147,7 @@ pub fn build(
     let flow_control = flow_control::check(run.flow_control.as_ref(), &mut problems);
     let saturation = saturation::check(run.saturation.as_ref(), &mut problems);
     tenants::check(run.tenants.as_ref(), &mut problems);
+    let control = control::check(run, model.as_ref(), &mut problems);
     let pools = pools::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
         return Err(problems.errors.join("\n"));
@@ -173,6 +176,10 @@ pub fn build(
             let (instances, pd, routing) = pools.create(run, registry, routing)?;
             (instances, routing, Some(pd))
         }
+    };
+    let control = match control {
+        Some(c) => Some(c.create(run, registry, &instances)?),
+        None => None,
     };
     notes.push(format!(
         "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
@@ -212,6 +219,7 @@ pub fn build(
             timeseries: timeseries.create(base_dir, open_outputs)?,
             gateway,
             tenant_budgets,
+            control,
             pd,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())

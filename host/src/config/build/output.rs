@@ -1,5 +1,5 @@
 //! `[output]`: per-request results, the decision trace, fitness weights,
-//! report windows (per-stage statistics).
+//! report windows (per-stage statistics), exact or sketched percentiles.
 
 use std::path::Path;
 
@@ -8,6 +8,7 @@ use crate::cluster::TraceWriter;
 use crate::config::{outputs, OutputSection, RunFile};
 use crate::engine::Tick;
 use crate::metrics::fitness::KEYS as FITNESS_KEYS;
+use crate::metrics::population::PercentileMode;
 use crate::metrics::stages::StageRecorder;
 use crate::metrics::Collector;
 use crate::output::PendingOutput;
@@ -19,6 +20,8 @@ pub(super) struct CheckedOutput {
     trace: bool,
     /// `output.windows`, checked.
     windows: Option<Vec<(Tick, Tick)>>,
+    /// `output.percentiles`.
+    percentiles: PercentileMode,
 }
 
 pub(super) fn check(out: &OutputSection, problems: &mut Problems) -> Option<CheckedOutput> {
@@ -57,7 +60,18 @@ pub(super) fn check(out: &OutputSection, problems: &mut Problems) -> Option<Chec
         .windows
         .as_ref()
         .and_then(|ws| check_windows(ws, problems));
-    Some(CheckedOutput { trace, windows })
+    let percentiles = match out.percentiles.as_deref() {
+        None => PercentileMode::Exact,
+        Some(s) => PercentileMode::parse(s).unwrap_or_else(|| {
+            problems.error(one_of("output.percentiles", s, &PercentileMode::NAMES));
+            PercentileMode::Exact
+        }),
+    };
+    Some(CheckedOutput {
+        trace,
+        windows,
+        percentiles,
+    })
 }
 
 /// `output.windows`: non-empty, each `start_us < end_us`, in order, disjoint.
@@ -109,6 +123,7 @@ impl CheckedOutput {
             workload.tenant_names().to_vec(),
             workload.client_names().to_vec(),
         );
+        collector.set_percentiles(self.percentiles);
         collector.stages = match &self.windows {
             Some(w) => StageRecorder::for_windows(w),
             None => StageRecorder::for_stages(workload.stages()),

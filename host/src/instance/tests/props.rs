@@ -2,7 +2,9 @@
 //! scheduler and preemption policy, and half the time a CPU KV tier of random
 //! capacity, bandwidth and latency) and random workloads (shared prefixes,
 //! session rounds that repeat earlier output), checked against INV-1..5 and
-//! INV-8 after every event (see [`Sim`]) and at the end.
+//! INV-8 after every event (see [`Sim`]) and at the end; and aggregated
+//! decode steps ([`crate::instance::cruise`]) equal to full steps, event for
+//! event, at any horizon.
 
 use proptest::prelude::*;
 
@@ -270,6 +272,118 @@ proptest! {
         let c = sim.inst.counts();
         prop_assert_eq!(c.completed + c.dropped + c.still_queued + c.still_running, places);
         check_causality(&sim);
+    }
+}
+
+/// Everything observable of a run: the observer's records, every request's
+/// final record, the instance's counts and the number of steps.
+fn observed(sim: &Sim) -> String {
+    let o = &sim.obs;
+    let reqs: Vec<_> = (0..sim.slots.len() as u64)
+        .map(|i| {
+            let r = sim.req(i);
+            (
+                r.state,
+                r.computed,
+                r.generated,
+                r.granted,
+                r.first_token_at,
+                r.last_token_at,
+                r.completed_at,
+                r.scheduled_at,
+                r.cached_tokens,
+                r.preemptions,
+                r.kv_blocks.clone(),
+            )
+        })
+        .collect();
+    format!(
+        "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {}",
+        o.first_tokens,
+        o.gaps,
+        o.completed,
+        o.dropped,
+        o.preempted,
+        reqs,
+        sim.inst.counts(),
+        sim.inst.running_slots(),
+        sim.inst.waiting_slots().collect::<Vec<_>>(),
+        sim.step_events
+    )
+}
+
+/// Run `specs` to `horizon` with and without aggregated decode steps;
+/// returns both observations and the number of steps cruised.
+fn with_and_without_cruise(
+    cfg: &InstanceConfig,
+    lat: &LatencyModel,
+    specs: &[Spec],
+    horizon: Tick,
+) -> (String, String, u64) {
+    let (mut full, _) = build(cfg, lat.clone(), specs);
+    full.inst.cruise.disabled = true;
+    full.run_until(horizon, 2_000_000);
+    let (mut cruised, _) = build(cfg, lat.clone(), specs);
+    cruised.run_until(horizon, 2_000_000);
+    assert_eq!(full.inst.cruise.cruised, 0);
+    (
+        observed(&full),
+        observed(&cruised),
+        cruised.inst.cruise.cruised,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    /// Aggregated decode steps change nothing observable: the same tokens,
+    /// gaps, completions, preemptions, request records and counts as full
+    /// steps, with any configuration (KV pressure, chunked prefill, CPU
+    /// tier, α2, every scheduler) and at any horizon (the batch's progress
+    /// is written back by `sync`).
+    #[test]
+    fn cruising_equals_full_steps(
+        cfg in config_strategy(),
+        lat in latency_strategy(),
+        specs in prop::collection::vec(spec(), 1..30),
+        cut in prop_oneof![1 => Just(1.0f64), 1 => 0.0f64..1.0],
+    ) {
+        let span = {
+            let (mut full, _) = build(&cfg, lat.clone(), &specs);
+            full.deep_checks = false;
+            full.run();
+            full.completed_at_max()
+        };
+        let horizon = if cut >= 1.0 { Tick::MAX } else { (span as f64 * cut) as Tick };
+        let (full, cruised, _) = with_and_without_cruise(&cfg, &lat, &specs, horizon);
+        prop_assert_eq!(full, cruised);
+    }
+}
+
+/// A decode-heavy batch cruises most of its steps, with the same results as
+/// full steps: 24 requests of 300 output tokens, 4-token blocks, α2 > 0,
+/// then the same under KV pressure (preemptions between cruised stretches).
+#[test]
+fn decode_heavy_batches_cruise_with_the_same_results() {
+    let lat = linear([100.0, 0.5, 7.0], [500.0, 2.0, 3.0]);
+    let specs: Vec<Spec> = (0..24)
+        .map(|i| Spec {
+            gap: 10,
+            prefix: (i % 3 == 0).then_some((1, 20)),
+            unique: 5 + i as u32,
+            n: 300,
+            class: i % 5,
+            session: false,
+        })
+        .collect();
+    for blocks in [10_000, 1_200] {
+        let cfg = InstanceConfig {
+            max_num_seqs: 16,
+            ..config(4, blocks)
+        };
+        let (full, cruised, steps) = with_and_without_cruise(&cfg, &lat, &specs, Tick::MAX);
+        assert_eq!(full, cruised, "{blocks} blocks");
+        assert!(steps > 200, "{blocks} blocks: only {steps} steps cruised");
     }
 }
 
