@@ -30,6 +30,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod gateway;
 pub mod html_report;
 pub mod instance;
 pub mod metrics;

@@ -181,6 +181,12 @@ pub struct Request {
     pub preemptions: u32,
     /// KV blocks held on its instance, in stream order (owned by the instance's KV cache).
     pub kv_blocks: Vec<u32>,
+    /// Time the request entered the gateway queue (`UNSET` without flow control).
+    pub gateway_queued_at: Tick,
+    /// Time the gateway queue dispatched it to routing (`UNSET` until then).
+    pub gateway_dispatched_at: Tick,
+    /// Counted in its tenant's in-flight requests (`[tenants]` budgets).
+    pub budget_counted: bool,
     /// Hash of the last full block in `kv_blocks` (maintained by the KV cache
     /// so that hashing the next block needs no read of block metadata;
     /// meaningless while the request holds no full block).

@@ -51,6 +51,9 @@ mod percentiles;
 // series, and the Slurm example when sbatch is available.
 mod sweep;
 
+// Issue 14's traffic control: SLO attainment and goodput vs the results
+// file, the gateway queue (band order, fairness, counts, trace), bad input.
+mod flow;
 // Prefill/decode disaggregation: deciders and flags change what is
 // disaggregated, determinism, bad topologies.
 mod pd;

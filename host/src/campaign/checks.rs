@@ -387,5 +387,111 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         "{rejections} rejection records, report says {}",
         u(c, "rejected_requests")?
     );
+    if !c["flow_control"].is_null() {
+        check_gateway(out, c, &lines)?;
+    }
+    if out.run.tenants.is_some() {
+        check_tenant_budgets(out, r, &lines)?;
+    }
+    Ok(())
+}
+
+/// Budget refusals: counted per tenant, traced, and only of sheddable classes.
+fn check_tenant_budgets(out: &RunOutput, r: &Value, lines: &[Value]) -> Result<(), String> {
+    let counted: u64 = r["tenants"]
+        .as_object()
+        .ok_or("no tenants")?
+        .values()
+        .map(|t| u(t, "budget_rejected"))
+        .sum::<Result<u64, String>>()?;
+    let mut traced = 0u64;
+    for l in out.trace.lines() {
+        let v: Value = serde_json::from_str(l).map_err(|e| format!("trace line {l}: {e}"))?;
+        if v["policy"] == "tenant-budget" {
+            traced += 1;
+            let id = u(&v, "request_id")? as usize;
+            let class = lines.get(id).map(|l| l["slo_class"].clone());
+            ensure!(
+                class
+                    .as_ref()
+                    .is_some_and(|c| c == "batch" || c == "sheddable" || c == "background"),
+                "tenant budget refused request {id} of class {class:?}"
+            );
+        }
+    }
+    ensure!(
+        traced == counted,
+        "{traced} tenant-budget trace records, tenants count {counted}"
+    );
+    Ok(())
+}
+
+/// INV-1 through the gateway queue: everything queued was dispatched, shed,
+/// expired or is still queued; refusals, sheds and expiries are rejections
+/// (traced with their reason); every routed request was dispatched, and
+/// only those have a gateway delay.
+fn check_gateway(out: &RunOutput, c: &Value, lines: &[Value]) -> Result<(), String> {
+    let g = &c["flow_control"];
+    let (queued, dispatched, rejected, shed, expired, depth) = (
+        u(g, "queued")?,
+        u(g, "dispatched")?,
+        u(g, "rejected")?,
+        u(g, "shed")?,
+        u(g, "expired")?,
+        u(g, "depth_at_end")?,
+    );
+    ensure!(
+        queued == dispatched + shed + expired + depth,
+        "INV-1 (gateway): queued {queued} ≠ dispatched + shed + expired + depth: {g}"
+    );
+    ensure!(
+        depth <= u(c, "still_in_pipeline")? && u(g, "peak_depth")? >= depth,
+        "gateway depth {depth} at the end: {c}"
+    );
+    let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
+    for l in out.trace.lines() {
+        let v: Value = serde_json::from_str(l).map_err(|e| format!("trace line {l}: {e}"))?;
+        if let Some(p) = v["policy"]
+            .as_str()
+            .and_then(|p| p.strip_prefix("flow-control/"))
+        {
+            ensure!(v["admitted"] == false, "gateway trace record admits: {v}");
+            *reasons.entry(p.to_string()).or_default() += 1;
+        }
+    }
+    for (reason, n) in [
+        ("queue-full", rejected),
+        ("shed", shed),
+        ("expired", expired),
+    ] {
+        let traced = reasons.remove(reason).unwrap_or(0);
+        ensure!(
+            traced == n,
+            "{traced} `flow-control/{reason}` trace records, the report counts {n}"
+        );
+    }
+    ensure!(
+        reasons.is_empty(),
+        "unknown gateway trace reasons {reasons:?}"
+    );
+    let mut delays = 0u64;
+    for l in lines {
+        let d = l
+            .get("gateway_queue_delay_ms")
+            .ok_or_else(|| format!("result without gateway_queue_delay_ms: {l}"))?;
+        if let Some(d) = d.as_f64() {
+            delays += 1;
+            ensure!(d >= 0.0, "negative gateway delay: {l}");
+        } else {
+            ensure!(
+                l["instance"].is_null(),
+                "request routed without a gateway dispatch: {l}"
+            );
+        }
+    }
+    ensure!(
+        delays == dispatched,
+        "{delays} results with a gateway delay, {dispatched} dispatched"
+    );
     Ok(())
 }

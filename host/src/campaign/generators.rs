@@ -31,6 +31,8 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         admission().boxed(),
         routing().boxed(),
         horizon().boxed(),
+        flow_control().boxed(),
+        tenants().boxed(),
         // P/D pools and the control plane are exclusive (the control plane
         // scales one homogeneous fleet): a run gets one or the other.
         prop_oneof![control(), pd()].boxed(),
@@ -362,6 +364,8 @@ fn admission() -> impl Strategy<Value = Fragment> {
             6 => Just(("always-admit", None)),
             3 => (100.0f64..20_000.0, 10.0f64..100_000.0).prop_map(|(c, r)| ("token-bucket", Some((c, r)))),
             1 => Just(("reject-all", None)),
+            1 => Just(("tier-shed", None)),
+            1 => Just(("gaie-legacy", None)),
         ],
         prop::sample::select(vec![0i64, 0, 100, 5_000]),
     )
@@ -455,6 +459,75 @@ fn horizon() -> impl Strategy<Value = Fragment> {
             table,
             trace_csv: None,
         }
+    })
+}
+
+/// `[flow_control]` in a third of the runs: every detector and fairness,
+/// small capacities and depths (with and without shedding), short TTLs.
+fn flow_control() -> impl Strategy<Value = Fragment> {
+    prop::option::weighted(
+        0.35,
+        (
+            prop::sample::select(vec!["utilization", "concurrency", "never"]),
+            prop::sample::select(vec![0.2f64, 0.6, 1.0]),
+            prop::option::of(1u64..20),
+            prop::option::of(1u64..30),
+            any::<bool>(),
+            prop::sample::select(vec!["global-strict", "round-robin"]),
+            prop::option::of(prop_oneof![1i64..1000, 1000i64..2_000_000]),
+            prop::sample::select(vec![1i64, 1000, 50_000]),
+            prop::sample::select(vec![0.5f64, 5.0]),
+        ),
+    )
+    .prop_map(|fc| {
+        let Some((det, limit, band, depth, shedding, fairness, ttl, tick, threshold)) = fc else {
+            return Fragment::default();
+        };
+        let mut t = Table::new();
+        t.insert("saturation_detector".into(), det.into());
+        t.insert("usage_limit_threshold".into(), limit.into());
+        t.insert("queue_depth_threshold".into(), threshold.into());
+        t.insert("max_concurrency".into(), (threshold * 4.0).into());
+        if let Some(b) = band {
+            t.insert("per_band_capacity".into(), int(b as i64));
+        }
+        if let Some(d) = depth {
+            t.insert("max_depth".into(), int(d as i64));
+            t.insert("shedding".into(), shedding.into());
+        }
+        t.insert("fairness".into(), fairness.into());
+        if let Some(ttl) = ttl {
+            t.insert("request_ttl_us".into(), int(ttl));
+        }
+        t.insert("dispatch_tick_us".into(), int(tick));
+        fragment("flow_control", t)
+    })
+}
+
+/// `[tenants]` budgets in a quarter of the runs, for tenants of the
+/// client and trace workloads (and one that does not exist).
+fn tenants() -> impl Strategy<Value = Fragment> {
+    prop::option::weighted(
+        0.25,
+        prop::collection::vec(
+            (
+                prop::sample::select(vec!["tenant-0", "tenant-1", "t0", "t1", "absent"]),
+                prop::sample::select(vec![0.0f64, 0.001, 0.05, 0.3, 1.0]),
+            ),
+            1..4,
+        ),
+    )
+    .prop_map(|budgets| {
+        let Some(budgets) = budgets else {
+            return Fragment::default();
+        };
+        let mut b = Table::new();
+        for (name, f) in budgets {
+            b.insert(name.into(), f.into());
+        }
+        let mut t = Table::new();
+        t.insert("budgets".into(), Value::Table(b));
+        fragment("tenants", t)
     })
 }
 

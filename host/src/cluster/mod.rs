@@ -17,6 +17,7 @@
 mod cache_signal;
 mod error;
 mod first_tokens;
+mod flow_control;
 pub mod pd;
 mod routing;
 mod scaling;
@@ -44,6 +45,7 @@ use blis_plugin_api::{
 
 use crate::control::{ControlPlane, ControlSetup};
 use crate::engine::{later, Event, EventQueue, Tick, NEVER, TIME_LIMIT};
+use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
@@ -71,6 +73,10 @@ pub struct ClusterSetup {
     pub labels: InstanceLabels,
     /// `output.timeseries_path`: sampled at interval boundaries, never scheduled.
     pub timeseries: Option<TimeSeries>,
+    /// `[flow_control]`: the gateway queue between admission and routing.
+    pub gateway: Option<Gateway>,
+    /// `[tenants]`: budgets checked before admission.
+    pub tenant_budgets: Option<TenantBudgets>,
     /// Instance lifecycle, node pools, autoscaler (`None`: the fixed fleet).
     pub control: Option<ControlSetup>,
     /// `[[pools]]`: prefill/decode disaggregation (`None`: no pools).
@@ -107,6 +113,10 @@ pub struct ClusterOutcome {
     pub peak_live_requests: usize,
     /// An error the workload met while streaming (the run ended early).
     pub workload_error: Option<crate::workload::WorkloadError>,
+    /// The gateway queue's counters and its depth at the end (`[flow_control]`).
+    pub gateway: Option<(GatewayCounts, u64)>,
+    /// Requests rejected for their tenant's budget, per tenant index (`[tenants]`).
+    pub tenant_budget_rejected: Option<Vec<u64>>,
     /// The control plane at the end (instance lives, nodes, cost).
     pub control: Option<Box<ControlPlane>>,
     /// P/D counts (runs with pools only).
@@ -188,6 +198,10 @@ pub struct Cluster {
     /// Whether an arriving request could be served by some instance (asked
     /// before its prompt is hashed).
     servable: ServableBound,
+    /// The gateway queue (`[flow_control]`; see `flow_control.rs`).
+    gateway: Option<Gateway>,
+    /// Tenant budgets (`[tenants]`; see `flow_control.rs`).
+    tenant_budgets: Option<TenantBudgets>,
     /// Instance lifecycle, nodes and autoscaler (`None`: the fixed fleet).
     control: Option<Box<ControlPlane>>,
     /// The P/D path's state; `None` without pools (the path is never entered).
@@ -263,6 +277,8 @@ impl Cluster {
             tenant_names,
             hash_pool: Vec::new(),
             servable,
+            gateway: setup.gateway,
+            tenant_budgets: setup.tenant_budgets,
             control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
             pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
         }
@@ -320,8 +336,10 @@ impl Cluster {
                 Event::Arrivals => self.on_arrivals(t),
                 Event::Control { what, id } => self.on_control(t, what, id)?,
                 Event::Admission(slot) => self.on_admission(t, slot)?,
+                Event::Routing(slot) if self.gateway.is_some() => self.gateway_routing(t, slot)?,
                 Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
                 Event::Routing(slot) => self.on_routing(t, slot)?,
+                Event::Gateway(timer) => self.on_gateway_timer(t, timer)?,
                 Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
                 Event::InstanceArrival { instance, slot } => {
                     self.collector.instance_event(instance, t);
@@ -400,6 +418,7 @@ impl Cluster {
         ClusterCounts {
             arrived: self.arrived,
             completed: self.collector.instances.iter().map(|r| r.completed).sum(),
+            gateway_depth: self.gateway.as_ref().map(|g| g.queue.depth()),
         }
     }
 
@@ -427,6 +446,9 @@ impl Cluster {
                 r.first_token_at = crate::request::UNSET;
                 r.last_token_at = crate::request::UNSET;
                 r.completed_at = crate::request::UNSET;
+                r.gateway_queued_at = crate::request::UNSET;
+                r.gateway_dispatched_at = crate::request::UNSET;
+                r.budget_counted = false;
             });
             if !ok {
                 self.store.release(slot);
@@ -452,6 +474,9 @@ impl Cluster {
     }
 
     fn on_admission(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+        if self.tenant_budgets.is_some() && self.over_tenant_budget(t, slot)? {
+            return Ok(());
+        }
         let snaps = self.snapshots.build(t, &self.instances, &self.pending);
         let view = ClusterView {
             clock_us: t,
@@ -460,7 +485,9 @@ impl Cluster {
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
         let admitted = self.admission.admit(&rv, &view)?;
-        if admitted {
+        if admitted && self.gateway.is_some() {
+            self.gateway_enqueue(t, slot)?;
+        } else if admitted {
             self.queue
                 .push(later(t, self.routing_latency), Event::Routing(slot));
         } else {
@@ -477,6 +504,9 @@ impl Cluster {
     /// that asked, and release it.
     fn reject(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         self.rejected += 1;
+        if self.tenant_budgets.is_some() {
+            self.release_budget(slot);
+        }
         self.lifecycle(t, EventKind::REJECTED, slot, u32::MAX)?;
         self.store[slot].state = RequestState::Rejected;
         self.collector.rejected(&self.store[slot]);
@@ -746,6 +776,9 @@ impl Cluster {
             if let Some(n) = self.in_flight.get_mut(instance as usize) {
                 *n = n.saturating_sub(1);
             }
+            if self.tenant_budgets.is_some() {
+                self.release_budget(slot);
+            }
             let kind = if completed {
                 EventKind::COMPLETED
             } else {
@@ -764,10 +797,14 @@ impl Cluster {
             self.workload.on_finished(&self.store[slot], at, completed);
             self.store.release(slot);
         }
+        let freed = finished.len();
         let mut finished = finished;
         finished.clear();
         self.collector.finished = finished;
         self.schedule_arrivals();
+        if self.gateway.is_some() {
+            self.gateway_capacity_freed(t, freed)?;
+        }
         Ok(())
     }
 
@@ -823,6 +860,8 @@ impl Cluster {
             events: self.events,
             peak_live_requests: peak_live,
             workload_error: self.workload.take_error(),
+            gateway: self.gateway.map(|g| (g.counts, g.queue.depth())),
+            tenant_budget_rejected: self.tenant_budgets.map(|b| b.rejected),
             control: self.control,
             pd,
         }

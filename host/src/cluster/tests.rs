@@ -93,7 +93,7 @@ proptest! {
         seed in 0u64..1000,
         count in 1u32..5,
         policy in prop::sample::select(vec!["round-robin", "least-loaded", "always-busiest", "prefix-affinity", "weighted"]),
-        admission in prop::sample::select(vec!["always-admit", "token-bucket", "reject-all"]),
+        admission in prop::sample::select(vec!["always-admit", "token-bucket", "reject-all", "tier-shed", "gaie-legacy"]),
         adm_lat in prop::sample::select(vec![0i64, 500, 3000]),
         rt_lat in prop::sample::select(vec![0i64, 700]),
         blocks in prop::sample::select(vec![40u64, 200, 100_000]),

@@ -10,6 +10,7 @@ pub mod bounds;
 pub mod build;
 mod control_sections;
 pub mod epp_config;
+mod flow_sections;
 pub mod outputs;
 pub mod overrides;
 mod pools;
@@ -19,5 +20,6 @@ pub mod warnings;
 
 pub use build::{build, derive_seed, resolve, BuiltRun, MAX_INSTANCES};
 pub use control_sections::*;
+pub use flow_sections::*;
 pub use pools::{PdSection, PoolSection};
 pub use run_file::*;

@@ -34,6 +34,18 @@ pub struct RunFile {
     pub plugins: Vec<PluginSection>,
     #[serde(default)]
     pub output: OutputSection,
+    /// `[slo]`: targets per SLO class (attainment and goodput in the report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<super::SloSection>,
+    /// `[saturation]`: post-hoc saturation verdicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<super::SaturationSection>,
+    /// `[flow_control]`: the gateway queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_control: Option<super::FlowControlSection>,
+    /// `[tenants]`: tenant budgets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<super::TenantsSection>,
     /// `[[node_pools]]`: GPU nodes instances are placed on, with their cost.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub node_pools: Vec<super::NodePoolSection>,

@@ -17,7 +17,7 @@
 
 mod queue;
 
-pub use queue::{Event, EventQueue, Scheduled};
+pub use queue::{Event, EventQueue, GatewayTimer, Scheduled};
 
 /// Simulated time: one tick is one microsecond.
 pub type Tick = i64;

@@ -25,10 +25,21 @@ pub enum Event {
     Queued { instance: u32, slot: Slot },
     /// An instance finishes its running step (if any) and starts the next one.
     Step { instance: u32 },
+    /// A timer of the gateway queue (`[flow_control]` only; class 2).
+    Gateway(GatewayTimer),
     /// A control-plane event (class 0, with the arrivals: an instance that
     /// becomes routable at `T` is routable for the requests arriving at
     /// `T`): `what` says which, `id` which instance, node or actuation.
     Control { what: u8, id: u32 },
+}
+
+/// The gateway queue's timers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatewayTimer {
+    /// A dispatch attempt while the queue is not empty.
+    Tick,
+    /// The TTL of the request queued in this slot runs out (if it is still queued).
+    Expire(Slot),
 }
 
 impl Event {
@@ -37,7 +48,7 @@ impl Event {
         match self {
             Event::Arrivals | Event::Control { .. } => 0,
             Event::Admission(_) => 1,
-            Event::Routing(_) | Event::KvTransferDone(_) => 2,
+            Event::Routing(_) | Event::KvTransferDone(_) | Event::Gateway(_) => 2,
             Event::InstanceArrival { .. } | Event::Queued { .. } | Event::Step { .. } => 3,
         }
     }

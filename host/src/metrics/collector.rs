@@ -16,6 +16,8 @@ use crate::request::{Request, RequestState, SloClass, Slot};
 
 use super::distribution::CountMap;
 use super::population::{PercentileMode, Population};
+use super::saturation::SaturationRecorder;
+use super::slo::SloRecorder;
 use super::stages::StageRecorder;
 
 /// Latency populations and counters of one instance. Latency samples are
@@ -115,6 +117,12 @@ pub struct Collector {
     pub write_error: Option<std::io::Error>,
     /// Per-stage records when the workload has stages (see [`super::stages`]).
     pub stages: Option<StageRecorder>,
+    /// Attainment and goodput when the run has `[slo]` targets.
+    pub slo: Option<SloRecorder>,
+    /// The run has a gateway queue: result lines carry `gateway_queue_delay_ms`.
+    pub gateway: bool,
+    /// The arrival/completion stream of `[saturation]`.
+    pub saturation: Option<SaturationRecorder>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -135,6 +143,9 @@ impl Collector {
             client_names,
             write_error: None,
             stages: None,
+            slo: None,
+            gateway: false,
+            saturation: None,
         }
     }
 
@@ -162,6 +173,9 @@ impl Collector {
         if let Some(s) = &mut self.stages {
             s.arrived(req);
         }
+        if let Some(s) = &mut self.saturation {
+            s.arrived(req.id, req.arrival);
+        }
     }
 
     /// The admission policy rejected a request.
@@ -170,6 +184,9 @@ impl Collector {
         self.tenant(req.tenant).rejected += 1;
         if let Some(s) = &mut self.stages {
             s.rejected(req);
+        }
+        if let Some(s) = &mut self.saturation {
+            s.removed(req.id);
         }
         self.result_line(req);
     }
@@ -211,7 +228,7 @@ impl Collector {
         let Some(w) = self.results.as_mut() else {
             return;
         };
-        let line = result_json(req, &self.tenant_names, &self.client_names);
+        let line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
         if let Err(e) = w.push(req.id, line) {
             self.write_error.get_or_insert(e);
         }
@@ -222,8 +239,10 @@ fn ms(t: Tick) -> f64 {
     t as f64 / 1000.0
 }
 
-/// One per-request result as a JSON line (field order fixed).
-pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> String {
+/// One per-request result as a JSON line (field order fixed). With
+/// `gateway`, the line ends with `gateway_queue_delay_ms` (dispatch −
+/// enqueue; null for a request that was never dispatched).
+pub fn result_json(req: &Request, tenants: &[String], clients: &[String], gateway: bool) -> String {
     let opt = |cond: bool, v: f64| {
         if cond {
             serde_json::json!(v)
@@ -238,7 +257,7 @@ pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> Str
     } else {
         None
     };
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "id": req.id,
         "client_id": clients.get(req.client as usize).map(String::as_str).unwrap_or(""),
         "tenant_id": tenants.get(req.tenant as usize).map(String::as_str).unwrap_or(""),
@@ -255,6 +274,12 @@ pub fn result_json(req: &Request, tenants: &[String], clients: &[String]) -> Str
         "cached_tokens": req.cached_tokens,
         "preemptions": req.preemptions,
     });
+    if gateway {
+        v["gateway_queue_delay_ms"] = opt(
+            req.gateway_dispatched_at >= 0 && req.gateway_queued_at >= 0,
+            ms(req.gateway_dispatched_at - req.gateway_queued_at),
+        );
+    }
     v.to_string()
 }
 
@@ -301,6 +326,12 @@ impl InstanceObserver for Collector {
         if let Some(s) = &mut self.stages {
             s.completed(req, at);
         }
+        if let Some(s) = &mut self.slo {
+            s.completed(req, at);
+        }
+        if let Some(s) = &mut self.saturation {
+            s.completed(req.id, at, at - req.arrival);
+        }
         self.finished.push((slot, true));
     }
 
@@ -308,6 +339,9 @@ impl InstanceObserver for Collector {
         self.instances[instance as usize].dropped += 1;
         if let Some(s) = &mut self.stages {
             s.dropped(req);
+        }
+        if let Some(s) = &mut self.saturation {
+            s.removed(req.id);
         }
         self.finished.push((slot, false));
     }

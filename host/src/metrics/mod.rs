@@ -3,7 +3,9 @@
 //! ([`population`], `output.percentiles`), fitness ([`fitness`]) and the JSON report
 //! ([`report`]) — the only place that knows the report format —, per-stage
 //! records of staged workloads ([`stages`]) and the time series
-//! ([`timeseries`], `output.timeseries_path`).
+//! ([`timeseries`], `output.timeseries_path`), SLO attainment and goodput
+//! ([`slo`], `[slo]`), post-hoc saturation verdicts ([`saturation`],
+//! `[saturation]`).
 
 mod collector;
 pub mod distribution;
@@ -11,9 +13,11 @@ pub mod fitness;
 pub mod pd_report;
 pub mod population;
 pub mod report;
+pub mod saturation;
+pub mod slo;
 pub mod stages;
 pub mod timeseries;
 
 pub use collector::{
-    result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
+    class_index, result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
 };

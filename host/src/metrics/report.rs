@@ -1,6 +1,7 @@
 //! The JSON report printed on stdout: one document,
 //! `{"cluster", "instances", "slo_classes", "tenants", "fitness"}`, plus
-//! `"stages"` when the workload has stages.
+//! `"stages"` when the workload has stages and `"saturation"` with
+//! `[saturation]`.
 //! Field names follow the reference simulator where it has them; every
 //! field is documented in README.md ("Output reference"). Durations are in
 //! milliseconds, rates per second of simulated time; an empty population's
@@ -258,16 +259,17 @@ pub fn build(
         let name = col.tenant_names.get(i).cloned().unwrap_or_default();
         let tps_t = rate(t.output_tokens, duration_s);
         thr.push(tps_t);
-        tenants.insert(
-            name,
-            json!({
-                "num_requests": t.arrived,
-                "rejected_requests": t.rejected,
-                "completed_requests": t.completed,
-                "total_output_tokens": t.output_tokens,
-                "tokens_per_sec": tps_t,
-            }),
-        );
+        let mut entry = json!({
+            "num_requests": t.arrived,
+            "rejected_requests": t.rejected,
+            "completed_requests": t.completed,
+            "total_output_tokens": t.output_tokens,
+            "tokens_per_sec": tps_t,
+        });
+        if let Some(b) = &outcome.tenant_budget_rejected {
+            entry["budget_rejected"] = json!(b.get(i).copied().unwrap_or(0));
+        }
+        tenants.insert(name, entry);
     }
     let jain = if thr.is_empty() {
         Value::Null
@@ -308,16 +310,17 @@ pub fn build(
             continue;
         }
         let class = Some(i as u8);
-        classes.insert(
-            SloClass::ALL[i].name().to_string(),
-            json!({
-                "num_requests": c.arrived,
-                "rejected_requests": c.rejected,
-                "completed_requests": c.completed,
-                "ttft": stats_object(Population::stats(&ttft_runs, class)),
-                "e2e": stats_object(Population::stats(&e2e_runs, class)),
-            }),
-        );
+        let mut entry = json!({
+            "num_requests": c.arrived,
+            "rejected_requests": c.rejected,
+            "completed_requests": c.completed,
+            "ttft": stats_object(Population::stats(&ttft_runs, class)),
+            "e2e": stats_object(Population::stats(&e2e_runs, class)),
+        });
+        if let Some(slo) = &col.slo {
+            entry["slo"] = slo.class_report(i, c.arrived, duration_s);
+        }
+        classes.insert(SloClass::ALL[i].name().to_string(), entry);
     }
 
     let fitness = match fitness_weights {
@@ -334,6 +337,23 @@ pub fn build(
         _ => Value::Null,
     };
 
+    if let Some(slo) = &col.slo {
+        cm.insert("slo".into(), slo.total_report(outcome.arrived, duration_s));
+    }
+    if let Some((g, depth)) = &outcome.gateway {
+        cm.insert(
+            "flow_control".into(),
+            json!({
+                "queued": g.queued,
+                "dispatched": g.dispatched,
+                "rejected": g.rejected,
+                "shed": g.shed,
+                "expired": g.expired,
+                "depth_at_end": depth,
+                "peak_depth": g.peak_depth,
+            }),
+        );
+    }
     let mut report = json!({
         "cluster": Value::Object(cm),
         "instances": instances,
@@ -347,6 +367,9 @@ pub fn build(
     }
     if let Some(stages) = &mut outcome.collector.stages {
         report["stages"] = stages.report(put_stats);
+    }
+    if let Some(s) = &mut outcome.collector.saturation {
+        report["saturation"] = s.report();
     }
     if let Some(c) = &outcome.control {
         report["control"] = c.report(outcome.end_time, cluster.output_tokens);

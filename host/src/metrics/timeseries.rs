@@ -11,7 +11,8 @@
 //! [`TimeSeries::sample`] before it executes an event past the next
 //! boundary, so the state written for boundary `b` is the state after every
 //! event at time ≤ `b`, and the event order (hence the report) is the same
-//! with or without a time series. A line is a JSON object; later features
+//! with or without a time series. With `[flow_control]`, a line also has
+//! `gateway_queue_depth` (requests waiting in the gateway queue). A line is a JSON object; later features
 //! add keys (readers must ignore keys they do not know).
 
 use std::io::Write;
@@ -26,6 +27,8 @@ use crate::instance::Instance;
 pub struct ClusterCounts {
     pub arrived: u64,
     pub completed: u64,
+    /// Requests in the gateway queue (`[flow_control]` only).
+    pub gateway_depth: Option<u64>,
 }
 
 /// The writer and the next boundary.
@@ -49,6 +52,7 @@ impl TimeSeries {
             last: ClusterCounts {
                 arrived: 0,
                 completed: 0,
+                gateway_depth: None,
             },
             error: None,
         }
@@ -101,10 +105,14 @@ impl TimeSeries {
                     .and_then(|c| c.fleet.as_ref())
                     .map_or(Value::Null, |f| json!(f.live_nodes())),
             );
+            if let Some(d) = counts.gateway_depth {
+                m.insert("gateway_queue_depth".into(), json!(d));
+            }
             m.insert("instances".into(), Value::Array(insts));
             self.last = ClusterCounts {
                 arrived: counts.arrived,
                 completed: counts.completed,
+                gateway_depth: counts.gateway_depth,
             };
             if self.error.is_none() {
                 if let Err(e) = writeln!(self.out, "{}", Value::Object(m)) {

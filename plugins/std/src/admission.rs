@@ -1,6 +1,8 @@
 //! Admission policies: the first gate of the pipeline.
 
-use blis_plugin_api::{Admission, ClusterView, Params, PolicyDef, RequestView};
+use std::collections::BTreeMap;
+
+use blis_plugin_api::{Admission, ClusterView, Params, PolicyDef, RequestView, SloClass};
 use serde::Deserialize;
 
 /// Admit every request (the default).
@@ -116,6 +118,179 @@ impl Admission for TokenBucket {
     }
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct TierShedParams {
+    threshold: i64,
+    min_priority: i64,
+    priorities: BTreeMap<String, i64>,
+}
+
+impl Default for TierShedParams {
+    fn default() -> Self {
+        TierShedParams {
+            threshold: 0,
+            min_priority: 3,
+            priorities: BTreeMap::new(),
+        }
+    }
+}
+
+/// Priority of each class code (0..5), from the defaults and overrides.
+fn class_priorities(overrides: &BTreeMap<String, i64>) -> Result<[i64; 5], String> {
+    let mut p = [0i64; 5];
+    for (code, x) in p.iter_mut().enumerate() {
+        *x = i64::from(SloClass(code as u8).priority());
+    }
+    for (name, v) in overrides {
+        let code = (0..5u8)
+            .find(|&c| SloClass(c).name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "params.priorities: unknown SLO class '{name}'; accepted: critical, standard, batch, sheddable, background"
+                )
+            })?;
+        p[usize::from(code)] = *v;
+    }
+    Ok(p)
+}
+
+/// Load shedding by tier (the reference's `tier-shed`): while the busiest
+/// instance's effective load is above `threshold`, only classes of priority
+/// ≥ `min_priority` are admitted.
+pub struct TierShed {
+    threshold: u64,
+    min_priority: i64,
+    priorities: [i64; 5],
+}
+
+impl PolicyDef for TierShed {
+    const NAME: &'static str = "tier-shed";
+    const SUMMARY: &'static str =
+        "under load, admit only SLO classes of at least a minimum priority";
+    const PARAMS_DOC: &'static str = "\
+threshold     (int ≥ 0, default 0)  effective load (queue + batch + pending) of
+              the busiest instance above which shedding starts
+min_priority  (int, default 3)  classes below this priority are rejected while
+              shedding (default: everything below `standard`)
+priorities    (table class → int, default critical 4, standard 3, batch −1,
+              sheddable −2, background −3)  overrides of class priorities";
+
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        let p: TierShedParams = params.parse()?;
+        if p.threshold < 0 {
+            return Err(format!(
+                "params.threshold = {}: must be an integer ≥ 0 (effective load)",
+                p.threshold
+            ));
+        }
+        Ok(TierShed {
+            threshold: p.threshold as u64,
+            min_priority: p.min_priority,
+            priorities: class_priorities(&p.priorities)?,
+        })
+    }
+}
+
+impl Admission for TierShed {
+    fn admit(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>) -> bool {
+        let max_load = cluster
+            .instances()
+            .iter()
+            .map(|s| s.effective_load())
+            .max()
+            .unwrap_or(0);
+        if max_load <= self.threshold {
+            return true;
+        }
+        let priority = self
+            .priorities
+            .get(usize::from(request.slo_class.0))
+            .copied()
+            .unwrap_or(0);
+        priority >= self.min_priority
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct GaieLegacyParams {
+    queue_depth_threshold: f64,
+    kv_threshold: f64,
+}
+
+impl Default for GaieLegacyParams {
+    fn default() -> Self {
+        GaieLegacyParams {
+            queue_depth_threshold: 5.0,
+            kv_threshold: 0.8,
+        }
+    }
+}
+
+/// The Gateway API Inference Extension's legacy admission (`gaie-legacy`):
+/// sheddable classes are rejected while the cluster is saturated; every
+/// other class is admitted.
+pub struct GaieLegacy {
+    queue_depth_threshold: f64,
+    kv_threshold: f64,
+}
+
+impl PolicyDef for GaieLegacy {
+    const NAME: &'static str = "gaie-legacy";
+    const SUMMARY: &'static str = "reject sheddable classes while mean instance saturation is ≥ 1";
+    const PARAMS_DOC: &'static str = "\
+queue_depth_threshold  (float > 0, default 5)  wait-queue depth that counts as full
+kv_threshold           (float in (0, 1], default 0.8)  KV utilisation that counts as full
+Saturation = mean over instances of max(queue_depth / queue_depth_threshold,
+kv_utilization / kv_threshold). A sheddable request (batch, sheddable,
+background) is rejected when saturation ≥ 1.";
+
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        let p: GaieLegacyParams = params.parse()?;
+        if !(p.queue_depth_threshold.is_finite() && p.queue_depth_threshold > 0.0) {
+            return Err(format!(
+                "params.queue_depth_threshold = {}: must be a finite number > 0",
+                p.queue_depth_threshold
+            ));
+        }
+        if !(p.kv_threshold > 0.0 && p.kv_threshold <= 1.0) {
+            return Err(format!(
+                "params.kv_threshold = {}: must be in (0, 1]",
+                p.kv_threshold
+            ));
+        }
+        Ok(GaieLegacy {
+            queue_depth_threshold: p.queue_depth_threshold,
+            kv_threshold: p.kv_threshold,
+        })
+    }
+}
+
+impl GaieLegacy {
+    /// Mean saturation over the instances (1 with none).
+    fn saturation(&self, cluster: &ClusterView<'_>) -> f64 {
+        let snaps = cluster.instances();
+        if snaps.is_empty() {
+            return 1.0;
+        }
+        let sum: f64 = snaps
+            .iter()
+            .map(|s| {
+                (f64::from(s.queue_depth) / self.queue_depth_threshold)
+                    .max(s.kv_utilization / self.kv_threshold)
+            })
+            .sum();
+        sum / snaps.len() as f64
+    }
+}
+
+impl Admission for GaieLegacy {
+    fn admit(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>) -> bool {
+        !request.slo_class.is_sheddable() || self.saturation(cluster) < 1.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +328,92 @@ mod tests {
         assert!(e.contains("capacityy"), "{e}");
     }
 
+    fn with_class(class: SloClass) -> RequestView<'static> {
+        RequestView {
+            slo_class: class,
+            ..request(0, 5, &[])
+        }
+    }
+
+    #[test]
+    fn tier_shed_admits_at_or_below_the_threshold_and_sheds_low_tiers_above() {
+        let mut ts = TierShed::create(Params::new("threshold = 4"), 0).unwrap();
+        // Busiest effective load 1 + 2 + 1 = 4 = threshold: every class admitted.
+        let at_threshold = [snap(1, 2, 1, 0.0), snap(0, 0, 0, 0.0)];
+        for code in 0..5 {
+            assert!(ts.admit(&with_class(SloClass(code)), &cluster(0, &at_threshold)));
+        }
+        // Load 5 > 4: critical (4) and standard (3) pass min_priority 3; the rest shed.
+        let above = [snap(0, 0, 0, 0.0), snap(2, 2, 1, 0.0)];
+        let got: Vec<bool> = (0..5)
+            .map(|c| ts.admit(&with_class(SloClass(c)), &cluster(0, &above)))
+            .collect();
+        assert_eq!(got, [true, true, false, false, false]);
+        // Defaults: any load > 0 sheds below standard; overrides move a class.
+        let mut ts = TierShed::create(
+            Params::new("min_priority = 4\npriorities = { batch = 9 }"),
+            0,
+        )
+        .unwrap();
+        let one = [snap(0, 0, 1, 0.0)];
+        let got: Vec<bool> = (0..5)
+            .map(|c| ts.admit(&with_class(SloClass(c)), &cluster(0, &one)))
+            .collect();
+        assert_eq!(got, [true, false, true, false, false]);
+        let idle = [snap(0, 0, 0, 0.0)];
+        assert!(ts.admit(&with_class(SloClass::BACKGROUND), &cluster(0, &idle)));
+    }
+
+    #[test]
+    fn gaie_legacy_sheds_sheddable_classes_at_mean_saturation_one() {
+        let mut g = GaieLegacy::create(Params::new(""), 0).unwrap();
+        // Saturations: max(4/5, 0.4/0.8) = 0.8 and max(0/5, 0.96/0.8) = 1.2 → mean 1.0.
+        let full = [snap(4, 9, 9, 0.4), snap(0, 0, 0, 0.96)];
+        // max(5/5, 0) = 1.0 and max(0, 0.7/0.8 = 0.875) → mean 0.9375.
+        let below = [snap(5, 0, 0, 0.0), snap(0, 0, 0, 0.7)];
+        let got: Vec<bool> = (0..5)
+            .map(|c| g.admit(&with_class(SloClass(c)), &cluster(0, &full)))
+            .collect();
+        assert_eq!(got, [true, true, false, false, false]);
+        for code in 0..5 {
+            assert!(g.admit(&with_class(SloClass(code)), &cluster(0, &below)));
+        }
+        let mut g = GaieLegacy::create(
+            Params::new("queue_depth_threshold = 2.0\nkv_threshold = 1.0"),
+            0,
+        )
+        .unwrap();
+        // max(2/2, 0.5) = 1.0 → saturated.
+        assert!(!g.admit(
+            &with_class(SloClass::BATCH),
+            &cluster(0, &[snap(2, 0, 0, 0.5)])
+        ));
+        assert!(g.admit(
+            &with_class(SloClass::BATCH),
+            &cluster(0, &[snap(1, 0, 0, 0.5)])
+        ));
+    }
+
+    #[test]
+    fn shedding_policies_reject_bad_params_by_key() {
+        for (text, key) in [
+            ("threshold = -1", "threshold"),
+            ("priorities = { gold = 1 }", "gold"),
+            ("min_priorty = 1", "min_priorty"),
+        ] {
+            let e = TierShed::create(Params::new(text), 0).err().unwrap();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+        for (text, key) in [
+            ("queue_depth_threshold = 0.0", "queue_depth_threshold"),
+            ("kv_threshold = 1.5", "kv_threshold"),
+            ("kv_threshold = 0.0", "kv_threshold"),
+        ] {
+            let e = GaieLegacy::create(Params::new(text), 0).err().unwrap();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
+
     #[test]
     fn always_and_never() {
         let s = [snap(0, 0, 0, 0.0)];
@@ -170,5 +431,7 @@ mod params_doc_tests {
     #[test]
     fn params_docs_match_the_params_structs() {
         blis_plugin_api::check_params_doc::<TokenBucketParams>(TokenBucket::PARAMS_DOC).unwrap();
+        blis_plugin_api::check_params_doc::<TierShedParams>(TierShed::PARAMS_DOC).unwrap();
+        blis_plugin_api::check_params_doc::<GaieLegacyParams>(GaieLegacy::PARAMS_DOC).unwrap();
     }
 }

@@ -3,7 +3,8 @@
 //! Every policy the cluster architecture names, built against
 //! `blis-plugin-api` only, exactly like a third-party plugin:
 //!
-//! * admission: `always-admit`, `token-bucket`, `reject-all` ([`admission`]);
+//! * admission: `always-admit`, `token-bucket`, `reject-all`, and the
+//!   reference's load shedding `tier-shed`, `gaie-legacy` ([`admission`]);
 //! * routing: `round-robin`, `least-loaded`, `prefix-affinity`,
 //!   `always-busiest` ([`routing`]);
 //! * scorers for the host's weighted router: `prefix-affinity`,
@@ -39,7 +40,7 @@ pub mod routing;
 pub mod schedulers;
 pub mod scorers;
 
-use admission::{AlwaysAdmit, RejectAll, TokenBucket};
+use admission::{AlwaysAdmit, GaieLegacy, RejectAll, TierShed, TokenBucket};
 use autoscalers::KvSaturation;
 use cache_scorers::{NoHitLru, PrecisePrefixCache};
 use filters::{LowKvUtilization, LowQueue};
@@ -53,7 +54,7 @@ use scorers::{
 
 blis_plugin_api::export_plugin! {
     library: "blis-std",
-    admission: [AlwaysAdmit, TokenBucket, RejectAll],
+    admission: [AlwaysAdmit, TokenBucket, RejectAll, TierShed, GaieLegacy],
     routers: [RoundRobin, LeastLoaded, PrefixAffinityRouter, AlwaysBusiest],
     scorers: [
         PrefixAffinityScorer,

@@ -6,8 +6,9 @@
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
 //! `pools` (`[[pools]]` and `[pd]`: prefill/decode disaggregation),
-//! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`) and
-//! `output`. Assembly runs in
+//! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`), `output`,
+//! `slo` (`[slo]`), `flow_control` (`[flow_control]`), `saturation`
+//! (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -19,6 +20,7 @@
 //! pair and one line here, never more code in [`build`].
 
 mod control;
+mod flow_control;
 mod freshness;
 mod instance;
 mod instance_policies;
@@ -28,6 +30,9 @@ mod output;
 mod policies;
 mod pools;
 mod routing_profiles;
+mod saturation;
+mod slo;
+mod tenants;
 mod timeseries;
 mod workload;
 
@@ -140,6 +145,10 @@ pub fn build(
     let freshness = freshness::check(&run.routing, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
+    let slo = slo::check(run.slo.as_ref(), &mut problems);
+    let flow_control = flow_control::check(run.flow_control.as_ref(), &mut problems);
+    let saturation = saturation::check(run.saturation.as_ref(), &mut problems);
+    tenants::check(run.tenants.as_ref(), &mut problems);
     let control = control::check(run, model.as_ref(), &mut problems);
     let pools = pools::check(run, base_dir, &mut problems);
     if !problems.errors.is_empty() {
@@ -183,8 +192,13 @@ pub fn build(
         routing.describe(),
         run.admission.policy
     ));
-    let (collector, trace, outputs) =
+    let (mut collector, trace, outputs) =
         output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
+    collector.slo = slo;
+    collector.gateway = flow_control.is_some();
+    collector.saturation = saturation;
+    let gateway = flow_control.map(|f| f.create(workload.tenant_names()));
+    let tenant_budgets = tenants::create(run, workload.tenant_names(), &mut notes);
 
     Ok(BuiltRun {
         setup: ClusterSetup {
@@ -206,6 +220,8 @@ pub fn build(
                 tp: model.latency.tp,
             },
             timeseries: timeseries.create(base_dir, open_outputs)?,
+            gateway,
+            tenant_budgets,
             control,
             pd,
         },

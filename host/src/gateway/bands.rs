@@ -1,0 +1,323 @@
+//! The gateway queue's structure: one priority band per SLO class (highest
+//! priority first), one FIFO flow per tenant inside a band, capacity
+//! limits, shedding of sheddable entries, and saturation-gated dequeue.
+//!
+//! Band `i` of `B` may dispatch while the saturation signal is below its
+//! ceiling `1 − i·(1 − usage_limit)/(B − 1)` (1 when `B = 1`); the gated
+//! dequeue walks the bands from the highest priority and stops at the first
+//! band whose ceiling the signal reaches, so a lower band never dispatches
+//! while a higher one is gated.
+
+use std::collections::VecDeque;
+
+use crate::request::Slot;
+
+/// Number of bands: one per SLO class, in `SloClass::ALL` order (critical,
+/// standard, batch, sheddable, background — descending priority).
+pub const BANDS: usize = 5;
+
+/// First band whose entries are sheddable (negative priority: batch,
+/// sheddable, background).
+pub const FIRST_SHEDDABLE: usize = 2;
+
+/// A queued request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub slot: Slot,
+    /// Enqueue order, unique.
+    pub seq: u64,
+}
+
+/// How fairness picks a flow inside a band.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fairness {
+    /// The flow whose head was queued first.
+    GlobalStrict,
+    /// Tenants in turn (sorted by name), starting after the band's last pick.
+    RoundRobin,
+}
+
+#[derive(Debug, Default)]
+struct Band {
+    /// One FIFO per tenant rank (tenants sorted by name).
+    flows: Vec<VecDeque<Entry>>,
+    len: u64,
+    /// Tenant rank of the last dequeue (round-robin).
+    last: Option<usize>,
+}
+
+/// What happened to an enqueued request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enqueued {
+    Accepted,
+    /// The queue (or the request's band) is full: the request is rejected.
+    Rejected,
+    /// Accepted, and this lower-priority sheddable request was removed to make room.
+    AcceptedShed(Slot),
+}
+
+/// The bands and their limits.
+#[derive(Debug)]
+pub struct BandQueue {
+    bands: [Band; BANDS],
+    ceilings: [f64; BANDS],
+    per_band_capacity: Option<u64>,
+    max_depth: Option<u64>,
+    shedding: bool,
+    fairness: Fairness,
+    depth: u64,
+    next_seq: u64,
+}
+
+impl BandQueue {
+    /// An empty queue. `usage_limit` is the lowest band's ceiling, in (0, 1].
+    pub fn new(
+        tenants: usize,
+        usage_limit: f64,
+        per_band_capacity: Option<u64>,
+        max_depth: Option<u64>,
+        shedding: bool,
+        fairness: Fairness,
+    ) -> BandQueue {
+        let mut ceilings = [1.0; BANDS];
+        for (i, c) in ceilings.iter_mut().enumerate() {
+            *c = 1.0 - i as f64 * (1.0 - usage_limit) / (BANDS - 1) as f64;
+        }
+        let bands = std::array::from_fn(|_| Band {
+            flows: vec![VecDeque::new(); tenants.max(1)],
+            len: 0,
+            last: None,
+        });
+        BandQueue {
+            bands,
+            ceilings,
+            per_band_capacity,
+            max_depth,
+            shedding,
+            fairness,
+            depth: 0,
+            next_seq: 0,
+        }
+    }
+
+    /// Requests queued.
+    pub fn depth(&self) -> u64 {
+        self.depth
+    }
+
+    /// Whether a band holds no request.
+    pub fn is_empty(&self) -> bool {
+        self.depth == 0
+    }
+
+    /// Requests queued in `band`.
+    #[cfg(test)]
+    pub fn band_len(&self, band: usize) -> u64 {
+        self.bands[band].len
+    }
+
+    /// Queue `slot` in `band` (class index) and `flow` (tenant rank).
+    pub fn enqueue(&mut self, band: usize, flow: usize, slot: Slot) -> Enqueued {
+        if self
+            .per_band_capacity
+            .is_some_and(|c| self.bands[band].len >= c)
+        {
+            return Enqueued::Rejected;
+        }
+        let mut shed = None;
+        if self.max_depth.is_some_and(|m| self.depth >= m) {
+            if !self.shedding {
+                return Enqueued::Rejected;
+            }
+            // The victim: the lowest-priority sheddable band's newest entry;
+            // only a strictly lower band than the newcomer's (an equal band's
+            // newest entry is older than the newcomer, so it stays).
+            let Some(victim_band) = (FIRST_SHEDDABLE.max(band + 1)..BANDS)
+                .rev()
+                .find(|&b| self.bands[b].len > 0)
+            else {
+                return Enqueued::Rejected;
+            };
+            let b = &mut self.bands[victim_band];
+            let (f, _) = b
+                .flows
+                .iter()
+                .enumerate()
+                .filter_map(|(f, q)| q.back().map(|e| (f, e.seq)))
+                .max_by_key(|&(_, seq)| seq)
+                .expect("a non-empty band has a non-empty flow");
+            let victim = b.flows[f].pop_back().expect("non-empty flow");
+            b.len -= 1;
+            self.depth -= 1;
+            shed = Some(victim.slot);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let b = &mut self.bands[band];
+        if flow >= b.flows.len() {
+            b.flows.resize(flow + 1, VecDeque::new());
+        }
+        b.flows[flow].push_back(Entry { slot, seq });
+        b.len += 1;
+        self.depth += 1;
+        match shed {
+            Some(v) => Enqueued::AcceptedShed(v),
+            None => Enqueued::Accepted,
+        }
+    }
+
+    /// Remove `slot` from `band`/`flow` (TTL expiry); false when it is not there.
+    pub fn remove(&mut self, band: usize, flow: usize, slot: Slot) -> bool {
+        let b = &mut self.bands[band];
+        let Some(q) = b.flows.get_mut(flow) else {
+            return false;
+        };
+        let Some(pos) = q.iter().position(|e| e.slot == slot) else {
+            return false;
+        };
+        q.remove(pos);
+        b.len -= 1;
+        self.depth -= 1;
+        true
+    }
+
+    /// At most one request, from the highest-priority non-empty band whose
+    /// ceiling the saturation `sat` is below (no lower band while a higher
+    /// one is gated).
+    pub fn dequeue_gated(&mut self, sat: f64) -> Option<Slot> {
+        for (i, &ceiling) in self.ceilings.iter().enumerate() {
+            if sat >= ceiling {
+                return None;
+            }
+            if self.bands[i].len == 0 {
+                continue;
+            }
+            let fairness = self.fairness;
+            let b = &mut self.bands[i];
+            let n = b.flows.len();
+            let f = match fairness {
+                Fairness::GlobalStrict => b
+                    .flows
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(f, q)| q.front().map(|e| (f, e.seq)))
+                    .min_by_key(|&(_, seq)| seq)
+                    .map(|(f, _)| f),
+                Fairness::RoundRobin => {
+                    let start = b.last.map_or(0, |l| l + 1);
+                    (0..n)
+                        .map(|k| (start + k) % n)
+                        .find(|&f| !b.flows[f].is_empty())
+                }
+            }
+            .expect("a non-empty band has a non-empty flow");
+            let e = b.flows[f].pop_front().expect("non-empty flow");
+            b.len -= 1;
+            b.last = Some(f);
+            self.depth -= 1;
+            return Some(e.slot);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(usage_limit: f64, fairness: Fairness) -> BandQueue {
+        BandQueue::new(3, usage_limit, None, None, false, fairness)
+    }
+
+    #[test]
+    fn ceilings_follow_the_spec_formula() {
+        let q = queue(0.6, Fairness::GlobalStrict);
+        let want = [1.0, 0.9, 0.8, 0.7, 0.6];
+        for (c, w) in q.ceilings.iter().zip(want) {
+            assert!((c - w).abs() < 1e-12, "{:?}", q.ceilings);
+        }
+        assert_eq!(queue(1.0, Fairness::GlobalStrict).ceilings, [1.0; 5]);
+    }
+
+    #[test]
+    fn band_gating_dispatches_in_the_spec_order() {
+        // Ceilings 1.0, 0.9, 0.8, 0.7, 0.6 for critical … background.
+        let mut q = queue(0.6, Fairness::GlobalStrict);
+        // Slots named after (band, order): background first, critical last.
+        for (slot, band) in [(40, 4), (30, 3), (20, 2), (21, 2), (10, 1), (0, 0)] {
+            assert_eq!(q.enqueue(band, 0, slot), Enqueued::Accepted);
+        }
+        // Saturation 0.75: band 3 (ceiling 0.7) and 4 are gated, but higher
+        // bands go first anyway: critical, standard, then batch in FIFO order.
+        assert_eq!(q.dequeue_gated(0.75), Some(0));
+        assert_eq!(q.dequeue_gated(0.75), Some(10));
+        // At 0.85 batch (ceiling 0.8) is gated: nothing, though batch waits.
+        assert_eq!(q.dequeue_gated(0.85), None);
+        assert_eq!(q.dequeue_gated(0.75), Some(20));
+        assert_eq!(q.dequeue_gated(0.75), Some(21));
+        // Only sheddable (0.7) and background (0.6) are left: gated at 0.75.
+        assert_eq!(q.dequeue_gated(0.75), None);
+        assert_eq!(q.dequeue_gated(0.7), None);
+        assert_eq!(q.dequeue_gated(0.65), Some(30));
+        assert_eq!(q.dequeue_gated(0.65), None);
+        assert_eq!(q.dequeue_gated(0.59), Some(40));
+        assert!(q.is_empty());
+        // Saturation ≥ 1 gates even critical.
+        q.enqueue(0, 0, 1);
+        assert_eq!(q.dequeue_gated(1.0), None);
+        assert_eq!(q.dequeue_gated(0.999), Some(1));
+    }
+
+    #[test]
+    fn global_strict_takes_the_oldest_head_and_round_robin_takes_turns() {
+        // Flows: tenant 0 holds slots 2 4 6, tenant 1 holds 3 5, tenant 2
+        // holds 1; slots are numbered in enqueue order.
+        for (fairness, want) in [
+            (Fairness::GlobalStrict, [1, 2, 3, 4, 5, 6]),
+            // Tenants 0, 1, 2 in turn from tenant 0, skipping empty flows.
+            (Fairness::RoundRobin, [2, 3, 1, 4, 5, 6]),
+        ] {
+            let mut q = queue(1.0, fairness);
+            for (slot, tenant) in [(1, 2), (2, 0), (3, 1), (4, 0), (5, 1), (6, 0)] {
+                q.enqueue(1, tenant, slot);
+            }
+            let got: Vec<Slot> = (0..6).map(|_| q.dequeue_gated(0.0).unwrap()).collect();
+            assert_eq!(got, want, "{fairness:?}");
+        }
+    }
+
+    #[test]
+    fn capacity_depth_and_shedding() {
+        // Band capacity 2: the third standard request is rejected.
+        let mut q = BandQueue::new(1, 1.0, Some(2), None, false, Fairness::GlobalStrict);
+        assert_eq!(q.enqueue(1, 0, 1), Enqueued::Accepted);
+        assert_eq!(q.enqueue(1, 0, 2), Enqueued::Accepted);
+        assert_eq!(q.enqueue(1, 0, 3), Enqueued::Rejected);
+        assert_eq!(q.enqueue(0, 0, 4), Enqueued::Accepted);
+        assert_eq!(q.depth(), 3);
+        // Max depth 3 without shedding: rejected whatever the class.
+        let mut q = BandQueue::new(1, 1.0, None, Some(3), false, Fairness::GlobalStrict);
+        for s in 0..3 {
+            q.enqueue(3, 0, s);
+        }
+        assert_eq!(q.enqueue(0, 0, 9), Enqueued::Rejected);
+        // With shedding: the lowest sheddable band's newest entry goes.
+        let mut q = BandQueue::new(2, 1.0, None, Some(3), true, Fairness::GlobalStrict);
+        q.enqueue(2, 0, 20); // batch
+        q.enqueue(3, 0, 30); // sheddable, older
+        q.enqueue(3, 1, 31); // sheddable, newest (other tenant)
+        assert_eq!(q.enqueue(0, 0, 1), Enqueued::AcceptedShed(31));
+        assert_eq!(q.enqueue(1, 0, 2), Enqueued::AcceptedShed(30));
+        // Only batch is sheddable now; a batch newcomer may not shed its own band.
+        assert_eq!(q.enqueue(2, 1, 21), Enqueued::Rejected);
+        assert_eq!(q.enqueue(4, 1, 40), Enqueued::Rejected);
+        assert_eq!(q.enqueue(1, 1, 3), Enqueued::AcceptedShed(20));
+        // Nothing sheddable left: a critical newcomer is rejected.
+        assert_eq!(q.enqueue(0, 0, 5), Enqueued::Rejected);
+        assert_eq!((q.band_len(0), q.band_len(1), q.depth()), (1, 2, 3));
+        // TTL removal.
+        assert!(q.remove(1, 0, 2));
+        assert!(!q.remove(1, 0, 2));
+        assert_eq!(q.depth(), 2);
+    }
+}
