@@ -27,7 +27,7 @@ mod trace;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 pub use config::{
@@ -471,6 +471,9 @@ fn plan_clients(
     aggregate_rate: f64,
     seed: u64,
 ) -> Result<Planned, WorkloadError> {
+    // A set, not a list: an inference-perf expansion has tens of thousands
+    // of clients, and a linear duplicate check made validation quadratic.
+    let mut seen: HashSet<&str> = HashSet::with_capacity(specs.len());
     let mut names: Vec<String> = Vec::with_capacity(specs.len());
     let mut tenants: Vec<String> = Vec::new();
     let mut tenant_idx: HashMap<String, u32> = HashMap::new();
@@ -485,7 +488,7 @@ fn plan_clients(
                 "clients[{i}]: id is empty (every client needs a unique id)"
             )));
         }
-        if names.contains(&s.id) {
+        if !seen.insert(s.id.as_str()) {
             return Err(at(
                 "duplicate id (ids must be unique: they seed each client's random stream)".into(),
             ));
