@@ -671,15 +671,7 @@ impl Cluster {
         self.snapshots.peek(&self.instances, &self.pending);
         self.snapshots
             .build_info(&self.instances, &self.in_flight, &self.store);
-        let state = ClusterState {
-            view: ClusterView {
-                clock_us: t,
-                instances: RSlice::from_slice(self.snapshots.snaps()),
-            },
-            candidates: RSlice::from_slice(&[]),
-            info: RSlice::from_slice(self.snapshots.info()),
-            prefix_blocks: RSlice::from_slice(&[]),
-        };
+        let state = self.snapshots.whole_cluster(t);
         let req = &self.store[slot];
         let since = |at: Tick| {
             if at == crate::request::UNSET {
@@ -720,15 +712,7 @@ impl Cluster {
         self.snapshots.peek(&self.instances, &self.pending);
         self.snapshots
             .build_info(&self.instances, &self.in_flight, &self.store);
-        let state = ClusterState {
-            view: ClusterView {
-                clock_us: self.queue.now(),
-                instances: RSlice::from_slice(self.snapshots.snaps()),
-            },
-            candidates: RSlice::from_slice(&[]),
-            info: RSlice::from_slice(self.snapshots.info()),
-            prefix_blocks: RSlice::from_slice(&[]),
-        };
+        let state = self.snapshots.whole_cluster(self.queue.now());
         let mut result = Ok(());
         for ft in &firsts {
             let event = RequestEvent {

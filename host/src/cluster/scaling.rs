@@ -6,8 +6,7 @@
 //! the next index, and a terminated one keeps its index (and its report
 //! entry) for the rest of the run.
 
-use abi_stable::std_types::RSlice;
-use blis_plugin_api::{ClusterState, ClusterView, InstanceState};
+use blis_plugin_api::InstanceState;
 
 use super::Cluster;
 use crate::control::{ControlEvent, DrainPolicy, InstanceLife, NodeState, ScalingStats};
@@ -106,15 +105,7 @@ impl Cluster {
         self.snapshots.peek(&self.instances, &self.pending);
         self.snapshots
             .build_info(&self.instances, &self.in_flight, &self.store);
-        let state = ClusterState {
-            view: ClusterView {
-                clock_us: t,
-                instances: RSlice::from_slice(self.snapshots.snaps()),
-            },
-            candidates: RSlice::from_slice(&[]),
-            info: RSlice::from_slice(self.snapshots.info()),
-            prefix_blocks: RSlice::from_slice(&[]),
-        };
+        let state = self.snapshots.whole_cluster(t);
         let c = self.control.as_mut().expect("tick without control");
         let Some(s) = c.scaler.as_mut() else {
             return Ok(());

@@ -27,8 +27,9 @@
 //! TP) are read live, and only when a policy needs them (filters, pickers,
 //! state-reading scorers, lifecycle hooks).
 
+use abi_stable::std_types::RSlice;
 use abi_stable::std_types::RStr;
-use blis_plugin_api::{InstanceInfo, InstanceSnapshot};
+use blis_plugin_api::{ClusterState, ClusterView, InstanceInfo, InstanceSnapshot};
 
 use super::InstanceLabels;
 use crate::engine::Tick;
@@ -215,6 +216,20 @@ impl SnapshotProvider {
     /// Set an instance's lifecycle state in the 0.2 signals.
     pub fn set_state(&mut self, instance: usize, state: blis_plugin_api::InstanceState) {
         self.info[instance].state = state;
+    }
+
+    /// The whole cluster as of `t`, as a lifecycle hook or an autoscaler
+    /// sees it: every instance, no candidate list, no prefix-cache query.
+    pub fn whole_cluster(&self, t: Tick) -> ClusterState<'_> {
+        ClusterState {
+            view: ClusterView {
+                clock_us: t,
+                instances: RSlice::from_slice(self.snaps()),
+            },
+            candidates: RSlice::from_slice(&[]),
+            info: RSlice::from_slice(self.info()),
+            prefix_blocks: RSlice::from_slice(&[]),
+        }
     }
 
     /// The snapshots of the last [`SnapshotProvider::build`].
