@@ -404,8 +404,12 @@ fn bad_flow_control_slo_and_saturation_input_names_the_key() {
             "flow_control.request_ttl_us = 0",
         ),
         (
-            "[flow_control]\nin_flight_eviction = true\n",
+            "[flow_control]\nin_flight_eviction = 1\n",
             "in_flight_eviction",
+        ),
+        (
+            "[flow_control]\nin_flight_eviction = true\n[[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 1\n[[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 1\n[pd]\ndecider = \"always\"\n",
+            "flow_control.in_flight_eviction = true cannot be combined with [[pools]]",
         ),
         (
             "[slo.critical]\nttft_ms = -5.0\n",
@@ -638,4 +642,97 @@ timeseries_path = "ts.jsonl"
     let o = dir.blis().args(["run", "run.toml"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert_contains!(stderr(&o), "tenants.budgets.acme = 1.5");
+}
+
+/// In-flight eviction, exactly: two sheddable requests fill a concurrency
+/// budget of 2 on one instance; a critical request arriving at `T` finds
+/// the cluster saturated, so the latest dispatched sheddable request (1) is
+/// evicted at `T` — from the wait queue at T = 1 ms (request 0's first
+/// step is still running), from the running batch at T = 20 ms — and the
+/// critical request is dispatched at its arrival. Without the setting it
+/// waits for a completion and nothing is evicted.
+#[test]
+fn in_flight_eviction_makes_room_for_a_critical_request() {
+    for (case, arrival, eviction) in [
+        ("queued", 1_000, true),
+        ("running", 20_000, true),
+        ("off", 20_000, false),
+    ] {
+        let dir = TestDir::new(&format!("flow_evict_{case}"));
+        dir.write(
+            "trace.csv",
+            &format!(
+                "arrival_us,input_tokens,output_tokens,prefix_group,prefix_length,slo_class,tenant_id,session_id\n\
+                 0,100,50,,,sheddable,a,\n500,100,50,,,sheddable,a,\n{arrival},100,5,,,critical,b,\n"
+            ),
+        );
+        dir.write(
+            "run.toml",
+            &format!(
+                r#"
+[model]
+latency_model = "linear"
+alpha = [100.0, 0.5, 20.0]
+beta = [2000.0, 5.0, 30.0]
+[instance]
+count = 1
+[workload]
+trace = "trace.csv"
+[routing]
+policy = "round-robin"
+[flow_control]
+saturation_detector = "concurrency"
+max_concurrency = 2.0
+in_flight_eviction = {eviction}
+[tenants.budgets]
+a = 1.0
+[output]
+results_path = "results.jsonl"
+trace_path = "trace.jsonl"
+timeseries_path = "ts.jsonl"
+"#
+            ),
+        );
+        let (r, _, results, _, _) = run(&dir);
+        let (c, g, inst) = (
+            &r["cluster"],
+            &r["cluster"]["flow_control"],
+            &r["instances"][0],
+        );
+        let status: Vec<&str> = results
+            .iter()
+            .map(|l| l["status"].as_str().unwrap())
+            .collect();
+        let delay = |id: usize| results[id]["gateway_queue_delay_ms"].as_f64().unwrap();
+        assert_eq!(g["dispatched"], 3, "{case}: {g}");
+        // INV-1: the evicted request was injected and ends dropped at its instance.
+        assert_eq!(c["injected_requests"], 3, "{case}");
+        assert_eq!(c["rejected_requests"], 0, "{case}");
+        if eviction {
+            assert_eq!(g["evicted"], 1, "{case}: {g}");
+            eqnice!(vec!["completed", "dropped", "completed"], status);
+            assert_eq!(inst["dropped_unservable"], 1, "{case}");
+            assert_eq!(c["completed_requests"], 2, "{case}");
+            // Dispatched at its arrival: the eviction freed the slot at once.
+            assert_eq!(delay(2), 0.0, "{case}");
+            // Only the running request had shown a token.
+            assert_eq!(results[1]["ttft_ms"].is_null(), case == "queued", "{case}");
+            // Its tenant's budget counted it out (a's share is 1.0 of 256).
+            assert_eq!(r["tenants"]["a"]["budget_rejected"], 0, "{case}");
+        } else {
+            assert_eq!(g["evicted"], 0, "{case}: {g}");
+            eqnice!(vec!["completed", "completed", "completed"], status);
+            // It waits for request 0's last step to end: the client sees
+            // that completion α2 × 50 tokens = 1 ms later.
+            let done0 = results[0]["arrival_us"].as_f64().unwrap() / 1e3
+                + results[0]["e2e_ms"].as_f64().unwrap()
+                - 1.0;
+            assert!(delay(2) > 0.0, "{case}");
+            close(
+                "critical dispatch",
+                &serde_json::json!(arrival as f64 / 1e3 + delay(2)),
+                done0,
+            );
+        }
+    }
 }

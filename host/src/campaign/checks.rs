@@ -448,6 +448,19 @@ fn check_gateway(out: &RunOutput, c: &Value, lines: &[Value]) -> Result<(), Stri
         depth <= u(c, "still_in_pipeline")? && u(g, "peak_depth")? >= depth,
         "gateway depth {depth} at the end: {c}"
     );
+    // Evicted requests end dropped at their instances, and only with the
+    // setting on.
+    let evicted = u(g, "evicted")?;
+    let evicting = out
+        .run
+        .flow_control
+        .as_ref()
+        .is_some_and(|f| f.in_flight_eviction);
+    ensure!(
+        evicted <= u(c, "dropped_unservable")? && (evicting || evicted == 0),
+        "{evicted} evicted, {} dropped, eviction on: {evicting}",
+        c["dropped_unservable"]
+    );
     let mut reasons: BTreeMap<String, u64> = BTreeMap::new();
     for l in out.trace.lines() {
         let v: Value = serde_json::from_str(l).map_err(|e| format!("trace line {l}: {e}"))?;

@@ -52,6 +52,10 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         if table.contains_key("pools") {
             // The pools are the cluster.
             section(&mut table, "instance").remove("count");
+            // In-flight eviction does not apply to disaggregated requests.
+            if let Some(Value::Table(fc)) = table.get_mut("flow_control") {
+                fc.remove("in_flight_eviction");
+            }
         }
         let out = section(&mut table, "output");
         out.insert("results_path".into(), "results.jsonl".into());
@@ -463,7 +467,8 @@ fn horizon() -> impl Strategy<Value = Fragment> {
 }
 
 /// `[flow_control]` in a third of the runs: every detector and fairness,
-/// small capacities and depths (with and without shedding), short TTLs.
+/// small capacities and depths (with and without shedding), short TTLs,
+/// in-flight eviction in half of them.
 fn flow_control() -> impl Strategy<Value = Fragment> {
     prop::option::weighted(
         0.35,
@@ -477,10 +482,12 @@ fn flow_control() -> impl Strategy<Value = Fragment> {
             prop::option::of(prop_oneof![1i64..1000, 1000i64..2_000_000]),
             prop::sample::select(vec![1i64, 1000, 50_000]),
             prop::sample::select(vec![0.5f64, 5.0]),
+            any::<bool>(),
         ),
     )
     .prop_map(|fc| {
-        let Some((det, limit, band, depth, shedding, fairness, ttl, tick, threshold)) = fc else {
+        let Some((det, limit, band, depth, shedding, fairness, ttl, tick, threshold, evict)) = fc
+        else {
             return Fragment::default();
         };
         let mut t = Table::new();
@@ -500,6 +507,7 @@ fn flow_control() -> impl Strategy<Value = Fragment> {
             t.insert("request_ttl_us".into(), int(ttl));
         }
         t.insert("dispatch_tick_us".into(), int(tick));
+        t.insert("in_flight_eviction".into(), evict.into());
         fragment("flow_control", t)
     })
 }

@@ -10,12 +10,32 @@
 //! gateway's queue being part of the pipeline) and traced as an admission
 //! rejection by `flow-control/queue-full`, `flow-control/shed` or
 //! `flow-control/expired` — never as admitted.
+//!
+//! In-flight eviction (`in_flight_eviction = true`): a dispatch attempt that
+//! finds the cluster saturated (signal ≥ 1) while a non-sheddable request
+//! waits, and a dispatched sheddable request waiting or running at an
+//! instance, dispatches nothing and schedules one eviction event at the
+//! same instant. The event removes the first such request in eviction
+//! order (lowest priority, latest dispatched) from its instance, releasing
+//! its KV blocks; it ends `dropped` (counted with its instance's
+//! `dropped_unservable`, as an `immediate` drain's drops, and in
+//! `flow_control.evicted`), is not queued again, leaves its tenant's
+//! budget, and frees capacity like any finished request: one dispatch
+//! attempt follows.
 
 use super::{later, Cluster, Event, PluginError, Tick};
 use crate::engine::GatewayTimer;
-use crate::gateway::Enqueued;
+use crate::gateway::{Enqueued, Eviction};
 use crate::metrics::class_index;
-use crate::request::{RequestState, Slot, UNSET};
+use crate::request::{RequestState, RequestStore, Slot, UNSET};
+
+/// The first tracked request, in eviction order, that waits or runs at an
+/// instance (one still on its way to an instance cannot be evicted yet).
+fn victim(e: &Eviction, store: &RequestStore) -> Option<Slot> {
+    e.candidates().find(|&s| {
+        store.is_live(s) && matches!(store[s].state, RequestState::Queued | RequestState::Running)
+    })
+}
 
 impl Cluster {
     /// Reject the request if it is sheddable and its tenant's budget is
@@ -119,10 +139,27 @@ impl Cluster {
             }
             None => g.detector.saturation(snaps, &self.in_flight, g.in_transit),
         };
-        if let Some(slot) = g.queue.dequeue_gated(sat) {
+        let blocked = sat >= 1.0 && g.eviction.is_some() && g.non_sheddable_waiting();
+        let evict = match g.eviction.as_mut() {
+            Some(e) if blocked => {
+                let wanted = e.pending || victim(e, &self.store).is_some();
+                if wanted && !e.pending {
+                    e.pending = true;
+                    self.queue.push(t, Event::Gateway(GatewayTimer::Evict));
+                }
+                wanted
+            }
+            _ => false,
+        };
+        if evict {
+            // Nothing is dispatched: the eviction makes room first.
+        } else if let Some(slot) = g.queue.dequeue_gated(sat) {
             g.counts.dispatched += 1;
             g.in_transit += 1;
             self.store[slot].gateway_dispatched_at = t;
+            if let Some(e) = g.eviction.as_mut() {
+                e.track(slot, &self.store[slot]);
+            }
             self.queue
                 .push(later(t, self.routing_latency), Event::Routing(slot));
         }
@@ -189,7 +226,40 @@ impl Cluster {
                     self.gateway_reject(t, slot, id, "flow-control/expired")?;
                 }
             }
+            GatewayTimer::Evict => self.evict_sheddable(t)?,
         }
         Ok(())
+    }
+
+    /// The eviction event: evict the first evictable tracked request if a
+    /// non-sheddable request still waits.
+    fn evict_sheddable(&mut self, t: Tick) -> Result<(), Box<PluginError>> {
+        let Some(g) = self.gateway.as_mut() else {
+            return Ok(());
+        };
+        let waiting = g.non_sheddable_waiting();
+        let Some(e) = g.eviction.as_mut() else {
+            return Ok(());
+        };
+        e.pending = false;
+        let Some(slot) = victim(e, &self.store).filter(|_| waiting) else {
+            return Ok(());
+        };
+        e.untrack(slot, &self.store[slot]);
+        let i = self.store[slot].instance;
+        if self.instances[i as usize].evict(t, slot, &mut self.store, &mut self.collector) {
+            g.counts.evicted += 1;
+            self.release_finished(t)?;
+            self.after_instance_event(t, i);
+        }
+        Ok(())
+    }
+
+    /// A request ends: the eviction tracker forgets it.
+    #[inline]
+    pub(super) fn gateway_untrack(&mut self, slot: Slot) {
+        if let Some(e) = self.gateway.as_mut().and_then(|g| g.eviction.as_mut()) {
+            e.untrack(slot, &self.store[slot]);
+        }
     }
 }

@@ -513,6 +513,7 @@ impl Cluster {
         self.workload.on_finished(&self.store[slot], t, false);
         let hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
         self.hash_pool.push(hashes);
+        self.gateway_untrack(slot);
         self.store.release(slot);
         self.schedule_arrivals();
         Ok(())
@@ -779,6 +780,7 @@ impl Cluster {
                 t
             };
             self.workload.on_finished(&self.store[slot], at, completed);
+            self.gateway_untrack(slot);
             self.store.release(slot);
         }
         let freed = finished.len();

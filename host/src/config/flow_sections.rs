@@ -122,6 +122,10 @@ pub struct FlowControlSection {
     /// Dispatch attempts while the queue is not empty, µs apart (default 1000).
     #[serde(default = "d_tick")]
     pub dispatch_tick_us: i64,
+    /// When saturated with a non-sheddable request waiting, evict a
+    /// dispatched sheddable request from its instance (default false).
+    #[serde(default)]
+    pub in_flight_eviction: bool,
 }
 
 fn d_detector() -> String {

@@ -40,6 +40,9 @@ pub enum GatewayTimer {
     Tick,
     /// The TTL of the request queued in this slot runs out (if it is still queued).
     Expire(Slot),
+    /// In-flight eviction: remove a dispatched sheddable request from its
+    /// instance for a waiting non-sheddable one.
+    Evict,
 }
 
 impl Event {

@@ -111,7 +111,6 @@ impl BandQueue {
     }
 
     /// Requests queued in `band`.
-    #[cfg(test)]
     pub fn band_len(&self, band: usize) -> u64 {
         self.bands[band].len
     }

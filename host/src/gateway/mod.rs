@@ -5,6 +5,9 @@
 //! priority bands and per-tenant flows ([`bands`]), until the cluster's
 //! saturation signal lets their band dispatch them to routing.
 //!
+//! With `in_flight_eviction`, a saturated cluster with a non-sheddable
+//! request waiting evicts a dispatched sheddable one instead ([`eviction`]).
+//!
 //! ```text
 //! admission ─► enqueue ─┬─ rejected (band full / queue full)   ─► counted rejected
 //!                       ├─ accepted (+ a sheddable victim shed) ─► counted rejected
@@ -25,9 +28,11 @@
 //! (Σ in flight + in_transit) / (N × max_concurrency); `never` = 0.
 
 mod bands;
+mod eviction;
 mod tenants;
 
-pub use bands::{BandQueue, Enqueued, Fairness, BANDS};
+pub use bands::{BandQueue, Enqueued, Fairness, BANDS, FIRST_SHEDDABLE};
+pub use eviction::Eviction;
 pub use tenants::TenantBudgets;
 
 use blis_plugin_api::InstanceSnapshot;
@@ -98,6 +103,9 @@ pub struct GatewayCounts {
     pub expired: u64,
     /// Requests handed to routing.
     pub dispatched: u64,
+    /// Dispatched sheddable requests removed from their instance for a
+    /// waiting non-sheddable one (in-flight eviction).
+    pub evicted: u64,
     /// Largest queue depth seen.
     pub peak_depth: u64,
 }
@@ -118,6 +126,8 @@ pub struct Gateway {
     /// Rank of each tenant index in name order (the flow order).
     pub tenant_rank: Vec<usize>,
     pub counts: GatewayCounts,
+    /// In-flight eviction of sheddable requests, when on.
+    pub eviction: Option<Eviction>,
 }
 
 impl Gateway {
@@ -151,6 +161,11 @@ impl Gateway {
             Enqueued::Rejected => self.counts.rejected += 1,
         }
         self.counts.peak_depth = self.counts.peak_depth.max(self.queue.depth());
+    }
+
+    /// A non-sheddable request waits in the queue.
+    pub fn non_sheddable_waiting(&self) -> bool {
+        (0..FIRST_SHEDDABLE).any(|b| self.queue.band_len(b) > 0)
     }
 }
 

@@ -42,6 +42,7 @@
 //!   per-request progress kept as the batch's step count plus offsets.
 
 mod cruise;
+mod evict;
 mod kv;
 mod kv_offload;
 pub mod latency;

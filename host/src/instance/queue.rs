@@ -193,6 +193,30 @@ impl WaitQueue {
                     .flat_map(|h| h.iter().map(|Reverse(k)| k.slot)),
             )
     }
+
+    /// Take `slot` out wherever it waits, every other request keeping its
+    /// place; false if it is not here. O(n): for the gateway's rare
+    /// in-flight evictions (`super::evict`), never on the step path.
+    pub fn remove(&mut self, slot: Slot) -> bool {
+        if let Some(i) = self.front.iter().position(|&s| s == slot) {
+            self.front.remove(i);
+            return true;
+        }
+        match &mut self.rest {
+            Ordered::Sorted(q) => match q.iter().position(|k| k.slot == slot) {
+                Some(i) => {
+                    q.remove(i);
+                    true
+                }
+                None => false,
+            },
+            Ordered::Heap(h) => {
+                let n = h.len();
+                h.retain(|Reverse(k)| k.slot != slot);
+                h.len() != n
+            }
+        }
+    }
 }
 
 #[cfg(test)]

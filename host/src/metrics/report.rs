@@ -349,6 +349,7 @@ pub fn build(
                 "rejected": g.rejected,
                 "shed": g.shed,
                 "expired": g.expired,
+                "evicted": g.evicted,
                 "depth_at_end": depth,
                 "peak_depth": g.peak_depth,
             }),

@@ -4,7 +4,7 @@
 use super::{one_of, Problems};
 use crate::config::bounds::MAX_DELAY_US;
 use crate::config::FlowControlSection;
-use crate::gateway::{BandQueue, Detector, Fairness, Gateway, GatewayCounts};
+use crate::gateway::{BandQueue, Detector, Eviction, Fairness, Gateway, GatewayCounts};
 
 /// The checked settings.
 pub(super) struct CheckedFlowControl {
@@ -16,6 +16,7 @@ pub(super) struct CheckedFlowControl {
     fairness: Fairness,
     ttl: Option<i64>,
     tick: i64,
+    in_flight_eviction: bool,
 }
 
 fn positive(key: &str, v: f64, example: &str, problems: &mut Problems) {
@@ -50,11 +51,18 @@ fn capacity(key: &str, v: Option<u64>, problems: &mut Problems) {
     }
 }
 
+/// `pd`: the run disaggregates prefill and decode (`[[pools]]`).
 pub(super) fn check(
     fc: Option<&FlowControlSection>,
+    pd: bool,
     problems: &mut Problems,
 ) -> Option<CheckedFlowControl> {
     let fc = fc?;
+    if fc.in_flight_eviction && pd {
+        problems.error(
+            "flow_control.in_flight_eviction = true cannot be combined with [[pools]] (prefill/decode disaggregation): a disaggregated request lives on two instances and in a KV transfer between them, which eviction does not handle; remove one of the two",
+        );
+    }
     positive(
         "queue_depth_threshold",
         fc.queue_depth_threshold,
@@ -118,6 +126,7 @@ pub(super) fn check(
         fairness,
         ttl: fc.request_ttl_us,
         tick: fc.dispatch_tick_us,
+        in_flight_eviction: fc.in_flight_eviction,
     })
 }
 
@@ -140,6 +149,7 @@ impl CheckedFlowControl {
             in_transit: 0,
             tenant_rank: Gateway::ranks(tenant_names),
             counts: GatewayCounts::default(),
+            eviction: self.in_flight_eviction.then(Eviction::default),
         }
     }
 }

@@ -146,7 +146,11 @@ pub fn build(
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     let slo = slo::check(run.slo.as_ref(), &mut problems);
-    let flow_control = flow_control::check(run.flow_control.as_ref(), &mut problems);
+    let flow_control = flow_control::check(
+        run.flow_control.as_ref(),
+        !run.pools.is_empty(),
+        &mut problems,
+    );
     let saturation = saturation::check(run.saturation.as_ref(), &mut problems);
     tenants::check(run.tenants.as_ref(), &mut problems);
     let control = control::check(run, model.as_ref(), &mut problems);
