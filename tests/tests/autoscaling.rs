@@ -310,3 +310,71 @@ params = { panic_at_us = 1000000 }
         "{err}"
     );
 }
+
+/// Tenant budgets follow the fleet: the capacity is the routable instances'
+/// batch slots at each decision. Two instances of 4 slots load for 1 s
+/// (no warm start); tenant `a` may hold half the slots. Its 6 sheddable
+/// requests at 0.5 s find no routable instance, so no capacity: all 6 are
+/// refused by the budget. At 2 s (both loaded: 8 slots, a share of 4) 6
+/// long requests arrive together: 4 pass, 2 are refused. Critical requests
+/// are never refused by a budget.
+#[test]
+fn tenant_budgets_follow_the_routable_instances() {
+    let mut csv = String::from(
+        "arrival_us,input_tokens,output_tokens,prefix_group,prefix_length,slo_class,tenant_id,session_id\n",
+    );
+    for i in 0..6 {
+        csv += &format!("{},50,500,,,sheddable,a,\n", 500_000 + i);
+    }
+    for i in 0..6 {
+        csv += &format!("{},50,500,,,sheddable,a,\n", 2_000_000 + i);
+    }
+    csv += "2000010,50,5,,,critical,a,\n";
+    let dir = TestDir::new("autoscaling_tenant_budgets");
+    dir.write("trace.csv", &csv);
+    dir.write(
+        "run.toml",
+        r#"
+[model]
+latency_model = "linear"
+alpha = [0.0, 0.0, 0.0]
+beta = [2000.0, 5.0, 30.0]
+[instance]
+count = 2
+max_num_seqs = 4
+[routing]
+policy = "least-loaded"
+[workload]
+trace = "trace.csv"
+[lifecycle]
+loading_delay = { mean = 1.0 }
+warm_start_initial_instances = false
+[tenants.budgets]
+a = 0.5
+[output]
+results_path = "results.jsonl"
+"#,
+    );
+    let (r, _) = run(
+        &dir,
+        &std::fs::read_to_string(dir.path().join("run.toml")).unwrap(),
+        false,
+    );
+    let t = &r["tenants"]["a"];
+    assert_eq!(t["budget_rejected"], 8, "{t}");
+    let results: Vec<Value> = std::fs::read_to_string(dir.path().join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let status: Vec<&str> = results
+        .iter()
+        .map(|l| l["status"].as_str().unwrap())
+        .collect();
+    let mut want = vec!["rejected"; 6];
+    want.extend(["completed"; 4]);
+    want.extend(["rejected"; 2]);
+    want.push("completed");
+    assert_eq!(status, want);
+    assert_eq!(r["cluster"]["rejected_requests"], 8);
+}

@@ -47,10 +47,20 @@ impl Cluster {
     ) -> Result<bool, Box<PluginError>> {
         let req = &self.store[slot];
         let (tenant, sheddable, id) = (req.tenant, req.slo_class.priority() < 0, req.id);
+        // With a control plane the capacity is the routable instances' now.
+        let (control, instances) = (self.control.as_deref(), &self.instances);
+        let slots = || {
+            control.map(|c| {
+                c.routable
+                    .iter()
+                    .map(|&i| u64::from(instances[i as usize].config().max_num_seqs))
+                    .sum()
+            })
+        };
         let over = self
             .tenant_budgets
             .as_mut()
-            .is_some_and(|b| b.rejects(tenant, sheddable));
+            .is_some_and(|b| b.rejects(tenant, sheddable, slots));
         if over {
             self.gateway_reject(t, slot, id, "tenant-budget")?;
         } else {

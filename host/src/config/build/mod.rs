@@ -202,7 +202,8 @@ pub fn build(
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
     let gateway = flow_control.map(|f| f.create(workload.tenant_names()));
-    let tenant_budgets = tenants::create(run, workload.tenant_names(), &mut notes);
+    let slots = instances.iter().map(|i| u64::from(i.config().max_num_seqs));
+    let tenant_budgets = tenants::create(run, workload.tenant_names(), slots.sum(), &mut notes);
 
     Ok(BuiltRun {
         setup: ClusterSetup {

@@ -16,7 +16,7 @@ pub(super) fn check(t: Option<&TenantsSection>, problems: &mut Problems) {
     for (name, f) in &t.budgets {
         if !(0.0..=1.0).contains(f) {
             problems.error(format!(
-                "tenants.budgets.{name} = {f}: must be a fraction in [0, 1] of instances × max_num_seqs"
+                "tenants.budgets.{name} = {f}: must be a fraction in [0, 1] of the serving instances' batch slots (max_num_seqs)"
             ));
         }
     }
@@ -24,9 +24,12 @@ pub(super) fn check(t: Option<&TenantsSection>, problems: &mut Problems) {
 
 /// The budgets for the workload's tenants, with a note for budgets of
 /// tenants the workload does not have.
+/// `fleet_slots`: Σ `max_num_seqs` over the instances built (with a control
+/// plane the cluster uses the routable instances' at each decision).
 pub(super) fn create(
     run: &RunFile,
     tenant_names: &[String],
+    fleet_slots: u64,
     notes: &mut Vec<String>,
 ) -> Option<TenantBudgets> {
     let t = run.tenants.as_ref()?;
@@ -41,6 +44,5 @@ pub(super) fn create(
         .iter()
         .map(|n| t.budgets.get(n).copied())
         .collect();
-    let capacity = u64::from(run.instance.count) * u64::from(run.instance.max_num_seqs);
-    Some(TenantBudgets::new(fractions, capacity))
+    Some(TenantBudgets::new(fractions, fleet_slots))
 }
