@@ -211,8 +211,16 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             let via_transfer = pd
                 && allowed(seen, RequestState::Transferring)
                 && allowed(RequestState::Transferring, final_state);
+            // (In-flight eviction drops a queued or running request.)
+            let evicted = out
+                .run
+                .flow_control
+                .as_ref()
+                .is_some_and(|f| f.in_flight_eviction)
+                && matches!(seen, RequestState::Queued | RequestState::Running)
+                && final_state == RequestState::Dropped;
             ensure!(
-                allowed(seen, final_state) || drained || via_transfer,
+                allowed(seen, final_state) || drained || via_transfer || evicted,
                 "INV-2: request {i} last seen {seen:?}, ended {st}"
             );
         }
