@@ -17,15 +17,15 @@ use abi_stable::{
 };
 
 use crate::abi::{
-    AdmissionAbi, AdmissionAbi_TO, AutoscalerAbi, AutoscalerAbi_TO, AutoscalerBox, FilterAbi,
-    FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi, PickerAbi_TO, PickerBox, PolicyError,
-    PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject, PreemptionAbi, PreemptionAbi_TO,
-    PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi, SchedulerAbi_TO, SchedulerBox, ScorerAbi,
-    ScorerAbi_TO,
+    AdmissionAbi, AdmissionAbi_TO, AutoscalerAbi, AutoscalerAbi_TO, AutoscalerBox, DeciderAbi,
+    DeciderAbi_TO, DeciderBox, FilterAbi, FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi,
+    PickerAbi_TO, PickerBox, PolicyError, PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject,
+    PreemptionAbi, PreemptionAbi_TO, PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi,
+    SchedulerAbi_TO, SchedulerBox, ScorerAbi, ScorerAbi_TO,
 };
 use crate::events::RequestEvent;
 use crate::params::Params;
-use crate::views::{ClusterState, ClusterView, RequestView, RunningRequest};
+use crate::views::{ClusterState, ClusterView, PdView, RequestView, RunningRequest};
 
 /// Scores a scorer writes: one per instance, in instance order.
 pub type Scores = RVec<f64>;
@@ -181,6 +181,26 @@ pub trait Autoscaler: PolicyDef {
     fn decide(&mut self, cluster: &ClusterState<'_>) -> i32;
 }
 
+/// The prefill/decode split of a run with `[[pools]]` (ABI 0.2, kind
+/// `decider`): asked for every request after routing chose its decode
+/// instance. `pd` says which instance that is and how much of the prompt
+/// its KV cache holds; `cluster` holds every instance, with the
+/// prefill-capable ones as `cluster.candidates()` (the 0.2 signals in
+/// `cluster.info()`, and the prefix-cache query when the decider sets
+/// [`PolicyDef::PREFIX_QUERY`]). Give a reason with
+/// [`reason`](crate::reason); it is written to the decision trace.
+pub trait Decider: PolicyDef {
+    /// True to disaggregate (prefill on a prefill instance, then a KV
+    /// transfer to the decode instance); false to serve the whole request
+    /// on the decode instance.
+    fn disaggregate(
+        &mut self,
+        request: &RequestView<'_>,
+        pd: &PdView,
+        cluster: &ClusterState<'_>,
+    ) -> bool;
+}
+
 thread_local! {
     static IN_POLICY_CALL: Cell<bool> = const { Cell::new(false) };
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
@@ -246,6 +266,7 @@ struct PickerAdapter<P>(P);
 struct SchedulerAdapter<P>(P);
 struct PreemptionAdapter<P>(P);
 struct AutoscalerAdapter<P>(P);
+struct DeciderAdapter<P>(P);
 
 /// The `on_event` body shared by every adapter.
 macro_rules! on_event_body {
@@ -398,6 +419,21 @@ impl<P: Autoscaler> AutoscalerAbi for AutoscalerAdapter<P> {
     }
 }
 
+impl<P: Decider> DeciderAbi for DeciderAdapter<P> {
+    fn decide(
+        &mut self,
+        request: &RequestView<'_>,
+        pd: &PdView,
+        cluster: &ClusterState<'_>,
+    ) -> RResult<bool, PolicyError> {
+        crate::log::clear_reason();
+        call::<P, _>(|| self.0.disaggregate(request, pd, cluster))
+    }
+    fn take_reason(&mut self) -> RString {
+        crate::log::take_reason().map_or_else(RString::new, |r| RString::from(&*r))
+    }
+}
+
 /// Items used by [`export_plugin!`](crate::export_plugin) expansions. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
@@ -470,6 +506,13 @@ pub mod __private {
     ) -> RResult<AutoscalerBox, RString> {
         construct::<P>(params, seed)
             .map(|p| AutoscalerAbi_TO::from_value(AutoscalerAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// Create decider `P`.
+    pub fn create_decider<P: Decider>(params: RStr<'_>, seed: u64) -> RResult<DeciderBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| DeciderAbi_TO::from_value(DeciderAdapter(p), TD_Opaque))
             .into()
     }
 

@@ -9,8 +9,12 @@
 //!   in play, and one [`InstanceInfo`] per instance).
 //! * The plain Rust traits an author implements: [`Admission`], [`Router`],
 //!   [`Scorer`] (ABI 0.1), [`Filter`] and [`Picker`] (ABI 0.2, the parts of
-//!   an llm-d scheduling profile), each with [`PolicyDef`] (name, docs,
-//!   constructor, and the lifecycle events it wants, see [`events`]).
+//!   an llm-d scheduling profile), [`Scheduler`] and [`Preemption`] (an
+//!   instance's queue order and victim choice), [`Autoscaler`] (the control
+//!   plane's scaling decision) and [`Decider`] (whether a request of a P/D
+//!   run is disaggregated, given the [`PdView`]), each with [`PolicyDef`]
+//!   (name, docs, constructor, and the lifecycle events it wants, see
+//!   [`events`]).
 //! * [`export_plugin!`] — turns a list of policy types into the library's root
 //!   module; every call is wrapped so a panic becomes a reported error, never
 //!   an abort of the simulator.
@@ -67,10 +71,12 @@
 //!    host ignores codes it does not know, so adding one breaks nobody.
 //! 4. **A new kind = a new `create_<kind>` root-module function + a new
 //!    `#[sabi_trait]` + a new [`KindCode`].** ABI 0.2 added `filter` (3),
-//!    `picker` (4), `scheduler` (5), `preemption` (6) and `autoscaler` (8) this way; the P/D `decider` and the `autoscaler` of the
-//!    disaggregation and control-plane work take the next codes the same
-//!    way, and new per-instance signals (pool, role, lifecycle state) come as
-//!    a new parallel slice in a new view struct.
+//!    `picker` (4), `scheduler` (5), `preemption` (6), the P/D `decider`
+//!    (7, `create_decider`, appended after `create_autoscaler`) and
+//!    `autoscaler` (8) this way. A library built before a kind existed
+//!    keeps loading: its root module simply lacks the function, the host's
+//!    accessor returns `None`, and naming one of its policies as that kind
+//!    is an error saying the library predates the kind.
 //! 5. **The host learns what a library supports from its descriptor**
 //!    ([`PluginMod::describe_v2`]): its ABI version, every policy with its
 //!    kind code and the lifecycle events it handles. A policy without hooks
@@ -146,7 +152,7 @@ pub use abi_stable::std_types::RVec;
 pub use serde;
 
 pub use abi::{
-    AbiVersion, AdmissionBox, AutoscalerBox, FilterBox, Hooks, KindCode, LibraryInfo,
+    AbiVersion, AdmissionBox, AutoscalerBox, DeciderBox, FilterBox, Hooks, KindCode, LibraryInfo,
     LibraryInfoV2, PickerBox, PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyInfoV2,
     PolicyKind, PolicyObject, PreemptionBox, RouterBox, SchedulerBox, ScorerBox, ABI_0_1,
     ABI_VERSION,
@@ -154,15 +160,15 @@ pub use abi::{
 #[doc(hidden)]
 pub use author::__private;
 pub use author::{
-    Admission, Autoscaler, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler, Scorer,
-    Scores,
+    Admission, Autoscaler, Decider, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler,
+    Scorer, Scores,
 };
 pub use events::{EventKind, RequestEvent};
 pub use log::{log, reason, LOG_LINES_PER_POLICY};
 pub use params::{check_params_doc, param_keys, Params};
 pub use rng::Rng;
 pub use views::{
-    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, RequestView,
+    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, PdView, RequestView,
     RunningRequest, SloClass,
 };
 
@@ -182,6 +188,10 @@ pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
 /// }
 /// ```
 ///
+/// The 0.2 kinds follow as optional lists, in this order (leave out the
+/// ones you do not use): `filters`, `pickers`, `schedulers`, `preemption`,
+/// `autoscalers`, `deciders`.
+///
 /// Generates `pub fn blis_plugin_module() -> PluginModRef` (used when the
 /// library is linked in as a Rust crate) and the exported root module the
 /// simulator finds when it loads the `.so`. Invoke it once, at the crate root.
@@ -197,6 +207,7 @@ macro_rules! export_plugin {
         $(, schedulers: [$($sch:ty),* $(,)?])?
         $(, preemption: [$($pre:ty),* $(,)?])?
         $(, autoscalers: [$($aut:ty),* $(,)?])?
+        $(, deciders: [$($dec:ty),* $(,)?])?
         $(,)?
     ) => {
         // A panic inside a policy must unwind to the adapter's catch_unwind;
@@ -235,6 +246,7 @@ macro_rules! export_plugin {
             $($( policies.push($crate::__private::info_v2::<$sch>($crate::KindCode::SCHEDULER)); )*)?
             $($( policies.push($crate::__private::info_v2::<$pre>($crate::KindCode::PREEMPTION)); )*)?
             $($( policies.push($crate::__private::info_v2::<$aut>($crate::KindCode::AUTOSCALER)); )*)?
+            $($( policies.push($crate::__private::info_v2::<$dec>($crate::KindCode::DECIDER)); )*)?
             $crate::__private::LibraryInfoV2 {
                 abi: $crate::__private::ABI_VERSION,
                 policies,
@@ -339,6 +351,20 @@ macro_rules! export_plugin {
             })
         }
 
+        extern "C" fn __blis_create_decider(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::DeciderBox, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $($( if name.as_str() == <$dec as $crate::PolicyDef>::NAME {
+                    return $crate::__private::create_decider::<$dec>(params, seed);
+                } )*)?
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::DECIDER, name)
+            })
+        }
+
         /// The library's root module (for hosts that link this crate directly).
         pub fn blis_plugin_module() -> $crate::PluginModRef {
             use $crate::__private::PrefixTypeTrait;
@@ -351,6 +377,7 @@ macro_rules! export_plugin {
                 create_scheduler: __blis_create_scheduler,
                 create_preemption: __blis_create_preemption,
                 create_autoscaler: __blis_create_autoscaler,
+                create_decider: __blis_create_decider,
             }
             .leak_into_prefix()
         }

@@ -24,6 +24,7 @@ const PACKAGES: &[&str] = &[
     "fixture-plugin-v0-2",
     "fixture-pipeline",
     "fixture-autoscaler",
+    "fixture-decider",
     "blis-std",
     "blis-host",
     "blis-p2c-router",
@@ -75,6 +76,11 @@ impl Artifacts {
     /// The same policies built against the current API.
     pub fn compat_v0_2(&self) -> PathBuf {
         self.library("fixture_plugin_v0_2")
+    }
+
+    /// A third-party P/D decider disaggregating long prompts (ABI 0.2 kind 7).
+    pub fn decider(&self) -> PathBuf {
+        self.library("fixture_decider")
     }
 
     /// A third-party autoscaler scaling on queue depth (ABI 0.2 kind 8).
@@ -190,6 +196,7 @@ fn build_artifacts() -> Result<Artifacts, String> {
         artifacts.compat_v0_1(),
         artifacts.compat_v0_2(),
         artifacts.pipeline(),
+        artifacts.decider(),
         artifacts.blis_std(),
         artifacts.blis(),
     ] {

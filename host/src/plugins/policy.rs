@@ -3,9 +3,9 @@
 
 use abi_stable::std_types::{RResult, RSlice, RVec};
 use blis_plugin_api::{
-    abi_v0_1, AbiVersion, AdmissionBox, AutoscalerBox, ClusterState, ClusterView, EventKind,
-    FilterBox, Hooks, PickerBox, PolicyError, PreemptionBox, RequestEvent, RequestView, RouterBox,
-    RunningRequest, SchedulerBox, ScorerBox, SloClass as AbiSlo,
+    abi_v0_1, AbiVersion, AdmissionBox, AutoscalerBox, ClusterState, ClusterView, DeciderBox,
+    EventKind, FilterBox, Hooks, PdView, PickerBox, PolicyError, PreemptionBox, RequestEvent,
+    RequestView, RouterBox, RunningRequest, SchedulerBox, ScorerBox, SloClass as AbiSlo,
 };
 
 use super::PluginError;
@@ -666,5 +666,41 @@ impl AutoscalerPolicy {
                 }))
             }
         }
+    }
+}
+
+/// A P/D decider created by a plugin library (ABI 0.2, kind code 7): for
+/// every request of a run with `[[pools]]`, whether it is disaggregated.
+pub struct DeciderPolicy {
+    label: PolicyLabel,
+    obj: DeciderBox,
+}
+
+impl DeciderPolicy {
+    pub(super) fn new(label: PolicyLabel, obj: DeciderBox) -> Self {
+        Self { label, obj }
+    }
+
+    /// Which policy this is.
+    pub fn label(&self) -> &PolicyLabel {
+        &self.label
+    }
+
+    /// True to disaggregate the request (a panic or an error is the usual
+    /// one-line error naming the plugin and the request).
+    pub fn decide(
+        &mut self,
+        req: &RequestView<'_>,
+        pd: &PdView,
+        cluster: &ClusterState<'_>,
+    ) -> Result<bool, Box<PluginError>> {
+        let r = self.obj.decide(req, pd, cluster);
+        check(&self.label, "decide", req.id, r)
+    }
+
+    /// The reason the decider gave during its last call, if any.
+    pub fn take_reason(&mut self) -> Option<String> {
+        let reason = self.obj.take_reason();
+        (!reason.is_empty()).then(|| reason.into_string())
     }
 }

@@ -8,8 +8,9 @@ use blis_plugin_api::{abi_v0_1, AbiVersion, Hooks, KindCode, PolicyKind, PolicyO
 
 use super::loader::{self, Module};
 use super::policy::{
-    AdmissionObj, AdmissionPolicy, AutoscalerPolicy, FilterPolicy, PickerPolicy, PolicyLabel,
-    PreemptionPolicy, RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj, ScorerPolicy,
+    AdmissionObj, AdmissionPolicy, AutoscalerPolicy, DeciderPolicy, FilterPolicy, PickerPolicy,
+    PolicyLabel, PreemptionPolicy, RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj,
+    ScorerPolicy,
 };
 use super::PluginError;
 
@@ -436,6 +437,27 @@ impl Registry {
         }
     }
 
+    /// Create a P/D decider (ABI 0.2, kind code 7).
+    pub fn decider(
+        &self,
+        spec: &str,
+        params_toml: &str,
+        seed: u64,
+    ) -> Result<DeciderPolicy, PluginError> {
+        let (lib, label) = self.locate(KindCode::DECIDER, spec)?;
+        let Some(create) = Self::current(lib).and_then(|m| m.create_decider()) else {
+            return Err(create_error(
+                label,
+                "the library has no deciders (it predates the decider kind)".into(),
+            ));
+        };
+        let name = RStr::from(label.name.as_str());
+        match create(name, RStr::from(params_toml), seed).into_result() {
+            Ok(obj) => Ok(DeciderPolicy::new(label, obj)),
+            Err(message) => Err(create_error(label, message.to_string())),
+        }
+    }
+
     /// Create a preemption policy (ABI 0.2; one per instance).
     pub fn preemption(
         &self,
@@ -561,7 +583,7 @@ fn wrong_kind(label: PolicyLabel) -> PluginError {
 }
 
 /// The closest name by edit distance, if reasonably close.
-fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (edit_distance(name, c), c))
