@@ -569,7 +569,10 @@ pub struct PluginMod {
     ) -> RResult<AutoscalerBox, RString>,
     /// ABI 0.2: create a P/D decider (kind code 7; appended after
     /// `create_autoscaler`, so a library built before it still loads and
-    /// this accessor is `None` for it).
+    /// this accessor is `None` for it). The cfg exists only for the test
+    /// fixture that builds such a library from this source
+    /// (`tests/fixtures/plugin-api-before-decider`).
+    #[cfg(not(blis_abi_before_decider))]
     pub create_decider: extern "C" fn(
         name: RStr<'_>,
         params_toml: RStr<'_>,

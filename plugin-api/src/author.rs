@@ -445,7 +445,51 @@ pub mod __private {
     pub use abi_stable::prefix_type::PrefixTypeTrait;
     pub use abi_stable::std_types::{RResult, RStr, RString, RVec};
 
-    pub use crate::abi::{AbiVersion, LibraryInfoV2, ABI_VERSION};
+    pub use crate::abi::{
+        AbiVersion, LibraryInfo, LibraryInfoV2, PluginMod, PluginModRef, ABI_VERSION,
+    };
+
+    /// The functions of a library's root module, as
+    /// [`export_plugin!`](crate::export_plugin) generates them.
+    pub struct RootFunctions {
+        pub describe: extern "C" fn() -> LibraryInfo,
+        pub create: CreateFn<PolicyObject>,
+        pub describe_v2: extern "C" fn() -> LibraryInfoV2,
+        pub create_filter: CreateV2Fn<FilterBox>,
+        pub create_picker: CreateV2Fn<PickerBox>,
+        pub create_scheduler: CreateV2Fn<SchedulerBox>,
+        pub create_preemption: CreateV2Fn<PreemptionBox>,
+        pub create_autoscaler: CreateV2Fn<AutoscalerBox>,
+        pub create_decider: CreateV2Fn<DeciderBox>,
+    }
+
+    /// The 0.1 `create` function.
+    pub type CreateFn<T> =
+        extern "C" fn(PolicyKind, RStr<'_>, RStr<'_>, u64) -> RResult<T, RString>;
+    /// A 0.2 `create_<kind>` function.
+    pub type CreateV2Fn<T> = extern "C" fn(RStr<'_>, RStr<'_>, u64) -> RResult<T, RString>;
+
+    /// The root module, leaked into its `'static` prefix reference. Built
+    /// here rather than in the macro so that the fixture compiling this
+    /// source as the ABI before the decider kind (cfg
+    /// `blis_abi_before_decider`) leaves `create_decider` out of it.
+    pub fn root_module(f: RootFunctions) -> PluginModRef {
+        #[cfg(blis_abi_before_decider)]
+        let _ = f.create_decider;
+        PluginMod {
+            describe: f.describe,
+            create: f.create,
+            describe_v2: f.describe_v2,
+            create_filter: f.create_filter,
+            create_picker: f.create_picker,
+            create_scheduler: f.create_scheduler,
+            create_preemption: f.create_preemption,
+            create_autoscaler: f.create_autoscaler,
+            #[cfg(not(blis_abi_before_decider))]
+            create_decider: f.create_decider,
+        }
+        .leak_into_prefix()
+    }
 
     /// Record the library's name for [`crate::log`]'s prefix.
     pub fn set_library(name: &'static str) {

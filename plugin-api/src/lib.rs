@@ -31,7 +31,8 @@
 //!   run to drive a policy in unit tests.
 //! * [`abi`] — the `abi_stable` types the host and the library exchange; a
 //!   golden test pins their layout. [`abi_v0_1`] keeps the 0.1 root module
-//!   and traits so a host can load 0.1 libraries.
+//!   and traits so a host can load 0.1 libraries, [`abi_before_decider`]
+//!   the 0.2 root module as it was before the decider kind.
 //!
 //! ## ABI versions and how the ABI evolves
 //!
@@ -59,10 +60,16 @@
 //!    last prefix method, *with a default body*. abi_stable accepts a
 //!    library whose prefix types are *longer* than the host's (a newer
 //!    plugin in an older host), never shorter, so the host keeps each
-//!    released root module and trait set ([`abi_v0_1`] for 0.1) and checks a
-//!    library against the current one, then against the older ones: the
-//!    first that matches says which ABI the library speaks, and the host
-//!    calls only what that ABI has. New data never grows a
+//!    released root module and trait set ([`abi_v0_1`] for 0.1, and
+//!    [`abi_before_decider`] for the 0.2 root module before `create_decider`
+//!    was appended) and checks a library against the current one, then
+//!    against the older ones: the first that matches says which ABI the
+//!    library speaks, and the host calls only what that ABI has. So every
+//!    appended root-module function comes with the root module as it was
+//!    before, and a test loads a library built then
+//!    (`tests/fixtures/plugin-api-before-decider` compiles this crate's
+//!    source with the cfg `blis_abi_before_decider`, which leaves
+//!    `create_decider` out). New data never grows a
 //!    released struct: it comes in new structs, or new parallel slices
 //!    ([`InstanceInfo`] beside the frozen `InstanceSnapshot`), passed to new
 //!    methods ([`ClusterState`]).
@@ -74,9 +81,7 @@
 //!    `picker` (4), `scheduler` (5), `preemption` (6), the P/D `decider`
 //!    (7, `create_decider`, appended after `create_autoscaler`) and
 //!    `autoscaler` (8) this way. A library built before a kind existed
-//!    keeps loading: its root module simply lacks the function, the host's
-//!    accessor returns `None`, and naming one of its policies as that kind
-//!    is an error saying the library predates the kind.
+//!    keeps loading (rule 2) and simply offers no policy of that kind.
 //! 5. **The host learns what a library supports from its descriptor**
 //!    ([`PluginMod::describe_v2`]): its ABI version, every policy with its
 //!    kind code and the lifecycle events it handles. A policy without hooks
@@ -133,6 +138,8 @@
 // `#[sabi_trait]` expands to impl blocks inside constants.
 #[allow(non_local_definitions)]
 pub mod abi;
+#[allow(non_local_definitions)]
+pub mod abi_before_decider;
 #[allow(non_local_definitions)]
 pub mod abi_v0_1;
 mod author;
@@ -367,8 +374,7 @@ macro_rules! export_plugin {
 
         /// The library's root module (for hosts that link this crate directly).
         pub fn blis_plugin_module() -> $crate::PluginModRef {
-            use $crate::__private::PrefixTypeTrait;
-            $crate::PluginMod {
+            $crate::__private::root_module($crate::__private::RootFunctions {
                 describe: __blis_describe,
                 create: __blis_create,
                 describe_v2: __blis_describe_v2,
@@ -378,8 +384,7 @@ macro_rules! export_plugin {
                 create_preemption: __blis_create_preemption,
                 create_autoscaler: __blis_create_autoscaler,
                 create_decider: __blis_create_decider,
-            }
-            .leak_into_prefix()
+            })
         }
 
         #[doc(hidden)]

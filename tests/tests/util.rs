@@ -22,6 +22,7 @@ const PACKAGES: &[&str] = &[
     "fixture-not-a-plugin",
     "fixture-plugin-v0-1",
     "fixture-plugin-v0-2",
+    "fixture-plugin-v0-2-before-decider",
     "fixture-pipeline",
     "fixture-autoscaler",
     "fixture-decider",
@@ -76,6 +77,12 @@ impl Artifacts {
     /// The same policies built against the current API.
     pub fn compat_v0_2(&self) -> PathBuf {
         self.library("fixture_plugin_v0_2")
+    }
+
+    /// The compat policies built against ABI 0.2 as it was before the
+    /// decider kind (no `create_decider` in the root module).
+    pub fn compat_before_decider(&self) -> PathBuf {
+        self.library("fixture_plugin_v0_2_before_decider")
     }
 
     /// A third-party P/D decider disaggregating long prompts (ABI 0.2 kind 7).
@@ -195,6 +202,7 @@ fn build_artifacts() -> Result<Artifacts, String> {
         artifacts.not_a_plugin(),
         artifacts.compat_v0_1(),
         artifacts.compat_v0_2(),
+        artifacts.compat_before_decider(),
         artifacts.pipeline(),
         artifacts.decider(),
         artifacts.blis_std(),

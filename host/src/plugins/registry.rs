@@ -74,6 +74,30 @@ impl std::fmt::Debug for LibraryEntry {
     }
 }
 
+impl LibraryEntry {
+    /// Whether the library's root module has the function that creates
+    /// policies of `kind`: false for a kind added to the ABI after the
+    /// library was built (e.g. `decider` for a library built before it).
+    pub fn has_create_function(&self, kind: KindCode) -> bool {
+        let m = match self.module {
+            Module::Current(m) => m,
+            Module::BeforeDecider(_) if kind == KindCode::DECIDER => return false,
+            Module::BeforeDecider(m) => m,
+            Module::V0_1(_) => return kind.policy_kind().is_some(),
+        };
+        match kind {
+            KindCode::ADMISSION | KindCode::ROUTER | KindCode::SCORER => true,
+            KindCode::FILTER => m.create_filter().is_some(),
+            KindCode::PICKER => m.create_picker().is_some(),
+            KindCode::SCHEDULER => m.create_scheduler().is_some(),
+            KindCode::PREEMPTION => m.create_preemption().is_some(),
+            KindCode::DECIDER => m.create_decider().is_some(),
+            KindCode::AUTOSCALER => m.create_autoscaler().is_some(),
+            _ => false,
+        }
+    }
+}
+
 /// All libraries of a run, and the policies they offer.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
@@ -119,13 +143,13 @@ impl Registry {
 
     fn add_module(&mut self, module: Module, origin: Origin, sha256: Option<String>) -> usize {
         let info = match module {
-            Module::Current(m) => (m.describe())(),
+            Module::Current(m) | Module::BeforeDecider(m) => (m.describe())(),
             Module::V0_1(m) => (m.describe())(),
         };
         // A 0.2 library describes every policy (0.1 kinds included) with its
         // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
         let v2 = match module {
-            Module::Current(m) => m.describe_v2().map(|d| d()),
+            Module::Current(m) | Module::BeforeDecider(m) => m.describe_v2().map(|d| d()),
             Module::V0_1(_) => None,
         };
         let (abi, policies) = match v2 {
@@ -353,7 +377,7 @@ impl Registry {
         let (lib, label) = self.locate(kind.into(), spec)?;
         let (name, params) = (RStr::from(label.name.as_str()), RStr::from(params_toml));
         let created = match lib.module {
-            Module::Current(m) => (m.create())(kind, name, params, seed)
+            Module::Current(m) | Module::BeforeDecider(m) => (m.create())(kind, name, params, seed)
                 .into_result()
                 .map(Created::Current),
             Module::V0_1(m) => (m.create())(kind, name, params, seed)
@@ -369,7 +393,7 @@ impl Registry {
     /// The root module, if the library speaks ABI ≥ 0.2.
     fn current(lib: &LibraryEntry) -> Option<blis_plugin_api::PluginModRef> {
         match lib.module {
-            Module::Current(m) => Some(m),
+            Module::Current(m) | Module::BeforeDecider(m) => Some(m),
             Module::V0_1(_) => None,
         }
     }
