@@ -288,89 +288,18 @@ macro_rules! export_plugin {
             })
         }
 
-        extern "C" fn __blis_create_filter(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::FilterBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$fl as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_filter::<$fl>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::FILTER, name)
-            })
-        }
-
-        extern "C" fn __blis_create_picker(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::PickerBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$pk as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_picker::<$pk>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::PICKER, name)
-            })
-        }
-
-        extern "C" fn __blis_create_scheduler(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::SchedulerBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$sch as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_scheduler::<$sch>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::SCHEDULER, name)
-            })
-        }
-
-        extern "C" fn __blis_create_preemption(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::PreemptionBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$pre as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_preemption::<$pre>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::PREEMPTION, name)
-            })
-        }
-
-        extern "C" fn __blis_create_autoscaler(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::AutoscalerBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$aut as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_autoscaler::<$aut>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::AUTOSCALER, name)
-            })
-        }
-
-        extern "C" fn __blis_create_decider(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::DeciderBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$dec as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_decider::<$dec>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::DECIDER, name)
-            })
-        }
+        $crate::__blis_create_v2!(__blis_create_filter, FilterBox, create_filter, FILTER,
+            [$($($fl),*)?]);
+        $crate::__blis_create_v2!(__blis_create_picker, PickerBox, create_picker, PICKER,
+            [$($($pk),*)?]);
+        $crate::__blis_create_v2!(__blis_create_scheduler, SchedulerBox, create_scheduler,
+            SCHEDULER, [$($($sch),*)?]);
+        $crate::__blis_create_v2!(__blis_create_preemption, PreemptionBox, create_preemption,
+            PREEMPTION, [$($($pre),*)?]);
+        $crate::__blis_create_v2!(__blis_create_autoscaler, AutoscalerBox, create_autoscaler,
+            AUTOSCALER, [$($($aut),*)?]);
+        $crate::__blis_create_v2!(__blis_create_decider, DeciderBox, create_decider, DECIDER,
+            [$($($dec),*)?]);
 
         /// The library's root module (for hosts that link this crate directly).
         pub fn blis_plugin_module() -> $crate::PluginModRef {
@@ -401,6 +330,30 @@ macro_rules! export_plugin {
                 )
             }
         };
+    };
+}
+
+/// One `create_<kind>` root-module function of [`export_plugin!`] for an
+/// ABI 0.2 kind: finds the policy type of that kind by name and creates it.
+/// The functions differ only in the kind, so one macro writes them all and
+/// a new kind is one line in `export_plugin!`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __blis_create_v2 {
+    ($fn_name:ident, $boxed:ident, $create:ident, $kind:ident, [$($policy:ty),*]) => {
+        extern "C" fn $fn_name(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::$boxed, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $( if name.as_str() == <$policy as $crate::PolicyDef>::NAME {
+                    return $crate::__private::$create::<$policy>(params, seed);
+                } )*
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::$kind, name)
+            })
+        }
     };
 }
 

@@ -98,6 +98,35 @@ impl LibraryEntry {
     }
 }
 
+/// The constructors of the ABI 0.2 kinds, one per kind. They differ only
+/// in the kind code, the root-module function and the host handle, so one
+/// macro writes them and a new kind is one entry (the 0.1 kinds go through
+/// the frozen `create` and are written out below).
+macro_rules! create_v2 {
+    ($(
+        $(#[$doc:meta])*
+        $method:ident: $kind:ident, $create:ident, $handle:ident, $missing:literal;
+    )*) => {$(
+        $(#[$doc])*
+        pub fn $method(
+            &self,
+            spec: &str,
+            params_toml: &str,
+            seed: u64,
+        ) -> Result<$handle, PluginError> {
+            let (lib, label) = self.locate(KindCode::$kind, spec)?;
+            let Some(create) = Self::current(lib).and_then(|m| m.$create()) else {
+                return Err(create_error(label, $missing.into()));
+            };
+            let name = RStr::from(label.name.as_str());
+            match create(name, RStr::from(params_toml), seed).into_result() {
+                Ok(obj) => Ok($handle::new(label, obj)),
+                Err(message) => Err(create_error(label, message.to_string())),
+            }
+        }
+    )*};
+}
+
 /// All libraries of a run, and the policies they offer.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
@@ -398,130 +427,23 @@ impl Registry {
         }
     }
 
-    /// Create a filter (ABI 0.2).
-    pub fn filter(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<FilterPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::FILTER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_filter()) else {
-            return Err(create_error(
-                label,
-                "the library has no filters (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(FilterPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create a scheduler (ABI 0.2; one per instance).
-    pub fn scheduler(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<SchedulerPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::SCHEDULER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_scheduler()) else {
-            return Err(create_error(
-                label,
-                "the library has no schedulers (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(SchedulerPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create an autoscaler (ABI 0.2, kind code 8).
-    pub fn autoscaler(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<AutoscalerPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::AUTOSCALER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_autoscaler()) else {
-            return Err(create_error(
-                label,
-                "the library has no autoscalers (it predates the autoscaler kind)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(AutoscalerPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create a P/D decider (ABI 0.2, kind code 7).
-    pub fn decider(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<DeciderPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::DECIDER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_decider()) else {
-            return Err(create_error(
-                label,
-                "the library has no deciders (it predates the decider kind)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(DeciderPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create a preemption policy (ABI 0.2; one per instance).
-    pub fn preemption(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<PreemptionPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::PREEMPTION, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_preemption()) else {
-            return Err(create_error(
-                label,
-                "the library has no preemption policies (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(PreemptionPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create a picker (ABI 0.2).
-    pub fn picker(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<PickerPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::PICKER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_picker()) else {
-            return Err(create_error(
-                label,
-                "the library has no pickers (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(PickerPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
+    create_v2! {
+        /// Create a filter (ABI 0.2).
+        filter: FILTER, create_filter, FilterPolicy, "the library has no filters (ABI 0.1)";
+        /// Create a scheduler (ABI 0.2; one per instance).
+        scheduler: SCHEDULER, create_scheduler, SchedulerPolicy,
+            "the library has no schedulers (ABI 0.1)";
+        /// Create an autoscaler (ABI 0.2, kind code 8).
+        autoscaler: AUTOSCALER, create_autoscaler, AutoscalerPolicy,
+            "the library has no autoscalers (it predates the autoscaler kind)";
+        /// Create a P/D decider (ABI 0.2, kind code 7).
+        decider: DECIDER, create_decider, DeciderPolicy,
+            "the library has no deciders (it predates the decider kind)";
+        /// Create a preemption policy (ABI 0.2; one per instance).
+        preemption: PREEMPTION, create_preemption, PreemptionPolicy,
+            "the library has no preemption policies (ABI 0.1)";
+        /// Create a picker (ABI 0.2).
+        picker: PICKER, create_picker, PickerPolicy, "the library has no pickers (ABI 0.1)";
     }
 
     /// Create an admission policy.
