@@ -651,3 +651,101 @@ pub mod __private {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use abi_stable::std_types::{RResult, RSlice, RStr};
+
+    use super::__private::create_decider;
+    use super::*;
+    use crate::views::{InstanceSnapshot, SloClass};
+
+    /// Disaggregates when more prompt tokens are uncached on the decode
+    /// instance than `threshold`; panics on request 13.
+    struct Uncached(u64);
+
+    impl PolicyDef for Uncached {
+        const NAME: &'static str = "uncached";
+        const SUMMARY: &'static str = "test";
+        fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+            params.expect_none()?;
+            Ok(Uncached(100))
+        }
+    }
+
+    impl Decider for Uncached {
+        fn disaggregate(
+            &mut self,
+            request: &RequestView<'_>,
+            pd: &PdView,
+            _cluster: &ClusterState<'_>,
+        ) -> bool {
+            assert!(request.id != 13, "unlucky request");
+            let n = pd.uncached_prompt_tokens(request);
+            crate::reason(format!("{n} uncached"));
+            n > self.0
+        }
+    }
+
+    #[test]
+    fn a_decider_goes_through_the_abi_with_its_reason_and_its_panics_caught() {
+        let mut d = create_decider::<Uncached>(RStr::from(""), 1).unwrap();
+        let snaps = [InstanceSnapshot::default(); 4];
+        let candidates = [0u32, 1];
+        let cluster = ClusterState {
+            view: ClusterView {
+                clock_us: 0,
+                instances: RSlice::from_slice(&snaps),
+            },
+            candidates: RSlice::from_slice(&candidates),
+            info: RSlice::from_slice(&[]),
+            prefix_blocks: RSlice::from_slice(&[]),
+        };
+        let request = |id, input_tokens| RequestView {
+            id,
+            arrival_us: 0,
+            input_tokens,
+            slo_class: SloClass::STANDARD,
+            tenant: RStr::from(""),
+            block_hashes: RSlice::from_slice(&[]),
+        };
+        let pd = |cached| PdView {
+            decode_instance: 3,
+            decode_cached_blocks: cached,
+            block_size: 16,
+            prefill_first: 0,
+            prefill_end: 2,
+        };
+        // 1000 tokens, 56 blocks (896 tokens) cached: 104 uncached > 100.
+        assert_eq!(
+            d.decide(&request(1, 1000), &pd(56), &cluster),
+            RResult::ROk(true)
+        );
+        assert_eq!(d.take_reason().as_str(), "104 uncached");
+        // 57 blocks (912 tokens): 88 uncached.
+        assert_eq!(
+            d.decide(&request(2, 1000), &pd(57), &cluster),
+            RResult::ROk(false)
+        );
+        assert_eq!(d.take_reason().as_str(), "88 uncached");
+        // More cached than the prompt: nothing uncached.
+        assert_eq!(
+            d.decide(&request(3, 10), &pd(5), &cluster),
+            RResult::ROk(false)
+        );
+        assert_eq!(d.take_reason().as_str(), "0 uncached");
+        match d.decide(&request(13, 1000), &pd(0), &cluster) {
+            RResult::RErr(e) => {
+                assert!(e.panicked);
+                assert!(
+                    e.message.as_str().contains("unlucky request"),
+                    "{}",
+                    e.message
+                );
+            }
+            RResult::ROk(v) => panic!("a panic became {v}"),
+        }
+        // A reason is per decision: none after a call that gave none.
+        assert_eq!(d.take_reason().as_str(), "");
+    }
+}
