@@ -19,7 +19,7 @@ use abi_stable::{
 };
 
 use crate::events::RequestEvent;
-use crate::views::{ClusterState, ClusterView, RequestView, RunningRequest};
+use crate::views::{ClusterState, ClusterView, PdView, RequestView, RunningRequest};
 
 /// The three kinds of policy a library can offer.
 #[repr(u8)]
@@ -285,6 +285,32 @@ pub trait AutoscalerAbi: Send {
 /// An autoscaler object owned by the host (ABI 0.2).
 pub type AutoscalerBox = AutoscalerAbi_TO<'static, RBox<()>>;
 
+/// ABI 0.2 (kind code 7): the prefill/decode disaggregation decision, as
+/// the host calls it for every request of a run with `[[pools]]`, after the
+/// decode instance is chosen.
+#[sabi_trait]
+pub trait DeciderAbi: Send {
+    /// True to disaggregate: the prompt is computed on a prefill instance
+    /// and its KV transferred to `pd.decode_instance`; false to serve the
+    /// whole request on the decode instance. `cluster` holds every
+    /// instance, with the prefill-capable ones as `candidates`.
+    fn decide(
+        &mut self,
+        request: &RequestView<'_>,
+        pd: &PdView,
+        cluster: &ClusterState<'_>,
+    ) -> RResult<bool, PolicyError>;
+
+    /// The reason the decider gave (with [`reason`](crate::reason)) during
+    /// its last `decide` call, taken (empty when it gave none). The host
+    /// asks only when a decision trace is written.
+    #[sabi(last_prefix_field)]
+    fn take_reason(&mut self) -> RString;
+}
+
+/// A decider object owned by the host (ABI 0.2).
+pub type DeciderBox = DeciderAbi_TO<'static, RBox<()>>;
+
 /// A filter object owned by the host (ABI 0.2).
 pub type FilterBox = FilterAbi_TO<'static, RBox<()>>;
 /// A picker object owned by the host (ABI 0.2).
@@ -381,6 +407,8 @@ impl KindCode {
     pub const SCHEDULER: KindCode = KindCode(5);
     /// An instance's preemption victim choice (0.2).
     pub const PREEMPTION: KindCode = KindCode(6);
+    /// Prefill/decode disaggregation's split decision (0.2).
+    pub const DECIDER: KindCode = KindCode(7);
     /// The control plane's scaling decision (0.2).
     pub const AUTOSCALER: KindCode = KindCode(8);
 
@@ -395,6 +423,7 @@ impl KindCode {
             4 => "picker",
             5 => "scheduler",
             6 => "preemption",
+            7 => "decider",
             8 => "autoscaler",
             _ => "unknown",
         }
@@ -538,6 +567,17 @@ pub struct PluginMod {
         params_toml: RStr<'_>,
         seed: u64,
     ) -> RResult<AutoscalerBox, RString>,
+    /// ABI 0.2: create a P/D decider (kind code 7; appended after
+    /// `create_autoscaler`, so a library built before it still loads and
+    /// this accessor is `None` for it). The cfg exists only for the test
+    /// fixture that builds such a library from this source
+    /// (`tests/fixtures/plugin-api-before-decider`).
+    #[cfg(not(blis_abi_before_decider))]
+    pub create_decider: extern "C" fn(
+        name: RStr<'_>,
+        params_toml: RStr<'_>,
+        seed: u64,
+    ) -> RResult<DeciderBox, RString>,
 }
 
 impl RootModule for PluginModRef {

@@ -17,15 +17,15 @@ use abi_stable::{
 };
 
 use crate::abi::{
-    AdmissionAbi, AdmissionAbi_TO, AutoscalerAbi, AutoscalerAbi_TO, AutoscalerBox, FilterAbi,
-    FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi, PickerAbi_TO, PickerBox, PolicyError,
-    PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject, PreemptionAbi, PreemptionAbi_TO,
-    PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi, SchedulerAbi_TO, SchedulerBox, ScorerAbi,
-    ScorerAbi_TO,
+    AdmissionAbi, AdmissionAbi_TO, AutoscalerAbi, AutoscalerAbi_TO, AutoscalerBox, DeciderAbi,
+    DeciderAbi_TO, DeciderBox, FilterAbi, FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi,
+    PickerAbi_TO, PickerBox, PolicyError, PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject,
+    PreemptionAbi, PreemptionAbi_TO, PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi,
+    SchedulerAbi_TO, SchedulerBox, ScorerAbi, ScorerAbi_TO,
 };
 use crate::events::RequestEvent;
 use crate::params::Params;
-use crate::views::{ClusterState, ClusterView, RequestView, RunningRequest};
+use crate::views::{ClusterState, ClusterView, PdView, RequestView, RunningRequest};
 
 /// Scores a scorer writes: one per instance, in instance order.
 pub type Scores = RVec<f64>;
@@ -181,6 +181,26 @@ pub trait Autoscaler: PolicyDef {
     fn decide(&mut self, cluster: &ClusterState<'_>) -> i32;
 }
 
+/// The prefill/decode split of a run with `[[pools]]` (ABI 0.2, kind
+/// `decider`): asked for every request after routing chose its decode
+/// instance. `pd` says which instance that is and how much of the prompt
+/// its KV cache holds; `cluster` holds every instance, with the
+/// prefill-capable ones as `cluster.candidates()` (the 0.2 signals in
+/// `cluster.info()`, and the prefix-cache query when the decider sets
+/// [`PolicyDef::PREFIX_QUERY`]). Give a reason with
+/// [`reason`](crate::reason); it is written to the decision trace.
+pub trait Decider: PolicyDef {
+    /// True to disaggregate (prefill on a prefill instance, then a KV
+    /// transfer to the decode instance); false to serve the whole request
+    /// on the decode instance.
+    fn disaggregate(
+        &mut self,
+        request: &RequestView<'_>,
+        pd: &PdView,
+        cluster: &ClusterState<'_>,
+    ) -> bool;
+}
+
 thread_local! {
     static IN_POLICY_CALL: Cell<bool> = const { Cell::new(false) };
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
@@ -246,6 +266,7 @@ struct PickerAdapter<P>(P);
 struct SchedulerAdapter<P>(P);
 struct PreemptionAdapter<P>(P);
 struct AutoscalerAdapter<P>(P);
+struct DeciderAdapter<P>(P);
 
 /// The `on_event` body shared by every adapter.
 macro_rules! on_event_body {
@@ -398,6 +419,21 @@ impl<P: Autoscaler> AutoscalerAbi for AutoscalerAdapter<P> {
     }
 }
 
+impl<P: Decider> DeciderAbi for DeciderAdapter<P> {
+    fn decide(
+        &mut self,
+        request: &RequestView<'_>,
+        pd: &PdView,
+        cluster: &ClusterState<'_>,
+    ) -> RResult<bool, PolicyError> {
+        crate::log::clear_reason();
+        call::<P, _>(|| self.0.disaggregate(request, pd, cluster))
+    }
+    fn take_reason(&mut self) -> RString {
+        crate::log::take_reason().map_or_else(RString::new, |r| RString::from(&*r))
+    }
+}
+
 /// Items used by [`export_plugin!`](crate::export_plugin) expansions. Not a stable API.
 #[doc(hidden)]
 pub mod __private {
@@ -409,7 +445,51 @@ pub mod __private {
     pub use abi_stable::prefix_type::PrefixTypeTrait;
     pub use abi_stable::std_types::{RResult, RStr, RString, RVec};
 
-    pub use crate::abi::{AbiVersion, LibraryInfoV2, ABI_VERSION};
+    pub use crate::abi::{
+        AbiVersion, LibraryInfo, LibraryInfoV2, PluginMod, PluginModRef, ABI_VERSION,
+    };
+
+    /// The functions of a library's root module, as
+    /// [`export_plugin!`](crate::export_plugin) generates them.
+    pub struct RootFunctions {
+        pub describe: extern "C" fn() -> LibraryInfo,
+        pub create: CreateFn<PolicyObject>,
+        pub describe_v2: extern "C" fn() -> LibraryInfoV2,
+        pub create_filter: CreateV2Fn<FilterBox>,
+        pub create_picker: CreateV2Fn<PickerBox>,
+        pub create_scheduler: CreateV2Fn<SchedulerBox>,
+        pub create_preemption: CreateV2Fn<PreemptionBox>,
+        pub create_autoscaler: CreateV2Fn<AutoscalerBox>,
+        pub create_decider: CreateV2Fn<DeciderBox>,
+    }
+
+    /// The 0.1 `create` function.
+    pub type CreateFn<T> =
+        extern "C" fn(PolicyKind, RStr<'_>, RStr<'_>, u64) -> RResult<T, RString>;
+    /// A 0.2 `create_<kind>` function.
+    pub type CreateV2Fn<T> = extern "C" fn(RStr<'_>, RStr<'_>, u64) -> RResult<T, RString>;
+
+    /// The root module, leaked into its `'static` prefix reference. Built
+    /// here rather than in the macro so that the fixture compiling this
+    /// source as the ABI before the decider kind (cfg
+    /// `blis_abi_before_decider`) leaves `create_decider` out of it.
+    pub fn root_module(f: RootFunctions) -> PluginModRef {
+        #[cfg(blis_abi_before_decider)]
+        let _ = f.create_decider;
+        PluginMod {
+            describe: f.describe,
+            create: f.create,
+            describe_v2: f.describe_v2,
+            create_filter: f.create_filter,
+            create_picker: f.create_picker,
+            create_scheduler: f.create_scheduler,
+            create_preemption: f.create_preemption,
+            create_autoscaler: f.create_autoscaler,
+            #[cfg(not(blis_abi_before_decider))]
+            create_decider: f.create_decider,
+        }
+        .leak_into_prefix()
+    }
 
     /// Record the library's name for [`crate::log`]'s prefix.
     pub fn set_library(name: &'static str) {
@@ -470,6 +550,13 @@ pub mod __private {
     ) -> RResult<AutoscalerBox, RString> {
         construct::<P>(params, seed)
             .map(|p| AutoscalerAbi_TO::from_value(AutoscalerAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// Create decider `P`.
+    pub fn create_decider<P: Decider>(params: RStr<'_>, seed: u64) -> RResult<DeciderBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| DeciderAbi_TO::from_value(DeciderAdapter(p), TD_Opaque))
             .into()
     }
 
@@ -562,5 +649,103 @@ pub mod __private {
             RResult::ROk(r) => r,
             RResult::RErr(e) => RResult::RErr(e.message),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use abi_stable::std_types::{RResult, RSlice, RStr};
+
+    use super::__private::create_decider;
+    use super::*;
+    use crate::views::{InstanceSnapshot, SloClass};
+
+    /// Disaggregates when more prompt tokens are uncached on the decode
+    /// instance than `threshold`; panics on request 13.
+    struct Uncached(u64);
+
+    impl PolicyDef for Uncached {
+        const NAME: &'static str = "uncached";
+        const SUMMARY: &'static str = "test";
+        fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+            params.expect_none()?;
+            Ok(Uncached(100))
+        }
+    }
+
+    impl Decider for Uncached {
+        fn disaggregate(
+            &mut self,
+            request: &RequestView<'_>,
+            pd: &PdView,
+            _cluster: &ClusterState<'_>,
+        ) -> bool {
+            assert!(request.id != 13, "unlucky request");
+            let n = pd.uncached_prompt_tokens(request);
+            crate::reason(format!("{n} uncached"));
+            n > self.0
+        }
+    }
+
+    #[test]
+    fn a_decider_goes_through_the_abi_with_its_reason_and_its_panics_caught() {
+        let mut d = create_decider::<Uncached>(RStr::from(""), 1).unwrap();
+        let snaps = [InstanceSnapshot::default(); 4];
+        let candidates = [0u32, 1];
+        let cluster = ClusterState {
+            view: ClusterView {
+                clock_us: 0,
+                instances: RSlice::from_slice(&snaps),
+            },
+            candidates: RSlice::from_slice(&candidates),
+            info: RSlice::from_slice(&[]),
+            prefix_blocks: RSlice::from_slice(&[]),
+        };
+        let request = |id, input_tokens| RequestView {
+            id,
+            arrival_us: 0,
+            input_tokens,
+            slo_class: SloClass::STANDARD,
+            tenant: RStr::from(""),
+            block_hashes: RSlice::from_slice(&[]),
+        };
+        let pd = |cached| PdView {
+            decode_instance: 3,
+            decode_cached_blocks: cached,
+            block_size: 16,
+            prefill_first: 0,
+            prefill_end: 2,
+        };
+        // 1000 tokens, 56 blocks (896 tokens) cached: 104 uncached > 100.
+        assert_eq!(
+            d.decide(&request(1, 1000), &pd(56), &cluster),
+            RResult::ROk(true)
+        );
+        assert_eq!(d.take_reason().as_str(), "104 uncached");
+        // 57 blocks (912 tokens): 88 uncached.
+        assert_eq!(
+            d.decide(&request(2, 1000), &pd(57), &cluster),
+            RResult::ROk(false)
+        );
+        assert_eq!(d.take_reason().as_str(), "88 uncached");
+        // More cached than the prompt: nothing uncached.
+        assert_eq!(
+            d.decide(&request(3, 10), &pd(5), &cluster),
+            RResult::ROk(false)
+        );
+        assert_eq!(d.take_reason().as_str(), "0 uncached");
+        match d.decide(&request(13, 1000), &pd(0), &cluster) {
+            RResult::RErr(e) => {
+                assert!(e.panicked);
+                assert!(
+                    e.message.as_str().contains("unlucky request"),
+                    "{}",
+                    e.message
+                );
+            }
+            RResult::ROk(v) => panic!("a panic became {v}"),
+        }
+        // A reason is per decision: none after a call that gave none.
+        assert_eq!(d.take_reason().as_str(), "");
     }
 }

@@ -9,8 +9,12 @@
 //!   in play, and one [`InstanceInfo`] per instance).
 //! * The plain Rust traits an author implements: [`Admission`], [`Router`],
 //!   [`Scorer`] (ABI 0.1), [`Filter`] and [`Picker`] (ABI 0.2, the parts of
-//!   an llm-d scheduling profile), each with [`PolicyDef`] (name, docs,
-//!   constructor, and the lifecycle events it wants, see [`events`]).
+//!   an llm-d scheduling profile), [`Scheduler`] and [`Preemption`] (an
+//!   instance's queue order and victim choice), [`Autoscaler`] (the control
+//!   plane's scaling decision) and [`Decider`] (whether a request of a P/D
+//!   run is disaggregated, given the [`PdView`]), each with [`PolicyDef`]
+//!   (name, docs, constructor, and the lifecycle events it wants, see
+//!   [`events`]).
 //! * [`export_plugin!`] — turns a list of policy types into the library's root
 //!   module; every call is wrapped so a panic becomes a reported error, never
 //!   an abort of the simulator.
@@ -27,7 +31,8 @@
 //!   run to drive a policy in unit tests.
 //! * [`abi`] — the `abi_stable` types the host and the library exchange; a
 //!   golden test pins their layout. [`abi_v0_1`] keeps the 0.1 root module
-//!   and traits so a host can load 0.1 libraries.
+//!   and traits so a host can load 0.1 libraries, [`abi_before_decider`]
+//!   the 0.2 root module as it was before the decider kind.
 //!
 //! ## ABI versions and how the ABI evolves
 //!
@@ -55,10 +60,16 @@
 //!    last prefix method, *with a default body*. abi_stable accepts a
 //!    library whose prefix types are *longer* than the host's (a newer
 //!    plugin in an older host), never shorter, so the host keeps each
-//!    released root module and trait set ([`abi_v0_1`] for 0.1) and checks a
-//!    library against the current one, then against the older ones: the
-//!    first that matches says which ABI the library speaks, and the host
-//!    calls only what that ABI has. New data never grows a
+//!    released root module and trait set ([`abi_v0_1`] for 0.1, and
+//!    [`abi_before_decider`] for the 0.2 root module before `create_decider`
+//!    was appended) and checks a library against the current one, then
+//!    against the older ones: the first that matches says which ABI the
+//!    library speaks, and the host calls only what that ABI has. So every
+//!    appended root-module function comes with the root module as it was
+//!    before, and a test loads a library built then
+//!    (`tests/fixtures/plugin-api-before-decider` compiles this crate's
+//!    source with the cfg `blis_abi_before_decider`, which leaves
+//!    `create_decider` out). New data never grows a
 //!    released struct: it comes in new structs, or new parallel slices
 //!    ([`InstanceInfo`] beside the frozen `InstanceSnapshot`), passed to new
 //!    methods ([`ClusterState`]).
@@ -67,10 +78,10 @@
 //!    host ignores codes it does not know, so adding one breaks nobody.
 //! 4. **A new kind = a new `create_<kind>` root-module function + a new
 //!    `#[sabi_trait]` + a new [`KindCode`].** ABI 0.2 added `filter` (3),
-//!    `picker` (4), `scheduler` (5), `preemption` (6) and `autoscaler` (8) this way; the P/D `decider` and the `autoscaler` of the
-//!    disaggregation and control-plane work take the next codes the same
-//!    way, and new per-instance signals (pool, role, lifecycle state) come as
-//!    a new parallel slice in a new view struct.
+//!    `picker` (4), `scheduler` (5), `preemption` (6), the P/D `decider`
+//!    (7, `create_decider`, appended after `create_autoscaler`) and
+//!    `autoscaler` (8) this way. A library built before a kind existed
+//!    keeps loading (rule 2) and simply offers no policy of that kind.
 //! 5. **The host learns what a library supports from its descriptor**
 //!    ([`PluginMod::describe_v2`]): its ABI version, every policy with its
 //!    kind code and the lifecycle events it handles. A policy without hooks
@@ -128,6 +139,8 @@
 #[allow(non_local_definitions)]
 pub mod abi;
 #[allow(non_local_definitions)]
+pub mod abi_before_decider;
+#[allow(non_local_definitions)]
 pub mod abi_v0_1;
 mod author;
 pub mod events;
@@ -146,7 +159,7 @@ pub use abi_stable::std_types::RVec;
 pub use serde;
 
 pub use abi::{
-    AbiVersion, AdmissionBox, AutoscalerBox, FilterBox, Hooks, KindCode, LibraryInfo,
+    AbiVersion, AdmissionBox, AutoscalerBox, DeciderBox, FilterBox, Hooks, KindCode, LibraryInfo,
     LibraryInfoV2, PickerBox, PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyInfoV2,
     PolicyKind, PolicyObject, PreemptionBox, RouterBox, SchedulerBox, ScorerBox, ABI_0_1,
     ABI_VERSION,
@@ -154,15 +167,15 @@ pub use abi::{
 #[doc(hidden)]
 pub use author::__private;
 pub use author::{
-    Admission, Autoscaler, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler, Scorer,
-    Scores,
+    Admission, Autoscaler, Decider, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler,
+    Scorer, Scores,
 };
 pub use events::{EventKind, RequestEvent};
 pub use log::{log, reason, LOG_LINES_PER_POLICY};
 pub use params::{check_params_doc, param_keys, Params};
 pub use rng::Rng;
 pub use views::{
-    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, RequestView,
+    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, PdView, RequestView,
     RunningRequest, SloClass,
 };
 
@@ -182,6 +195,10 @@ pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
 /// }
 /// ```
 ///
+/// The 0.2 kinds follow as optional lists, in this order (leave out the
+/// ones you do not use): `filters`, `pickers`, `schedulers`, `preemption`,
+/// `autoscalers`, `deciders`.
+///
 /// Generates `pub fn blis_plugin_module() -> PluginModRef` (used when the
 /// library is linked in as a Rust crate) and the exported root module the
 /// simulator finds when it loads the `.so`. Invoke it once, at the crate root.
@@ -197,6 +214,7 @@ macro_rules! export_plugin {
         $(, schedulers: [$($sch:ty),* $(,)?])?
         $(, preemption: [$($pre:ty),* $(,)?])?
         $(, autoscalers: [$($aut:ty),* $(,)?])?
+        $(, deciders: [$($dec:ty),* $(,)?])?
         $(,)?
     ) => {
         // A panic inside a policy must unwind to the adapter's catch_unwind;
@@ -235,6 +253,7 @@ macro_rules! export_plugin {
             $($( policies.push($crate::__private::info_v2::<$sch>($crate::KindCode::SCHEDULER)); )*)?
             $($( policies.push($crate::__private::info_v2::<$pre>($crate::KindCode::PREEMPTION)); )*)?
             $($( policies.push($crate::__private::info_v2::<$aut>($crate::KindCode::AUTOSCALER)); )*)?
+            $($( policies.push($crate::__private::info_v2::<$dec>($crate::KindCode::DECIDER)); )*)?
             $crate::__private::LibraryInfoV2 {
                 abi: $crate::__private::ABI_VERSION,
                 policies,
@@ -269,80 +288,22 @@ macro_rules! export_plugin {
             })
         }
 
-        extern "C" fn __blis_create_filter(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::FilterBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$fl as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_filter::<$fl>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::FILTER, name)
-            })
-        }
-
-        extern "C" fn __blis_create_picker(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::PickerBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$pk as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_picker::<$pk>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::PICKER, name)
-            })
-        }
-
-        extern "C" fn __blis_create_scheduler(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::SchedulerBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$sch as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_scheduler::<$sch>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::SCHEDULER, name)
-            })
-        }
-
-        extern "C" fn __blis_create_preemption(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::PreemptionBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$pre as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_preemption::<$pre>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::PREEMPTION, name)
-            })
-        }
-
-        extern "C" fn __blis_create_autoscaler(
-            name: $crate::__private::RStr<'_>,
-            params: $crate::__private::RStr<'_>,
-            seed: u64,
-        ) -> $crate::__private::RResult<$crate::AutoscalerBox, $crate::__private::RString> {
-            $crate::__private::guard_create_v2(|| {
-                $($( if name.as_str() == <$aut as $crate::PolicyDef>::NAME {
-                    return $crate::__private::create_autoscaler::<$aut>(params, seed);
-                } )*)?
-                let _ = (params, seed);
-                $crate::__private::unknown_v2($crate::KindCode::AUTOSCALER, name)
-            })
-        }
+        $crate::__blis_create_v2!(__blis_create_filter, FilterBox, create_filter, FILTER,
+            [$($($fl),*)?]);
+        $crate::__blis_create_v2!(__blis_create_picker, PickerBox, create_picker, PICKER,
+            [$($($pk),*)?]);
+        $crate::__blis_create_v2!(__blis_create_scheduler, SchedulerBox, create_scheduler,
+            SCHEDULER, [$($($sch),*)?]);
+        $crate::__blis_create_v2!(__blis_create_preemption, PreemptionBox, create_preemption,
+            PREEMPTION, [$($($pre),*)?]);
+        $crate::__blis_create_v2!(__blis_create_autoscaler, AutoscalerBox, create_autoscaler,
+            AUTOSCALER, [$($($aut),*)?]);
+        $crate::__blis_create_v2!(__blis_create_decider, DeciderBox, create_decider, DECIDER,
+            [$($($dec),*)?]);
 
         /// The library's root module (for hosts that link this crate directly).
         pub fn blis_plugin_module() -> $crate::PluginModRef {
-            use $crate::__private::PrefixTypeTrait;
-            $crate::PluginMod {
+            $crate::__private::root_module($crate::__private::RootFunctions {
                 describe: __blis_describe,
                 create: __blis_create,
                 describe_v2: __blis_describe_v2,
@@ -351,8 +312,8 @@ macro_rules! export_plugin {
                 create_scheduler: __blis_create_scheduler,
                 create_preemption: __blis_create_preemption,
                 create_autoscaler: __blis_create_autoscaler,
-            }
-            .leak_into_prefix()
+                create_decider: __blis_create_decider,
+            })
         }
 
         #[doc(hidden)]
@@ -369,6 +330,30 @@ macro_rules! export_plugin {
                 )
             }
         };
+    };
+}
+
+/// One `create_<kind>` root-module function of [`export_plugin!`] for an
+/// ABI 0.2 kind: finds the policy type of that kind by name and creates it.
+/// The functions differ only in the kind, so one macro writes them all and
+/// a new kind is one line in `export_plugin!`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __blis_create_v2 {
+    ($fn_name:ident, $boxed:ident, $create:ident, $kind:ident, [$($policy:ty),*]) => {
+        extern "C" fn $fn_name(
+            name: $crate::__private::RStr<'_>,
+            params: $crate::__private::RStr<'_>,
+            seed: u64,
+        ) -> $crate::__private::RResult<$crate::$boxed, $crate::__private::RString> {
+            $crate::__private::guard_create_v2(|| {
+                $( if name.as_str() == <$policy as $crate::PolicyDef>::NAME {
+                    return $crate::__private::$create::<$policy>(params, seed);
+                } )*
+                let _ = (params, seed);
+                $crate::__private::unknown_v2($crate::KindCode::$kind, name)
+            })
+        }
     };
 }
 

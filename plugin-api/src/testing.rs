@@ -35,7 +35,8 @@ use crate::abi::{AbiVersion, ABI_VERSION};
 use crate::author::{Scorer, Scores};
 use crate::events::{EventKind, RequestEvent};
 use crate::views::{
-    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, RequestView, SloClass,
+    ClusterState, ClusterView, InstanceInfo, InstanceSnapshot, InstanceState, PdView, RequestView,
+    SloClass,
 };
 
 /// Owned storage for the views of one decision.
@@ -125,6 +126,26 @@ impl Fixture {
     pub fn prefix_blocks(mut self, blocks: &[u32]) -> Fixture {
         self.prefix_blocks = blocks.to_vec();
         self
+    }
+
+    /// Set the prompt length of the requests, tokens.
+    pub fn input_tokens(mut self, tokens: u32) -> Fixture {
+        self.input_tokens = tokens;
+        self
+    }
+
+    /// What a decider sees about the P/D split (kind `decider`): the
+    /// request is decoded on `decode_instance`, which holds `cached_blocks`
+    /// of its prompt's blocks (16 tokens each); the candidates are the
+    /// prefill-capable instances (`prefill_first .. prefill_end` spans them).
+    pub fn pd_view(&self, decode_instance: u32, cached_blocks: u32) -> PdView {
+        PdView {
+            decode_instance,
+            decode_cached_blocks: cached_blocks,
+            block_size: 16,
+            prefill_first: self.candidates.iter().copied().min().unwrap_or(0),
+            prefill_end: self.candidates.iter().copied().max().map_or(0, |m| m + 1),
+        }
     }
 
     /// A request with id `id` (arrival = the clock).

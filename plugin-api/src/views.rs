@@ -297,3 +297,35 @@ pub struct RunningRequest {
     /// Service class.
     pub slo_class: SloClass,
 }
+
+/// ABI 0.2 (kind `decider`, code 7): what prefill/decode disaggregation
+/// knows about a request when it asks a decider whether to split it. The
+/// decode instance is already chosen (decode-first, as llm-d's P/D
+/// scheduler does); instance indices are the cluster's.
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PdView {
+    /// The instance routing chose to decode the request.
+    pub decode_instance: u32,
+    /// Leading blocks of the prompt that the decode instance's KV cache
+    /// holds now, GPU or CPU tier (what the standard `prefix-threshold`
+    /// decider reads).
+    pub decode_cached_blocks: u32,
+    /// Tokens per KV block.
+    pub block_size: u32,
+    /// The instances that can run a prefill leg are
+    /// `prefill_first .. prefill_end` (also the `candidates` of the
+    /// cluster state the decider receives).
+    pub prefill_first: u32,
+    /// End (exclusive) of the prefill-capable instances.
+    pub prefill_end: u32,
+}
+
+impl PdView {
+    /// Prompt tokens of `request` not cached on the decode instance: what a
+    /// prefill leg would compute.
+    pub fn uncached_prompt_tokens(&self, request: &RequestView<'_>) -> u64 {
+        let cached = u64::from(self.decode_cached_blocks) * u64::from(self.block_size);
+        u64::from(request.input_tokens).saturating_sub(cached)
+    }
+}

@@ -193,3 +193,211 @@ fn bad_topologies_name_the_key() {
     let e = bad(&dir, &["validate", "decode-only.toml"]);
     assert!(e.contains("no pool can prefill"), "{e}");
 }
+
+/// The P/D run file with the fixture's `long-prompt` decider plugin.
+fn with_plugin(params: &str) -> String {
+    format!(
+        "{BASE}{POOLS}decider = \"long-prompt\"\n[pd.decider_params]\n{params}\n\
+         [output]\nresults_path = \"results.jsonl\"\ntrace_path = \"trace.jsonl\"\n"
+    )
+}
+
+fn lines(dir: &TestDir, name: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.path().join(name))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_decider_plugin_from_a_so_disaggregates_exactly_the_long_prompts() {
+    let dir = TestDir::new("pd_decider_plugin");
+    let so = crate::util::artifacts().decider();
+    let so = so.to_str().unwrap();
+    let mut counts = Vec::new();
+    for n in [0u64, 400, 800, 1500, 100_000] {
+        dir.write("pd.toml", &with_plugin(&format!("threshold = {n}")));
+        let (r, text) = run(&dir, &["run", "pd.toml", "--plugin", so]);
+        let results = lines(&dir, "results.jsonl");
+        assert_eq!(results.len(), 200);
+        let long = results.iter().filter(|l| u(l, "input_tokens") > n).count() as u64;
+        let pd = &r["pd"];
+        assert_eq!(pd["decider"], "fixture-decider::long-prompt");
+        assert_eq!(u(pd, "disaggregated_requests"), long, "threshold {n}");
+        assert_eq!(u(&pd["kv_transfers"], "started"), long, "threshold {n}");
+        assert_eq!(u(&r["cluster"], "completed_requests"), 200);
+        // Every decision is in the trace with the plugin's reason.
+        let decisions: Vec<Value> = lines(&dir, "trace.jsonl")
+            .into_iter()
+            .filter(|l| l["kind"] == "pd_decider")
+            .collect();
+        assert_eq!(decisions.len(), 200);
+        let yes = decisions
+            .iter()
+            .filter(|d| d["disaggregate"] == true)
+            .count() as u64;
+        assert_eq!(yes, long);
+        for d in &decisions {
+            let input = results
+                .iter()
+                .find(|l| l["id"] == d["request_id"])
+                .map(|l| u(l, "input_tokens"))
+                .expect("a result per decision");
+            let want = format!(
+                "{input} prompt tokens {} {n}",
+                if input > n { ">" } else { "≤" }
+            );
+            assert_eq!(d["reason"], want.as_str());
+            assert!(u(d, "decode_instance") >= 2, "decode pool: {d}");
+        }
+        // Deterministic across processes (INV-6).
+        let (_, again) = run(&dir, &["run", "pd.toml", "--plugin", so]);
+        assert_eq!(text, again, "threshold {n}");
+        counts.push((long, r));
+    }
+    // The threshold moves the split; the extremes are the standard deciders.
+    assert!(counts[1].0 > counts[2].0 && counts[2].0 > counts[3].0);
+    assert!(counts[1].0 < 200 && counts[3].0 > 0);
+    // The same outputs (a trace adds regret keys to the report).
+    dir.write(
+        "pd.toml",
+        &format!(
+            "{BASE}{POOLS}[output]\nresults_path = \"results.jsonl\"\ntrace_path = \"trace.jsonl\"\n"
+        ),
+    );
+    let (always, _) = run(&dir, &["run", "pd.toml", "--pd-decider", "always"]);
+    let (never, _) = run(&dir, &["run", "pd.toml", "--pd-decider", "never"]);
+    assert_eq!(counts[0].0, 200);
+    assert_eq!(counts[4].0, 0);
+    for (k, standard) in [(0, &always), (4, &never)] {
+        let plugin = &counts[k].1;
+        assert_eq!(
+            plugin["pd"]["disaggregated_requests"],
+            standard["pd"]["disaggregated_requests"]
+        );
+        // Same split, same simulation: everything but the decider's name agrees.
+        assert_eq!(plugin["cluster"], standard["cluster"], "{k}");
+        assert_eq!(plugin["instances"], standard["instances"], "{k}");
+        assert_eq!(plugin["pd"]["pools"], standard["pd"]["pools"], "{k}");
+    }
+}
+
+#[test]
+fn a_panicking_decider_plugin_is_one_line_naming_it() {
+    let dir = TestDir::new("pd_decider_panic");
+    dir.write(
+        "pd.toml",
+        &with_plugin("threshold = 500\npanic_on_request = 17"),
+    );
+    let o = dir
+        .blis()
+        .args(["run", "pd.toml", "--plugin"])
+        .arg(crate::util::artifacts().decider())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(o.stdout.is_empty(), "nothing on stdout");
+    let problem: Vec<&str> = err.lines().filter(|l| l.contains("panicked")).collect();
+    assert_eq!(problem.len(), 1, "{err}");
+    assert!(
+        problem[0].contains(
+            "plugin fixture-decider: decider 'long-prompt' panicked in decide for request 17"
+        ) && problem[0].contains("asked to panic on request 17"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("stack backtrace") && !err.contains("RUST_BACKTRACE"),
+        "{err}"
+    );
+}
+
+#[test]
+fn decider_names_are_checked_against_standard_and_plugin_deciders() {
+    let dir = TestDir::new("pd_decider_names");
+    let so = crate::util::artifacts().decider();
+    let so = so.to_str().unwrap();
+    dir.write("pd.toml", &format!("{BASE}{POOLS}"));
+    // Unknown: the closest name among standard and plugin deciders.
+    let e = bad(
+        &dir,
+        &[
+            "validate",
+            "pd.toml",
+            "--plugin",
+            so,
+            "--pd-decider",
+            "long-promt",
+        ],
+    );
+    assert!(
+        e.contains("pd.decider = \"long-promt\"")
+            && e.contains("did you mean 'long-prompt'?")
+            && e.contains("never, always, prefix-threshold")
+            && e.contains("decider plugins: long-prompt"),
+        "{e}"
+    );
+    let e = bad(&dir, &["validate", "pd.toml", "--pd-decider", "alwyas"]);
+    assert!(
+        e.contains("did you mean 'always'?") && e.contains("none loaded"),
+        "{e}"
+    );
+    // A policy of another kind.
+    let e = bad(
+        &dir,
+        &["validate", "pd.toml", "--pd-decider", "least-loaded"],
+    );
+    assert!(
+        e.contains("'least-loaded' is a router policy of library blis-std, not a decider"),
+        "{e}"
+    );
+    // Bad parameters: the plugin's own message, naming it.
+    dir.write("p.toml", &with_plugin("threshold = -3"));
+    let e = bad(&dir, &["validate", "p.toml", "--plugin", so]);
+    assert!(
+        e.contains("pd.decider = \"long-prompt\"")
+            && e.contains("cannot create decider 'long-prompt'")
+            && e.contains("threshold = -3"),
+        "{e}"
+    );
+    // decider_params for a standard decider.
+    dir.write(
+        "s.toml",
+        &format!("{BASE}{POOLS}decider = \"always\"\n[pd.decider_params]\nthreshold = 3\n"),
+    );
+    let e = bad(&dir, &["validate", "s.toml"]);
+    assert!(
+        e.contains("[pd.decider_params] is given but pd.decider = \"always\""),
+        "{e}"
+    );
+    // A decider plugin without pools: the [pd] check names the topology.
+    dir.write(
+        "nopools.toml",
+        &format!("{BASE}[pd]\ndecider = \"long-prompt\"\n"),
+    );
+    let e = bad(&dir, &["validate", "nopools.toml", "--plugin", so]);
+    assert!(
+        e.contains("[pd] is given but the run file has no [[pools]]"),
+        "{e}"
+    );
+    // `blis validate` accepts the plugin; `blis plugins list` shows it.
+    dir.write("ok.toml", &with_plugin("threshold = 10"));
+    let o = dir
+        .blis()
+        .args(["validate", "ok.toml", "--plugin", so])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = dir
+        .blis()
+        .args(["plugins", "list", "--plugin", so])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        list.lines()
+            .any(|l| l.contains("decider") && l.contains("long-prompt")),
+        "{list}"
+    );
+}

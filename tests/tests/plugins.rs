@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use blis_host::plugins::registry::Added;
 use blis_host::plugins::{Origin, PluginError, Registry};
 use blis_plugin_api::abi_stable::std_types::{RSlice, RStr};
-use blis_plugin_api::{ClusterView, InstanceSnapshot, PolicyKind, RequestView, SloClass};
+use blis_plugin_api::{ClusterView, InstanceSnapshot, KindCode, PolicyKind, RequestView, SloClass};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -713,8 +713,41 @@ fn abi_0_1_plugin_loads_and_decides_like_its_0_2_build() {
     eqnice!("0.1", reg.libraries()[0].abi.to_string());
     eqnice!("0.2", reg.libraries()[1].abi.to_string());
     eqnice!(3, reg.libraries()[0].policies.len());
+    decides_like_the_current_build(&old, "compat-v0-1", "abi_0_1_plugin");
+}
 
-    let dir = TestDir::new("abi_0_1_plugin_loads_and_decides_like_its_0_2_build");
+/// A plugin built before the decider kind existed (its root module ends at
+/// `create_autoscaler`) loads in this host, offers its policies, has no
+/// `create_decider`, and decides exactly as the current build of the same
+/// source; naming one of its policies as a decider is a clear error.
+#[test]
+fn a_plugin_built_before_the_decider_kind_loads_and_decides_unchanged() {
+    let old = artifacts().compat_before_decider();
+    let reg = registry_with(std::slice::from_ref(&old));
+    let lib = &reg.libraries()[0];
+    eqnice!("compat-v0-2-before-decider", lib.name.as_str());
+    eqnice!("0.2", lib.abi.to_string());
+    eqnice!(3, lib.policies.len());
+    // abi_stable accepted the shorter root module: the autoscaler kind is
+    // there, the decider kind is not.
+    assert!(lib.has_create_function(KindCode::AUTOSCALER));
+    assert!(!lib.has_create_function(KindCode::DECIDER));
+    let current = registry_with(&[artifacts().compat_v0_2()]);
+    assert!(current.libraries()[0].has_create_function(KindCode::DECIDER));
+    let e = reg
+        .decider("compat-scorer", "", 1)
+        .err()
+        .expect("not a decider")
+        .to_string();
+    assert!(e.contains("unknown decider policy 'compat-scorer'"), "{e}");
+    decides_like_the_current_build(&old, "compat-v0-2-before-decider", "before_decider");
+}
+
+/// Run the compat scenarios with `old` and with the current build of the
+/// same policies: identical reports and traces (library names aside).
+fn decides_like_the_current_build(old: &Path, old_name: &str, test: &str) {
+    let new = artifacts().compat_v0_2();
+    let dir = TestDir::new(test);
     let run_file = dir.write(
         "compat.toml",
         "seed = 5\n\
@@ -731,7 +764,7 @@ fn abi_0_1_plugin_loads_and_decides_like_its_0_2_build() {
         ),
     ] {
         let mut outs = Vec::new();
-        for lib in [&old, &new] {
+        for lib in [old, &new] {
             let mut args = vec![
                 run_file.to_str().unwrap(),
                 "--plugin",
@@ -752,7 +785,7 @@ fn abi_0_1_plugin_loads_and_decides_like_its_0_2_build() {
         );
         eqnice!(report, without_provenance(new_report));
         // Rejection records name the admission policy's library.
-        eqnice!(old_trace.replace("compat-v0-1", "compat-v0-2"), *new_trace);
+        eqnice!(old_trace.replace(old_name, "compat-v0-2"), *new_trace);
         let chosen: std::collections::BTreeSet<u64> = old_trace
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -22,8 +22,10 @@ const PACKAGES: &[&str] = &[
     "fixture-not-a-plugin",
     "fixture-plugin-v0-1",
     "fixture-plugin-v0-2",
+    "fixture-plugin-v0-2-before-decider",
     "fixture-pipeline",
     "fixture-autoscaler",
+    "fixture-decider",
     "blis-std",
     "blis-host",
     "blis-p2c-router",
@@ -75,6 +77,17 @@ impl Artifacts {
     /// The same policies built against the current API.
     pub fn compat_v0_2(&self) -> PathBuf {
         self.library("fixture_plugin_v0_2")
+    }
+
+    /// The compat policies built against ABI 0.2 as it was before the
+    /// decider kind (no `create_decider` in the root module).
+    pub fn compat_before_decider(&self) -> PathBuf {
+        self.library("fixture_plugin_v0_2_before_decider")
+    }
+
+    /// A third-party P/D decider disaggregating long prompts (ABI 0.2 kind 7).
+    pub fn decider(&self) -> PathBuf {
+        self.library("fixture_decider")
     }
 
     /// A third-party autoscaler scaling on queue depth (ABI 0.2 kind 8).
@@ -189,7 +202,9 @@ fn build_artifacts() -> Result<Artifacts, String> {
         artifacts.not_a_plugin(),
         artifacts.compat_v0_1(),
         artifacts.compat_v0_2(),
+        artifacts.compat_before_decider(),
         artifacts.pipeline(),
+        artifacts.decider(),
         artifacts.blis_std(),
         artifacts.blis(),
     ] {

@@ -132,7 +132,7 @@ pub struct RunArgs {
     /// CPU KV tier capacity in blocks per instance (`instance.kv_offload.cpu_blocks`; 0 = none).
     #[arg(long)]
     pub kv_cpu_blocks: Option<u64>,
-    /// P/D decider: never, always, prefix-threshold (`pd.decider`; needs `[[pools]]`).
+    /// P/D decider: never, always, prefix-threshold or a decider plugin (`pd.decider`; needs `[[pools]]`).
     #[arg(long)]
     pub pd_decider: Option<String>,
     /// Uncached prompt tokens above which `prefix-threshold` disaggregates (`pd.prefix_threshold`).

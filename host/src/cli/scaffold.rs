@@ -14,6 +14,10 @@ const API_FILES: &[(&str, &str)] = &[
     ("src/lib.rs", include_str!("../../../plugin-api/src/lib.rs")),
     ("src/abi.rs", include_str!("../../../plugin-api/src/abi.rs")),
     (
+        "src/abi_before_decider.rs",
+        include_str!("../../../plugin-api/src/abi_before_decider.rs"),
+    ),
+    (
         "src/abi_v0_1.rs",
         include_str!("../../../plugin-api/src/abi_v0_1.rs"),
     ),

@@ -244,10 +244,7 @@ impl Cluster {
             pending: vec![0; n],
             snapshots: SnapshotProvider::with_labels(n, setup.freshness, &setup.labels),
             cache_signal: (routing.needs_prefix_query()
-                || setup
-                    .pd
-                    .as_ref()
-                    .is_some_and(|p| p.prefill_routing.needs_prefix_query()))
+                || setup.pd.as_ref().is_some_and(|p| p.needs_prefix_query()))
             .then(|| CacheSignal::new(n, setup.cache_signal_delay)),
             in_flight: vec![0; n],
             hooks: lifecycle_hooks(&setup.admission, &routing),

@@ -14,7 +14,9 @@
 //! admission record carries `"reason"` when the policy gave one for the
 //! rejection; a filter's entry in `"filtered"` carries `"reason"` when the
 //! filter removed instances and gave one. Records without reasons are
-//! unchanged.
+//! unchanged. A P/D decider plugin that gives a reason adds a
+//! `"kind": "pd_decider"` record (its answer, the decode instance, the
+//! reason).
 
 use std::io::Write;
 
@@ -84,6 +86,31 @@ impl TraceWriter {
         if let Some(r) = reason {
             v["reason"] = serde_json::Value::String(r);
         }
+        self.line = v.to_string();
+        self.write_line();
+    }
+
+    /// A P/D decider plugin's decision for which it gave a reason (ABI
+    /// 0.2, kind `decider`): whether it disaggregates the request routed to
+    /// decode instance `decode`, and why.
+    pub fn pd_decision(
+        &mut self,
+        request_id: u64,
+        time: Tick,
+        policy: &str,
+        disaggregate: bool,
+        decode: u32,
+        reason: String,
+    ) {
+        let v = serde_json::json!({
+            "kind": "pd_decider",
+            "request_id": request_id,
+            "time_us": time,
+            "policy": policy,
+            "disaggregate": disaggregate,
+            "decode_instance": decode,
+            "reason": reason,
+        });
         self.line = v.to_string();
         self.write_line();
     }

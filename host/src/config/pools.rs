@@ -31,9 +31,13 @@ pub struct PoolSection {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PdSection {
-    /// `never` (default), `always`, `prefix-threshold`.
+    /// `never` (default), `always`, `prefix-threshold`, or the name of a
+    /// decider plugin (`name` or `library::name`).
     #[serde(default = "d_never")]
     pub decider: String,
+    /// Parameters handed to a decider plugin.
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    pub decider_params: toml::Table,
     /// `prefix-threshold`: disaggregate when more than this many prompt
     /// tokens are not cached on the chosen decode instance (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +78,7 @@ impl Default for PdSection {
     fn default() -> Self {
         PdSection {
             decider: d_never(),
+            decider_params: toml::Table::new(),
             prefix_threshold: None,
             transfer_bandwidth_gbps: d_bandwidth(),
             transfer_base_latency_ms: d_base_latency(),

@@ -3,9 +3,9 @@
 
 use abi_stable::std_types::{RResult, RSlice, RVec};
 use blis_plugin_api::{
-    abi_v0_1, AbiVersion, AdmissionBox, AutoscalerBox, ClusterState, ClusterView, EventKind,
-    FilterBox, Hooks, PickerBox, PolicyError, PreemptionBox, RequestEvent, RequestView, RouterBox,
-    RunningRequest, SchedulerBox, ScorerBox, SloClass as AbiSlo,
+    abi_v0_1, AbiVersion, AdmissionBox, AutoscalerBox, ClusterState, ClusterView, DeciderBox,
+    EventKind, FilterBox, Hooks, PdView, PickerBox, PolicyError, PreemptionBox, RequestEvent,
+    RequestView, RouterBox, RunningRequest, SchedulerBox, ScorerBox, SloClass as AbiSlo,
 };
 
 use super::PluginError;
@@ -64,6 +64,36 @@ fn check<T>(
         RResult::ROk(v) => Ok(v),
         RResult::RErr(e) => Err(label.fail(call, request, e)),
     }
+}
+
+/// A host-side policy handle: the struct (the policy's label, its object
+/// in the library's ABI, and an optional reusable buffer), its constructor
+/// and `label()`. Every kind has one; the macro keeps them identical, so a
+/// new kind's handle is one invocation plus its own checked calls.
+macro_rules! policy_handle {
+    ($(#[$doc:meta])* $name:ident($obj:ty) $(, $buf:ident: $buf_ty:ty)?) => {
+        $(#[$doc])*
+        pub struct $name {
+            label: PolicyLabel,
+            obj: $obj,
+            $($buf: $buf_ty,)?
+        }
+
+        impl $name {
+            pub(super) fn new(label: PolicyLabel, obj: $obj) -> Self {
+                Self {
+                    label,
+                    obj,
+                    $($buf: <$buf_ty>::default(),)?
+                }
+            }
+
+            /// Which policy this is.
+            pub fn label(&self) -> &PolicyLabel {
+                &self.label
+            }
+        }
+    };
 }
 
 /// `wants` and `on_event` for a policy handle whose object has `on_event`.
@@ -200,23 +230,13 @@ impl ScorerObj {
     }
 }
 
-/// An admission policy created by a plugin library.
-pub struct AdmissionPolicy {
-    label: PolicyLabel,
-    obj: AdmissionObj,
+policy_handle! {
+    /// An admission policy created by a plugin library.
+    AdmissionPolicy(AdmissionObj)
 }
 
 impl AdmissionPolicy {
     lifecycle_methods!();
-
-    pub(super) fn new(label: PolicyLabel, obj: AdmissionObj) -> Self {
-        Self { label, obj }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
 
     /// Admit (true) or reject (false) the request.
     #[inline]
@@ -252,23 +272,13 @@ impl AdmissionPolicy {
     }
 }
 
-/// A routing policy created by a plugin library.
-pub struct RouterPolicy {
-    label: PolicyLabel,
-    obj: RouterObj,
+policy_handle! {
+    /// A routing policy created by a plugin library.
+    RouterPolicy(RouterObj)
 }
 
 impl RouterPolicy {
     lifecycle_methods!();
-
-    pub(super) fn new(label: PolicyLabel, obj: RouterObj) -> Self {
-        Self { label, obj }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
 
     /// The chosen instance, checked to be in range.
     #[inline]
@@ -312,28 +322,13 @@ impl RouterPolicy {
     }
 }
 
-/// A scorer created by a plugin library, with its reusable score buffer.
-pub struct ScorerPolicy {
-    label: PolicyLabel,
-    obj: ScorerObj,
-    buf: RVec<f64>,
+policy_handle! {
+    /// A scorer created by a plugin library, with its reusable score buffer.
+    ScorerPolicy(ScorerObj), buf: RVec<f64>
 }
 
 impl ScorerPolicy {
     lifecycle_methods!();
-
-    pub(super) fn new(label: PolicyLabel, obj: ScorerObj) -> Self {
-        Self {
-            label,
-            obj,
-            buf: RVec::new(),
-        }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
 
     /// One score per instance, checked (count, finiteness) and clamped to [0, 1].
     #[inline]
@@ -417,27 +412,12 @@ impl ScorerPolicy {
     }
 }
 
-/// A filter created by a plugin library (ABI 0.2), with its output buffer.
-pub struct FilterPolicy {
-    label: PolicyLabel,
-    obj: FilterBox,
-    buf: RVec<u32>,
+policy_handle! {
+    /// A filter created by a plugin library (ABI 0.2), with its output buffer.
+    FilterPolicy(FilterBox), buf: RVec<u32>
 }
 
 impl FilterPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: FilterBox) -> Self {
-        Self {
-            label,
-            obj,
-            buf: RVec::new(),
-        }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
-
     lifecycle_methods!();
 
     /// The candidates to keep, checked to be a subset of
@@ -489,22 +469,12 @@ impl FilterPolicy {
     }
 }
 
-/// A picker created by a plugin library (ABI 0.2).
-pub struct PickerPolicy {
-    label: PolicyLabel,
-    obj: PickerBox,
+policy_handle! {
+    /// A picker created by a plugin library (ABI 0.2).
+    PickerPolicy(PickerBox)
 }
 
 impl PickerPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: PickerBox) -> Self {
-        Self { label, obj }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
-
     lifecycle_methods!();
 
     /// The chosen instance, checked to be one of the candidates.
@@ -542,23 +512,13 @@ impl PickerPolicy {
     }
 }
 
-/// A scheduler created by a plugin library (ABI 0.2): the wait-queue key of
-/// one instance.
-pub struct SchedulerPolicy {
-    label: PolicyLabel,
-    obj: SchedulerBox,
+policy_handle! {
+    /// A scheduler created by a plugin library (ABI 0.2): the wait-queue key of
+    /// one instance.
+    SchedulerPolicy(SchedulerBox)
 }
 
-impl SchedulerPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: SchedulerBox) -> Self {
-        Self { label, obj }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
-}
+impl SchedulerPolicy {}
 
 impl crate::instance::SortKey for SchedulerPolicy {
     fn key(&mut self, req: &crate::request::Request) -> Result<i64, String> {
@@ -575,28 +535,13 @@ impl crate::instance::SortKey for SchedulerPolicy {
     }
 }
 
-/// A preemption policy created by a plugin library (ABI 0.2): the victim
-/// choice of one instance, with its view buffer.
-pub struct PreemptionPolicy {
-    label: PolicyLabel,
-    obj: PreemptionBox,
-    buf: Vec<RunningRequest>,
+policy_handle! {
+    /// A preemption policy created by a plugin library (ABI 0.2): the victim
+    /// choice of one instance, with its view buffer.
+    PreemptionPolicy(PreemptionBox), buf: Vec<RunningRequest>
 }
 
-impl PreemptionPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: PreemptionBox) -> Self {
-        Self {
-            label,
-            obj,
-            buf: Vec::new(),
-        }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
-}
+impl PreemptionPolicy {}
 
 impl crate::instance::VictimChoice for PreemptionPolicy {
     fn victim(&mut self, running: &[crate::instance::RunningInfo]) -> Result<usize, String> {
@@ -630,23 +575,13 @@ impl crate::instance::VictimChoice for PreemptionPolicy {
     }
 }
 
-/// An autoscaler created by a plugin library (ABI 0.2, kind code 8): the
-/// scaling decision of every tick.
-pub struct AutoscalerPolicy {
-    label: PolicyLabel,
-    obj: AutoscalerBox,
+policy_handle! {
+    /// An autoscaler created by a plugin library (ABI 0.2, kind code 8): the
+    /// scaling decision of every tick.
+    AutoscalerPolicy(AutoscalerBox)
 }
 
 impl AutoscalerPolicy {
-    pub(super) fn new(label: PolicyLabel, obj: AutoscalerBox) -> Self {
-        Self { label, obj }
-    }
-
-    /// Which policy this is.
-    pub fn label(&self) -> &PolicyLabel {
-        &self.label
-    }
-
     /// The change in instance count the policy wants now (any `i32`; the
     /// control plane applies its windows and bounds).
     pub fn decide(&mut self, cluster: &ClusterState<'_>) -> Result<i32, Box<PluginError>> {
@@ -666,5 +601,31 @@ impl AutoscalerPolicy {
                 }))
             }
         }
+    }
+}
+
+policy_handle! {
+    /// A P/D decider created by a plugin library (ABI 0.2, kind code 7): for
+    /// every request of a run with `[[pools]]`, whether it is disaggregated.
+    DeciderPolicy(DeciderBox)
+}
+
+impl DeciderPolicy {
+    /// True to disaggregate the request (a panic or an error is the usual
+    /// one-line error naming the plugin and the request).
+    pub fn decide(
+        &mut self,
+        req: &RequestView<'_>,
+        pd: &PdView,
+        cluster: &ClusterState<'_>,
+    ) -> Result<bool, Box<PluginError>> {
+        let r = self.obj.decide(req, pd, cluster);
+        check(&self.label, "decide", req.id, r)
+    }
+
+    /// The reason the decider gave during its last call, if any.
+    pub fn take_reason(&mut self) -> Option<String> {
+        let reason = self.obj.take_reason();
+        (!reason.is_empty()).then(|| reason.into_string())
     }
 }

@@ -8,8 +8,9 @@ use blis_plugin_api::{abi_v0_1, AbiVersion, Hooks, KindCode, PolicyKind, PolicyO
 
 use super::loader::{self, Module};
 use super::policy::{
-    AdmissionObj, AdmissionPolicy, AutoscalerPolicy, FilterPolicy, PickerPolicy, PolicyLabel,
-    PreemptionPolicy, RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj, ScorerPolicy,
+    AdmissionObj, AdmissionPolicy, AutoscalerPolicy, DeciderPolicy, FilterPolicy, PickerPolicy,
+    PolicyLabel, PreemptionPolicy, RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj,
+    ScorerPolicy,
 };
 use super::PluginError;
 
@@ -73,6 +74,59 @@ impl std::fmt::Debug for LibraryEntry {
     }
 }
 
+impl LibraryEntry {
+    /// Whether the library's root module has the function that creates
+    /// policies of `kind`: false for a kind added to the ABI after the
+    /// library was built (e.g. `decider` for a library built before it).
+    pub fn has_create_function(&self, kind: KindCode) -> bool {
+        let m = match self.module {
+            Module::Current(m) => m,
+            Module::BeforeDecider(_) if kind == KindCode::DECIDER => return false,
+            Module::BeforeDecider(m) => m,
+            Module::V0_1(_) => return kind.policy_kind().is_some(),
+        };
+        match kind {
+            KindCode::ADMISSION | KindCode::ROUTER | KindCode::SCORER => true,
+            KindCode::FILTER => m.create_filter().is_some(),
+            KindCode::PICKER => m.create_picker().is_some(),
+            KindCode::SCHEDULER => m.create_scheduler().is_some(),
+            KindCode::PREEMPTION => m.create_preemption().is_some(),
+            KindCode::DECIDER => m.create_decider().is_some(),
+            KindCode::AUTOSCALER => m.create_autoscaler().is_some(),
+            _ => false,
+        }
+    }
+}
+
+/// The constructors of the ABI 0.2 kinds, one per kind. They differ only
+/// in the kind code, the root-module function and the host handle, so one
+/// macro writes them and a new kind is one entry (the 0.1 kinds go through
+/// the frozen `create` and are written out below).
+macro_rules! create_v2 {
+    ($(
+        $(#[$doc:meta])*
+        $method:ident: $kind:ident, $create:ident, $handle:ident, $missing:literal;
+    )*) => {$(
+        $(#[$doc])*
+        pub fn $method(
+            &self,
+            spec: &str,
+            params_toml: &str,
+            seed: u64,
+        ) -> Result<$handle, PluginError> {
+            let (lib, label) = self.locate(KindCode::$kind, spec)?;
+            let Some(create) = Self::current(lib).and_then(|m| m.$create()) else {
+                return Err(create_error(label, $missing.into()));
+            };
+            let name = RStr::from(label.name.as_str());
+            match create(name, RStr::from(params_toml), seed).into_result() {
+                Ok(obj) => Ok($handle::new(label, obj)),
+                Err(message) => Err(create_error(label, message.to_string())),
+            }
+        }
+    )*};
+}
+
 /// All libraries of a run, and the policies they offer.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
@@ -118,13 +172,13 @@ impl Registry {
 
     fn add_module(&mut self, module: Module, origin: Origin, sha256: Option<String>) -> usize {
         let info = match module {
-            Module::Current(m) => (m.describe())(),
+            Module::Current(m) | Module::BeforeDecider(m) => (m.describe())(),
             Module::V0_1(m) => (m.describe())(),
         };
         // A 0.2 library describes every policy (0.1 kinds included) with its
         // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
         let v2 = match module {
-            Module::Current(m) => m.describe_v2().map(|d| d()),
+            Module::Current(m) | Module::BeforeDecider(m) => m.describe_v2().map(|d| d()),
             Module::V0_1(_) => None,
         };
         let (abi, policies) = match v2 {
@@ -352,7 +406,7 @@ impl Registry {
         let (lib, label) = self.locate(kind.into(), spec)?;
         let (name, params) = (RStr::from(label.name.as_str()), RStr::from(params_toml));
         let created = match lib.module {
-            Module::Current(m) => (m.create())(kind, name, params, seed)
+            Module::Current(m) | Module::BeforeDecider(m) => (m.create())(kind, name, params, seed)
                 .into_result()
                 .map(Created::Current),
             Module::V0_1(m) => (m.create())(kind, name, params, seed)
@@ -368,114 +422,28 @@ impl Registry {
     /// The root module, if the library speaks ABI ≥ 0.2.
     fn current(lib: &LibraryEntry) -> Option<blis_plugin_api::PluginModRef> {
         match lib.module {
-            Module::Current(m) => Some(m),
+            Module::Current(m) | Module::BeforeDecider(m) => Some(m),
             Module::V0_1(_) => None,
         }
     }
 
-    /// Create a filter (ABI 0.2).
-    pub fn filter(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<FilterPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::FILTER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_filter()) else {
-            return Err(create_error(
-                label,
-                "the library has no filters (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(FilterPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create a scheduler (ABI 0.2; one per instance).
-    pub fn scheduler(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<SchedulerPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::SCHEDULER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_scheduler()) else {
-            return Err(create_error(
-                label,
-                "the library has no schedulers (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(SchedulerPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create an autoscaler (ABI 0.2, kind code 8).
-    pub fn autoscaler(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<AutoscalerPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::AUTOSCALER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_autoscaler()) else {
-            return Err(create_error(
-                label,
-                "the library has no autoscalers (it predates the autoscaler kind)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(AutoscalerPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create a preemption policy (ABI 0.2; one per instance).
-    pub fn preemption(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<PreemptionPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::PREEMPTION, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_preemption()) else {
-            return Err(create_error(
-                label,
-                "the library has no preemption policies (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(PreemptionPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
-    }
-
-    /// Create a picker (ABI 0.2).
-    pub fn picker(
-        &self,
-        spec: &str,
-        params_toml: &str,
-        seed: u64,
-    ) -> Result<PickerPolicy, PluginError> {
-        let (lib, label) = self.locate(KindCode::PICKER, spec)?;
-        let Some(create) = Self::current(lib).and_then(|m| m.create_picker()) else {
-            return Err(create_error(
-                label,
-                "the library has no pickers (ABI 0.1)".into(),
-            ));
-        };
-        let name = RStr::from(label.name.as_str());
-        match create(name, RStr::from(params_toml), seed).into_result() {
-            Ok(obj) => Ok(PickerPolicy::new(label, obj)),
-            Err(message) => Err(create_error(label, message.to_string())),
-        }
+    create_v2! {
+        /// Create a filter (ABI 0.2).
+        filter: FILTER, create_filter, FilterPolicy, "the library has no filters (ABI 0.1)";
+        /// Create a scheduler (ABI 0.2; one per instance).
+        scheduler: SCHEDULER, create_scheduler, SchedulerPolicy,
+            "the library has no schedulers (ABI 0.1)";
+        /// Create an autoscaler (ABI 0.2, kind code 8).
+        autoscaler: AUTOSCALER, create_autoscaler, AutoscalerPolicy,
+            "the library has no autoscalers (it predates the autoscaler kind)";
+        /// Create a P/D decider (ABI 0.2, kind code 7).
+        decider: DECIDER, create_decider, DeciderPolicy,
+            "the library has no deciders (it predates the decider kind)";
+        /// Create a preemption policy (ABI 0.2; one per instance).
+        preemption: PREEMPTION, create_preemption, PreemptionPolicy,
+            "the library has no preemption policies (ABI 0.1)";
+        /// Create a picker (ABI 0.2).
+        picker: PICKER, create_picker, PickerPolicy, "the library has no pickers (ABI 0.1)";
     }
 
     /// Create an admission policy.
@@ -561,7 +529,7 @@ fn wrong_kind(label: PolicyLabel) -> PluginError {
 }
 
 /// The closest name by edit distance, if reasonably close.
-fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, candidates: &'a [String]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (edit_distance(name, c), c))

@@ -1,7 +1,10 @@
 //! The disaggregation decider: whether a request's prefill runs on a
 //! prefill instance (and its KV is transferred) or on its decode instance.
 //! Asked after the decode instance is chosen (decode-first, as llm-d's
-//! P/D scheduler does).
+//! P/D scheduler does). The standard deciders are here; a plugin decider
+//! (ABI kind `decider`) is called through [`PdDecider::Plugin`].
+
+use crate::plugins::DeciderPolicy;
 
 /// The standard deciders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +44,41 @@ impl Decider {
                 let uncached = u64::from(input_len).saturating_sub(cached);
                 input_len > 0 && uncached > u64::from(threshold)
             }
+        }
+    }
+}
+
+/// The run's decider: a standard one, or a plugin of kind `decider`.
+pub enum PdDecider {
+    Standard(Decider),
+    Plugin(Box<DeciderPolicy>),
+}
+
+impl PdDecider {
+    /// The name the report and the notes show: the standard name, or
+    /// `library::name` of the plugin.
+    pub fn name(&self) -> String {
+        match self {
+            PdDecider::Standard(d) => d.name().to_string(),
+            PdDecider::Plugin(p) => format!("{}::{}", p.label().library, p.label().name),
+        }
+    }
+
+    /// Whether the decode instance's cached prompt blocks are looked up
+    /// (a plugin always receives them in its `PdView`).
+    pub fn needs_cache_query(&self) -> bool {
+        match self {
+            PdDecider::Standard(d) => d.needs_cache_query(),
+            PdDecider::Plugin(_) => true,
+        }
+    }
+
+    /// Whether the per-instance prefix-cache query runs for the decider
+    /// (a plugin that declares `PREFIX_QUERY`).
+    pub fn needs_prefix_query(&self) -> bool {
+        match self {
+            PdDecider::Standard(_) => false,
+            PdDecider::Plugin(p) => p.label().prefix_query,
         }
     }
 }

@@ -30,10 +30,10 @@ use std::ops::Range;
 
 use abi_stable::std_types::RSlice;
 use blis_plugin_api::{
-    ClusterState, ClusterView, EventKind, InstanceInfo, InstanceSnapshot, RequestView,
+    ClusterState, ClusterView, EventKind, InstanceInfo, InstanceSnapshot, PdView, RequestView,
 };
 
-pub use decider::Decider;
+pub use decider::{Decider, PdDecider};
 pub use report::PdReport;
 pub use transfer::{TransferCounts, TransferModel};
 
@@ -82,8 +82,16 @@ pub struct PdSetup {
     /// Routing of the prefill stage (the decode stage uses the cluster's
     /// routing, which also receives the lifecycle events).
     pub prefill_routing: Routing,
-    pub decider: Decider,
+    pub decider: PdDecider,
     pub transfer: TransferModel,
+}
+
+impl PdSetup {
+    /// Whether the per-instance prefix-cache query must run at routing
+    /// decisions for the P/D stages (the prefill routing or the decider).
+    pub fn needs_prefix_query(&self) -> bool {
+        self.prefill_routing.needs_prefix_query() || self.decider.needs_prefix_query()
+    }
 }
 
 /// A request in its prefill leg.
@@ -98,6 +106,8 @@ pub(crate) struct PrefillLeg {
 /// The P/D state of a running cluster.
 pub struct PdState {
     setup: PdSetup,
+    /// The prefill-capable instances, as the candidates a decider plugin sees.
+    prefill_candidates: Vec<u32>,
     /// Requests in their prefill leg, by id.
     prefilling: HashMap<u64, PrefillLeg>,
     /// Prefill legs that finished during the current step.
@@ -117,6 +127,7 @@ impl PdState {
     /// The state of a run on `n` instances.
     pub fn new(setup: PdSetup, n: usize) -> Self {
         PdState {
+            prefill_candidates: setup.prefill.clone().collect(),
             setup,
             prefilling: HashMap::new(),
             done: Vec::new(),
@@ -197,7 +208,9 @@ impl Cluster {
         slot: Slot,
     ) -> Result<(), Box<PluginError>> {
         let s = &mut pd.setup;
-        let needs_state = s.prefill_routing.needs_state() || self.routing.needs_state();
+        let plugin_decider = matches!(s.decider, PdDecider::Plugin(_));
+        let needs_state =
+            s.prefill_routing.needs_state() || self.routing.needs_state() || plugin_decider;
         self.snapshots.build(t, &self.instances, &self.pending);
         if needs_state {
             self.snapshots
@@ -222,8 +235,37 @@ impl Cluster {
             0
         };
         let block_size = self.block_size;
+        let disaggregate = match &mut s.decider {
+            PdDecider::Standard(d) => d.decide(input_len, cached, block_size),
+            PdDecider::Plugin(p) => {
+                let view = PdView {
+                    decode_instance: decode,
+                    decode_cached_blocks: cached,
+                    block_size,
+                    prefill_first: s.prefill.start,
+                    prefill_end: s.prefill.end,
+                };
+                let state = ClusterState {
+                    view: ClusterView {
+                        clock_us: t,
+                        instances: RSlice::from_slice(snaps),
+                    },
+                    candidates: RSlice::from_slice(&pd.prefill_candidates),
+                    info: RSlice::from_slice(info),
+                    prefix_blocks: RSlice::from_slice(prefix),
+                };
+                let yes = p.decide(&rv, &view, &state)?;
+                if let Some(tr) = self.trace.as_mut() {
+                    if let Some(reason) = p.take_reason() {
+                        let desc = format!("{}::{}", p.label().library, p.label().name);
+                        tr.pd_decision(rv.id, t, &desc, yes, decode, reason);
+                    }
+                }
+                yes
+            }
+        };
         let mut target = decode;
-        if s.decider.decide(input_len, cached, block_size) {
+        if disaggregate {
             let Some(prefill) = route_stage(
                 &mut s.prefill_routing,
                 &rv,

@@ -6,7 +6,7 @@ use super::{PdState, PoolInfo, TransferCounts};
 #[derive(Debug)]
 pub struct PdReport {
     pub pools: Vec<PoolInfo>,
-    pub decider: &'static str,
+    pub decider: String,
     pub contention: bool,
     /// Requests the decider sent to a prefill instance.
     pub disaggregated: u64,

@@ -5,7 +5,8 @@
 //! capacity), `workload`, `policies` (`[admission]`, `[routing]`,
 //! `[[plugins]]`; `routing_profiles` for `[[routing.profiles]]`),
 //! `instance_policies` (scheduler and preemption plugins of `[instance]`),
-//! `pools` (`[[pools]]` and `[pd]`: prefill/decode disaggregation),
+//! `pools` (`[[pools]]` and `[pd]`: prefill/decode disaggregation;
+//! `pd_decider` for `pd.decider`, standard or plugin),
 //! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`), `output`,
 //! `slo` (`[slo]`), `flow_control` (`[flow_control]`), `saturation`
 //! (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
@@ -27,6 +28,7 @@ mod instance_policies;
 mod kv_offload;
 mod model;
 mod output;
+mod pd_decider;
 mod policies;
 mod pools;
 mod routing_profiles;

@@ -11,9 +11,10 @@ use serde::Serialize;
 
 use super::instance::{self, CheckedInstance, MAX_INSTANCES};
 use super::model::{self, CheckedModel};
+use super::pd_decider::{self, DeciderSpec};
 use super::policies::{check_routing, RoutingPlan};
 use super::{derive_seed, kv_offload, one_of, resolve, Problems};
-use crate::cluster::pd::{Decider, PdSetup, PoolInfo, PoolRole, TransferModel};
+use crate::cluster::pd::{PdSetup, PoolInfo, PoolRole, TransferModel};
 use crate::cluster::Routing;
 use crate::config::{PdSection, RoutingSection, RunFile};
 use crate::instance::latency::ModelConfig;
@@ -21,7 +22,6 @@ use crate::instance::{Instance, KvOffloadConfig};
 use crate::plugins::Registry;
 
 const ROLES: [&str; 3] = ["prefill", "both", "decode"];
-const DECIDERS: [&str; 3] = ["never", "always", "prefix-threshold"];
 
 /// One checked pool.
 struct CheckedPool {
@@ -39,7 +39,7 @@ pub(super) struct CheckedPools {
     /// In instance order: prefill pools, then both, then decode pools.
     pools: Vec<CheckedPool>,
     pd: PdSection,
-    decider: Decider,
+    decider: DeciderSpec,
     prefill_plan: Option<RoutingPlan>,
     decode_plan: Option<RoutingPlan>,
     kv_bytes_per_token: f64,
@@ -196,28 +196,8 @@ pub(super) fn check(
         // (reported above)
     }
     let pd = run.pd.clone().unwrap_or_default();
-    let decider = match pd.decider.as_str() {
-        "never" => Decider::Never,
-        "always" => Decider::Always,
-        "prefix-threshold" => match pd.prefix_threshold.unwrap_or(16) {
-            t if t < 0 => {
-                problems.error(format!("pd.prefix_threshold = {t}: must be ≥ 0 (tokens)"));
-                Decider::Never
-            }
-            t => Decider::PrefixThreshold(t.min(i64::from(u32::MAX)) as u32),
-        },
-        other => {
-            problems.error(one_of("pd.decider", other, &DECIDERS));
-            Decider::Never
-        }
-    };
-    if pd.prefix_threshold.is_some() && pd.decider != "prefix-threshold" {
-        problems.error(format!(
-            "pd.prefix_threshold is given but pd.decider = \"{}\"; it is used only by decider = \"prefix-threshold\"",
-            pd.decider
-        ));
-    }
-    if decider != Decider::Never && !has(PoolRole::Prefill) && !has(PoolRole::Both) {
+    let decider = pd_decider::check(&pd, problems);
+    if decider.may_disaggregate() && !has(PoolRole::Prefill) && !has(PoolRole::Both) {
         problems.error(format!(
             "pd.decider = \"{}\" disaggregates requests but no pool can prefill; add a pool with role = \"prefill\"",
             pd.decider
@@ -257,7 +237,7 @@ pub(super) fn check(
                     kv_bytes_per_token = crate::instance::latency::kv_bytes_per_token_at_tp(&m, 1);
                     split_by_tp = m.kv_lora_rank == 0;
                 }
-                Err(e) if decider != Decider::Never => problems.error(format!(
+                Err(e) if decider.may_disaggregate() => problems.error(format!(
                     "[pd]: the KV transfer needs the model's KV bytes per token: {e}; give model.config_path \
                      or pd.kv_bytes_per_token"
                 )),
@@ -319,7 +299,10 @@ impl CheckedPools {
         format!(
             "pools: {}; decider {}",
             pools.join(", "),
-            self.decider.name()
+            match self.decider {
+                DeciderSpec::Standard(d) => d.name(),
+                DeciderSpec::Plugin => self.pd.decider.as_str(),
+            }
         )
     }
 
@@ -404,7 +387,7 @@ impl CheckedPools {
                 prefill,
                 decode,
                 prefill_routing,
-                decider: self.decider,
+                decider: pd_decider::create(self.decider, &self.pd, registry, run.seed)?,
                 transfer,
             },
             routing,
