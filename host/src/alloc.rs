@@ -16,16 +16,18 @@
 //! * blocks below 32 MiB come from the heap (`M_MMAP_THRESHOLD`), so the
 //!   per-instance tables of a few hundred KB share huge pages instead of
 //!   each sitting in its own small mapping;
-//! * once the heap passes 32 MiB, what it holds is advised
-//!   (`madvise(MADV_HUGEPAGE)`) and moved to huge pages at once
-//!   (`MADV_COLLAPSE`), and from then on every time its break moves up the
-//!   new part is advised, the heap growing 16 MiB at a time (`M_TOP_PAD`,
-//!   address space only) so that whole 2 MiB ranges are advised before they
-//!   are first touched;
+//! * the heap is advised (`madvise(MADV_HUGEPAGE)`) from the start: every
+//!   time its break moves up the new part is advised, the heap growing
+//!   16 MiB at a time (`M_TOP_PAD`, address space only) so that whole 2 MiB
+//!   ranges are advised before they are first touched and fault in as huge
+//!   pages directly;
 //! * blocks of 4 MiB or more are advised as they are allocated.
 //!
-//! Small runs are left alone: they gain nothing, and a partly used 2 MiB
-//! page counts whole in their memory use. Nothing changes where transparent
+//! An earlier version left the heap on small pages up to 32 MiB and then
+//! moved it to huge pages at once (`MADV_COLLAPSE`): that copy took 56 ms
+//! of the 0.22 s of the 16 × 10,000-request benchmark (issue 17), while
+//! advising from the start costs a small run about 1 MiB of memory (a
+//! partly used 2 MiB page counts whole). Nothing changes where transparent
 //! huge pages are off (`never`) or already `always`; `BLIS_HUGE_PAGES=0` in
 //! the environment turns all of this off.
 //!
@@ -43,16 +45,13 @@ pub struct HugePageAlloc;
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The heap break up to which the heap has been advised.
 static ADVISED_BREAK: AtomicUsize = AtomicUsize::new(0);
-/// The heap's start (its break when [`init`] ran).
-static HEAP_START: AtomicUsize = AtomicUsize::new(0);
 
 /// Blocks at least this large are advised on their own (most of such a block
 /// is whole 2 MiB pages).
 const LARGE_BLOCK: usize = 4 << 20;
-/// The heap is advised once it is this large (and smaller blocks come from
-/// the heap).
+/// Blocks smaller than this come from the heap.
 const HEAP_THRESHOLD: usize = 32 << 20;
-/// How far the heap then grows beyond each request (reserved, not touched).
+/// How far the heap grows beyond each request (reserved, not touched).
 const HEAP_GROWTH_PAD: usize = 16 << 20;
 const PAGE: usize = 4096;
 
@@ -134,9 +133,11 @@ mod platform {
         // sbrk(0) reads the current break without moving it.
         let start = unsafe {
             libc::mallopt(libc::M_MMAP_THRESHOLD, HEAP_THRESHOLD as libc::c_int);
+            // The heap grows in large steps, so that whole 2 MiB ranges are
+            // advised before anything touches them.
+            libc::mallopt(libc::M_TOP_PAD, HEAP_GROWTH_PAD as libc::c_int);
             libc::sbrk(0) as usize
         };
-        HEAP_START.store(start, Relaxed);
         ADVISED_BREAK.store(start, Relaxed);
         ENABLED.store(true, Relaxed);
     }
@@ -173,30 +174,9 @@ mod platform {
         if brk == advised || p >= brk {
             return; // the heap has not moved, or the block is not in it
         }
-        let start = HEAP_START.load(Relaxed);
-        if brk < start + HEAP_THRESHOLD {
-            return; // still small
-        }
         if brk > advised {
-            if advised == start {
-                // First time past the threshold: from now on the heap grows
-                // in large steps, so that whole 2 MiB ranges are advised
-                // before anything touches them.
-                // SAFETY: mallopt only changes glibc's allocation parameters
-                // (and we are not inside malloc here).
-                unsafe {
-                    libc::mallopt(libc::M_TOP_PAD, HEAP_GROWTH_PAD as libc::c_int);
-                }
-            }
-            // The heap grew: advise from the last advised break (the first
-            // time, from the heap's start).
+            // The heap grew: advise its new part.
             advise(advised, brk, libc::MADV_HUGEPAGE);
-            if advised == start {
-                // What the run built so far (instances, indexes) is hot and
-                // already on small pages: move it to huge pages now rather
-                // than whenever the kernel's background scan gets there.
-                advise(start, brk, libc::MADV_COLLAPSE);
-            }
         }
         // (A trimmed heap just lowers the mark; its regrowth is advised.)
         ADVISED_BREAK.store(brk, Relaxed);
