@@ -159,6 +159,7 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
         shard: args.shard,
         progress: !args.quiet && std::io::stderr().is_terminal(),
     };
+    crate::alloc::keep_freed_memory();
     let runner = SweepRunner::default();
     let s = sweep::run(&opts, &|base, sets| runner.run(base, sets)).map_err(to_failure)?;
     eprintln!(
