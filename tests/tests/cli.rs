@@ -6,7 +6,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::util::{artifacts, TestDir};
+use crate::util::{artifacts, run_bad, TestDir};
 
 const SMALL: &str = r#"
 seed = 5
@@ -38,20 +38,6 @@ fn run_ok(dir: &TestDir, args: &[&str]) -> String {
     let o = dir.blis().args(args).output().expect("run blis");
     assert!(o.status.success(), "blis {args:?} failed: {}", stderr(&o));
     stdout(&o)
-}
-
-/// Exit 2, nothing on stdout, a short error naming what is wrong.
-fn run_bad(dir: &TestDir, args: &[&str]) -> String {
-    let o = dir.blis().args(args).output().expect("run blis");
-    assert_eq!(o.status.code(), Some(2), "blis {args:?}: {}", stderr(&o));
-    assert_eq!(stdout(&o), "", "nothing on stdout on error");
-    let e = stderr(&o);
-    assert!(
-        !e.contains("panicked at") && !e.contains("stack backtrace"),
-        "{e}"
-    );
-    assert!(e.lines().count() <= 12, "short error:\n{e}");
-    e
 }
 
 #[test]

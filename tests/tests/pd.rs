@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::util::TestDir;
+use crate::util::{run_bad, TestDir};
 
 const BASE: &str = "seed = 5\n\
 [model]\nlatency_model = \"linear\"\nalpha = [100.0, 0.5, 20.0]\nbeta = [2000.0, 5.0, 30.0]\n\
@@ -25,16 +25,6 @@ fn run(dir: &TestDir, args: &[&str]) -> (Value, String) {
         serde_json::from_str(&text).expect("one JSON document"),
         text,
     )
-}
-
-fn bad(dir: &TestDir, args: &[&str]) -> String {
-    let o = dir.blis().args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(2), "blis {args:?}: {err}");
-    assert!(o.stdout.is_empty(), "nothing on stdout on error");
-    assert!(!err.contains("panicked"), "{err}");
-    assert!(err.lines().count() <= 12, "short error:\n{err}");
-    err
 }
 
 fn u(v: &Value, k: &str) -> u64 {
@@ -105,18 +95,18 @@ fn bad_topologies_name_the_key() {
         "no-decode.toml",
         &format!("{BASE}[[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 2\n"),
     );
-    let e = bad(&dir, &["validate", "no-decode.toml"]);
+    let e = run_bad(&dir, &["validate", "no-decode.toml"]);
     assert!(
         e.contains("no pool can decode") && e.contains("role = \"decode\""),
         "{e}"
     );
     dir.write("pd.toml", &format!("{BASE}{POOLS}"));
-    let e = bad(
+    let e = run_bad(
         &dir,
         &["validate", "pd.toml", "--kv-transfer-bandwidth", "-1"],
     );
     assert!(e.contains("pd.transfer_bandwidth_gbps = -1"), "{e}");
-    let e = bad(
+    let e = run_bad(
         &dir,
         &[
             "run",
@@ -127,32 +117,32 @@ fn bad_topologies_name_the_key() {
     );
     assert!(e.contains("pd.transfer_base_latency_ms = -0.5"), "{e}");
     dir.write("plain.toml", BASE);
-    let e = bad(&dir, &["validate", "plain.toml", "--pd-decider", "always"]);
+    let e = run_bad(&dir, &["validate", "plain.toml", "--pd-decider", "always"]);
     assert!(
         e.contains("[pd] is given but the run file has no [[pools]]"),
         "{e}"
     );
-    let e = bad(&dir, &["validate", "pd.toml", "--pd-decider", "sometimes"]);
+    let e = run_bad(&dir, &["validate", "pd.toml", "--pd-decider", "sometimes"]);
     assert!(
         e.contains("pd.decider = \"sometimes\"") && e.contains("prefix-threshold"),
         "{e}"
     );
-    let e = bad(&dir, &["validate", "pd.toml", "--pd-prefix-threshold", "5"]);
+    let e = run_bad(&dir, &["validate", "pd.toml", "--pd-prefix-threshold", "5"]);
     assert!(
         e.contains("pd.prefix_threshold is given but pd.decider = \"never\""),
         "{e}"
     );
-    let e = bad(
+    let e = run_bad(
         &dir,
         &["validate", "pd.toml", "--set", "pools.0.role=\"sideways\""],
     );
     assert!(e.contains("pools[0].role = \"sideways\""), "{e}");
-    let e = bad(&dir, &["validate", "pd.toml", "--num-instances", "4"]);
+    let e = run_bad(&dir, &["validate", "pd.toml", "--num-instances", "4"]);
     assert!(
         e.contains("instance.count = 4") && e.contains("instances"),
         "{e}"
     );
-    let e = bad(
+    let e = run_bad(
         &dir,
         &[
             "validate",
@@ -162,7 +152,7 @@ fn bad_topologies_name_the_key() {
         ],
     );
     assert!(e.contains("pools[1].instance.block_size = 32"), "{e}");
-    let e = bad(
+    let e = run_bad(
         &dir,
         &[
             "validate",
@@ -172,7 +162,7 @@ fn bad_topologies_name_the_key() {
         ],
     );
     assert!(e.contains("pools[1] (decode)") && e.contains("B300"), "{e}");
-    let e = bad(
+    let e = run_bad(
         &dir,
         &[
             "validate",
@@ -190,7 +180,7 @@ fn bad_topologies_name_the_key() {
         "decode-only.toml",
         &format!("{BASE}[[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 2\n[pd]\ndecider = \"always\"\n"),
     );
-    let e = bad(&dir, &["validate", "decode-only.toml"]);
+    let e = run_bad(&dir, &["validate", "decode-only.toml"]);
     assert!(e.contains("no pool can prefill"), "{e}");
 }
 
@@ -320,7 +310,7 @@ fn decider_names_are_checked_against_standard_and_plugin_deciders() {
     let so = so.to_str().unwrap();
     dir.write("pd.toml", &format!("{BASE}{POOLS}"));
     // Unknown: the closest name among standard and plugin deciders.
-    let e = bad(
+    let e = run_bad(
         &dir,
         &[
             "validate",
@@ -338,13 +328,13 @@ fn decider_names_are_checked_against_standard_and_plugin_deciders() {
             && e.contains("decider plugins: long-prompt"),
         "{e}"
     );
-    let e = bad(&dir, &["validate", "pd.toml", "--pd-decider", "alwyas"]);
+    let e = run_bad(&dir, &["validate", "pd.toml", "--pd-decider", "alwyas"]);
     assert!(
         e.contains("did you mean 'always'?") && e.contains("none loaded"),
         "{e}"
     );
     // A policy of another kind.
-    let e = bad(
+    let e = run_bad(
         &dir,
         &["validate", "pd.toml", "--pd-decider", "least-loaded"],
     );
@@ -354,7 +344,7 @@ fn decider_names_are_checked_against_standard_and_plugin_deciders() {
     );
     // Bad parameters: the plugin's own message, naming it.
     dir.write("p.toml", &with_plugin("threshold = -3"));
-    let e = bad(&dir, &["validate", "p.toml", "--plugin", so]);
+    let e = run_bad(&dir, &["validate", "p.toml", "--plugin", so]);
     assert!(
         e.contains("pd.decider = \"long-prompt\"")
             && e.contains("cannot create decider 'long-prompt'")
@@ -366,7 +356,7 @@ fn decider_names_are_checked_against_standard_and_plugin_deciders() {
         "s.toml",
         &format!("{BASE}{POOLS}decider = \"always\"\n[pd.decider_params]\nthreshold = 3\n"),
     );
-    let e = bad(&dir, &["validate", "s.toml"]);
+    let e = run_bad(&dir, &["validate", "s.toml"]);
     assert!(
         e.contains("[pd.decider_params] is given but pd.decider = \"always\""),
         "{e}"
@@ -376,7 +366,7 @@ fn decider_names_are_checked_against_standard_and_plugin_deciders() {
         "nopools.toml",
         &format!("{BASE}[pd]\ndecider = \"long-prompt\"\n"),
     );
-    let e = bad(&dir, &["validate", "nopools.toml", "--plugin", so]);
+    let e = run_bad(&dir, &["validate", "nopools.toml", "--plugin", so]);
     assert!(
         e.contains("[pd] is given but the run file has no [[pools]]"),
         "{e}"

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{artifacts, TestDir};
+use crate::util::{artifacts, run_bad, TestDir};
 
 /// A fast base scenario (linear latency model).
 const BASE: &str = r#"
@@ -63,12 +63,9 @@ fn ok(dir: &TestDir, args: &[&str]) -> Output {
 }
 
 /// Exit 2, nothing on stdout, one short error paragraph; returns stderr.
+/// A sweep's errors are shorter still: at most 6 lines.
 fn bad(dir: &TestDir, args: &[&str]) -> String {
-    let o = dir.blis().args(args).output().expect("run blis");
-    assert_eq!(o.status.code(), Some(2), "blis {args:?}: {}", stderr(&o));
-    assert!(o.stdout.is_empty(), "nothing on stdout on error");
-    let e = stderr(&o);
-    assert_lacks!(e, "panicked at");
+    let e = run_bad(dir, args);
     assert!(e.lines().count() <= 6, "short error:\n{e}");
     e
 }

@@ -265,3 +265,22 @@ impl TestDir {
         cmd
     }
 }
+
+/// Run the real `blis` in `dir` on input it must refuse: exit code 2,
+/// nothing on stdout, no panic or backtrace, a short error (at most 12
+/// lines). Returns the error text for the caller to check what it names.
+pub fn run_bad(dir: &TestDir, args: &[&str]) -> String {
+    let o = dir.blis().args(args).output().expect("run blis");
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "blis {args:?}: {e}");
+    assert!(
+        o.stdout.is_empty(),
+        "blis {args:?}: nothing on stdout on error"
+    );
+    assert!(
+        !e.contains("panicked") && !e.contains("stack backtrace"),
+        "{e}"
+    );
+    assert!(e.lines().count() <= 12, "short error:\n{e}");
+    e
+}

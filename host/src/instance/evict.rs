@@ -49,9 +49,7 @@ impl Instance {
         let req = &mut store[slot];
         self.kv.release(&mut req.kv_blocks);
         req.granted = 0;
-        req.state = RequestState::Dropped;
-        self.dropped += 1;
-        obs.dropped(self.index, slot, req, now);
+        self.end_dropped(now, slot, req, obs);
         true
     }
 }

@@ -505,9 +505,7 @@ impl Instance {
         req.preemptions = 0;
         debug_assert!(req.kv_blocks.is_empty());
         if !self.admissible(req) {
-            req.state = RequestState::Dropped;
-            self.dropped += 1;
-            obs.dropped(self.index, slot, req, now);
+            self.end_dropped(now, slot, req, obs);
             return;
         }
         req.state = RequestState::Queued;
@@ -1068,13 +1066,26 @@ impl Instance {
     ) -> u64 {
         let mut n = 0;
         while let Some(slot) = self.waiting.pop() {
-            let req = &mut store[slot];
-            req.state = RequestState::Dropped;
-            self.dropped += 1;
-            obs.dropped(self.index, slot, req, now);
+            self.end_dropped(now, slot, &mut store[slot], obs);
             n += 1;
         }
         n
+    }
+
+    /// End `req` (in `slot`) here as `Dropped` — unservable at enqueue,
+    /// drained, or evicted — counted with this instance's drops (INV-1:
+    /// injected = completed + dropped + queued + running) and reported to
+    /// `obs`. The caller has released its KV blocks, if it held any.
+    fn end_dropped(
+        &mut self,
+        now: Tick,
+        slot: Slot,
+        req: &mut Request,
+        obs: &mut impl InstanceObserver,
+    ) {
+        req.state = RequestState::Dropped;
+        self.dropped += 1;
+        obs.dropped(self.index, slot, req, now);
     }
 
     /// Take out the waiting requests no client has seen a token of (a
