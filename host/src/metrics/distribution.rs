@@ -96,12 +96,34 @@ pub fn stats_of(values: &mut [Tick]) -> Option<TickStats> {
 /// A multiset of tick values stored as value → count: exact percentiles in
 /// memory proportional to the number of *distinct* values. Inter-token
 /// latencies are step durations, which repeat a lot.
+///
+/// Counts live in a dense window of values (`dense[v − base]`) where
+/// possible, and in a hash map outside it. Step durations drift slowly from
+/// one step to the next, so consecutive updates hit nearby cells of the
+/// window (usually the same cache line), where a hash map would scatter
+/// neighbouring values over the table and miss the cache once per step.
+/// The window only widens while it stays within a few cells per distinct
+/// value (see [`CountMap::widen_to`]), so memory stays proportional to the
+/// distinct values however they are spread. Statistics sort the values
+/// first, so where a count is kept never shows in the result.
 #[derive(Clone, Debug, Default)]
 pub struct CountMap {
-    counts: HashMap<Tick, u64, BuildHasherDefault<TickHasher>>,
+    /// Counts of the values `base .. base + dense.len()`.
+    dense: Vec<u64>,
+    base: Tick,
+    /// Cells of `dense` with a nonzero count.
+    dense_distinct: usize,
+    /// Counts of values outside the window (never inside it).
+    sparse: HashMap<Tick, u64, BuildHasherDefault<TickHasher>>,
     n: u64,
     last: Option<(Tick, u64)>,
 }
+
+/// Cells the window may have regardless of the distinct values seen.
+const WINDOW_FLOOR: usize = 4096;
+/// Further cells allowed per distinct value (8 bytes each: about what a
+/// hash map entry costs at its usual load).
+const CELLS_PER_VALUE: usize = 4;
 
 /// A fast hasher for tick values (one multiply; the map is never iterated
 /// in hash order where order matters: statistics sort the values first).
@@ -157,23 +179,112 @@ impl CountMap {
         }
     }
 
+    #[inline]
     fn flush(&mut self) {
         if let Some((v, c)) = self.last.take() {
-            *self.counts.entry(v).or_insert(0) += c;
-            self.n += c;
+            self.count(v, c);
         }
+    }
+
+    /// Add `c` samples equal to `v` to the stored counts.
+    #[inline]
+    fn count(&mut self, v: Tick, c: u64) {
+        self.n += c;
+        let i = v.wrapping_sub(self.base) as u64;
+        if i < self.dense.len() as u64 {
+            let cell = &mut self.dense[i as usize];
+            self.dense_distinct += usize::from(*cell == 0);
+            *cell += c;
+        } else {
+            self.count_outside(v, c);
+        }
+    }
+
+    /// [`CountMap::count`] for a value outside the window: widen the window
+    /// to take it if that is cheap enough, else count it in the hash map.
+    #[inline(never)]
+    fn count_outside(&mut self, v: Tick, c: u64) {
+        if self.widen_to(v) {
+            let cell = &mut self.dense[(v - self.base) as usize];
+            self.dense_distinct += usize::from(*cell == 0);
+            *cell += c;
+        } else {
+            *self.sparse.entry(v).or_insert(0) += c;
+        }
+    }
+
+    /// Widen the window so that it covers `v`, at least by half its size
+    /// (so a window is rebuilt O(log span) times) and to at most
+    /// [`WINDOW_FLOOR`] + [`CELLS_PER_VALUE`] cells per distinct value;
+    /// counts of the hash map that fall inside the new window move into it.
+    /// Returns false, changing nothing, when that is not possible.
+    fn widen_to(&mut self, v: Tick) -> bool {
+        let old_len = self.dense.len();
+        let limit = WINDOW_FLOOR + CELLS_PER_VALUE * (self.dense_distinct + self.sparse.len() + 1);
+        let (lo, hi) = if old_len == 0 {
+            (v, v)
+        } else {
+            let hi = self.base + (old_len as Tick - 1);
+            (v.min(self.base), v.max(hi))
+        };
+        let Some(needed) = hi
+            .checked_sub(lo)
+            .and_then(|d| usize::try_from(d).ok())
+            .and_then(|d| d.checked_add(1))
+        else {
+            return false;
+        };
+        let len = needed.max((2 * old_len).max(256).min(limit));
+        if needed > limit || len < old_len + old_len / 2 {
+            return false;
+        }
+        // Grow towards `v`: downwards when it lies below the window.
+        let Some(base) = (if v < self.base && old_len > 0 {
+            hi.checked_sub(len as Tick - 1)
+        } else {
+            Some(lo)
+        }) else {
+            return false;
+        };
+        let mut dense = vec![0u64; len];
+        if old_len > 0 {
+            let shift = (self.base - base) as usize;
+            dense[shift..shift + old_len].copy_from_slice(&self.dense);
+        }
+        let end = base + (len as Tick - 1);
+        let mut distinct = self.dense_distinct;
+        self.sparse.retain(|&value, &mut count| {
+            if (base..=end).contains(&value) {
+                dense[(value - base) as usize] = count;
+                distinct += 1;
+                false
+            } else {
+                true
+            }
+        });
+        self.dense = dense;
+        self.base = base;
+        self.dense_distinct = distinct;
+        true
+    }
+
+    /// Every stored `(value, count)`, the pending run included, unordered.
+    fn pairs(&self) -> impl Iterator<Item = (Tick, u64)> + '_ {
+        let base = self.base;
+        self.dense
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c != 0)
+            .map(move |(i, &c)| (base + i as Tick, c))
+            .chain(self.sparse.iter().map(|(&v, &c)| (v, c)))
+            .chain(self.last)
     }
 
     /// Merge another map into this one.
     pub fn merge(&mut self, other: &CountMap) {
         self.flush();
-        for (&v, &c) in &other.counts {
-            *self.counts.entry(v).or_insert(0) += c;
-        }
-        self.n += other.n;
-        if let Some((v, c)) = other.last {
-            *self.counts.entry(v).or_insert(0) += c;
-            self.n += c;
+        for (v, c) in other.pairs() {
+            self.count(v, c);
         }
     }
 
@@ -189,13 +300,20 @@ impl CountMap {
 
     /// Exact statistics. `None` if empty.
     pub fn stats(&self) -> Option<TickStats> {
-        let mut me = self.clone();
-        me.flush();
-        if me.n == 0 {
+        if self.is_empty() {
             return None;
         }
-        let mut pairs: Vec<(Tick, u64)> = me.counts.into_iter().collect();
+        let mut pairs: Vec<(Tick, u64)> = self.pairs().collect();
         pairs.sort_unstable();
+        // A value is stored once, except the pending run's value, which may
+        // also have a stored count: merge equal values.
+        pairs.dedup_by(|b, a| {
+            let same = a.0 == b.0;
+            if same {
+                a.1 += b.1;
+            }
+            same
+        });
         let mut cum = Vec::with_capacity(pairs.len());
         let mut acc = 0u64;
         let mut sum = 0f64;
@@ -269,6 +387,63 @@ mod tests {
             (y.p50, y.p99, y.min, y.max, y.count)
         );
         assert!((x.mean - y.mean).abs() < 1e-9);
+    }
+
+    /// Values spread far apart, drifting up and down, with bursts of new
+    /// distinct values: the window widens both ways, refuses to widen past
+    /// its bound (counts go to the hash map) and later takes them over;
+    /// statistics and merges stay those of the sorted samples.
+    #[test]
+    fn count_map_window_and_map_agree_with_sorted_vector() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut samples: Vec<Tick> = Vec::new();
+        let mut level: Tick = 50_000;
+        for round in 0..40 {
+            for _ in 0..500 {
+                level = (level + (next() % 201) as Tick - 100).max(0);
+                samples.push(level);
+            }
+            // Outliers far from the drifting level, below and above.
+            samples.push((next() % 3_000_000) as Tick);
+            samples.push(level / 4 + round);
+            if round % 7 == 0 {
+                level = (next() % 1_000_000) as Tick;
+            }
+        }
+        let mut all = CountMap::default();
+        let (mut a, mut b) = (CountMap::default(), CountMap::default());
+        for (i, &s) in samples.iter().enumerate() {
+            all.add(s);
+            if i % 3 == 0 {
+                a.add(s)
+            } else {
+                b.add_n(s, 1)
+            }
+        }
+        assert!(!all.sparse.is_empty() && all.dense_distinct > 0);
+        let mut sorted = samples.clone();
+        let want = stats_of(&mut sorted);
+        assert_eq!(all.stats(), want);
+        a.merge(&b);
+        assert_eq!(a.stats(), want);
+        assert_eq!(a.len(), samples.len() as u64);
+        // The window stays within its bound of cells per distinct value.
+        let distinct = {
+            let mut d = samples.clone();
+            d.sort_unstable();
+            d.dedup();
+            d.len()
+        };
+        all.flush();
+        assert!(all.dense.len() <= WINDOW_FLOOR + CELLS_PER_VALUE * distinct);
+        assert_eq!(all.dense_distinct + all.sparse.len(), distinct);
+        assert_eq!(all.stats(), want);
     }
 }
 
