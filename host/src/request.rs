@@ -365,9 +365,74 @@ pub fn stream_block_hashes(req: &Request, block_size: u32, count: usize, out: &m
 }
 
 /// Hashes of the prompt's full blocks (`floor(L / B)` of them), into `out` (cleared first).
+///
+/// When the prompt starts with a shared prefix (a first segment followed by
+/// others), the hashes of the blocks wholly inside that prefix come from
+/// [`PrefixMemo`]: many requests share a few system prompts, and the hash
+/// chain is serial work per block.
 pub fn prompt_block_hashes(req: &Request, block_size: u32, out: &mut Vec<u64>) {
     out.clear();
-    out.extend(BlockHasher::new(&req.prompt, None, block_size));
+    let mut hasher = BlockHasher::new(&req.prompt, None, block_size);
+    if let [first, _, ..] = req.prompt[..] {
+        let full = first.len / block_size;
+        if full > 0 {
+            PREFIX_MEMO.with(|m| m.borrow_mut().hashes(first, block_size, out));
+            debug_assert_eq!(out.len(), full as usize);
+            // Continue after those blocks, inside the first segment.
+            hasher.off = full * block_size;
+            hasher.prev = out[out.len() - 1];
+        }
+    }
+    out.extend(hasher);
+}
+
+/// The full-block hashes of recently seen leading segments (shared prefixes),
+/// by segment: a small direct-mapped table, so a workload with many distinct
+/// prefixes costs one recomputation per miss and bounded memory. A pure
+/// function's memo: the hashes are the ones [`BlockHasher`] computes, so it
+/// changes no result. Kept per thread (a sweep runs simulations on several).
+struct PrefixMemo {
+    entries: Vec<MemoEntry>,
+}
+
+#[derive(Default)]
+struct MemoEntry {
+    key: Option<(Segment, u32)>,
+    hashes: Vec<u64>,
+}
+
+/// Entries of the [`PrefixMemo`] table.
+const PREFIX_MEMO_ENTRIES: usize = 64;
+
+impl PrefixMemo {
+    /// Append to `out` the hashes of the full blocks of a stream that starts
+    /// with `first` (the blocks wholly inside it).
+    fn hashes(&mut self, first: Segment, block_size: u32, out: &mut Vec<u64>) {
+        if self.entries.is_empty() {
+            self.entries
+                .resize_with(PREFIX_MEMO_ENTRIES, MemoEntry::default);
+        }
+        let key = (first, block_size);
+        let slot = mix64(first.seed ^ (u64::from(first.len) << 32) ^ u64::from(block_size))
+            as usize
+            % PREFIX_MEMO_ENTRIES;
+        let e = &mut self.entries[slot];
+        if e.key != Some(key) {
+            e.hashes.clear();
+            e.hashes.extend(BlockHasher::new(
+                std::slice::from_ref(&first),
+                None,
+                block_size,
+            ));
+            e.key = Some(key);
+        }
+        out.extend_from_slice(&e.hashes);
+    }
+}
+
+thread_local! {
+    static PREFIX_MEMO: std::cell::RefCell<PrefixMemo> =
+        const { std::cell::RefCell::new(PrefixMemo { entries: Vec::new() }) };
 }
 
 #[cfg(test)]
@@ -376,6 +441,35 @@ mod tests {
 
     fn seg(seed: u64, len: u32) -> Segment {
         Segment { seed, len }
+    }
+
+    /// Prompt hashes through the prefix memo equal the plain chain's, for
+    /// prefixes shorter than, equal to and longer than a block, aligned or
+    /// not, with more distinct prefixes than memo entries (entries replaced
+    /// and recomputed) and block sizes that share a prefix's entry slot.
+    #[test]
+    fn memoised_prefix_hashes_equal_the_plain_chain() {
+        let mut x = 88172645463325252u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut out = Vec::new();
+        for i in 0..3000 {
+            let b = [16, 16, 16, 32, 1][i % 5];
+            let prefix = seg(next() % 200, [5, 16, 40, 300, 2048][(next() % 5) as usize]);
+            let mut r = Request::default();
+            r.prompt.push(prefix);
+            for _ in 0..(next() % 3) {
+                r.prompt.push(seg(next(), 1 + (next() % 90) as u32));
+            }
+            r.input_len = r.prompt.iter().map(|s| s.len).sum();
+            prompt_block_hashes(&r, b, &mut out);
+            let plain: Vec<u64> = BlockHasher::new(&r.prompt, None, b).collect();
+            assert_eq!(out, plain, "prompt {:?}, block size {b}", r.prompt);
+        }
     }
 
     #[test]
