@@ -3,16 +3,21 @@
 //! engine's hot loop): token counts of the batch and the wait queue, and
 //! the prefix-cache query.
 
-use super::Instance;
+use super::{Instance, Track};
 use crate::request::RequestStore;
 
 impl Instance {
     /// Context tokens of the running batch: Σ (prompt + output generated so
     /// far). O(batch size).
     pub fn running_tokens(&self) -> u64 {
+        let a2 = self.latency.output_token_overhead().max(0);
         self.running
             .iter()
-            .map(|r| u64::from(r.input_len) + u64::from(r.generated))
+            .filter(|r| r.track != Track::Gone)
+            .map(|r| {
+                let r = self.cruise.materialize(r, a2);
+                u64::from(r.input_len) + u64::from(r.generated)
+            })
             .sum()
     }
 
