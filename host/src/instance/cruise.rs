@@ -100,6 +100,8 @@ pub(super) struct Cruise {
     buckets: Vec<Vec<u32>>,
     /// The requests a step touches, in batch order (reused).
     touched: Vec<u32>,
+    /// The cruisers that finish at the step, in batch order (reused).
+    finishing: Vec<u32>,
     /// Steps cruised so far (for the tests).
     pub(super) cruised: u64,
     /// Never cruise (the tests compare against full steps).
@@ -140,6 +142,23 @@ fn is_plain(run: &Run, now: Tick, a2: Tick, block_size: u64) -> bool {
         && u64::from(run.computed) + block_size >= run.kv_cap
         && run.last_token_at == later(now, a2.saturating_mul(Tick::from(run.generated)))
         && a2.saturating_mul(Tick::from(run.output_len)) < SAFE_TIME
+}
+
+/// `a` and `b` (ascending, disjoint) merged into `out`, ascending.
+fn merge_into(out: &mut Vec<u32>, a: &[u32], b: &[u32]) {
+    out.clear();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] < b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
 }
 
 impl Cruise {
@@ -202,8 +221,11 @@ impl Instance {
         if self.cruise.disabled {
             return;
         }
-        if self.running.is_empty() || now > SAFE_TIME {
-            return;
+        if self.running.is_empty()
+            || now > SAFE_TIME
+            || self.running.len() > self.config.max_num_batched_tokens as usize
+        {
+            return; // (with fewer tokens than requests, the tail waits)
         }
         let a2 = self.a2();
         let b = u64::from(self.config.block_size);
@@ -374,18 +396,18 @@ impl Instance {
         }
         c.lag = j;
         c.last_step = now;
-        let mut touched = std::mem::take(&mut c.touched);
-        touched.clear();
-        touched.append(&mut c.others);
+        c.finishing.clear();
         while let Some(&Reverse((step, i))) = c.finishes.peek() {
             if step != j {
                 debug_assert!(step > j, "finishes are taken at their step");
                 break;
             }
             c.finishes.pop();
-            touched.push(i);
+            c.finishing.push(i);
         }
-        touched.sort_unstable();
+        let mut touched = std::mem::take(&mut c.touched);
+        merge_into(&mut touched, &c.others, &c.finishing);
+        c.others.clear();
         let mut delivered = self.last_delivery;
         for &i in &touched {
             let mut run = self.running[i as usize];
@@ -482,17 +504,15 @@ impl Instance {
         let mut due = std::mem::take(&mut self.cruise.buckets[j as usize % ring]);
         debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "sorted one step ahead");
         let mut touched = std::mem::take(&mut self.cruise.touched);
-        touched.clear();
-        touched.extend_from_slice(&self.cruise.others);
-        touched.extend(
-            due.iter()
-                .filter(|&&i| self.running[i as usize].track != Track::Gone),
-        );
-        touched.sort_unstable();
+        merge_into(&mut touched, &self.cruise.others, &due);
         for &i in &touched {
             let i = i as usize;
+            let cruiser = match self.running[i].track {
+                Track::Gone => continue, // finished before its block boundary
+                Track::Cruising { .. } => true,
+                Track::Stepped => false,
+            };
             let run = self.cruise.materialize(&self.running[i], a2);
-            let cruiser = self.running[i].track != Track::Stepped;
             self.running[i] = run;
             let n = if cruiser {
                 1

@@ -36,10 +36,11 @@
 //!   a heap on a static key, the KV cache is O(1) per block, the batch shape
 //!   is summed while forming the batch, and vectors are reused, so a step
 //!   costs O(batch + log queue) and allocates nothing in steady state.
-//! * **A pure-decode step does not even scan the batch.** While every
-//!   running request only decodes and nothing can join, steps are
-//!   aggregated ([`cruise`]): O(1 + requests at a KV block boundary), the
-//!   per-request progress kept as the batch's step count plus offsets.
+//! * **A decode step does not even scan the batch.** While most of the
+//!   batch only decodes, steps are aggregated ([`cruise`]): a step costs
+//!   O(1 + requests that change state) — those at a KV block boundary,
+//!   finishing, being prefilled or admitted — the decoders' progress kept
+//!   as the step count plus per-request offsets.
 
 mod cruise;
 mod evict;
