@@ -83,6 +83,10 @@ pub(super) struct Cruise {
     lag: u32,
     /// When the last step (the full one or a cruised one) ended.
     last_step: Tick,
+    /// The latency model's α2 and post-decode overhead, as the step code
+    /// uses them (fixed for the run; read once when cruise starts).
+    a2: Tick,
+    post: Tick,
     /// Cruisers in the batch.
     cruisers: u32,
     /// Σ (`computed` − `since`) over the cruisers' records: their context
@@ -94,9 +98,10 @@ pub(super) struct Cruise {
     holes: u32,
     /// (step at whose end it finishes, batch index) of every cruiser.
     finishes: BinaryHeap<Reverse<(u32, u32)>>,
-    /// KV boundary events: bucket `j mod (B + 1)` holds the batch indices
-    /// of the cruisers whose KV work falls at step `j`; the next step's
-    /// bucket is sorted (batch order).
+    /// KV boundary events, at most `B` steps ahead: bucket `j mod R` holds
+    /// the batch indices of the cruisers whose KV work falls at step `j`
+    /// (`R`, the bucket count, is the power of two above `B`); the next
+    /// step's bucket is sorted (batch order).
     buckets: Vec<Vec<u32>>,
     /// The requests a step touches, in batch order (reused).
     touched: Vec<u32>,
@@ -145,6 +150,7 @@ fn is_plain(run: &Run, now: Tick, a2: Tick, block_size: u64) -> bool {
 }
 
 /// `a` and `b` (ascending, disjoint) merged into `out`, ascending.
+#[inline]
 fn merge_into(out: &mut Vec<u32>, a: &[u32], b: &[u32]) {
     out.clear();
     let (mut i, mut j) = (0, 0);
@@ -190,8 +196,15 @@ impl Cruise {
         r
     }
 
+    /// The KV events of step `j`.
+    #[inline]
+    fn bucket(&mut self, j: u32) -> &mut Vec<u32> {
+        let mask = self.buckets.len() - 1;
+        &mut self.buckets[j as usize & mask]
+    }
+
     /// Make batch record `i` (with its true progress at step `lag`) a
-    /// cruiser; `ring` is the bucket count.
+    /// cruiser.
     fn join(&mut self, i: u32, run: &mut Run) {
         let j = self.lag;
         run.track = Track::Cruising { since: j };
@@ -199,19 +212,12 @@ impl Cruise {
         self.context_base += i64::from(run.computed) - i64::from(j);
         self.finishes
             .push(Reverse((j + run.output_len - run.generated, i)));
-        let ring = self.buckets.len();
         let next = next_kv_event(j, run.computed, run.kv_cap);
-        self.buckets[next as usize % ring].push(i);
+        self.bucket(next).push(i);
     }
 }
 
 impl Instance {
-    /// α2, as the step code uses it.
-    #[inline]
-    fn a2(&self) -> Tick {
-        self.latency.output_token_overhead().max(0)
-    }
-
     /// After a full step at `now` (its `Step` already scheduled): enter
     /// cruise if at least half the batch are plain decoders. O(batch), like
     /// the full step.
@@ -227,13 +233,16 @@ impl Instance {
         {
             return; // (with fewer tokens than requests, the tail waits)
         }
-        let a2 = self.a2();
+        let a2 = self.latency.output_token_overhead().max(0);
         let b = u64::from(self.config.block_size);
         let c = &mut self.cruise;
         c.active = true;
         c.lag = 0;
         c.last_step = now;
-        c.buckets.resize_with(b as usize + 1, Vec::new);
+        c.a2 = a2;
+        c.post = self.latency.post_decode_overhead().max(0);
+        c.buckets
+            .resize_with((b as usize + 1).next_power_of_two(), Vec::new);
         for (i, run) in self.running.iter_mut().enumerate() {
             if is_plain(run, now, a2, b) {
                 c.join(i as u32, run);
@@ -255,9 +264,8 @@ impl Instance {
     /// steps.
     fn prepare_next_events(&mut self, store: &RequestStore) {
         let j = self.cruise.lag + 1;
-        let ring = self.cruise.buckets.len();
         let b = u64::from(self.config.block_size);
-        let next = &mut self.cruise.buckets[j as usize % ring];
+        let next = self.cruise.bucket(j);
         next.sort_unstable();
         for &i in next.iter() {
             let run = &self.running[i as usize];
@@ -294,8 +302,8 @@ impl Instance {
         if !self.cruise.active {
             return;
         }
-        let a2 = self.a2();
         let c = &mut self.cruise;
+        let a2 = c.a2;
         let mut delivered = self.last_delivery;
         self.running.retain_mut(|run| match run.track {
             Track::Gone => false,
@@ -327,7 +335,7 @@ impl Instance {
     pub(super) fn last_delivery(&self) -> Tick {
         let mut delivered = self.last_delivery;
         if self.cruise.active {
-            let a2 = self.a2();
+            let a2 = self.cruise.a2;
             for run in &self.running {
                 if let Track::Cruising { .. } = run.track {
                     delivered = delivered.max(self.cruise.materialize(run, a2).last_token_at);
@@ -357,7 +365,7 @@ impl Instance {
         };
         let shape = self.form_cruising(now, budget, store);
         debug_assert_eq!(shape, {
-            let a2 = self.a2();
+            let a2 = self.cruise.a2;
             let mut s = BatchShape::default();
             for run in self.running.iter().filter(|r| r.track != Track::Gone) {
                 add_to_shape(&mut s, &self.cruise.materialize(run, a2));
@@ -387,9 +395,8 @@ impl Instance {
         store: &mut RequestStore,
         obs: &mut impl InstanceObserver,
     ) {
-        let a2 = self.a2();
-        let post = self.latency.post_decode_overhead().max(0);
         let c = &mut self.cruise;
+        let (a2, post) = (c.a2, c.post);
         let j = c.lag + 1;
         if c.cruisers > 0 {
             obs.token_gaps(self.index, now - c.last_step + a2, u64::from(c.cruisers));
@@ -473,7 +480,7 @@ impl Instance {
             return None;
         }
         let j = c.lag;
-        for &i in &c.buckets[j as usize % c.buckets.len()] {
+        for &i in &c.buckets[j as usize & (c.buckets.len() - 1)] {
             let run = &self.running[i as usize];
             if let Track::Cruising { since } = run.track {
                 if u64::from(run.computed + (j - since)) == run.kv_cap {
@@ -495,13 +502,12 @@ impl Instance {
         mut budget: u32,
         store: &mut RequestStore,
     ) -> BatchShape {
-        let a2 = self.a2();
+        let a2 = self.cruise.a2;
         let b = u64::from(self.config.block_size);
         let threshold = self.config.long_prefill_token_threshold;
         let max = self.config.max_num_batched_tokens;
         let j = self.cruise.lag;
-        let ring = self.cruise.buckets.len();
-        let mut due = std::mem::take(&mut self.cruise.buckets[j as usize % ring]);
+        let mut due = std::mem::take(self.cruise.bucket(j));
         debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "sorted one step ahead");
         let mut touched = std::mem::take(&mut self.cruise.touched);
         merge_into(&mut touched, &self.cruise.others, &due);
@@ -526,14 +532,14 @@ impl Instance {
                 run.track = Track::Cruising { since: j };
                 let next = next_kv_event(j, run.computed, run.kv_cap);
                 debug_assert!(
-                    next - j < ring as u32,
+                    u64::from(next - j) <= b,
                     "KV events are at most B steps ahead"
                 );
-                self.cruise.buckets[next as usize % ring].push(i as u32);
+                self.cruise.bucket(next).push(i as u32);
             }
         }
         due.clear();
-        self.cruise.buckets[j as usize % ring] = due;
+        *self.cruise.bucket(j) = due;
         self.cruise.touched = touched;
 
         // The others that became plain decoders join the cruisers.
