@@ -184,13 +184,16 @@ impl Cruise {
     /// (a cruiser's record keeps the progress it had when it started to
     /// cruise).
     #[inline]
-    pub(super) fn materialize(&self, run: &Run, a2: Tick) -> Run {
+    pub(super) fn materialize(&self, run: &Run) -> Run {
         let mut r = *run;
         if let Track::Cruising { since } = r.track {
             let steps = self.lag - since;
             r.computed += steps;
             r.generated += steps;
-            r.last_token_at = later(self.last_step, a2.saturating_mul(Tick::from(r.generated)));
+            r.last_token_at = later(
+                self.last_step,
+                self.a2.saturating_mul(Tick::from(r.generated)),
+            );
             r.track = Track::Stepped;
         }
         r
@@ -236,6 +239,21 @@ impl Instance {
         let a2 = self.latency.output_token_overhead().max(0);
         let b = u64::from(self.config.block_size);
         let c = &mut self.cruise;
+        let mut plain = std::mem::take(&mut c.touched);
+        plain.clear();
+        for (i, run) in self.running.iter().enumerate() {
+            if is_plain(run, now, a2, b) {
+                plain.push(i as u32);
+            } else {
+                c.others.push(i as u32);
+            }
+        }
+        if c.others.len() > plain.len() {
+            // Mostly prefill: a full step is as cheap.
+            c.others.clear();
+            c.touched = plain;
+            return;
+        }
         c.active = true;
         c.lag = 0;
         c.last_step = now;
@@ -243,18 +261,10 @@ impl Instance {
         c.post = self.latency.post_decode_overhead().max(0);
         c.buckets
             .resize_with((b as usize + 1).next_power_of_two(), Vec::new);
-        for (i, run) in self.running.iter_mut().enumerate() {
-            if is_plain(run, now, a2, b) {
-                c.join(i as u32, run);
-            } else {
-                c.others.push(i as u32);
-            }
+        for &i in &plain {
+            c.join(i, &mut self.running[i as usize]);
         }
-        if c.others.len() > c.cruisers as usize {
-            // Mostly prefill: the full step is as cheap.
-            self.leave_cruise();
-            return;
-        }
+        c.touched = plain;
         self.prepare_next_events(store);
     }
 
@@ -303,13 +313,12 @@ impl Instance {
             return;
         }
         let c = &mut self.cruise;
-        let a2 = c.a2;
         let mut delivered = self.last_delivery;
         self.running.retain_mut(|run| match run.track {
             Track::Gone => false,
             Track::Stepped => true,
             Track::Cruising { .. } => {
-                *run = c.materialize(run, a2);
+                *run = c.materialize(run);
                 if finished {
                     run.granted = 0;
                 }
@@ -329,16 +338,48 @@ impl Instance {
         }
     }
 
+    /// The cruise bookkeeping against the batch (for
+    /// [`Instance::check_invariants`]): the cruisers, holes and others
+    /// counted, the others listed in batch order, the cruisers' context sum.
+    pub(super) fn check_cruise(&self) -> Result<(), String> {
+        let c = &self.cruise;
+        let (mut cruisers, mut holes, mut context) = (0u32, 0u32, 0i64);
+        let mut others = Vec::new();
+        for (i, run) in self.running.iter().enumerate() {
+            match run.track {
+                Track::Stepped => others.push(i as u32),
+                Track::Cruising { since } => {
+                    cruisers += 1;
+                    context += i64::from(run.computed) - i64::from(since);
+                }
+                Track::Gone => holes += 1,
+            }
+        }
+        if !c.active && (cruisers, holes) != (0, 0) {
+            return Err("cruise records outside cruise".into());
+        }
+        if c.active
+            && ((cruisers, holes, context) != (c.cruisers, c.holes, c.context_base)
+                || others != c.others)
+        {
+            return Err(format!(
+                "cruise bookkeeping: {cruisers} cruisers, {holes} holes, context {context}, \
+                 others {others:?} in the batch; counted {}, {}, {}, {:?}",
+                c.cruisers, c.holes, c.context_base, c.others
+            ));
+        }
+        Ok(())
+    }
+
     /// The latest time a token reached a client, the cruisers' latest tokens
     /// included (their delivery is implicit while cruising). O(batch) while
     /// cruising.
     pub(super) fn last_delivery(&self) -> Tick {
         let mut delivered = self.last_delivery;
         if self.cruise.active {
-            let a2 = self.cruise.a2;
             for run in &self.running {
                 if let Track::Cruising { .. } = run.track {
-                    delivered = delivered.max(self.cruise.materialize(run, a2).last_token_at);
+                    delivered = delivered.max(self.cruise.materialize(run).last_token_at);
                 }
             }
         }
@@ -365,10 +406,9 @@ impl Instance {
         };
         let shape = self.form_cruising(now, budget, store);
         debug_assert_eq!(shape, {
-            let a2 = self.cruise.a2;
             let mut s = BatchShape::default();
             for run in self.running.iter().filter(|r| r.track != Track::Gone) {
-                add_to_shape(&mut s, &self.cruise.materialize(run, a2));
+                add_to_shape(&mut s, &self.cruise.materialize(run));
             }
             s
         });
@@ -423,7 +463,7 @@ impl Instance {
                     // It finishes: its last token was counted above.
                     self.cruise.cruisers -= 1;
                     self.cruise.context_base -= i64::from(run.computed) - i64::from(since);
-                    run = self.cruise.materialize(&run, a2);
+                    run = self.cruise.materialize(&run);
                     run.granted = 0;
                     debug_assert_eq!(run.generated, run.output_len);
                     self.complete(&run, now, a2, post, store, obs, &mut delivered);
@@ -518,7 +558,7 @@ impl Instance {
                 Track::Cruising { .. } => true,
                 Track::Stepped => false,
             };
-            let run = self.cruise.materialize(&self.running[i], a2);
+            let run = self.cruise.materialize(&self.running[i]);
             self.running[i] = run;
             let n = if cruiser {
                 1

@@ -1135,9 +1135,8 @@ impl Instance {
     /// fields of a running request between events (the cluster does at the
     /// end of a run).
     pub fn sync(&self, store: &mut RequestStore) {
-        let a2 = self.latency.output_token_overhead().max(0);
         for run in self.running.iter().filter(|r| r.track != Track::Gone) {
-            let run = self.cruise.materialize(run, a2);
+            let run = self.cruise.materialize(run);
             run.write_back(store.hot_mut(run.hot));
         }
     }
@@ -1293,9 +1292,9 @@ impl Instance {
     pub fn check_invariants(&self, store: &RequestStore) -> Result<(), String> {
         self.kv.check()?;
         let mut holders: std::collections::HashMap<u32, u32> = Default::default();
-        let a2 = self.latency.output_token_overhead().max(0);
+        self.check_cruise()?;
         for run in self.running.iter().filter(|r| r.track != Track::Gone) {
-            let run = &self.cruise.materialize(run, a2);
+            let run = &self.cruise.materialize(run);
             if store.hot_index(run.slot) != Some(run.hot) || store.hot_slot(run.hot) != run.slot {
                 return Err(format!(
                     "running slot {} and hot index {} disagree",

@@ -10,12 +10,11 @@ impl Instance {
     /// Context tokens of the running batch: Σ (prompt + output generated so
     /// far). O(batch size).
     pub fn running_tokens(&self) -> u64 {
-        let a2 = self.latency.output_token_overhead().max(0);
         self.running
             .iter()
             .filter(|r| r.track != Track::Gone)
             .map(|r| {
-                let r = self.cruise.materialize(r, a2);
+                let r = self.cruise.materialize(r);
                 u64::from(r.input_len) + u64::from(r.generated)
             })
             .sum()
