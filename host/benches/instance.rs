@@ -12,7 +12,10 @@
 //! The `decode_step` group times one `Step` of a decode-heavy batch (issue
 //! 17): 16, 64 or 256 requests running (`max_num_seqs` = the batch),
 //! 128-token prompts and 4,096-token outputs, so nearly every step is pure
-//! decode; time per simulated step against the batch size.
+//! decode apart from a completion and an admission every 4,096 / batch
+//! steps; time per simulated step against the batch size, with 16-token KV
+//! blocks (KV block boundaries: 2 requests in 16 per step) and with
+//! 1,024-token blocks (almost none).
 //!
 //! `CARGO_TARGET_DIR=/work/target-perf cargo bench -p blis-host --bench instance`
 
@@ -219,7 +222,7 @@ struct Steady {
 impl Steady {
     /// Batch 256, prompts and outputs uniform in 256..768.
     fn new(kind: LatencyKind) -> Self {
-        Self::with_shape(kind, 256, 256..768, 256..768, 20_000)
+        Self::with_shape(kind, 256, 256..768, 256..768, 16, 20_000)
     }
 
     /// `batch` running requests (`max_num_seqs`), lengths from the ranges,
@@ -229,6 +232,7 @@ impl Steady {
         batch: u32,
         prompts: std::ops::Range<u32>,
         outputs: std::ops::Range<u32>,
+        block_size: u32,
         warm: u32,
     ) -> Self {
         let latency = build_latency(&LatencySetup {
@@ -241,6 +245,7 @@ impl Steady {
         .model;
         let config = InstanceConfig {
             max_num_seqs: batch,
+            block_size,
             ..InstanceConfig::default()
         };
         let mut s = Steady {
@@ -325,14 +330,29 @@ fn bench_step(c: &mut Criterion) {
 }
 
 /// Decode-heavy steps: 128-token prompts, outputs of 4,096 tokens (± 64,
-/// so completions spread out), at batch 16, 64 and 256.
+/// so completions spread out), at batch 16, 64 and 256; with 16-token KV
+/// blocks (a step does the KV work of 2 requests in 16: a block filled, a
+/// block taken) and with 1,024-token blocks (that work nearly gone, so what
+/// remains is the step's own cost).
 fn bench_decode(c: &mut Criterion) {
     let mut g = c.benchmark_group("decode_step");
     g.throughput(Throughput::Elements(1));
-    for batch in [16, 64, 256] {
-        let mut s =
-            Steady::with_shape(LatencyKind::RooflineV1, batch, 128..129, 4032..4160, 10_000);
-        g.bench_function(format!("batch_{batch}_out_4096"), |b| b.iter(|| s.step()));
+    for block_size in [16, 1024] {
+        for batch in [16, 64, 256] {
+            let mut s = Steady::with_shape(
+                LatencyKind::RooflineV1,
+                batch,
+                128..129,
+                4032..4160,
+                block_size,
+                10_000,
+            );
+            let name = match block_size {
+                16 => format!("batch_{batch}_out_4096"),
+                _ => format!("batch_{batch}_out_4096_block_{block_size}"),
+            };
+            g.bench_function(name, |b| b.iter(|| s.step()));
+        }
     }
     g.finish();
 }

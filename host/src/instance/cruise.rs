@@ -1,65 +1,112 @@
-//! Aggregated decode ("cruise"): steps whose cost does not grow with the
-//! batch while nothing but "one more token" happens to most of it.
+//! Aggregated decode ("cruise"): a step costs O(1 + requests that change
+//! state) instead of O(batch).
 //!
-//! When a step leaves every running request a plain decoder — it emitted a
-//! token at the end of that step and was granted exactly the one token it
-//! must compute next — and nothing can join the batch, the following steps
-//! are fully predictable until one of three things happens: a request
-//! completes, a request reaches a KV block boundary, or a request waits to
-//! be admitted. Until then a step is:
+//! In a decode-heavy batch most requests do nothing at a step but "one more
+//! token": they compute the token they emitted last (the only one they were
+//! granted), emit the next one, and the token fits in the KV block they are
+//! filling. Call such a request a *cruiser*. While an instance cruises, its
+//! batch has two kinds of members:
 //!
-//! * **tokens**: every request emits one token, `dt + α2` after its previous
-//!   one (both were emitted `α2 · generated` after their step's end), so
-//!   the step reports one run of `D` equal ITL samples;
-//! * **step time**: the batch is `D` decodes whose contexts grow by one per
-//!   step, so the shape is `D` requests, `D` tokens and a context sum of
-//!   `C₀ + D · j` at the `j`-th step after the base (integer sums: exact);
-//! * **KV**: a request touches the cache only when its next token fills its
-//!   last block or needs a new one, at most `B` (block size) steps ahead.
-//!   Those steps are known in advance, so the requests sit in a ring of
-//!   `B + 1` buckets, one per step, and are handled one by one, in batch
-//!   order, by the same code as a full step — the only part of the batch
-//!   whose order matters. The next step's bucket is sorted and its KV state
-//!   prefetched one step ahead, as a full step does. A step whose
-//!   allocations could fail (so that a full step would preempt) is not
-//!   cruised.
+//! * **Cruisers** keep in their batch record the progress they had at the
+//!   step at which they started cruising (`since`, counted in cruised steps);
+//!   their true progress is that plus the steps cruised since
+//!   ([`Cruise::materialize`]), and their last token was emitted
+//!   `α2 · generated` after the last step's end. A step touches a cruiser only
+//!   when
+//!   - its KV reaches a block boundary (its next token fills its last block
+//!     or needs a new one): at most `B` (block size) steps ahead and known in
+//!     advance, so cruisers sit in a ring of `B + 1` buckets, one per step;
+//!   - it finishes: `output_len − generated` steps ahead, so cruisers also
+//!     sit in a heap keyed on the step at which they finish.
 //!
-//! While cruising, the batch records keep `computed`, `generated` (and so
-//! `last_token_at`) as they were at the base; the true values are those plus
-//! `lag`, the number of cruised steps ([`Cruise::materialize`]). A step that
-//! completes a request, could admit one, or could fail an allocation first
-//! writes the true values back ([`Instance::leave_cruise`]) and runs as a
-//! full step; the next full step that qualifies enters cruise again. The
-//! results are byte-identical to running every step in full.
+//!   The rest of their share of a step is aggregated: one run of `D` equal
+//!   ITL samples (`dt + α2`), and `D` decodes in the batch shape whose
+//!   context sum is a running sum (newcomers add theirs, finishers subtract
+//!   theirs, every step adds `D`; integer sums, so exact).
+//! * **The others** — requests being prefilled, just admitted, recomputing
+//!   after a preemption, or that just emitted their first token — are few;
+//!   they are kept as a sorted list of batch indices and stepped one by one
+//!   by the code of a full step. One that has become a plain decoder joins
+//!   the cruisers.
+//!
+//! Batch order matters (KV grants happen in batch order, completions are
+//! reported in batch order, admissions come after every grant), so the batch
+//! stays one vector in admission order: a request that finishes while
+//! cruising leaves a hole ([`Track::Gone`]) that is closed when cruise ends,
+//! and admitted requests are appended. A step handles the requests it
+//! touches (the others, the finishers, the cruisers at a block boundary)
+//! merged in batch order, with the same code as a full step.
+//!
+//! A step that a full step could run differently — its token budget does not
+//! cover every grant (a full step would leave the tail of the batch without
+//! one), or the KV cache has fewer free blocks than the grants need (a full
+//! step would preempt) — ends cruise: the batch is written back
+//! ([`Instance::leave_cruise`]) and formed in full. So does a step at which
+//! holes outnumber the requests (closing them costs O(batch) anyway). The
+//! next full step enters cruise again ([`Instance::try_cruise`], O(batch)).
+//! The results are byte-identical to running every step in full; the debug
+//! build checks each aggregated batch shape against a full recomputation,
+//! and the property tests compare whole runs against full steps.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use crate::engine::{later, Event, EventQueue, Tick};
 use crate::request::RequestStore;
 
-use super::{BatchShape, Instance, InstanceObserver, PhaseSums, Run};
+use super::{add_to_shape, chunk, BatchShape, Instance, InstanceObserver, Run};
 
 /// Times beyond this are never cruised, so `now + α2 · generated` never
 /// saturates (the full step computes token times with saturating adds).
 const SAFE_TIME: Tick = Tick::MAX / 4;
 
-/// The cruise state of an instance (inactive most of the time in
-/// prefill-heavy runs; its buffers are reused).
+/// Cruise ends before its step count could overflow.
+const MAX_LAG: u32 = u32::MAX / 2;
+
+/// How a batch record's progress is kept (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Track {
+    /// The record holds the request's true progress (always, outside cruise).
+    Stepped,
+    /// A cruiser since cruised step `since`: the record holds its progress
+    /// as of that step.
+    Cruising { since: u32 },
+    /// Finished while cruising: a hole in the batch until cruise ends.
+    Gone,
+}
+
+/// The cruise state of an instance (its buffers are reused).
 #[derive(Debug, Default)]
 pub(super) struct Cruise {
     active: bool,
-    /// Steps cruised since the base (the full step that entered cruise).
+    /// Steps cruised since the full step that entered cruise.
     lag: u32,
-    /// Σ `computed` over the batch at the base's batch formation.
-    base_context: u64,
-    /// The first step (counted from the base) whose end completes a request.
-    next_done: u32,
-    /// The largest `generated` in the batch at the base.
-    max_generated: u32,
-    /// When the last step (the base or a cruised one) ended.
+    /// When the last step (the full one or a cruised one) ended.
     last_step: Tick,
-    /// KV boundary events: bucket `j mod (B + 1)` holds the batch indices
-    /// of the requests whose KV work falls at step `j` (counted from the
-    /// base); the next step's bucket is sorted (batch order).
+    /// The latency model's α2 and post-decode overhead, as the step code
+    /// uses them (fixed for the run; read once when cruise starts).
+    a2: Tick,
+    post: Tick,
+    /// Cruisers in the batch.
+    cruisers: u32,
+    /// Σ (`computed` − `since`) over the cruisers' records: their context
+    /// sum at step `lag` is this plus `cruisers · lag`.
+    context_base: i64,
+    /// Batch indices of the requests stepped one by one, ascending.
+    others: Vec<u32>,
+    /// Holes in the batch.
+    holes: u32,
+    /// (step at whose end it finishes, batch index) of every cruiser.
+    finishes: BinaryHeap<Reverse<(u32, u32)>>,
+    /// KV boundary events, at most `B` steps ahead: bucket `j mod R` holds
+    /// the batch indices of the cruisers whose KV work falls at step `j`
+    /// (`R`, the bucket count, is the power of two above `B`); the next
+    /// step's bucket is sorted (batch order).
     buckets: Vec<Vec<u32>>,
+    /// The requests a step touches, in batch order (reused).
+    touched: Vec<u32>,
+    /// The cruisers that finish at the step, in batch order (reused).
+    finishing: Vec<u32>,
     /// Steps cruised so far (for the tests).
     pub(super) cruised: u64,
     /// Never cruise (the tests compare against full steps).
@@ -67,15 +114,57 @@ pub(super) struct Cruise {
     pub(super) disabled: bool,
 }
 
-/// The first step after `j` (counted from the base) at which a request
-/// that computes `computed` tokens at step `j` (true value) with KV capacity
-/// `kv_cap` leaves the fast path: its next token fills the last block or
-/// needs a new one. At most `B` steps ahead: a cruising request never holds
-/// more than the block it fills.
+/// How [`Instance::cruise_step`] handled the step that ended.
+pub(super) enum CruiseStep {
+    /// Aggregated from end to end; the next `Step` is scheduled.
+    Done,
+    /// The batch that ended is finished, but the next one must be formed in
+    /// full (cruise has ended).
+    Finished,
+    /// Nothing done: cruise has ended, the step runs in full.
+    Full,
+}
+
+/// The first step after `j` at which a cruiser that has `computed` tokens
+/// computed at step `j` (true value) with KV capacity `kv_cap` touches the
+/// KV cache: its next token fills the last block or needs a new one. At most
+/// `B` steps ahead: a cruiser never holds more than the block it fills.
 #[inline]
 fn next_kv_event(j: u32, computed: u32, kv_cap: u64) -> u32 {
     let ahead = kv_cap.saturating_sub(u64::from(computed) + 1).max(1);
     j + ahead as u32
+}
+
+/// Whether `run`, as the batch formed at `now` left it, is a plain decoder:
+/// granted exactly the token it emitted at `now`, with room for it in the
+/// block it fills, and finishing before [`SAFE_TIME`].
+#[inline]
+fn is_plain(run: &Run, now: Tick, a2: Tick, block_size: u64) -> bool {
+    run.granted == 1
+        && run.generated >= 1
+        && run.generated < run.output_len
+        && run.input_len + run.generated - run.computed == 1
+        && u64::from(run.computed) + block_size >= run.kv_cap
+        && run.last_token_at == later(now, a2.saturating_mul(Tick::from(run.generated)))
+        && a2.saturating_mul(Tick::from(run.output_len)) < SAFE_TIME
+}
+
+/// `a` and `b` (ascending, disjoint) merged into `out`, ascending.
+#[inline]
+fn merge_into(out: &mut Vec<u32>, a: &[u32], b: &[u32]) {
+    out.clear();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] < b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
 }
 
 impl Cruise {
@@ -85,29 +174,56 @@ impl Cruise {
         self.active
     }
 
-    /// `run` with its true progress (it keeps the base's while cruising).
+    /// Holes in the batch (0 outside cruise).
     #[inline]
-    pub(super) fn materialize(&self, run: &Run, a2: Tick) -> Run {
+    pub(super) fn holes(&self) -> usize {
+        self.holes as usize
+    }
+
+    /// `run` with its true progress, as the last batch formation left it
+    /// (a cruiser's record keeps the progress it had when it started to
+    /// cruise).
+    #[inline]
+    pub(super) fn materialize(&self, run: &Run) -> Run {
         let mut r = *run;
-        if self.active {
-            r.computed += self.lag;
-            r.generated += self.lag;
-            r.last_token_at = later(self.last_step, a2.saturating_mul(Tick::from(r.generated)));
+        if let Track::Cruising { since } = r.track {
+            let steps = self.lag - since;
+            r.computed += steps;
+            r.generated += steps;
+            r.last_token_at = later(
+                self.last_step,
+                self.a2.saturating_mul(Tick::from(r.generated)),
+            );
+            r.track = Track::Stepped;
         }
         r
+    }
+
+    /// The KV events of step `j`.
+    #[inline]
+    fn bucket(&mut self, j: u32) -> &mut Vec<u32> {
+        let mask = self.buckets.len() - 1;
+        &mut self.buckets[j as usize & mask]
+    }
+
+    /// Make batch record `i` (with its true progress at step `lag`) a
+    /// cruiser.
+    fn join(&mut self, i: u32, run: &mut Run) {
+        let j = self.lag;
+        run.track = Track::Cruising { since: j };
+        self.cruisers += 1;
+        self.context_base += i64::from(run.computed) - i64::from(j);
+        self.finishes
+            .push(Reverse((j + run.output_len - run.generated, i)));
+        let next = next_kv_event(j, run.computed, run.kv_cap);
+        self.bucket(next).push(i);
     }
 }
 
 impl Instance {
-    /// α2, as the step code uses it.
-    #[inline]
-    fn a2(&self) -> Tick {
-        self.latency.output_token_overhead().max(0)
-    }
-
     /// After a full step at `now` (its `Step` already scheduled): enter
-    /// cruise if every running request is a plain decoder that just emitted
-    /// a token. O(batch), like the full step.
+    /// cruise if at least half the batch are plain decoders. O(batch), like
+    /// the full step.
     pub(super) fn try_cruise(&mut self, now: Tick, store: &RequestStore) {
         debug_assert!(!self.cruise.active);
         #[cfg(test)]
@@ -116,42 +232,39 @@ impl Instance {
         }
         if self.running.is_empty()
             || now > SAFE_TIME
-            || self.running.len() as u64 > u64::from(self.config.max_num_batched_tokens)
-            || (!self.waiting.is_empty() && self.running.len() < self.config.max_num_seqs as usize)
+            || self.running.len() > self.config.max_num_batched_tokens as usize
         {
-            return;
+            return; // (with fewer tokens than requests, the tail waits)
         }
-        let a2 = self.a2();
+        let a2 = self.latency.output_token_overhead().max(0);
         let b = u64::from(self.config.block_size);
-        let (mut context, mut next_done, mut max_generated) = (0u64, u32::MAX, 0u32);
-        for run in &self.running {
-            let plain = run.granted == 1
-                && run.generated >= 1
-                && run.generated < run.output_len
-                && run.input_len + run.generated - run.computed == 1
-                && u64::from(run.computed) + b >= run.kv_cap
-                && run.last_token_at == later(now, a2.saturating_mul(Tick::from(run.generated)))
-                && a2.saturating_mul(Tick::from(run.output_len)) < SAFE_TIME;
-            if !plain {
-                return;
-            }
-            context += u64::from(run.computed);
-            next_done = next_done.min(run.output_len - run.generated);
-            max_generated = max_generated.max(run.generated);
-        }
-        let ring = self.config.block_size as usize + 1;
         let c = &mut self.cruise;
-        c.buckets.resize_with(ring, Vec::new);
+        let mut plain = std::mem::take(&mut c.touched);
+        plain.clear();
         for (i, run) in self.running.iter().enumerate() {
-            let e = next_kv_event(0, run.computed, run.kv_cap);
-            c.buckets[e as usize % ring].push(i as u32);
+            if is_plain(run, now, a2, b) {
+                plain.push(i as u32);
+            } else {
+                c.others.push(i as u32);
+            }
+        }
+        if c.others.len() > plain.len() {
+            // Mostly prefill: a full step is as cheap.
+            c.others.clear();
+            c.touched = plain;
+            return;
         }
         c.active = true;
         c.lag = 0;
-        c.base_context = context;
-        c.next_done = next_done;
-        c.max_generated = max_generated;
         c.last_step = now;
+        c.a2 = a2;
+        c.post = self.latency.post_decode_overhead().max(0);
+        c.buckets
+            .resize_with((b as usize + 1).next_power_of_two(), Vec::new);
+        for &i in &plain {
+            c.join(i, &mut self.running[i as usize]);
+        }
+        c.touched = plain;
         self.prepare_next_events(store);
     }
 
@@ -161,13 +274,15 @@ impl Instance {
     /// steps.
     fn prepare_next_events(&mut self, store: &RequestStore) {
         let j = self.cruise.lag + 1;
-        let ring = self.cruise.buckets.len();
         let b = u64::from(self.config.block_size);
-        let next = &mut self.cruise.buckets[j as usize % ring];
+        let next = self.cruise.bucket(j);
         next.sort_unstable();
         for &i in next.iter() {
             let run = &self.running[i as usize];
-            let c = u64::from(run.computed + j);
+            let Track::Cruising { since } = run.track else {
+                continue; // a hole
+            };
+            let c = u64::from(run.computed + (j - since));
             if c + 1 == run.kv_cap {
                 if !run.fills_output_block(b) {
                     store.prefetch_hot(run.hot);
@@ -185,112 +300,115 @@ impl Instance {
         }
     }
 
-    /// Write the true progress back to the batch records and stop cruising.
+    /// Stop cruising: write the true progress back to the batch records (as
+    /// the last batch formation left it) and close the holes.
     pub(super) fn leave_cruise(&mut self) {
+        self.end_cruise(false);
+    }
+
+    /// [`Instance::leave_cruise`]; with `finished`, the batch has just been
+    /// finished (no grants yet).
+    fn end_cruise(&mut self, finished: bool) {
         if !self.cruise.active {
             return;
         }
-        let a2 = self.a2();
-        for run in &mut self.running {
-            *run = self.cruise.materialize(run, a2);
-        }
-        self.cruise.active = false;
-        for bucket in &mut self.cruise.buckets {
+        let c = &mut self.cruise;
+        let mut delivered = self.last_delivery;
+        self.running.retain_mut(|run| match run.track {
+            Track::Gone => false,
+            Track::Stepped => true,
+            Track::Cruising { .. } => {
+                *run = c.materialize(run);
+                if finished {
+                    run.granted = 0;
+                }
+                delivered = delivered.max(run.last_token_at);
+                true
+            }
+        });
+        self.last_delivery = delivered;
+        c.active = false;
+        c.cruisers = 0;
+        c.context_base = 0;
+        c.holes = 0;
+        c.others.clear();
+        c.finishes.clear();
+        for bucket in &mut c.buckets {
             bucket.clear();
         }
     }
 
-    /// Run the step ending at `now` as a cruised step if it qualifies; false,
-    /// with nothing changed, when it must run in full.
+    /// The cruise bookkeeping against the batch (for
+    /// [`Instance::check_invariants`]): the cruisers, holes and others
+    /// counted, the others listed in batch order, the cruisers' context sum.
+    pub(super) fn check_cruise(&self) -> Result<(), String> {
+        let c = &self.cruise;
+        let (mut cruisers, mut holes, mut context) = (0u32, 0u32, 0i64);
+        let mut others = Vec::new();
+        for (i, run) in self.running.iter().enumerate() {
+            match run.track {
+                Track::Stepped => others.push(i as u32),
+                Track::Cruising { since } => {
+                    cruisers += 1;
+                    context += i64::from(run.computed) - i64::from(since);
+                }
+                Track::Gone => holes += 1,
+            }
+        }
+        if !c.active && (cruisers, holes) != (0, 0) {
+            return Err("cruise records outside cruise".into());
+        }
+        if c.active
+            && ((cruisers, holes, context) != (c.cruisers, c.holes, c.context_base)
+                || others != c.others)
+        {
+            return Err(format!(
+                "cruise bookkeeping: {cruisers} cruisers, {holes} holes, context {context}, \
+                 others {others:?} in the batch; counted {}, {}, {}, {:?}",
+                c.cruisers, c.holes, c.context_base, c.others
+            ));
+        }
+        Ok(())
+    }
+
+    /// The latest time a token reached a client, the cruisers' latest tokens
+    /// included (their delivery is implicit while cruising). O(batch) while
+    /// cruising.
+    pub(super) fn last_delivery(&self) -> Tick {
+        let mut delivered = self.last_delivery;
+        if self.cruise.active {
+            for run in &self.running {
+                if let Track::Cruising { .. } = run.track {
+                    delivered = delivered.max(self.cruise.materialize(run).last_token_at);
+                }
+            }
+        }
+        delivered
+    }
+
+    /// Run the step ending at `now` aggregated as far as it qualifies.
     pub(super) fn cruise_step(
         &mut self,
         now: Tick,
         store: &mut RequestStore,
         q: &mut EventQueue,
         obs: &mut impl InstanceObserver,
-    ) -> bool {
+    ) -> CruiseStep {
         debug_assert!(self.cruise.active);
-        let j = self.cruise.lag + 1;
-        if j >= self.cruise.next_done
-            || now > SAFE_TIME
-            || (!self.waiting.is_empty() && self.running.len() < self.config.max_num_seqs as usize)
-        {
-            return false;
+        if now > SAFE_TIME || self.cruise.lag >= MAX_LAG || self.cruise.holes() > self.batch_len() {
+            self.leave_cruise();
+            return CruiseStep::Full;
         }
-        // This step's KV events, in batch order; each new block must be
-        // available (a full step would otherwise preempt).
-        let ring = self.cruise.buckets.len();
-        let due = std::mem::take(&mut self.cruise.buckets[j as usize % ring]);
-        debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "sorted one step ahead");
-        let new_blocks = due
-            .iter()
-            .filter(|&&i| {
-                let run = &self.running[i as usize];
-                u64::from(run.computed + j) >= run.kv_cap
-            })
-            .count() as u64;
-        if new_blocks > self.kv.free() {
-            self.cruise.buckets[j as usize % ring] = due;
-            return false;
-        }
-        if new_blocks > 0 {
-            self.kv.prefetch_next_free();
-        }
-
-        // The batch that ends now: one token each, one run of equal gaps.
-        let a2 = self.a2();
-        let d = self.running.len() as u64;
-        let gap = now - self.cruise.last_step + a2;
-        obs.token_gaps(self.index, gap, d);
-        let newest = self.cruise.max_generated + j;
-        self.last_delivery = self
-            .last_delivery
-            .max(later(now, a2.saturating_mul(Tick::from(newest))));
-        self.cruise.lag = j;
-        self.cruise.last_step = now;
-
-        // The next batch: the same requests, one token each; those at a
-        // block boundary go through the KV cache as in a full step.
-        for &i in &due {
-            let i = i as usize;
-            let run = &mut self.running[i];
-            *run = self.cruise.materialize(run, a2);
-            if u64::from(run.computed) + 1 == run.kv_cap {
-                self.grant_fill(i, store);
-            } else {
-                let granted = self.grant_extend(i, 1, store);
-                debug_assert!(granted, "free blocks were counted");
-            }
-            let run = &mut self.running[i];
-            let next = next_kv_event(j, run.computed, run.kv_cap);
-            debug_assert!(
-                next - j < ring as u32,
-                "KV events are at most B steps ahead"
-            );
-            run.computed -= j;
-            run.generated -= j;
-            self.cruise.buckets[next as usize % ring].push(i as u32);
-        }
-        // Reuse this step's bucket (now empty) for a later step.
-        let mut due = due;
-        due.clear();
-        self.cruise.buckets[j as usize % ring] = due;
-        self.prepare_next_events(store);
-        let context = self.cruise.base_context + d * u64::from(j);
-        let shape = BatchShape {
-            prefill: PhaseSums::default(),
-            decode: PhaseSums {
-                requests: d as u32,
-                new_tokens: d,
-                context_tokens: context,
-                attention_tokens: context,
-                prompt_attention2: 0,
-            },
+        self.finish_cruising(now, store, obs);
+        let Some(budget) = self.cruise_budget() else {
+            self.end_cruise(true);
+            return CruiseStep::Finished;
         };
+        let shape = self.form_cruising(now, budget, store);
         debug_assert_eq!(shape, {
             let mut s = BatchShape::default();
-            for run in &self.running {
-                super::add_to_shape(&mut s, &self.cruise.materialize(run, a2));
+            for run in self.running.iter().filter(|r| r.track != Track::Gone) {
+                add_to_shape(&mut s, &self.cruise.materialize(run));
             }
             s
         });
@@ -304,6 +422,192 @@ impl Instance {
                 instance: self.index,
             },
         );
-        true
+        self.prepare_next_events(store);
+        CruiseStep::Done
+    }
+
+    /// The end of the batch (as [`Instance::finish_batch`]): every cruiser
+    /// emits a token, `dt + α2` after its previous one; the others and the
+    /// cruisers that finish now are stepped one by one, in batch order.
+    fn finish_cruising(
+        &mut self,
+        now: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+    ) {
+        let c = &mut self.cruise;
+        let (a2, post) = (c.a2, c.post);
+        let j = c.lag + 1;
+        if c.cruisers > 0 {
+            obs.token_gaps(self.index, now - c.last_step + a2, u64::from(c.cruisers));
+        }
+        c.lag = j;
+        c.last_step = now;
+        c.finishing.clear();
+        while let Some(&Reverse((step, i))) = c.finishes.peek() {
+            if step != j {
+                debug_assert!(step > j, "finishes are taken at their step");
+                break;
+            }
+            c.finishes.pop();
+            c.finishing.push(i);
+        }
+        let mut touched = std::mem::take(&mut c.touched);
+        merge_into(&mut touched, &c.others, &c.finishing);
+        c.others.clear();
+        let mut delivered = self.last_delivery;
+        for &i in &touched {
+            let mut run = self.running[i as usize];
+            let done = match run.track {
+                Track::Cruising { since } => {
+                    // It finishes: its last token was counted above.
+                    self.cruise.cruisers -= 1;
+                    self.cruise.context_base -= i64::from(run.computed) - i64::from(since);
+                    run = self.cruise.materialize(&run);
+                    run.granted = 0;
+                    debug_assert_eq!(run.generated, run.output_len);
+                    self.complete(&run, now, a2, post, store, obs, &mut delivered);
+                    true
+                }
+                Track::Stepped => {
+                    let (gap, done) =
+                        self.finish_run(&mut run, now, a2, post, store, obs, &mut delivered);
+                    if let Some(gap) = gap {
+                        obs.token_gaps(self.index, gap, 1);
+                    }
+                    done
+                }
+                Track::Gone => unreachable!("a hole is never touched"),
+            };
+            if done {
+                run.track = Track::Gone;
+                self.cruise.holes += 1;
+            } else {
+                self.cruise.others.push(i);
+            }
+            self.running[i as usize] = run;
+        }
+        self.last_delivery = delivered;
+        self.cruise.touched = touched;
+    }
+
+    /// The token budget left after granting the finished batch in full, if
+    /// a full step would do exactly that: every request gets its whole
+    /// grant (the budget covers them all) and every KV allocation succeeds
+    /// (no preemption); `None` otherwise, or when the batch is empty.
+    fn cruise_budget(&self) -> Option<u32> {
+        if self.batch_len() == 0 {
+            return None;
+        }
+        let max = self.config.max_num_batched_tokens;
+        let threshold = self.config.long_prefill_token_threshold;
+        let b = u64::from(self.config.block_size);
+        let c = &self.cruise;
+        let mut demand = u64::from(c.cruisers);
+        let mut blocks = 0;
+        for &i in &c.others {
+            let run = &self.running[i as usize];
+            let n = chunk(run.input_len + run.generated - run.computed, threshold, max);
+            demand += u64::from(n);
+            let (computed, end) = (u64::from(run.computed), u64::from(run.computed + n));
+            let fast = end < run.kv_cap && computed + b >= run.kv_cap;
+            let fill = n == 1 && computed + 1 == run.kv_cap;
+            if !fast && !fill {
+                blocks += self.kv.blocks_for(end).saturating_sub(run.kv_cap / b);
+            }
+        }
+        if demand > u64::from(max) {
+            return None;
+        }
+        let j = c.lag;
+        for &i in &c.buckets[j as usize & (c.buckets.len() - 1)] {
+            let run = &self.running[i as usize];
+            if let Track::Cruising { since } = run.track {
+                if u64::from(run.computed + (j - since)) == run.kv_cap {
+                    blocks += 1;
+                }
+            }
+        }
+        (blocks <= self.kv.free()).then_some(max - demand as u32)
+    }
+
+    /// Form the next batch (as [`Instance::form_batch`] when
+    /// [`Instance::cruise_budget`] allows): grants in batch order to the
+    /// others and to the cruisers at a KV block boundary, the others that
+    /// became plain decoders join the cruisers, then admissions. Returns the
+    /// batch's shape.
+    fn form_cruising(
+        &mut self,
+        now: Tick,
+        mut budget: u32,
+        store: &mut RequestStore,
+    ) -> BatchShape {
+        let a2 = self.cruise.a2;
+        let b = u64::from(self.config.block_size);
+        let threshold = self.config.long_prefill_token_threshold;
+        let max = self.config.max_num_batched_tokens;
+        let j = self.cruise.lag;
+        let mut due = std::mem::take(self.cruise.bucket(j));
+        debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "sorted one step ahead");
+        let mut touched = std::mem::take(&mut self.cruise.touched);
+        merge_into(&mut touched, &self.cruise.others, &due);
+        for &i in &touched {
+            let i = i as usize;
+            let cruiser = match self.running[i].track {
+                Track::Gone => continue, // finished before its block boundary
+                Track::Cruising { .. } => true,
+                Track::Stepped => false,
+            };
+            let run = self.cruise.materialize(&self.running[i]);
+            self.running[i] = run;
+            let n = if cruiser {
+                1
+            } else {
+                chunk(run.input_len + run.generated - run.computed, threshold, max)
+            };
+            let granted = self.grant_run(i, n, store);
+            debug_assert!(granted, "free blocks were counted");
+            if cruiser {
+                let run = &mut self.running[i];
+                run.track = Track::Cruising { since: j };
+                let next = next_kv_event(j, run.computed, run.kv_cap);
+                debug_assert!(
+                    u64::from(next - j) <= b,
+                    "KV events are at most B steps ahead"
+                );
+                self.cruise.bucket(next).push(i as u32);
+            }
+        }
+        due.clear();
+        *self.cruise.bucket(j) = due;
+        self.cruise.touched = touched;
+
+        // The others that became plain decoders join the cruisers.
+        let mut shape = BatchShape::default();
+        let mut others = std::mem::take(&mut self.cruise.others);
+        others.retain(|&i| {
+            let run = &mut self.running[i as usize];
+            if is_plain(run, now, a2, b) {
+                self.cruise.join(i, run);
+                false
+            } else {
+                add_to_shape(&mut shape, run);
+                true
+            }
+        });
+        let c = &mut self.cruise;
+        let context = (c.context_base + i64::from(c.cruisers) * i64::from(j)) as u64;
+        let d = &mut shape.decode;
+        d.requests += c.cruisers;
+        d.new_tokens += u64::from(c.cruisers);
+        d.context_tokens += context;
+        d.attention_tokens += context;
+
+        // Admissions join the others.
+        let first_new = self.running.len();
+        self.admit_waiting(now, &mut budget, &mut shape, store);
+        others.extend(first_new as u32..self.running.len() as u32);
+        self.cruise.others = others;
+        shape
     }
 }

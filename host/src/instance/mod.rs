@@ -36,10 +36,11 @@
 //!   a heap on a static key, the KV cache is O(1) per block, the batch shape
 //!   is summed while forming the batch, and vectors are reused, so a step
 //!   costs O(batch + log queue) and allocates nothing in steady state.
-//! * **A pure-decode step does not even scan the batch.** While every
-//!   running request only decodes and nothing can join, steps are
-//!   aggregated ([`cruise`]): O(1 + requests at a KV block boundary), the
-//!   per-request progress kept as the batch's step count plus offsets.
+//! * **A decode step does not even scan the batch.** While most of the
+//!   batch only decodes, steps are aggregated ([`cruise`]): a step costs
+//!   O(1 + requests that change state) — those at a KV block boundary,
+//!   finishing, being prefilled or admitted — the decoders' progress kept
+//!   as the step count plus per-request offsets.
 
 mod cruise;
 mod evict;
@@ -59,6 +60,7 @@ use crate::request::{
     prompt_block_hashes, Request, RequestState, RequestStore, SloClass, Slot, UNSET,
 };
 
+use cruise::Track;
 pub use kv::MAX_KV_BLOCKS;
 /// The KV cache, public for the benchmarks only (`host/benches/kv.rs`);
 /// simulations reach it through [`Instance`].
@@ -215,8 +217,8 @@ pub trait InstanceObserver {
     fn token_gap(&mut self, instance: u32, gap: Tick);
     /// `count` ITL samples equal to `gap`, as `count` calls of
     /// [`InstanceObserver::token_gap`]. The instance reports the samples of a
-    /// step in runs of equal gaps (in emission order); override to take a run
-    /// at once.
+    /// step in runs of equal gaps, in no particular order within the step;
+    /// override to take a run at once.
     fn token_gaps(&mut self, instance: u32, gap: Tick, count: u64) {
         for _ in 0..count {
             self.token_gap(instance, gap);
@@ -304,6 +306,9 @@ struct Run {
     kv_last_hash: u64,
     last_block: u32,
     output_seed: u64,
+    /// How the progress fields are kept while the instance cruises
+    /// ([`cruise`]); [`Track::Stepped`] otherwise.
+    track: Track,
 }
 
 impl Run {
@@ -576,15 +581,17 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
-        if self.cruise.active() {
-            // A pure-decode step costs O(1 + requests at a block boundary).
-            if self.cruise_step(now, store, q, obs) {
-                return;
-            }
-            self.leave_cruise();
+        // While cruising, a step costs O(1 + requests that change state).
+        let finished = self.cruise.active()
+            && match self.cruise_step(now, store, q, obs) {
+                cruise::CruiseStep::Done => return,
+                cruise::CruiseStep::Finished => true,
+                cruise::CruiseStep::Full => false,
+            };
+        if !finished {
+            self.kv.prefetch_next_free();
+            self.finish_batch(now, store, obs);
         }
-        self.kv.prefetch_next_free();
-        self.finish_batch(now, store, obs);
         let shape = self.form_batch(now, store, obs);
         if self.running.is_empty() {
             if self.waiting.is_empty() {
@@ -637,56 +644,16 @@ impl Instance {
         let mut keep = 0;
         for i in 0..running.len() {
             let run = &mut running[i];
-            let mut done = false;
-            if run.granted > 0 {
-                run.computed += run.granted;
-                run.granted = 0;
-                let target = run.input_len + run.generated;
-                debug_assert!(run.computed <= target);
-                if run.computed == target {
-                    if run.generated < run.output_len {
-                        run.generated += 1;
-                        // Token k reaches the client k·α2 after the step that
-                        // produced it (α2: per-token output processing on the
-                        // client path; it never delays the next step).
-                        let emit_at = later(now, a2.saturating_mul(Tick::from(run.generated)));
-                        delivered = delivered.max(emit_at);
-                        if run.generated == 1 {
-                            let req = store.hot_mut(run.hot);
-                            run.write_back(req);
-                            req.first_token_at = emit_at;
-                            obs.first_token(index, req, emit_at);
-                        } else {
-                            let g = emit_at - run.last_token_at;
-                            if g != gap && gaps > 0 {
-                                obs.token_gaps(index, gap, gaps);
-                                gaps = 0;
-                            }
-                            gap = g;
-                            gaps += 1;
-                        }
-                        run.last_token_at = emit_at;
-                    }
-                    done = run.generated == run.output_len;
+            let (g, done) = self.finish_run(run, now, a2, post, store, obs, &mut delivered);
+            if let Some(g) = g {
+                if g != gap && gaps > 0 {
+                    obs.token_gaps(index, gap, gaps);
+                    gaps = 0;
                 }
+                gap = g;
+                gaps += 1;
             }
             if done {
-                let req = store.hot_mut(run.hot);
-                run.write_back(req);
-                // The client sees completion with the last token, plus the
-                // model's post-decode overhead (or at the step end when the
-                // request had no output to deliver).
-                let at = if run.generated > 0 {
-                    run.last_token_at + post
-                } else {
-                    later(now, a2)
-                };
-                delivered = delivered.max(at);
-                req.state = RequestState::Completed;
-                req.completed_at = at;
-                self.kv.release(&mut req.kv_blocks);
-                self.completed += 1;
-                obs.completed(index, run.slot, req, at);
                 continue;
             }
             if run.generated > 0 && run.input_len + run.generated - run.computed == 1 {
@@ -723,6 +690,88 @@ impl Instance {
         if gaps > 0 {
             obs.token_gaps(index, gap, gaps);
         }
+    }
+
+    /// The end of a step for one request of the batch: its granted tokens
+    /// are computed; when they reach its target it emits its next token
+    /// (seen by the client at `now + k·α2`), and completes when that was its
+    /// last. Returns the ITL gap of an emitted token that was not the first,
+    /// and whether the request completed (its KV released, reported).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn finish_run(
+        &mut self,
+        run: &mut Run,
+        now: Tick,
+        a2: Tick,
+        post: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+        delivered: &mut Tick,
+    ) -> (Option<Tick>, bool) {
+        if run.granted == 0 {
+            return (None, false);
+        }
+        run.computed += run.granted;
+        run.granted = 0;
+        let target = run.input_len + run.generated;
+        debug_assert!(run.computed <= target);
+        if run.computed != target {
+            return (None, false);
+        }
+        let mut gap = None;
+        if run.generated < run.output_len {
+            run.generated += 1;
+            // Token k reaches the client k·α2 after the step that produced
+            // it (α2: per-token output processing on the client path; it
+            // never delays the next step).
+            let emit_at = later(now, a2.saturating_mul(Tick::from(run.generated)));
+            *delivered = (*delivered).max(emit_at);
+            if run.generated == 1 {
+                let req = store.hot_mut(run.hot);
+                run.write_back(req);
+                req.first_token_at = emit_at;
+                obs.first_token(self.index, req, emit_at);
+            } else {
+                gap = Some(emit_at - run.last_token_at);
+            }
+            run.last_token_at = emit_at;
+        }
+        let done = run.generated == run.output_len;
+        if done {
+            self.complete(run, now, a2, post, store, obs, delivered);
+        }
+        (gap, done)
+    }
+
+    /// Complete `run`, which has just emitted its last token (or had none
+    /// to emit): the client sees the completion with the last token plus the
+    /// model's post-decode overhead (or at the step end `now` when there was
+    /// no output); its KV blocks are released.
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &mut self,
+        run: &Run,
+        now: Tick,
+        a2: Tick,
+        post: Tick,
+        store: &mut RequestStore,
+        obs: &mut impl InstanceObserver,
+        delivered: &mut Tick,
+    ) {
+        let req = store.hot_mut(run.hot);
+        run.write_back(req);
+        let at = if run.generated > 0 {
+            run.last_token_at + post
+        } else {
+            later(now, a2)
+        };
+        *delivered = (*delivered).max(at);
+        req.state = RequestState::Completed;
+        req.completed_at = at;
+        self.kv.release(&mut req.kv_blocks);
+        self.completed += 1;
+        obs.completed(self.index, run.slot, req, at);
     }
 
     /// vLLM continuous batching: grant the running requests in batch order
@@ -817,8 +866,24 @@ impl Instance {
         if preempted {
             return self.batch_shape();
         }
+        self.admit_waiting(now, &mut budget, &mut shape, store);
+        debug_assert_eq!(shape, self.batch_shape());
+        shape
+    }
+
+    /// Admit from the wait queue while the batch has room and `budget`
+    /// tokens are left (appending to the batch and adding to `shape`); a
+    /// head request that does not fit blocks the queue (no skipping ahead).
+    fn admit_waiting(
+        &mut self,
+        now: Tick,
+        budget: &mut u32,
+        shape: &mut BatchShape,
+        store: &mut RequestStore,
+    ) {
+        let threshold = self.config.long_prefill_token_threshold;
         let b = self.config.block_size;
-        while self.running.len() < self.config.max_num_seqs as usize && budget > 0 {
+        while self.batch_len() < self.config.max_num_seqs as usize && *budget > 0 {
             let Some(slot) = self.waiting.peek() else {
                 break;
             };
@@ -838,9 +903,9 @@ impl Instance {
                 // A fully cached stream still computes its last token (vLLM).
                 let lookup = self.kv.lookup(req, target - 1, &mut self.hit_scratch);
                 let cached = lookup.hits * b;
-                let n = chunk(target - cached, threshold, budget);
+                let n = chunk(target - cached, threshold, *budget);
                 if !self.kv.admit(req, lookup, &self.hit_scratch, n) {
-                    if self.remote_waiting > 0 && self.running.is_empty() {
+                    if self.remote_waiting > 0 && self.batch_len() == 0 {
                         // Transferred KV held by waiting requests must not
                         // block an idle instance forever (see `remote_kv`).
                         self.give_up_waiting_transfers(store);
@@ -878,14 +943,37 @@ impl Instance {
                 kv_last_hash: 0,
                 last_block: 0,
                 output_seed: req.output_seed,
+                track: Track::Stepped,
             };
             run.read_kv(req, b);
-            add_to_shape(&mut shape, &run);
-            budget -= n;
+            add_to_shape(shape, &run);
+            *budget -= n;
             self.running.push(run);
         }
-        debug_assert_eq!(shape, self.batch_shape());
-        shape
+    }
+
+    /// Grant running request `i` `n` tokens as batch formation does, through
+    /// the KV cache only at a block boundary; false, with nothing changed,
+    /// when the cache has too few free blocks.
+    fn grant_run(&mut self, i: usize, n: u32, store: &mut RequestStore) -> bool {
+        let b = u64::from(self.config.block_size);
+        let run = &mut self.running[i];
+        let (computed, end) = (u64::from(run.computed), u64::from(run.computed + n));
+        if end < run.kv_cap && computed + b >= run.kv_cap {
+            run.granted = n;
+            return true;
+        }
+        if n == 1 && computed + 1 == run.kv_cap {
+            self.grant_fill(i, store);
+            return true;
+        }
+        self.grant_extend(i, n, store)
+    }
+
+    /// Requests in the batch (while cruising, the batch has holes).
+    #[inline]
+    fn batch_len(&self) -> usize {
+        self.running.len() - self.cruise.holes()
     }
 
     /// Grant running request `i` the one token that fills its last KV
@@ -1047,9 +1135,8 @@ impl Instance {
     /// fields of a running request between events (the cluster does at the
     /// end of a run).
     pub fn sync(&self, store: &mut RequestStore) {
-        let a2 = self.latency.output_token_overhead().max(0);
-        for run in &self.running {
-            let run = self.cruise.materialize(run, a2);
+        for run in self.running.iter().filter(|r| r.track != Track::Gone) {
+            let run = self.cruise.materialize(run);
             run.write_back(store.hot_mut(run.hot));
         }
     }
@@ -1114,7 +1201,7 @@ impl Instance {
     }
     /// Requests in the running batch (Tier 2 signal).
     pub fn batch_size(&self) -> u32 {
-        self.running.len() as u32
+        self.batch_len() as u32
     }
     /// Used KV blocks / total (Tier 3 signal).
     pub fn kv_utilization(&self) -> f64 {
@@ -1167,7 +1254,11 @@ impl Instance {
     }
     /// The running batch, in batch order.
     pub fn running_slots(&self) -> Vec<Slot> {
-        self.running.iter().map(|r| r.slot).collect()
+        self.running
+            .iter()
+            .filter(|r| r.track != Track::Gone)
+            .map(|r| r.slot)
+            .collect()
     }
     /// Every waiting request: preempted ones first, in queue order, then the
     /// rest in no particular order (use it for end-of-run records, not order).
@@ -1178,7 +1269,7 @@ impl Instance {
     pub fn counts(&self) -> InstanceCounts {
         InstanceCounts {
             still_queued: self.waiting.len() as u64,
-            still_running: self.running.len() as u64,
+            still_running: self.batch_len() as u64,
             preemptions: self.preemptions,
             steps: self.steps,
             cache_hit_blocks: self.kv.hit_blocks(),
@@ -1187,7 +1278,7 @@ impl Instance {
             kv_offload: self.kv.cpu_counts(),
             completed: self.completed,
             dropped: self.dropped,
-            last_delivery: self.last_delivery,
+            last_delivery: self.last_delivery(),
         }
     }
 
@@ -1201,9 +1292,9 @@ impl Instance {
     pub fn check_invariants(&self, store: &RequestStore) -> Result<(), String> {
         self.kv.check()?;
         let mut holders: std::collections::HashMap<u32, u32> = Default::default();
-        let a2 = self.latency.output_token_overhead().max(0);
-        for run in &self.running {
-            let run = &self.cruise.materialize(run, a2);
+        self.check_cruise()?;
+        for run in self.running.iter().filter(|r| r.track != Track::Gone) {
+            let run = &self.cruise.materialize(run);
             if store.hot_index(run.slot) != Some(run.hot) || store.hot_slot(run.hot) != run.slot {
                 return Err(format!(
                     "running slot {} and hot index {} disagree",

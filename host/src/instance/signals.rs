@@ -3,7 +3,7 @@
 //! engine's hot loop): token counts of the batch and the wait queue, and
 //! the prefix-cache query.
 
-use super::Instance;
+use super::{Instance, Track};
 use crate::request::RequestStore;
 
 impl Instance {
@@ -12,7 +12,11 @@ impl Instance {
     pub fn running_tokens(&self) -> u64 {
         self.running
             .iter()
-            .map(|r| u64::from(r.input_len) + u64::from(r.generated))
+            .filter(|r| r.track != Track::Gone)
+            .map(|r| {
+                let r = self.cruise.materialize(r);
+                u64::from(r.input_len) + u64::from(r.generated)
+            })
             .sum()
     }
 

@@ -12,7 +12,7 @@ use crate::request::{Request, RequestState, RequestStore, Segment, Slot};
 pub struct Recorder {
     /// (request id, time) of first tokens.
     pub first_tokens: Vec<(u64, Tick)>,
-    /// ITL samples, in emission order.
+    /// ITL samples, step by step (sorted within a step).
     pub gaps: Vec<Tick>,
     /// (request id, time) of completions.
     pub completed: Vec<(u64, Tick)>,
@@ -154,8 +154,11 @@ impl Sim {
                 Event::Step { .. } => {
                     self.step_events += 1;
                     self.pending_steps -= 1;
+                    let gaps = self.obs.gaps.len();
                     self.inst
                         .on_step(ev.time, &mut self.store, &mut self.q, &mut self.obs);
+                    // A step reports its ITL samples in no particular order.
+                    self.obs.gaps[gaps..].sort_unstable();
                     self.pending_steps += (self.q.len() - before) as u32;
                 }
                 other => panic!("unexpected event {other:?}"),

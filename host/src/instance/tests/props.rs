@@ -47,6 +47,28 @@ fn spec() -> impl Strategy<Value = Spec> {
         })
 }
 
+/// A decode-heavy request: outputs of 20..400 tokens, arrivals close
+/// together (the batch stays full, requests wait, completions and
+/// admissions happen while most of the batch decodes).
+fn decode_heavy_spec() -> impl Strategy<Value = Spec> {
+    (
+        0i64..40,
+        prop::option::weighted(0.5, (0u64..3, 1u32..60)),
+        0u32..60,
+        20u32..400,
+        0usize..5,
+        prop::bool::weighted(0.15),
+    )
+        .prop_map(|(gap, prefix, unique, n, class, session)| Spec {
+            gap,
+            prefix,
+            unique,
+            n,
+            class,
+            session,
+        })
+}
+
 fn config_strategy() -> impl Strategy<Value = InstanceConfig> {
     (
         prop::sample::select(vec![1u32, 2, 4, 16]),
@@ -358,6 +380,75 @@ proptest! {
         let (full, cruised, _) = with_and_without_cruise(&cfg, &lat, &specs, horizon);
         prop_assert_eq!(full, cruised);
     }
+
+    /// The same with decode-heavy workloads that keep the batch full and
+    /// requests waiting, so that most steps cruise through completions,
+    /// admissions, prefill chunks, prefix hits and session rounds (and,
+    /// with small caches, preemptions in between).
+    #[test]
+    fn cruising_through_completions_and_admissions_equals_full_steps(
+        cfg in config_strategy(),
+        lat in latency_strategy(),
+        specs in prop::collection::vec(decode_heavy_spec(), 5..40),
+        cut in prop_oneof![1 => Just(1.0f64), 1 => 0.0f64..1.0],
+    ) {
+        let span = {
+            let (mut full, _) = build(&cfg, lat.clone(), &specs);
+            full.deep_checks = false;
+            full.run();
+            full.completed_at_max()
+        };
+        let horizon = if cut >= 1.0 { Tick::MAX } else { (span as f64 * cut) as Tick };
+        let (full, cruised, _) = with_and_without_cruise(&cfg, &lat, &specs, horizon);
+        prop_assert_eq!(full, cruised);
+    }
+}
+
+/// An overloaded decode-heavy instance cruises through completions and
+/// admissions: 160 requests with 30..230 output tokens for a batch of 16
+/// (a completion every few steps, each followed by an admission whose
+/// prompt is prefilled in chunks of 16 tokens, a third of them with a
+/// shared prefix), α2 > 0; the same results as full steps, and nearly every
+/// step cruised (99 % when written; a completion or an admission used to
+/// force a full step, and so did every prefill chunk: about half the
+/// steps). Then the same under KV pressure (preemptions force full steps in
+/// between; 81 % cruised).
+#[test]
+fn overloaded_batches_cruise_through_completions_and_admissions() {
+    let lat = linear([100.0, 0.5, 7.0], [500.0, 2.0, 3.0]);
+    let specs: Vec<Spec> = (0..160)
+        .map(|i| Spec {
+            gap: 3,
+            prefix: (i % 3 == 0).then_some((1, 20)),
+            unique: 10 + (i * 7 % 40) as u32,
+            n: 30 + (i * 37 % 200) as u32,
+            class: i % 5,
+            session: false,
+        })
+        .collect();
+    for (blocks, min_share) in [(10_000, 0.95), (400, 0.6)] {
+        let cfg = InstanceConfig {
+            max_num_seqs: 16,
+            long_prefill_token_threshold: 16,
+            ..config(4, blocks)
+        };
+        let (full, cruised, steps) = with_and_without_cruise(&cfg, &lat, &specs, Tick::MAX);
+        assert_eq!(full, cruised, "{blocks} blocks");
+        let total = total_steps(&cfg, &lat, &specs);
+        assert!(
+            steps as f64 >= min_share * total as f64,
+            "{blocks} blocks: {steps} of {total} steps cruised"
+        );
+    }
+}
+
+/// Steps a run of `specs` takes (to the end).
+fn total_steps(cfg: &InstanceConfig, lat: &LatencyModel, specs: &[Spec]) -> u64 {
+    let (mut sim, _) = build(cfg, lat.clone(), specs);
+    sim.deep_checks = false;
+    sim.run();
+    assert!(sim.inst.counts().preemptions > 0 || cfg.total_kv_blocks > 1_000);
+    sim.inst.counts().steps
 }
 
 /// A decode-heavy batch cruises most of its steps, with the same results as
