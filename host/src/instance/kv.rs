@@ -7,7 +7,7 @@
 //!   of them. Blocks that were never used are therefore only a counter; a block
 //!   gets metadata the first time it is handed out, so `KvCache::new` costs
 //!   nothing whatever the capacity and memory is O(blocks ever used): 16 bytes
-//!   of metadata per block plus 16 to 32 bytes of index per cached hash.
+//!   of metadata per block plus 11 to 64 bytes of index per cached hash (see `BlockIndex`).
 //! * **Freed blocks stay useful.** A freed block keeps its hash and goes to
 //!   the tail of a FIFO queue of block ids; it is only reused (and its hash
 //!   forgotten) when it reaches the head, so cached blocks are evicted least
