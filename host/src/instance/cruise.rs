@@ -100,9 +100,18 @@ pub(super) struct Cruise {
     finishes: BinaryHeap<Reverse<(u32, u32)>>,
     /// KV boundary events, at most `B` steps ahead: bucket `j mod R` holds
     /// the batch indices of the cruisers whose KV work falls at step `j`
-    /// (`R`, the bucket count, is the power of two above `B`); the next
-    /// step's bucket is sorted (batch order).
+    /// (`R`, the bucket count, is the power of two above `B`), except the
+    /// events one step ahead of a KV event (see `after_fill`).
     buckets: Vec<Vec<u32>>,
+    /// The cruisers whose KV event at this step makes their next one fall
+    /// at the next step (a block filled now needs a new one then), in batch
+    /// order. Kept apart from the buckets, which would otherwise interleave
+    /// them with the cruisers that got a new block `B − 1` steps before and
+    /// need sorting; a bucket stays (nearly) one ascending run.
+    after_fill: Vec<u32>,
+    /// The next step's KV events in batch order: its bucket merged with
+    /// `after_fill` ([`Instance::prepare_next_events`]).
+    due: Vec<u32>,
     /// The requests a step touches, in batch order (reused).
     touched: Vec<u32>,
     /// The cruisers that finish at the step, in batch order (reused).
@@ -268,16 +277,21 @@ impl Instance {
         self.prepare_next_events(store);
     }
 
-    /// Sort the next step's KV events into batch order and start fetching
+    /// Merge the next step's KV events in batch order and start fetching
     /// what they will touch (the request record, the block and the index
     /// slot of a block fill), so the misses overlap with other instances'
     /// steps.
     fn prepare_next_events(&mut self, store: &RequestStore) {
         let j = self.cruise.lag + 1;
         let b = u64::from(self.config.block_size);
-        let next = self.cruise.bucket(j);
-        next.sort_unstable();
-        for &i in next.iter() {
+        let c = &mut self.cruise;
+        let mask = c.buckets.len() - 1;
+        let bucket = &mut c.buckets[j as usize & mask];
+        bucket.sort_unstable(); // (one ascending run, but for joins)
+        merge_into(&mut c.due, bucket, &c.after_fill);
+        bucket.clear();
+        c.after_fill.clear();
+        for &i in &self.cruise.due {
             let run = &self.running[i as usize];
             let Track::Cruising { since } = run.track else {
                 continue; // a hole
@@ -336,6 +350,8 @@ impl Instance {
         for bucket in &mut c.buckets {
             bucket.clear();
         }
+        c.after_fill.clear();
+        c.due.clear();
     }
 
     /// The cruise bookkeeping against the batch (for
@@ -520,7 +536,7 @@ impl Instance {
             return None;
         }
         let j = c.lag;
-        for &i in &c.buckets[j as usize & (c.buckets.len() - 1)] {
+        for &i in &c.due {
             let run = &self.running[i as usize];
             if let Track::Cruising { since } = run.track {
                 if u64::from(run.computed + (j - since)) == run.kv_cap {
@@ -547,8 +563,8 @@ impl Instance {
         let threshold = self.config.long_prefill_token_threshold;
         let max = self.config.max_num_batched_tokens;
         let j = self.cruise.lag;
-        let mut due = std::mem::take(self.cruise.bucket(j));
-        debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "sorted one step ahead");
+        let mut due = std::mem::take(&mut self.cruise.due);
+        debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "merged one step ahead");
         let mut touched = std::mem::take(&mut self.cruise.touched);
         merge_into(&mut touched, &self.cruise.others, &due);
         for &i in &touched {
@@ -575,11 +591,15 @@ impl Instance {
                     u64::from(next - j) <= b,
                     "KV events are at most B steps ahead"
                 );
-                self.cruise.bucket(next).push(i as u32);
+                if next == j + 1 {
+                    self.cruise.after_fill.push(i as u32); // (batch order)
+                } else {
+                    self.cruise.bucket(next).push(i as u32);
+                }
             }
         }
         due.clear();
-        *self.cruise.bucket(j) = due;
+        self.cruise.due = due;
         self.cruise.touched = touched;
 
         // The others that became plain decoders join the cruisers.
