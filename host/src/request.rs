@@ -152,6 +152,13 @@ pub struct Request {
     pub slo_class: SloClass,
     /// Multi-turn session this request belongs to, and its round (0-based).
     pub session: Option<(u32, u32)>,
+    /// Stream offset from which the content is this request's alone, when
+    /// the workload guarantees it (a fresh random segment that no other
+    /// request, and no later session round, repeats): every block reaching
+    /// past it has a hash no other request can produce, so the KV cache
+    /// skips hashing and indexing those blocks (see `instance::kv`).
+    /// `None` (the default) when content may be shared anywhere.
+    pub private_from: Option<u32>,
 
     // ---- lifecycle (cluster and instance) ----
     pub state: RequestState,

@@ -298,6 +298,9 @@ impl Instance {
             };
             let c = u64::from(run.computed + (j - since));
             if c + 1 == run.kv_cap {
+                if run.fills_private_block(b) {
+                    continue; // filling it touches nothing
+                }
                 if !run.fills_output_block(b) {
                     store.prefetch_hot(run.hot);
                 }

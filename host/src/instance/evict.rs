@@ -47,7 +47,7 @@ impl Instance {
             _ => return false,
         }
         let req = &mut store[slot];
-        self.kv.release(&mut req.kv_blocks);
+        self.kv.release_final(req);
         req.granted = 0;
         self.end_dropped(now, slot, req, obs);
         true

@@ -62,6 +62,12 @@ const RELOAD: u32 = u32::MAX;
 const HASHED: u32 = 1 << 31;
 /// `Block::state` of a free block that is cached (in the eviction queue).
 const CACHED: u32 = HASHED;
+/// Flag in `Block::state`, with `CACHED`: a free block in the eviction
+/// queue that has no index entry, because it was full of a request's private
+/// content (see [`KvCache::first_private`]). It keeps its place in the
+/// eviction order (so which blocks get evicted is the same as if it had been
+/// indexed) but its eviction touches no index.
+const PRIVATE: u32 = 1 << 30;
 
 /// Largest number of blocks an instance may have (2^30: block ids are `u32`,
 /// and eviction-queue positions are compared modulo 2^32, which is exact
@@ -84,12 +90,12 @@ struct Block {
 impl Block {
     #[inline]
     fn held(&self) -> bool {
-        self.state & !HASHED != 0
+        self.state & !(HASHED | PRIVATE) != 0
     }
     /// Requests holding the block (0 = free).
     #[inline]
     fn refs(&self) -> u32 {
-        self.state & !HASHED
+        self.state & !(HASHED | PRIVATE)
     }
 }
 
@@ -440,6 +446,65 @@ impl KvCache {
         );
     }
 
+    /// Index of `req`'s first private block: the first block that reaches
+    /// past [`Request::private_from`], whose hash (chaining over content no
+    /// other request has) no other request can produce. Such a block could
+    /// only ever be hit by the request itself, so while the request runs
+    /// it is neither hashed nor indexed, and when the request completes it
+    /// is freed into the eviction queue without an index entry ([`PRIVATE`]).
+    /// A request that gives its blocks up and comes back (preemption, a
+    /// returned prompt transfer) first has them indexed, see
+    /// [`KvCache::publish_private`]. `u32::MAX` when the request has no
+    /// private content, and always with a CPU tier (which keeps copies by
+    /// hash, so its contents would differ).
+    #[inline]
+    pub fn first_private(&self, req: &Request) -> u32 {
+        match req.private_from {
+            Some(p) if self.cpu.is_none() => p / self.block_size,
+            _ => u32::MAX,
+        }
+    }
+
+    /// Positions in `req.kv_blocks` of its full private blocks: from the
+    /// first private block to the last block its latest allocation filled
+    /// (`computed + granted` tokens are covered: `granted` is the grant of
+    /// the step being formed or in flight, 0 otherwise).
+    fn private_full(&self, req: &Request) -> std::ops::Range<usize> {
+        let full = ((req.computed + req.granted) / self.block_size) as usize;
+        let full = full.min(req.kv_blocks.len());
+        (self.first_private(req) as usize).min(full)..full
+    }
+
+    /// Hash and index `req`'s full private blocks now, exactly as if they
+    /// had been registered when they filled, and make the request ordinary
+    /// (`private_from = None`) for the rest of its life: it is about to give
+    /// its blocks up (preemption, a prompt transfer it will recompute) and
+    /// may come back and hit them.
+    #[cold]
+    pub fn publish_private(&mut self, req: &mut Request) {
+        let range = self.private_full(req);
+        req.private_from = None;
+        let mut prev = range
+            .start
+            .checked_sub(1)
+            .map(|k| self.blocks[req.kv_blocks[k] as usize].hash);
+        for k in range {
+            let h = self.block_hash(req, k as u32, prev);
+            self.register(req.kv_blocks[k], h);
+            req.kv_last_hash = h;
+            prev = Some(h);
+        }
+        self.check_conservation();
+    }
+
+    /// Release the blocks of a request that is done with this instance for
+    /// good (completed, dropped): like [`KvCache::release`], but its full
+    /// private blocks go to the eviction queue unindexed.
+    pub fn release_final(&mut self, req: &mut Request) {
+        let private = self.private_full(req);
+        self.release_blocks(&mut req.kv_blocks, private);
+    }
+
     /// Hash of block `k` of `req`'s stream, given the hash of block `k − 1`.
     #[inline]
     fn block_hash(&self, req: &Request, k: u32, prev: Option<u64>) -> u64 {
@@ -479,7 +544,8 @@ impl KvCache {
             ..Lookup::default()
         };
         let mut prev = None;
-        for k in 0..candidates {
+        // Private blocks are in no cache (nobody else computed them).
+        for k in 0..candidates.min(self.first_private(req)) {
             let h = self.block_hash(req, k, prev);
             let Some(id) = self.index.get(h, &self.blocks) else {
                 break;
@@ -574,7 +640,10 @@ impl KvCache {
         let blk = &mut self.blocks[id as usize];
         debug_assert!(blk.state & HASHED != 0, "a hit block without a hash");
         if blk.held() {
-            assert!(blk.refs() < HASHED - 1, "KV block reference count overflow");
+            assert!(
+                blk.refs() < PRIVATE - 1,
+                "KV block reference count overflow"
+            );
             blk.state += 1;
         } else {
             // A cached free block: held again, its queue entry goes stale.
@@ -666,7 +735,9 @@ impl KvCache {
             return false;
         }
         let first_full = u64::from(computed) / b;
-        let last_full = end / b;
+        // Blocks that fill with this extension and get hashed and indexed
+        // (private ones are only marked cached when freed, see `release`).
+        let last_full = (end / b).min(u64::from(self.first_private(req)));
         if last_full > first_full + 1 {
             // A prefill registers many prompt blocks at random index slots:
             // start all those fetches now so the misses overlap.
@@ -724,10 +795,12 @@ impl KvCache {
         debug_assert_eq!(u64::from(computed) + 1, len as u64 * b);
         debug_assert_eq!(req.kv_blocks.last(), Some(&last));
         let k = (len - 1) as u32;
-        let prev = (k > 0).then_some(req.kv_last_hash);
-        let h = self.block_hash(req, k, prev);
-        self.register(last, h);
-        req.kv_last_hash = h;
+        if k < self.first_private(req) {
+            let prev = (k > 0).then_some(req.kv_last_hash);
+            let h = self.block_hash(req, k, prev);
+            self.register(last, h);
+            req.kv_last_hash = h;
+        }
         // The request's next extension (B tokens from now) appends a block
         // id here: start fetching that line.
         prefetch(req.kv_blocks.spare_capacity_mut().as_ptr());
@@ -765,7 +838,7 @@ impl KvCache {
         if (self.blocks.len() as u64) >= self.total {
             for (k, &id) in self.queue.iter().take(8).enumerate() {
                 let b = &self.blocks[id as usize];
-                if k < 2 {
+                if k < 2 && b.state & PRIVATE == 0 {
                     self.index.prefetch(b.hash);
                 } else {
                     prefetch(b);
@@ -800,8 +873,16 @@ impl KvCache {
     }
 
     /// Release all of a request's blocks (last to first, so its leading,
-    /// most shareable blocks are freed last and evicted last).
+    /// most shareable blocks are freed last and evicted last). A request
+    /// with private blocks must have them published first
+    /// ([`KvCache::publish_private`]) or use [`KvCache::release_final`].
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
+        self.release_blocks(blocks, 0..0);
+    }
+
+    /// [`KvCache::release`], where the blocks at positions `private` are
+    /// full private blocks (cached unindexed).
+    fn release_blocks(&mut self, blocks: &mut Vec<u32>, private: std::ops::Range<usize>) {
         // The blocks lie at random places: keep a window of fetches in
         // flight ahead of the loop (a burst of all of them would overflow
         // the CPU's miss buffers).
@@ -817,8 +898,16 @@ impl KvCache {
             debug_assert!(blk.held(), "releasing a free block");
             if blk.refs() == 1 {
                 self.used -= 1;
-                if blk.state & HASHED != 0 {
-                    blk.state = CACHED;
+                if blk.state & HASHED != 0 || private.contains(&k) {
+                    debug_assert!(
+                        !private.contains(&k) || blk.state & HASHED == 0,
+                        "a private block was indexed"
+                    );
+                    blk.state = if private.contains(&k) {
+                        CACHED | PRIVATE
+                    } else {
+                        CACHED
+                    };
                     blk.queued_at = (self.queue_head + self.queue.len() as u64) as u32;
                     self.queue.push_back(id);
                     self.cached_free += 1;
@@ -846,7 +935,7 @@ impl KvCache {
         let blocks = &mut self.blocks;
         queue.retain(|&id| {
             let b = &mut blocks[id as usize];
-            let current = b.state == CACHED && b.queued_at == pos as u32;
+            let current = b.state & !PRIVATE == CACHED && b.queued_at == pos as u32;
             pos += 1;
             current
         });
@@ -881,7 +970,7 @@ impl KvCache {
             let pos = self.queue_head as u32;
             self.queue_head += 1;
             let blk = self.blocks[id as usize];
-            if blk.state != CACHED || blk.queued_at != pos {
+            if blk.state & !PRIVATE != CACHED || blk.queued_at != pos {
                 continue; // stale: the block was hit since it was queued
             }
             // Read ahead: the metadata of the block evicted 8 evictions from
@@ -891,10 +980,15 @@ impl KvCache {
                 prefetch(&self.blocks[far as usize]);
             }
             if let Some(&near) = self.queue.get(4) {
-                self.index.prefetch(self.blocks[near as usize].hash);
+                let near = &self.blocks[near as usize];
+                if near.state & PRIVATE == 0 {
+                    self.index.prefetch(near.hash);
+                }
             }
             self.cached_free -= 1;
-            self.index.remove_if(blk.hash, id);
+            if blk.state & PRIVATE == 0 {
+                self.index.remove_if(blk.hash, id);
+            }
             self.blocks[id as usize].state = 1;
             return id;
         }
@@ -955,11 +1049,11 @@ impl KvCache {
         for (k, &id) in self.queue.iter().enumerate() {
             let blk = &self.blocks[id as usize];
             let pos = (self.queue_head + k as u64) as u32;
-            if blk.state == CACHED && blk.queued_at == pos {
+            if blk.state & !PRIVATE == CACHED && blk.queued_at == pos {
                 if std::mem::replace(&mut free_seen[id as usize], true) {
                     return Err(format!("block {id} free twice"));
                 }
-                hashed[id as usize] = true;
+                hashed[id as usize] = blk.state & PRIVATE == 0;
                 current += 1;
             }
         }

@@ -297,6 +297,9 @@ struct Run {
     computed: u32,
     generated: u32,
     granted: u32,
+    /// The request's first private KV block ([`KvCache::first_private`]):
+    /// filling a block from there on needs no hash and no index.
+    private_block: u32,
     /// Tokens the request's KV blocks can hold (blocks × block size).
     kv_cap: u64,
     last_token_at: Tick,
@@ -328,6 +331,13 @@ impl Run {
     fn fills_output_block(&self, block_size: u64) -> bool {
         let start = self.kv_cap - block_size;
         start >= u64::from(self.input_len) && start > 0
+    }
+
+    /// Whether the block this request fills next is private (filling it
+    /// touches nothing in the KV cache).
+    #[inline]
+    fn fills_private_block(&self, block_size: u64) -> bool {
+        self.kv_cap / block_size > u64::from(self.private_block)
     }
 
     /// Write the progress (and the last full block's hash, which a block
@@ -663,7 +673,7 @@ impl Instance {
                 // between. Start fetching them now, from the batch record
                 // alone, so the misses overlap with the rest of the step.
                 let c = u64::from(run.computed);
-                if c + 1 == run.kv_cap {
+                if c + 1 == run.kv_cap && !run.fills_private_block(b) {
                     // (An output block is filled from the batch record alone.)
                     if !run.fills_output_block(b) {
                         store.prefetch_hot(run.hot);
@@ -769,7 +779,7 @@ impl Instance {
         *delivered = (*delivered).max(at);
         req.state = RequestState::Completed;
         req.completed_at = at;
-        self.kv.release(&mut req.kv_blocks);
+        self.kv.release_final(req);
         self.completed += 1;
         obs.completed(self.index, run.slot, req, at);
     }
@@ -938,6 +948,7 @@ impl Instance {
                 computed: cached,
                 generated: req.generated,
                 granted: n,
+                private_block: self.kv.first_private(req),
                 kv_cap: 0,
                 last_token_at: req.last_token_at,
                 kv_last_hash: 0,
@@ -983,7 +994,10 @@ impl Instance {
         let b = u64::from(self.config.block_size);
         let run = self.running[i];
         debug_assert_eq!(u64::from(run.computed) + 1, run.kv_cap);
-        if run.fills_output_block(b) {
+        if run.fills_private_block(b) {
+            // Nothing to hash or index (see `KvCache::first_private`).
+            self.running[i].granted = 1;
+        } else if run.fills_output_block(b) {
             // An output block: its hash needs only the batch record, so the
             // request's record is not touched.
             let start = run.kv_cap - b;
@@ -1108,6 +1122,8 @@ impl Instance {
     ) {
         let req = store.hot_mut(run.hot);
         run.write_back(req);
+        // It comes back and may hit its own blocks: index them first.
+        self.kv.publish_private(req);
         self.kv.release(&mut req.kv_blocks);
         req.computed = 0;
         req.granted = 0;

@@ -137,6 +137,8 @@ impl Instance {
         for s in slots {
             let req = &mut store[s];
             if !req.kv_blocks.is_empty() {
+                // It recomputes here and may hit its own blocks.
+                self.kv.publish_private(req);
                 self.kv.release(&mut req.kv_blocks);
                 req.computed = 0;
                 self.remote_waiting -= 1;

@@ -381,6 +381,7 @@ impl Generator {
             req.tenant = cl.plan.tenant;
             req.slo_class = cl.plan.slo;
             req.session = Some((round.session, round.round));
+            req.private_from = None;
         }
         true
     }
@@ -396,6 +397,10 @@ impl Generator {
             None => {
                 fill(&cl.plan, &mut cl.rng, req);
                 req.session = None;
+                // After the shared prefix, a fresh random segment and the
+                // output: no other request repeats them (no session round
+                // follows this one).
+                req.private_from = Some(cl.plan.prefix.map_or(0, |p| p.len));
             }
             Some(spec) => {
                 let index = cl.sessions_started;
@@ -405,6 +410,7 @@ impl Generator {
                 let mut rng = round_rng(cl.plan.seed, index, 0);
                 fill(&cl.plan, &mut rng, req);
                 req.session = Some((sid, 0));
+                req.private_from = None; // later rounds may repeat it
                 if spec.max_rounds > 1 {
                     self.sessions
                         .insert(sid, ActiveSession { client: ci, index });

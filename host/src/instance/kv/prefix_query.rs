@@ -21,7 +21,7 @@ impl KvCache {
     /// block-id order). O(blocks ever used).
     pub fn for_each_cached_hash(&self, mut f: impl FnMut(u64)) {
         for (id, b) in self.blocks.iter().enumerate() {
-            if b.state & super::HASHED != 0
+            if b.state & (super::HASHED | super::PRIVATE) == super::HASHED
                 && self.index.get(b.hash, &self.blocks) == Some(id as u32)
             {
                 f(b.hash);

@@ -484,3 +484,88 @@ impl Sim {
         self.obs.completed.iter().map(|c| c.1).max().unwrap_or(0)
     }
 }
+
+/// Mark the requests of `specs` whose trailing content nobody repeats as
+/// private ([`crate::request::Request::private_from`]): from their own
+/// unique segment on, unless the next request is a session round that
+/// continues their stream.
+fn mark_private(sim: &mut Sim, specs: &[Spec]) -> usize {
+    let mut marked = 0;
+    for (i, s) in specs.iter().enumerate() {
+        if specs.get(i + 1).is_some_and(|next| next.session) {
+            continue;
+        }
+        let slot = sim.slots[i];
+        let r = &mut sim.store[slot];
+        r.private_from = Some(r.input_len - s.unique.min(r.input_len));
+        marked += 1;
+    }
+    marked
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    /// Private blocks (neither hashed nor indexed while their request runs,
+    /// freed into the eviction queue unindexed, published when the request
+    /// is preempted) change nothing observable: the same tokens, hits,
+    /// preemptions, block ids and counts as indexing every block, under KV
+    /// pressure, with prefix sharing and session rounds, cruising or not,
+    /// at any horizon; the KV cache's own consistency check runs after
+    /// every event.
+    #[test]
+    fn private_blocks_equal_indexed_blocks(
+        cfg in config_strategy(),
+        lat in latency_strategy(),
+        specs in prop::collection::vec(decode_heavy_spec(), 5..40),
+        cut in prop_oneof![1 => Just(1.0f64), 1 => 0.0f64..1.0],
+        cruise in any::<bool>(),
+    ) {
+        let run = |private: bool, horizon: Tick| {
+            let (mut sim, _) = build(&cfg, lat.clone(), &specs);
+            sim.inst.cruise.disabled = !cruise;
+            if private {
+                mark_private(&mut sim, &specs);
+            }
+            sim.run_until(horizon, 2_000_000);
+            sim
+        };
+        let span = run(false, Tick::MAX).completed_at_max();
+        let horizon = if cut >= 1.0 { Tick::MAX } else { (span as f64 * cut) as Tick };
+        prop_assert_eq!(observed(&run(false, horizon)), observed(&run(true, horizon)));
+    }
+}
+
+/// The same under steady KV pressure, counted: 200 mostly-unique requests on
+/// a cache that preempts, so private blocks are evicted, published and hit
+/// again by their own request after its preemption.
+#[test]
+fn private_blocks_under_preemption_equal_indexed_blocks() {
+    let lat = linear([100.0, 0.5, 7.0], [500.0, 2.0, 3.0]);
+    let specs: Vec<Spec> = (0..200)
+        .map(|i| Spec {
+            gap: 20,
+            prefix: (i % 4 == 0).then_some((i as u64 % 3, 40)),
+            unique: 20 + (i as u32 * 37) % 90,
+            n: 30 + (i as u32 * 53) % 200,
+            class: 0,
+            session: i % 7 == 3,
+        })
+        .collect();
+    let cfg = InstanceConfig {
+        max_num_seqs: 16,
+        ..config(4, 400)
+    };
+    let run = |private: bool| {
+        let (mut sim, _) = build(&cfg, lat.clone(), &specs);
+        if private {
+            assert!(mark_private(&mut sim, &specs) > 150);
+        }
+        sim.run();
+        sim
+    };
+    let (indexed, private) = (run(false), run(true));
+    assert!(!indexed.obs.preempted.is_empty(), "no preemption");
+    assert!(indexed.inst.counts().preemptions > 20);
+    assert_eq!(observed(&indexed), observed(&private));
+}
