@@ -378,19 +378,27 @@ pub fn stream_block_hashes(req: &Request, block_size: u32, count: usize, out: &m
 /// [`PrefixMemo`]: many requests share a few system prompts, and the hash
 /// chain is serial work per block.
 pub fn prompt_block_hashes(req: &Request, block_size: u32, out: &mut Vec<u64>) {
+    leading_prompt_hashes(req, block_size, usize::MAX, out);
+}
+
+/// The first `limit` of [`prompt_block_hashes`] (all of them when there are
+/// fewer): what an instance needs when the later blocks are private.
+pub fn leading_prompt_hashes(req: &Request, block_size: u32, limit: usize, out: &mut Vec<u64>) {
     out.clear();
     let mut hasher = BlockHasher::new(&req.prompt, None, block_size);
     if let [first, _, ..] = req.prompt[..] {
         let full = first.len / block_size;
-        if full > 0 {
+        if full > 0 && limit > 0 {
             PREFIX_MEMO.with(|m| m.borrow_mut().hashes(first, block_size, out));
             debug_assert_eq!(out.len(), full as usize);
             // Continue after those blocks, inside the first segment.
             hasher.off = full * block_size;
             hasher.prev = out[out.len() - 1];
+            out.truncate(limit);
         }
     }
-    out.extend(hasher);
+    let more = limit.saturating_sub(out.len());
+    out.extend(hasher.take(more));
 }
 
 /// The full-block hashes of recently seen leading segments (shared prefixes),
@@ -476,6 +484,11 @@ mod tests {
             prompt_block_hashes(&r, b, &mut out);
             let plain: Vec<u64> = BlockHasher::new(&r.prompt, None, b).collect();
             assert_eq!(out, plain, "prompt {:?}, block size {b}", r.prompt);
+            // The leading ones only (an instance skipping private blocks):
+            // inside the memoised prefix, past it, and past the end.
+            let limit = (next() % (plain.len() as u64 + 3)) as usize;
+            leading_prompt_hashes(&r, b, limit, &mut out);
+            assert_eq!(out, plain[..limit.min(plain.len())], "limit {limit}");
         }
     }
 

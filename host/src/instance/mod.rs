@@ -57,7 +57,7 @@ use std::cmp::Reverse;
 
 use crate::engine::{later, Event, EventQueue, Tick};
 use crate::request::{
-    prompt_block_hashes, Request, RequestState, RequestStore, SloClass, Slot, UNSET,
+    leading_prompt_hashes, Request, RequestState, RequestStore, SloClass, Slot, UNSET,
 };
 
 use cruise::Track;
@@ -902,11 +902,14 @@ impl Instance {
             let h = store.promote(slot);
             let req = store.hot_mut(h);
             let (cached, n) = if req.kv_blocks.is_empty() {
-                if req.prompt_hashes.len() != (req.input_len / b) as usize {
+                // The hashes of the prompt's full blocks, but for private
+                // ones (no cache can hold them).
+                let need = (req.input_len / b).min(self.kv.first_private(req)) as usize;
+                if req.prompt_hashes.len() != need {
                     let mut hashes = std::mem::take(&mut req.prompt_hashes);
                     hashes.clear();
-                    hashes.reserve_exact((req.input_len / b) as usize);
-                    prompt_block_hashes(req, b, &mut hashes);
+                    hashes.reserve_exact(need);
+                    leading_prompt_hashes(req, b, need, &mut hashes);
                     req.prompt_hashes = hashes;
                 }
                 let target = req.input_len + req.generated;

@@ -20,7 +20,7 @@
 use super::kv::KvCache;
 use super::Instance;
 use crate::engine::{Event, EventQueue, Tick};
-use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
+use crate::request::{leading_prompt_hashes, Request, RequestState, RequestStore, Slot};
 
 /// `(computed, granted)` at the admission of a request whose prompt KV it
 /// holds: everything but the last prompt token is computed.
@@ -75,10 +75,11 @@ impl Instance {
         if !self.admissible(req) {
             return None;
         }
-        if req.prompt_hashes.len() != (req.input_len / b) as usize {
+        let need = (req.input_len / b).min(self.kv.first_private(req)) as usize;
+        if req.prompt_hashes.len() != need {
             let mut hashes = std::mem::take(&mut req.prompt_hashes);
             hashes.clear();
-            prompt_block_hashes(req, b, &mut hashes);
+            leading_prompt_hashes(req, b, need, &mut hashes);
             req.prompt_hashes = hashes;
         }
         let lookup = self.kv.lookup(req, req.input_len, &mut self.hit_scratch);
