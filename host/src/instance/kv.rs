@@ -32,6 +32,20 @@
 //!   are never leaked (spec decision 3). `allocated + free == total` (INV-4) is
 //!   asserted after every allocation and release in debug builds.
 //!
+//! * **Private blocks cost no index.** A block whose content no other
+//!   request can have (past the shared prefix of a plain generated request:
+//!   its random unique segment, then its output; see
+//!   `Request::private_from`) can only ever be hit by its own request. While
+//!   that request runs such a block is neither hashed nor indexed, and when
+//!   the request completes it goes to the eviction queue like any cached
+//!   block but marked `PRIVATE`, so it keeps its place in the eviction order
+//!   and its eviction probes no index. A request that gives its blocks up
+//!   and may come back (preemption, a returned prompt transfer) has them
+//!   hashed and indexed first, as if registered when they filled, so
+//!   results are byte-identical to indexing everything (a property test
+//!   checks it event for event). Most synthetic runs are unique prompts:
+//!   this removed a third of their KV-cache work.
+//!
 //! * **Tiers are optional.** A CPU tier ([`super::kv_offload`]) may sit
 //!   behind the GPU blocks: a block is copied to it when it becomes full
 //!   (registered) and refreshed there when an admission hits it, and a
