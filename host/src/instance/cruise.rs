@@ -134,13 +134,21 @@ pub(super) enum CruiseStep {
     Full,
 }
 
-/// The first step after `j` at which a cruiser that has `computed` tokens
-/// computed at step `j` (true value) with KV capacity `kv_cap` touches the
-/// KV cache: its next token fills the last block or needs a new one. At most
-/// `B` steps ahead: a cruiser never holds more than the block it fills.
+/// The first step after `j` at which cruiser `run` (its `computed` the true
+/// value at step `j`) touches the KV cache: its next token fills the last
+/// block (to hash and index it) or needs a new one. Filling a private block
+/// touches nothing ([`KvCache::first_private`](super::kv::KvCache::first_private)),
+/// so a cruiser filling one has its next event at the new block: one event
+/// per block instead of two. At most `B` steps ahead: a cruiser never holds
+/// more than the block it fills.
 #[inline]
-fn next_kv_event(j: u32, computed: u32, kv_cap: u64) -> u32 {
-    let ahead = kv_cap.saturating_sub(u64::from(computed) + 1).max(1);
+fn next_kv_event(j: u32, run: &Run, block_size: u64) -> u32 {
+    let touch_at = if run.fills_private_block(block_size) {
+        run.kv_cap
+    } else {
+        run.kv_cap.saturating_sub(1)
+    };
+    let ahead = touch_at.saturating_sub(u64::from(run.computed)).max(1);
     j + ahead as u32
 }
 
@@ -217,14 +225,14 @@ impl Cruise {
 
     /// Make batch record `i` (with its true progress at step `lag`) a
     /// cruiser.
-    fn join(&mut self, i: u32, run: &mut Run) {
+    fn join(&mut self, i: u32, run: &mut Run, block_size: u64) {
         let j = self.lag;
         run.track = Track::Cruising { since: j };
         self.cruisers += 1;
         self.context_base += i64::from(run.computed) - i64::from(j);
         self.finishes
             .push(Reverse((j + run.output_len - run.generated, i)));
-        let next = next_kv_event(j, run.computed, run.kv_cap);
+        let next = next_kv_event(j, run, block_size);
         self.bucket(next).push(i);
     }
 }
@@ -271,7 +279,7 @@ impl Instance {
         c.buckets
             .resize_with((b as usize + 1).next_power_of_two(), Vec::new);
         for &i in &plain {
-            c.join(i, &mut self.running[i as usize]);
+            c.join(i, &mut self.running[i as usize], b);
         }
         c.touched = plain;
         self.prepare_next_events(store);
@@ -589,7 +597,7 @@ impl Instance {
             if cruiser {
                 let run = &mut self.running[i];
                 run.track = Track::Cruising { since: j };
-                let next = next_kv_event(j, run.computed, run.kv_cap);
+                let next = next_kv_event(j, run, b);
                 debug_assert!(
                     u64::from(next - j) <= b,
                     "KV events are at most B steps ahead"
@@ -611,7 +619,7 @@ impl Instance {
         others.retain(|&i| {
             let run = &mut self.running[i as usize];
             if is_plain(run, now, a2, b) {
-                self.cruise.join(i, run);
+                self.cruise.join(i, run, b);
                 false
             } else {
                 add_to_shape(&mut shape, run);
