@@ -212,3 +212,73 @@ fn repeated_hits_on_cached_blocks_keep_lru_order_and_bounded_queue() {
     assert_eq!(kv.lookup(&q, 32, &mut hits).hits, 0);
     assert_eq!(kv.lookup(&p, 32, &mut hits).hits, 8);
 }
+
+/// Private blocks by hand (B = 4, 6 blocks): a request whose content is its
+/// own from token 4 on indexes only its first block; completed, its blocks
+/// enter the eviction queue in the usual order (last to first), the private
+/// ones unindexed; evictions then take them in that order exactly as if
+/// they were indexed, and the shared first block survives longest.
+#[test]
+fn private_blocks_are_cached_unindexed_in_eviction_order() {
+    let b = 4;
+    let mut kv = KvCache::new(b, 6);
+    let mut a = request(0, &[seg(1, 4), seg(2, 8)], 1, b);
+    a.private_from = Some(4);
+    assert_eq!(kv.first_private(&a), 1);
+    let hashes = a.prompt_hashes.clone();
+    assert!(admit(&mut kv, &mut a, 11, 12).0);
+    assert_eq!(a.kv_blocks, vec![0, 1, 2]);
+    a.computed = 12;
+    // Only the shared block is in the index, while running and after.
+    assert_eq!(kv.cached_leading_blocks(&hashes), 1);
+    kv.release_final(&mut a);
+    assert_eq!((kv.used(), kv.free(), kv.queue_len()), (0, 6, 3));
+    assert_eq!(kv.cached_leading_blocks(&hashes), 1);
+    kv.check().unwrap();
+    // Another request with the same prefix hits the shared block only.
+    let twin = request(1, &[seg(1, 4), seg(2, 8)], 1, b);
+    let mut hits = Vec::new();
+    assert_eq!(kv.lookup(&twin, 11, &mut hits).hits, 1);
+    assert_eq!(hits, vec![0]);
+    // Never-used blocks first (3, 4, 5), then the queue head: 2, then 1
+    // (private, no index entry to remove), then 0 (the shared block).
+    let mut c = request(2, &[seg(3, 12)], 1, b);
+    assert!(admit(&mut kv, &mut c, 0, 12).0);
+    assert_eq!(c.kv_blocks, vec![3, 4, 5]);
+    let mut d = request(3, &[seg(4, 8)], 1, b);
+    assert!(admit(&mut kv, &mut d, 0, 8).0);
+    assert_eq!(d.kv_blocks, vec![2, 1]);
+    assert_eq!(kv.cached_leading_blocks(&hashes), 1);
+    let mut e = request(4, &[seg(5, 4)], 1, b);
+    assert!(admit(&mut kv, &mut e, 0, 4).0);
+    assert_eq!(e.kv_blocks, vec![0]);
+    assert_eq!(kv.cached_leading_blocks(&hashes), 0);
+    kv.check().unwrap();
+}
+
+/// A private request that gives its blocks up (a preemption) has them
+/// hashed and indexed first: it hits its own blocks when it comes back,
+/// as every block of a request without private content would.
+#[test]
+fn published_private_blocks_are_hit_again() {
+    let b = 4;
+    let mut kv = KvCache::new(b, 8);
+    let mut p = request(0, &[seg(9, 10)], 3, b);
+    p.private_from = Some(0);
+    let hashes = p.prompt_hashes.clone();
+    assert!(admit(&mut kv, &mut p, 9, 10).0);
+    assert_eq!(p.kv_blocks.len(), 3);
+    p.computed = 10;
+    assert_eq!(kv.cached_leading_blocks(&hashes), 0);
+    kv.publish_private(&mut p);
+    assert_eq!(p.private_from, None);
+    assert_eq!(kv.cached_leading_blocks(&hashes), 2); // the two full blocks
+    kv.release(&mut p.kv_blocks);
+    kv.check().unwrap();
+    p.computed = 0;
+    let mut hits = Vec::new();
+    let lk = kv.lookup(&p, 9, &mut hits);
+    assert_eq!((lk.hits, lk.hits_free), (2, 2));
+    assert!(kv.admit(&mut p, lk, &hits, 2));
+    kv.check().unwrap();
+}
