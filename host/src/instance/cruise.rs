@@ -223,6 +223,17 @@ impl Cruise {
         &mut self.buckets[j as usize & mask]
     }
 
+    /// Move step `j`'s KV events — its bucket and `after_fill` — into
+    /// `due`, in batch order.
+    fn gather_due(&mut self, j: u32) {
+        let mask = self.buckets.len() - 1;
+        let bucket = &mut self.buckets[j as usize & mask];
+        bucket.sort_unstable(); // (one ascending run, but for joins)
+        merge_into(&mut self.due, bucket, &self.after_fill);
+        bucket.clear();
+        self.after_fill.clear();
+    }
+
     /// Make batch record `i` (with its true progress at step `lag`) a
     /// cruiser.
     fn join(&mut self, i: u32, run: &mut Run, block_size: u64) {
@@ -292,13 +303,7 @@ impl Instance {
     fn prepare_next_events(&mut self, store: &RequestStore) {
         let j = self.cruise.lag + 1;
         let b = u64::from(self.config.block_size);
-        let c = &mut self.cruise;
-        let mask = c.buckets.len() - 1;
-        let bucket = &mut c.buckets[j as usize & mask];
-        bucket.sort_unstable(); // (one ascending run, but for joins)
-        merge_into(&mut c.due, bucket, &c.after_fill);
-        bucket.clear();
-        c.after_fill.clear();
+        self.cruise.gather_due(j);
         for &i in &self.cruise.due {
             let run = &self.running[i as usize];
             let Track::Cruising { since } = run.track else {

@@ -64,7 +64,9 @@ mod prefix_query;
 
 use super::kv_offload::{CpuTier, KvOffloadConfig, KvOffloadCounts};
 use crate::engine::Tick;
-use crate::request::{output_block_hash, output_run_hash, prefetch, stream_block_hash, Request};
+use crate::request::{
+    leading_prompt_hashes, output_block_hash, output_run_hash, prefetch, stream_block_hash, Request,
+};
 use std::collections::VecDeque;
 
 /// Entry of a lookup's hit list for a block found in the CPU tier (block ids
@@ -110,6 +112,17 @@ impl Block {
     #[inline]
     fn refs(&self) -> u32 {
         self.state & !(HASHED | PRIVATE)
+    }
+    /// Free and cached, indexed or [`PRIVATE`] (current in the eviction
+    /// queue when `queued_at` is its position there).
+    #[inline]
+    fn cached(&self) -> bool {
+        self.state & !PRIVATE == CACHED
+    }
+    /// A free cached block with no index entry.
+    #[inline]
+    fn unindexed(&self) -> bool {
+        self.state & PRIVATE != 0
     }
 }
 
@@ -495,7 +508,7 @@ impl KvCache {
     /// its blocks up (preemption, a prompt transfer it will recompute) and
     /// may come back and hit them.
     #[cold]
-    pub fn publish_private(&mut self, req: &mut Request) {
+    fn publish_private(&mut self, req: &mut Request) {
         let range = self.private_full(req);
         req.private_from = None;
         let mut prev = range
@@ -517,6 +530,28 @@ impl KvCache {
     pub fn release_final(&mut self, req: &mut Request) {
         let private = self.private_full(req);
         self.release_blocks(&mut req.kv_blocks, private);
+    }
+
+    /// Release the blocks of a request that may come back and hit them (a
+    /// preemption, a prompt transfer it will recompute): its private blocks
+    /// are indexed first, see [`KvCache::publish_private`].
+    pub fn release_returning(&mut self, req: &mut Request) {
+        self.publish_private(req);
+        self.release(&mut req.kv_blocks);
+    }
+
+    /// Fill `req.prompt_hashes` with what a lookup and an admission here
+    /// read: the hashes of the prompt's full blocks, but for private ones (no
+    /// cache can hold them). Kept when already there.
+    pub fn hash_prompt(&self, req: &mut Request) {
+        let need = (req.input_len / self.block_size).min(self.first_private(req)) as usize;
+        if req.prompt_hashes.len() != need {
+            let mut hashes = std::mem::take(&mut req.prompt_hashes);
+            hashes.clear();
+            hashes.reserve_exact(need);
+            leading_prompt_hashes(req, self.block_size, need, &mut hashes);
+            req.prompt_hashes = hashes;
+        }
     }
 
     /// Hash of block `k` of `req`'s stream, given the hash of block `k − 1`.
@@ -852,7 +887,7 @@ impl KvCache {
         if (self.blocks.len() as u64) >= self.total {
             for (k, &id) in self.queue.iter().take(8).enumerate() {
                 let b = &self.blocks[id as usize];
-                if k < 2 && b.state & PRIVATE == 0 {
+                if k < 2 && !b.unindexed() {
                     self.index.prefetch(b.hash);
                 } else {
                     prefetch(b);
@@ -888,8 +923,8 @@ impl KvCache {
 
     /// Release all of a request's blocks (last to first, so its leading,
     /// most shareable blocks are freed last and evicted last). A request
-    /// with private blocks must have them published first
-    /// ([`KvCache::publish_private`]) or use [`KvCache::release_final`].
+    /// with private blocks uses [`KvCache::release_final`] or
+    /// [`KvCache::release_returning`] instead.
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
         self.release_blocks(blocks, 0..0);
     }
@@ -912,16 +947,13 @@ impl KvCache {
             debug_assert!(blk.held(), "releasing a free block");
             if blk.refs() == 1 {
                 self.used -= 1;
-                if blk.state & HASHED != 0 || private.contains(&k) {
-                    debug_assert!(
-                        !private.contains(&k) || blk.state & HASHED == 0,
-                        "a private block was indexed"
-                    );
-                    blk.state = if private.contains(&k) {
-                        CACHED | PRIVATE
-                    } else {
-                        CACHED
-                    };
+                let private = private.contains(&k);
+                debug_assert!(
+                    !private || blk.state & HASHED == 0,
+                    "a private block was indexed"
+                );
+                if blk.state & HASHED != 0 || private {
+                    blk.state = if private { CACHED | PRIVATE } else { CACHED };
                     blk.queued_at = (self.queue_head + self.queue.len() as u64) as u32;
                     self.queue.push_back(id);
                     self.cached_free += 1;
@@ -949,7 +981,7 @@ impl KvCache {
         let blocks = &mut self.blocks;
         queue.retain(|&id| {
             let b = &mut blocks[id as usize];
-            let current = b.state & !PRIVATE == CACHED && b.queued_at == pos as u32;
+            let current = b.cached() && b.queued_at == pos as u32;
             pos += 1;
             current
         });
@@ -984,7 +1016,7 @@ impl KvCache {
             let pos = self.queue_head as u32;
             self.queue_head += 1;
             let blk = self.blocks[id as usize];
-            if blk.state & !PRIVATE != CACHED || blk.queued_at != pos {
+            if !blk.cached() || blk.queued_at != pos {
                 continue; // stale: the block was hit since it was queued
             }
             // Read ahead: the metadata of the block evicted 8 evictions from
@@ -995,12 +1027,12 @@ impl KvCache {
             }
             if let Some(&near) = self.queue.get(4) {
                 let near = &self.blocks[near as usize];
-                if near.state & PRIVATE == 0 {
+                if !near.unindexed() {
                     self.index.prefetch(near.hash);
                 }
             }
             self.cached_free -= 1;
-            if blk.state & PRIVATE == 0 {
+            if !blk.unindexed() {
                 self.index.remove_if(blk.hash, id);
             }
             self.blocks[id as usize].state = 1;
@@ -1063,11 +1095,11 @@ impl KvCache {
         for (k, &id) in self.queue.iter().enumerate() {
             let blk = &self.blocks[id as usize];
             let pos = (self.queue_head + k as u64) as u32;
-            if blk.state & !PRIVATE == CACHED && blk.queued_at == pos {
+            if blk.cached() && blk.queued_at == pos {
                 if std::mem::replace(&mut free_seen[id as usize], true) {
                     return Err(format!("block {id} free twice"));
                 }
-                hashed[id as usize] = blk.state & PRIVATE == 0;
+                hashed[id as usize] = !blk.unindexed();
                 current += 1;
             }
         }

@@ -56,9 +56,7 @@ mod tests;
 use std::cmp::Reverse;
 
 use crate::engine::{later, Event, EventQueue, Tick};
-use crate::request::{
-    leading_prompt_hashes, Request, RequestState, RequestStore, SloClass, Slot, UNSET,
-};
+use crate::request::{Request, RequestState, RequestStore, SloClass, Slot, UNSET};
 
 use cruise::Track;
 pub use kv::MAX_KV_BLOCKS;
@@ -902,16 +900,7 @@ impl Instance {
             let h = store.promote(slot);
             let req = store.hot_mut(h);
             let (cached, n) = if req.kv_blocks.is_empty() {
-                // The hashes of the prompt's full blocks, but for private
-                // ones (no cache can hold them).
-                let need = (req.input_len / b).min(self.kv.first_private(req)) as usize;
-                if req.prompt_hashes.len() != need {
-                    let mut hashes = std::mem::take(&mut req.prompt_hashes);
-                    hashes.clear();
-                    hashes.reserve_exact(need);
-                    leading_prompt_hashes(req, b, need, &mut hashes);
-                    req.prompt_hashes = hashes;
-                }
+                self.kv.hash_prompt(req);
                 let target = req.input_len + req.generated;
                 // A fully cached stream still computes its last token (vLLM).
                 let lookup = self.kv.lookup(req, target - 1, &mut self.hit_scratch);
@@ -1125,9 +1114,8 @@ impl Instance {
     ) {
         let req = store.hot_mut(run.hot);
         run.write_back(req);
-        // It comes back and may hit its own blocks: index them first.
-        self.kv.publish_private(req);
-        self.kv.release(&mut req.kv_blocks);
+        // It comes back and may hit its own blocks.
+        self.kv.release_returning(req);
         req.computed = 0;
         req.granted = 0;
         req.state = RequestState::Queued;

@@ -20,7 +20,7 @@
 use super::kv::KvCache;
 use super::Instance;
 use crate::engine::{Event, EventQueue, Tick};
-use crate::request::{leading_prompt_hashes, Request, RequestState, RequestStore, Slot};
+use crate::request::{Request, RequestState, RequestStore, Slot};
 
 /// `(computed, granted)` at the admission of a request whose prompt KV it
 /// holds: everything but the last prompt token is computed.
@@ -75,13 +75,7 @@ impl Instance {
         if !self.admissible(req) {
             return None;
         }
-        let need = (req.input_len / b).min(self.kv.first_private(req)) as usize;
-        if req.prompt_hashes.len() != need {
-            let mut hashes = std::mem::take(&mut req.prompt_hashes);
-            hashes.clear();
-            leading_prompt_hashes(req, b, need, &mut hashes);
-            req.prompt_hashes = hashes;
-        }
+        self.kv.hash_prompt(req);
         let lookup = self.kv.lookup(req, req.input_len, &mut self.hit_scratch);
         let cached = lookup.hits * b;
         if !self
@@ -139,8 +133,7 @@ impl Instance {
             let req = &mut store[s];
             if !req.kv_blocks.is_empty() {
                 // It recomputes here and may hit its own blocks.
-                self.kv.publish_private(req);
-                self.kv.release(&mut req.kv_blocks);
+                self.kv.release_returning(req);
                 req.computed = 0;
                 self.remote_waiting -= 1;
             }

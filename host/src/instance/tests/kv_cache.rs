@@ -256,8 +256,8 @@ fn private_blocks_are_cached_unindexed_in_eviction_order() {
     kv.check().unwrap();
 }
 
-/// A private request that gives its blocks up (a preemption) has them
-/// hashed and indexed first: it hits its own blocks when it comes back,
+/// A private request that gives its blocks up (a preemption,
+/// `release_returning`) has them hashed and indexed first: it hits its own blocks when it comes back,
 /// as every block of a request without private content would.
 #[test]
 fn published_private_blocks_are_hit_again() {
@@ -270,10 +270,9 @@ fn published_private_blocks_are_hit_again() {
     assert_eq!(p.kv_blocks.len(), 3);
     p.computed = 10;
     assert_eq!(kv.cached_leading_blocks(&hashes), 0);
-    kv.publish_private(&mut p);
+    kv.release_returning(&mut p);
     assert_eq!(p.private_from, None);
     assert_eq!(kv.cached_leading_blocks(&hashes), 2); // the two full blocks
-    kv.release(&mut p.kv_blocks);
     kv.check().unwrap();
     p.computed = 0;
     let mut hits = Vec::new();
