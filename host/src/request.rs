@@ -186,8 +186,13 @@ pub struct Request {
     pub cached_tokens: u32,
     /// Number of times this request was preempted.
     pub preemptions: u32,
-    /// KV blocks held on its instance, in stream order (owned by the instance's KV cache).
+    /// KV blocks held on its instance, in stream order (owned by the
+    /// instance's KV cache): the ids of its blocks before its first private
+    /// block; the private blocks after them have no ids (`kv_private`).
     pub kv_blocks: Vec<u32>,
+    /// Private KV blocks held after `kv_blocks`: anonymous, counted only
+    /// (see `instance::kv`).
+    pub kv_private: u32,
     /// Time the request entered the gateway queue (`UNSET` without flow control).
     pub gateway_queued_at: Tick,
     /// Time the gateway queue dispatched it to routing (`UNSET` until then).
@@ -204,6 +209,12 @@ impl Request {
     /// Total tokens in the request's stream (prompt followed by output).
     pub fn total_len(&self) -> u32 {
         self.input_len + self.output_len
+    }
+
+    /// KV blocks the request holds on its instance: identified and private.
+    #[inline]
+    pub fn kv_held(&self) -> u64 {
+        self.kv_blocks.len() as u64 + u64::from(self.kv_private)
     }
 }
 
@@ -724,7 +735,7 @@ impl RequestStore {
         };
         let cold = &mut self.slots[slot as usize];
         let hot = &mut self.hot[h as usize];
-        debug_assert!(cold.kv_blocks.is_empty());
+        debug_assert_eq!(cold.kv_held(), 0);
         // Swap the records, then give each side back its own vectors (the hot
         // entry keeps its recycled buffers) and copy the contents over.
         std::mem::swap(cold, hot);

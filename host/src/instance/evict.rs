@@ -174,7 +174,7 @@ mod tests {
         s.run_until(100_000);
         assert!(s.inst.cruise.active(), "the batch cruises");
         assert_eq!(s.inst.batch_size(), 2);
-        let held = |s: &Sim, id: usize| s.store[s.slots[id]].kv_blocks.len() as u64;
+        let held = |s: &Sim, id: usize| s.store[s.slots[id]].kv_held();
         let (a, b) = (held(&s, 0), held(&s, 1));
         assert!(a > 0 && b > 0);
         assert_eq!(s.inst.used_kv_blocks(), a + b);
@@ -184,7 +184,7 @@ mod tests {
         // free; request 0 keeps its own.
         let r = &s.store[s.slots[1]];
         assert_eq!(r.state, RequestState::Dropped);
-        assert!(r.kv_blocks.is_empty());
+        assert_eq!(r.kv_held(), 0);
         assert!(r.generated >= generated);
         assert_eq!(s.inst.used_kv_blocks(), a);
         assert_eq!(s.inst.batch_size(), 1);
@@ -213,10 +213,7 @@ mod tests {
         assert_eq!((s.inst.batch_size(), s.inst.queue_depth()), (1, 3));
         assert!(s.evict(1_000, 2));
         assert_eq!(s.inst.queue_depth(), 2);
-        assert_eq!(
-            s.inst.used_kv_blocks(),
-            s.store[s.slots[0]].kv_blocks.len() as u64
-        );
+        assert_eq!(s.inst.used_kv_blocks(), s.store[s.slots[0]].kv_held());
         s.run_until(Tick::MAX);
         let order: Vec<u64> = s.seen.completed.iter().map(|c| c.0).collect();
         assert_eq!(order, vec![0, 1, 3]);

@@ -32,19 +32,26 @@
 //!   are never leaked (spec decision 3). `allocated + free == total` (INV-4) is
 //!   asserted after every allocation and release in debug builds.
 //!
-//! * **Private blocks cost no index.** A block whose content no other
+//! * **Private blocks have no identity.** A block whose content no other
 //!   request can have (past the shared prefix of a plain generated request:
 //!   its random unique segment, then its output; see
-//!   `Request::private_from`) can only ever be hit by its own request. While
-//!   that request runs such a block is neither hashed nor indexed, and when
-//!   the request completes it goes to the eviction queue like any cached
-//!   block but marked `PRIVATE`, so it keeps its place in the eviction order
-//!   and its eviction probes no index. A request that gives its blocks up
-//!   and may come back (preemption, a returned prompt transfer) has them
-//!   hashed and indexed first, as if registered when they filled, so
-//!   results are byte-identical to indexing everything (a property test
-//!   checks it event for event). Most synthetic runs are unique prompts:
-//!   this removed a third of their KV-cache work.
+//!   `Request::private_from`) can only ever be hit by its own request, so
+//!   nothing ever needs to find it: it is neither hashed nor indexed, and it
+//!   has no id or metadata either. A request holds ids for its blocks before
+//!   the first private one and a count (`Request::kv_private`) of the rest;
+//!   allocating or freeing private blocks is arithmetic on counters. When
+//!   the request completes, its full private blocks enter the eviction queue
+//!   as one entry, a run of `n` anonymous blocks, exactly where their ids
+//!   would have gone, so the order in which cached blocks are evicted (what
+//!   decides later prefix hits) is unchanged; evicting from a run takes one
+//!   of its blocks and probes no index. When an indexed block's id is needed
+//!   no longer because its block is reused anonymously, the id is kept for
+//!   the next block that needs one (`dead`). A request that gives its blocks
+//!   up and may come back (preemption, a returned prompt transfer) gets ids
+//!   for its private blocks and has them hashed and indexed first, as if
+//!   registered when they filled, so results are byte-identical to indexing
+//!   everything (a property test checks it event for event). Most synthetic
+//!   runs are unique prompts: this took the per-block work out of them.
 //!
 //! * **Tiers are optional.** A CPU tier ([`super::kv_offload`]) may sit
 //!   behind the GPU blocks: a block is copied to it when it becomes full
@@ -78,12 +85,13 @@ const RELOAD: u32 = u32::MAX;
 const HASHED: u32 = 1 << 31;
 /// `Block::state` of a free block that is cached (in the eviction queue).
 const CACHED: u32 = HASHED;
-/// Flag in `Block::state`, with `CACHED`: a free block in the eviction
-/// queue that has no index entry, because it was full of a request's private
-/// content (see [`KvCache::first_private`]). It keeps its place in the
-/// eviction order (so which blocks get evicted is the same as if it had been
-/// indexed) but its eviction touches no index.
-const PRIVATE: u32 = 1 << 30;
+/// Flag of an eviction-queue entry that is not a block id but a run of
+/// anonymous private blocks, counted in the low bits (see
+/// [`KvCache::first_private`]). Block ids are below 2^30.
+const ANON_RUN: u32 = 1 << 31;
+
+/// [`KvCache::last_allocated`] when the block handed out last is private.
+pub const NO_ID: u32 = u32::MAX;
 
 /// Largest number of blocks an instance may have (2^30: block ids are `u32`,
 /// and eviction-queue positions are compared modulo 2^32, which is exact
@@ -106,23 +114,18 @@ struct Block {
 impl Block {
     #[inline]
     fn held(&self) -> bool {
-        self.state & !(HASHED | PRIVATE) != 0
+        self.state & !HASHED != 0
     }
     /// Requests holding the block (0 = free).
     #[inline]
     fn refs(&self) -> u32 {
-        self.state & !(HASHED | PRIVATE)
+        self.state & !HASHED
     }
-    /// Free and cached, indexed or [`PRIVATE`] (current in the eviction
-    /// queue when `queued_at` is its position there).
+    /// Free and cached (current in the eviction queue when `queued_at` is
+    /// its position there).
     #[inline]
     fn cached(&self) -> bool {
-        self.state & !PRIVATE == CACHED
-    }
-    /// A free cached block with no index entry.
-    #[inline]
-    fn unindexed(&self) -> bool {
-        self.state & PRIVATE != 0
+        self.state == CACHED
     }
 }
 
@@ -349,20 +352,29 @@ pub struct Lookup {
 pub struct KvCache {
     block_size: u32,
     total: u64,
-    /// Metadata of blocks `0 .. blocks.len()` (the blocks ever used).
+    /// Metadata of the block ids `0 .. blocks.len()` (ids ever handed out).
     blocks: Vec<Block>,
-    /// Free cached blocks, least recently freed first, with stale entries
-    /// (see the module documentation); `queue_head` is the position of the
-    /// first entry.
+    /// Free cached blocks, least recently freed first: block ids, with stale
+    /// entries (see the module documentation), and [`ANON_RUN`] entries;
+    /// `queue_head` is the position of the first entry.
     queue: VecDeque<u32>,
     queue_head: u64,
-    /// Current entries in `queue` (free cached blocks).
+    /// Free cached blocks: current id entries in `queue`, plus the blocks
+    /// of its anonymous runs.
     cached_free: u64,
-    /// Free blocks without a hash, drawn from before any cached block (last
-    /// freed first).
+    /// Free blocks with an id and without a hash, drawn from before any
+    /// cached block (last freed first).
     unhashed: Vec<u32>,
-    /// Blocks held by at least one request.
+    /// Free blocks with neither an id nor content (never used, or a freed
+    /// private partial block), drawn from first.
+    blank: u64,
+    /// Ids without a block: their block was evicted or taken from the
+    /// unhashed stack for a private (anonymous) block. Reused first.
+    dead: Vec<u32>,
+    /// Blocks held by at least one request (with ids, and private).
     used: u64,
+    /// Private blocks held by requests (no ids; part of `used`).
+    anon_held: u64,
     peak_used: u64,
     index: BlockIndex,
     hit_blocks: u64,
@@ -389,7 +401,10 @@ impl KvCache {
             queue_head: 0,
             cached_free: 0,
             unhashed: Vec::new(),
+            blank: total,
+            dead: Vec::new(),
             used: 0,
+            anon_held: 0,
             peak_used: 0,
             index: BlockIndex::default(),
             hit_blocks: 0,
@@ -442,12 +457,17 @@ impl KvCache {
     }
     /// Blocks not held by any request (never used, or freed and maybe cached).
     pub fn free(&self) -> u64 {
-        self.total - self.blocks.len() as u64 + self.cached_free + self.unhashed.len() as u64
+        self.blank + self.cached_free + self.unhashed.len() as u64
+    }
+    /// Private (anonymous) blocks held by requests.
+    pub fn anon_held(&self) -> u64 {
+        self.anon_held
     }
     pub fn peak_used(&self) -> u64 {
         self.peak_used
     }
-    /// Blocks that have ever been handed out (what memory is proportional to).
+    /// Block ids ever handed out (what memory is proportional to; private
+    /// blocks take none).
     pub fn blocks_ever_used(&self) -> u64 {
         self.blocks.len() as u64
     }
@@ -476,11 +496,11 @@ impl KvCache {
     /// Index of `req`'s first private block: the first block that reaches
     /// past [`Request::private_from`], whose hash (chaining over content no
     /// other request has) no other request can produce. Such a block could
-    /// only ever be hit by the request itself, so while the request runs
-    /// it is neither hashed nor indexed, and when the request completes it
-    /// is freed into the eviction queue without an index entry ([`PRIVATE`]).
-    /// A request that gives its blocks up and comes back (preemption, a
-    /// returned prompt transfer) first has them indexed, see
+    /// only ever be hit by the request itself, so it has no id: the request
+    /// counts it in `kv_private`, and when the request completes it is freed
+    /// into the eviction queue as part of an [`ANON_RUN`]. A request that
+    /// gives its blocks up and comes back (preemption, a returned prompt
+    /// transfer) first gets ids for them and has them indexed, see
     /// [`KvCache::publish_private`]. `u32::MAX` when the request has no
     /// private content, and always with a CPU tier (which keeps copies by
     /// hash, so its contents would differ).
@@ -492,25 +512,31 @@ impl KvCache {
         }
     }
 
-    /// Positions in `req.kv_blocks` of its full private blocks: from the
-    /// first private block to the last block its latest allocation filled
+    /// Stream positions of `req`'s full private blocks: from the first
+    /// private block to the last block its latest allocation filled
     /// (`computed + granted` tokens are covered: `granted` is the grant of
     /// the step being formed or in flight, 0 otherwise).
     fn private_full(&self, req: &Request) -> std::ops::Range<usize> {
         let full = ((req.computed + req.granted) / self.block_size) as usize;
-        let full = full.min(req.kv_blocks.len());
+        let full = full.min(req.kv_held() as usize);
         (self.first_private(req) as usize).min(full)..full
     }
 
-    /// Hash and index `req`'s full private blocks now, exactly as if they
-    /// had been registered when they filled, and make the request ordinary
-    /// (`private_from = None`) for the rest of its life: it is about to give
-    /// its blocks up (preemption, a prompt transfer it will recompute) and
-    /// may come back and hit them.
+    /// Give `req`'s private blocks ids, hash and index its full ones now,
+    /// exactly as if they had been registered when they filled, and make the
+    /// request ordinary (`private_from = None`) for the rest of its life: it
+    /// is about to give its blocks up (preemption, a prompt transfer it will
+    /// recompute) and may come back and hit them.
     #[cold]
     fn publish_private(&mut self, req: &mut Request) {
         let range = self.private_full(req);
         req.private_from = None;
+        // The same physical blocks, now with ids: `used` is unchanged.
+        self.anon_held -= u64::from(req.kv_private);
+        for _ in 0..std::mem::take(&mut req.kv_private) {
+            let id = self.new_id();
+            req.kv_blocks.push(id);
+        }
         let mut prev = range
             .start
             .checked_sub(1)
@@ -525,11 +551,24 @@ impl KvCache {
     }
 
     /// Release the blocks of a request that is done with this instance for
-    /// good (completed, dropped): like [`KvCache::release`], but its full
-    /// private blocks go to the eviction queue unindexed.
+    /// good (completed, dropped): like [`KvCache::release`], its last block
+    /// first; its full private blocks go to the eviction queue as one
+    /// anonymous run, a private partial block becomes blank.
     pub fn release_final(&mut self, req: &mut Request) {
-        let private = self.private_full(req);
-        self.release_blocks(&mut req.kv_blocks, private);
+        let anon = u64::from(req.kv_private);
+        if anon > 0 {
+            let full = self.private_full(req).len() as u64;
+            req.kv_private = 0;
+            debug_assert!(anon - full <= 1, "more than one partial block");
+            self.used -= anon;
+            self.anon_held -= anon;
+            self.blank += anon - full;
+            if full > 0 {
+                self.queue.push_back(ANON_RUN | full as u32);
+                self.cached_free += full;
+            }
+        }
+        self.release(&mut req.kv_blocks);
     }
 
     /// Release the blocks of a request that may come back and hit them (a
@@ -648,10 +687,7 @@ impl KvCache {
     /// `[hits·B, hits·B + n)`. All or nothing: returns false, changing nothing,
     /// when the free blocks do not suffice.
     pub fn admit(&mut self, req: &mut Request, lookup: Lookup, hits: &[u32], n: u32) -> bool {
-        debug_assert!(
-            req.kv_blocks.is_empty(),
-            "admitting a request that holds blocks"
-        );
+        debug_assert!(req.kv_held() == 0, "admitting a request that holds blocks");
         debug_assert_eq!(hits.len(), lookup.hits as usize);
         let cached = u64::from(lookup.hits) * u64::from(self.block_size);
         let fresh = self.blocks_for(cached + u64::from(n)) - u64::from(lookup.hits)
@@ -661,7 +697,9 @@ impl KvCache {
         }
         // Size the block list once for the whole stream (L + N − 1 computed
         // tokens at most) instead of growing it while decoding.
-        let max_blocks = self.blocks_for(u64::from(req.total_len().saturating_sub(1)));
+        let max_blocks = self
+            .blocks_for(u64::from(req.total_len().saturating_sub(1)))
+            .min(u64::from(self.first_private(req)));
         req.kv_blocks
             .reserve((max_blocks as usize).saturating_sub(req.kv_blocks.len()));
         if lookup.reloads > 0 {
@@ -689,10 +727,7 @@ impl KvCache {
         let blk = &mut self.blocks[id as usize];
         debug_assert!(blk.state & HASHED != 0, "a hit block without a hash");
         if blk.held() {
-            assert!(
-                blk.refs() < PRIVATE - 1,
-                "KV block reference count overflow"
-            );
+            assert!(blk.refs() < HASHED - 1, "KV block reference count overflow");
             blk.state += 1;
         } else {
             // A cached free block: held again, its queue entry goes stale.
@@ -765,7 +800,7 @@ impl KvCache {
         // Fast path (decode, 15 steps out of 16): the tokens fit in the last
         // block without filling it, so nothing is allocated or registered.
         let b = u64::from(self.block_size);
-        let cap = req.kv_blocks.len() as u64 * b;
+        let cap = req.kv_held() * b;
         let end = u64::from(computed) + u64::from(n);
         if end < cap && u64::from(computed) + b >= cap {
             return true;
@@ -776,7 +811,7 @@ impl KvCache {
     #[inline(never)]
     fn extend_slow(&mut self, req: &mut Request, computed: u32, n: u32) -> bool {
         let b = u64::from(self.block_size);
-        let have = req.kv_blocks.len() as u64;
+        let have = req.kv_held();
         debug_assert_eq!(have, self.blocks_for(u64::from(computed)));
         let end = u64::from(computed) + u64::from(n);
         let fresh = self.blocks_for(end).saturating_sub(have);
@@ -786,7 +821,8 @@ impl KvCache {
         let first_full = u64::from(computed) / b;
         // Blocks that fill with this extension and get hashed and indexed
         // (private ones are only marked cached when freed, see `release`).
-        let last_full = (end / b).min(u64::from(self.first_private(req)));
+        let first_private = u64::from(self.first_private(req));
+        let last_full = (end / b).min(first_private);
         if last_full > first_full + 1 {
             // A prefill registers many prompt blocks at random index slots:
             // start all those fetches now so the misses overlap.
@@ -796,10 +832,19 @@ impl KvCache {
                 self.index.prefetch(h);
             }
         }
-        for _ in 0..fresh {
+        // Blocks before the first private one get ids, the rest are counted.
+        let with_ids = first_private.saturating_sub(have).min(fresh);
+        for _ in 0..with_ids {
             let id = self.take_free_block();
             req.kv_blocks.push(id);
             self.last_allocated = id;
+        }
+        if fresh > with_ids {
+            let anon = fresh - with_ids;
+            self.take_anon(anon);
+            req.kv_private += anon as u32;
+            self.anon_held += anon;
+            self.last_allocated = NO_ID;
         }
         // Register the blocks that become full with this extension.
         for k in first_full..last_full {
@@ -827,7 +872,7 @@ impl KvCache {
 
     /// The block most recently handed out: after an [`KvCache::extend`]
     /// that allocated, the request's last block (known without reading its
-    /// block list back).
+    /// block list back); [`NO_ID`] when that block is private.
     #[inline]
     pub fn last_allocated(&self) -> u32 {
         self.last_allocated
@@ -840,11 +885,11 @@ impl KvCache {
     #[inline]
     pub fn fill_last(&mut self, req: &mut Request, computed: u32, last: u32) {
         let b = u64::from(self.block_size);
-        let len = req.kv_blocks.len();
-        debug_assert_eq!(u64::from(computed) + 1, len as u64 * b);
-        debug_assert_eq!(req.kv_blocks.last(), Some(&last));
+        let len = req.kv_held();
+        debug_assert_eq!(u64::from(computed) + 1, len * b);
         let k = (len - 1) as u32;
         if k < self.first_private(req) {
+            debug_assert_eq!(req.kv_blocks.last(), Some(&last));
             let prev = (k > 0).then_some(req.kv_last_hash);
             let h = self.block_hash(req, k, prev);
             self.register(last, h);
@@ -884,10 +929,13 @@ impl KvCache {
     /// hint given at the start of a step).
     #[inline]
     pub fn prefetch_next_free(&self) {
-        if (self.blocks.len() as u64) >= self.total {
+        if self.blank == 0 && self.unhashed.is_empty() {
             for (k, &id) in self.queue.iter().take(8).enumerate() {
+                if id & ANON_RUN != 0 {
+                    continue;
+                }
                 let b = &self.blocks[id as usize];
-                if k < 2 && !b.unindexed() {
+                if k < 2 {
                     self.index.prefetch(b.hash);
                 } else {
                     prefetch(b);
@@ -926,12 +974,6 @@ impl KvCache {
     /// with private blocks uses [`KvCache::release_final`] or
     /// [`KvCache::release_returning`] instead.
     pub fn release(&mut self, blocks: &mut Vec<u32>) {
-        self.release_blocks(blocks, 0..0);
-    }
-
-    /// [`KvCache::release`], where the blocks at positions `private` are
-    /// full private blocks (cached unindexed).
-    fn release_blocks(&mut self, blocks: &mut Vec<u32>, private: std::ops::Range<usize>) {
         // The blocks lie at random places: keep a window of fetches in
         // flight ahead of the loop (a burst of all of them would overflow
         // the CPU's miss buffers).
@@ -947,13 +989,8 @@ impl KvCache {
             debug_assert!(blk.held(), "releasing a free block");
             if blk.refs() == 1 {
                 self.used -= 1;
-                let private = private.contains(&k);
-                debug_assert!(
-                    !private || blk.state & HASHED == 0,
-                    "a private block was indexed"
-                );
-                if blk.state & HASHED != 0 || private {
-                    blk.state = if private { CACHED | PRIVATE } else { CACHED };
+                if blk.state & HASHED != 0 {
+                    blk.state = CACHED;
                     blk.queued_at = (self.queue_head + self.queue.len() as u64) as u32;
                     self.queue.push_back(id);
                     self.cached_free += 1;
@@ -978,41 +1015,113 @@ impl KvCache {
         }
         let mut queue = std::mem::take(&mut self.queue);
         let mut pos = self.queue_head;
-        let blocks = &mut self.blocks;
+        let blocks = &self.blocks;
         queue.retain(|&id| {
-            let b = &mut blocks[id as usize];
-            let current = b.cached() && b.queued_at == pos as u32;
+            let current = id & ANON_RUN != 0 || {
+                let b = &blocks[id as usize];
+                b.cached() && b.queued_at == pos as u32
+            };
             pos += 1;
             current
         });
         for (k, &id) in queue.iter().enumerate() {
-            self.blocks[id as usize].queued_at = (self.queue_head + k as u64) as u32;
+            if id & ANON_RUN == 0 {
+                self.blocks[id as usize].queued_at = (self.queue_head + k as u64) as u32;
+            }
         }
         self.queue = queue;
     }
 
-    /// Hand out one free block: a never-used one if any, else an unhashed
-    /// one, else the least recently freed cached block (forgetting its
-    /// hash). The caller accounts for `used`.
-    fn take_free_block(&mut self) -> u32 {
-        if (self.blocks.len() as u64) < self.total {
-            let id = self.blocks.len() as u32;
-            self.blocks.push(Block {
-                hash: 0,
-                state: 1,
-                queued_at: 0,
-            });
+    /// A held block id (one reference) for a block the caller took: a dead
+    /// id if any, else a new one.
+    #[inline]
+    fn new_id(&mut self) -> u32 {
+        let held = Block {
+            hash: 0,
+            state: 1,
+            queued_at: 0,
+        };
+        if let Some(id) = self.dead.pop() {
+            self.blocks[id as usize] = held;
             return id;
+        }
+        self.blocks.push(held);
+        (self.blocks.len() - 1) as u32
+    }
+
+    /// Hand out one free block with an id: a blank one if any, else an
+    /// unhashed one, else the least recently freed cached block (forgetting
+    /// its hash). The caller accounts for `used`.
+    fn take_free_block(&mut self) -> u32 {
+        if self.blank > 0 {
+            self.blank -= 1;
+            return self.new_id();
         }
         if let Some(id) = self.unhashed.pop() {
             self.blocks[id as usize].state = 1;
             return id;
         }
+        match self.evict_one() {
+            Some(id) => {
+                self.blocks[id as usize].state = 1;
+                id
+            }
+            None => self.new_id(),
+        }
+    }
+
+    /// Hand out `n` free blocks without ids (private blocks), in the order
+    /// [`KvCache::take_free_block`] would. The caller accounts for `used`.
+    fn take_anon(&mut self, mut n: u64) {
+        let blank = n.min(self.blank);
+        self.blank -= blank;
+        n -= blank;
+        while n > 0 {
+            if let Some(id) = self.unhashed.pop() {
+                self.dead.push(id);
+                n -= 1;
+                continue;
+            }
+            // A whole anonymous run at the head is taken at once.
+            if let Some(&head) = self.queue.front() {
+                let run = u64::from(head & !ANON_RUN);
+                if head & ANON_RUN != 0 && run <= n {
+                    self.queue.pop_front();
+                    self.queue_head += 1;
+                    self.cached_free -= run;
+                    n -= run;
+                    continue;
+                }
+            }
+            if let Some(id) = self.evict_one() {
+                self.blocks[id as usize].state = 0;
+                self.dead.push(id);
+            }
+            n -= 1;
+        }
+    }
+
+    /// Evict the least recently freed cached block: `Some(id)` for a block
+    /// with an id (its index entry removed; the caller sets its state),
+    /// `None` for one block of an anonymous run.
+    fn evict_one(&mut self) -> Option<u32> {
         loop {
-            let id = self
+            let head = self
                 .queue
-                .pop_front()
+                .front_mut()
                 .expect("KV free list empty after a successful pre-check");
+            if *head & ANON_RUN != 0 {
+                self.cached_free -= 1;
+                if *head == ANON_RUN | 1 {
+                    self.queue.pop_front();
+                    self.queue_head += 1;
+                } else {
+                    *head -= 1;
+                }
+                return None;
+            }
+            let id = *head;
+            self.queue.pop_front();
             let pos = self.queue_head as u32;
             self.queue_head += 1;
             let blk = self.blocks[id as usize];
@@ -1022,21 +1131,15 @@ impl KvCache {
             // Read ahead: the metadata of the block evicted 8 evictions from
             // now, and the index slot of the one 4 from now (its metadata
             // was fetched ahead already).
-            if let Some(&far) = self.queue.get(8) {
+            if let Some(&far) = self.queue.get(8).filter(|&&e| e & ANON_RUN == 0) {
                 prefetch(&self.blocks[far as usize]);
             }
-            if let Some(&near) = self.queue.get(4) {
-                let near = &self.blocks[near as usize];
-                if !near.unindexed() {
-                    self.index.prefetch(near.hash);
-                }
+            if let Some(&near) = self.queue.get(4).filter(|&&e| e & ANON_RUN == 0) {
+                self.index.prefetch(self.blocks[near as usize].hash);
             }
             self.cached_free -= 1;
-            if !blk.unindexed() {
-                self.index.remove_if(blk.hash, id);
-            }
-            self.blocks[id as usize].state = 1;
-            return id;
+            self.index.remove_if(blk.hash, id);
+            return Some(id);
         }
     }
 
@@ -1070,49 +1173,57 @@ impl KvCache {
         }
     }
 
-    /// Full structural check, O(blocks ever used): every free block is
-    /// either on the unhashed stack or has exactly one current entry in the
-    /// eviction queue, `used` counts the referenced blocks, the index points
-    /// at hashed blocks with the right hash and every entry is reachable by
-    /// probing, and INV-4 holds. Used by tests; returns a description of the
-    /// first violation.
+    /// Full structural check, O(block ids ever used): every free block id
+    /// is either on the unhashed stack or has exactly one current entry in
+    /// the eviction queue, or is dead; `used` counts the referenced blocks
+    /// and the private ones, the index points at hashed blocks with the
+    /// right hash and every entry is reachable by probing, and INV-4 holds.
+    /// Used by tests; returns a description of the first violation.
     pub fn check(&self) -> Result<(), String> {
         let mut hashed = vec![false; self.blocks.len()];
         let mut free_seen = vec![false; self.blocks.len()];
-        for &id in &self.unhashed {
-            let blk = &self.blocks[id as usize];
-            if blk.state != 0 {
-                return Err(format!(
-                    "unhashed free block {id} in state {:#x}",
-                    blk.state
-                ));
-            }
-            if std::mem::replace(&mut free_seen[id as usize], true) {
-                return Err(format!("block {id} twice on the unhashed stack"));
+        for (list, ids) in [("unhashed", &self.unhashed), ("dead", &self.dead)] {
+            for &id in ids {
+                let blk = &self.blocks[id as usize];
+                if blk.state != 0 {
+                    return Err(format!("{list} block id {id} in state {:#x}", blk.state));
+                }
+                if std::mem::replace(&mut free_seen[id as usize], true) {
+                    return Err(format!("block id {id} twice on the unhashed or dead lists"));
+                }
             }
         }
-        let mut current = 0u64;
+        let (mut current, mut anon_cached) = (0u64, 0u64);
         for (k, &id) in self.queue.iter().enumerate() {
+            if id & ANON_RUN != 0 {
+                if id == ANON_RUN {
+                    return Err("an empty anonymous run in the eviction queue".into());
+                }
+                anon_cached += u64::from(id & !ANON_RUN);
+                continue;
+            }
             let blk = &self.blocks[id as usize];
             let pos = (self.queue_head + k as u64) as u32;
             if blk.cached() && blk.queued_at == pos {
                 if std::mem::replace(&mut free_seen[id as usize], true) {
                     return Err(format!("block {id} free twice"));
                 }
-                hashed[id as usize] = !blk.unindexed();
+                hashed[id as usize] = true;
                 current += 1;
             }
         }
-        if current != self.cached_free {
+        if current + anon_cached != self.cached_free {
             return Err(format!(
-                "{current} current queue entries, counter says {}",
+                "{current} current queue entries and {anon_cached} anonymous blocks, counter says {}",
                 self.cached_free
             ));
         }
-        let on_list = current + self.unhashed.len() as u64;
+        let on_list = current + self.unhashed.len() as u64 + self.dead.len() as u64;
         for (i, b) in self.blocks.iter().enumerate() {
             if !b.held() && !free_seen[i] {
-                return Err(format!("free block {i} is neither queued nor unhashed"));
+                return Err(format!(
+                    "free block {i} is neither queued nor unhashed nor dead"
+                ));
             }
         }
         let mut referenced = 0u64;
@@ -1125,10 +1236,10 @@ impl KvCache {
                 hashed[i] = b.state & HASHED != 0;
             }
         }
-        if referenced != self.used {
+        if referenced + self.anon_held != self.used {
             return Err(format!(
-                "{referenced} referenced blocks, used = {}",
-                self.used
+                "{referenced} referenced blocks and {} private ones, used = {}",
+                self.anon_held, self.used
             ));
         }
         if referenced + on_list != self.blocks.len() as u64 {

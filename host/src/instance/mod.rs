@@ -317,9 +317,12 @@ impl Run {
     /// changed it.
     #[inline]
     fn read_kv(&mut self, r: &Request, block_size: u32) {
-        self.kv_cap = r.kv_blocks.len() as u64 * u64::from(block_size);
+        self.kv_cap = r.kv_held() * u64::from(block_size);
         self.kv_last_hash = r.kv_last_hash;
-        self.last_block = r.kv_blocks.last().copied().unwrap_or(0);
+        self.last_block = match r.kv_private {
+            0 => r.kv_blocks.last().copied().unwrap_or(0),
+            _ => kv::NO_ID,
+        };
     }
 
     /// Whether the block this request fills next lies wholly in the output
@@ -516,7 +519,7 @@ impl Instance {
         req.granted = 0;
         req.cached_tokens = 0;
         req.preemptions = 0;
-        debug_assert!(req.kv_blocks.is_empty());
+        debug_assert_eq!(req.kv_held(), 0);
         if !self.admissible(req) {
             self.end_dropped(now, slot, req, obs);
             return;
@@ -899,7 +902,7 @@ impl Instance {
             // (it stays there if it has to wait longer).
             let h = store.promote(slot);
             let req = store.hot_mut(h);
-            let (cached, n) = if req.kv_blocks.is_empty() {
+            let (cached, n) = if req.kv_held() == 0 {
                 self.kv.hash_prompt(req);
                 let target = req.input_len + req.generated;
                 // A fully cached stream still computes its last token (vLLM).
@@ -1023,13 +1026,13 @@ impl Instance {
         let req = store.hot_mut(run.hot);
         // The record's KV hash may be behind the batch record's.
         req.kv_last_hash = run.kv_last_hash;
-        let had = req.kv_blocks.len();
+        let had = req.kv_held();
         if !self.kv.extend(req, run.computed, n) {
             return false;
         }
         let run = &mut self.running[i];
-        let len = req.kv_blocks.len();
-        run.kv_cap = len as u64 * u64::from(self.config.block_size);
+        let len = req.kv_held();
+        run.kv_cap = len * u64::from(self.config.block_size);
         run.kv_last_hash = req.kv_last_hash;
         if len > had {
             run.last_block = self.kv.last_allocated();
@@ -1299,6 +1302,8 @@ impl Instance {
     pub fn check_invariants(&self, store: &RequestStore) -> Result<(), String> {
         self.kv.check()?;
         let mut holders: std::collections::HashMap<u32, u32> = Default::default();
+        // Private blocks held (they have no ids to count holders of).
+        let mut anon = 0u64;
         self.check_cruise()?;
         for run in self.running.iter().filter(|r| r.track != Track::Gone) {
             let run = &self.cruise.materialize(run);
@@ -1321,15 +1326,16 @@ impl Instance {
             let want = self
                 .kv
                 .blocks_for(u64::from(run.computed) + u64::from(run.granted));
-            if r.kv_blocks.len() as u64 != want {
+            if r.kv_held() != want {
                 return Err(format!(
                     "request {} holds {} blocks for {} tokens",
                     r.id,
-                    r.kv_blocks.len(),
+                    r.kv_held(),
                     run.computed + run.granted
                 ));
             }
-            if run.kv_cap != r.kv_blocks.len() as u64 * u64::from(self.config.block_size) {
+            anon += u64::from(r.kv_private);
+            if run.kv_cap != r.kv_held() * u64::from(self.config.block_size) {
                 return Err(format!("request {}: stale KV capacity in the batch", r.id));
             }
             for &b in &r.kv_blocks {
@@ -1338,14 +1344,16 @@ impl Instance {
         }
         for &s in &self.reserved {
             remote_kv::check_reserved(&store[s], &self.kv, RequestState::Transferring)?;
+            anon += u64::from(store[s].kv_private);
             for &b in &store[s].kv_blocks {
                 *holders.entry(b).or_default() += 1;
             }
         }
         for s in self.waiting.iter() {
             let r = &store[s];
-            if !r.kv_blocks.is_empty() {
+            if r.kv_held() != 0 {
                 remote_kv::check_reserved(r, &self.kv, RequestState::Queued)?;
+                anon += u64::from(r.kv_private);
                 for &b in &r.kv_blocks {
                     *holders.entry(b).or_default() += 1;
                 }
@@ -1356,16 +1364,17 @@ impl Instance {
                     "waiting request {} in state {:?} with {} blocks, {} computed",
                     r.id,
                     r.state,
-                    r.kv_blocks.len(),
+                    r.kv_held(),
                     r.computed
                 ));
             }
         }
-        if holders.len() as u64 != self.kv.used() {
+        if holders.len() as u64 + anon != self.kv.used() || anon != self.kv.anon_held() {
             return Err(format!(
-                "{} blocks held by running, waiting and reserved requests, KV says {} used",
+                "{} blocks and {anon} private ones held by running, waiting and reserved requests, KV says {} used, {} private",
                 holders.len(),
-                self.kv.used()
+                self.kv.used(),
+                self.kv.anon_held()
             ));
         }
         for (&b, &n) in &holders {

@@ -34,13 +34,13 @@ pub(super) fn admission(req: &Request) -> (u32, u32) {
 pub(super) fn check_reserved(r: &Request, kv: &KvCache, state: RequestState) -> Result<(), String> {
     if r.state != state
         || r.computed != r.input_len
-        || r.kv_blocks.len() as u64 != kv.blocks_for(u64::from(r.input_len))
+        || r.kv_held() != kv.blocks_for(u64::from(r.input_len))
     {
         return Err(format!(
             "request {} with a transferred prompt: state {:?} (expected {state:?}), {} blocks, {} computed of {}",
             r.id,
             r.state,
-            r.kv_blocks.len(),
+            r.kv_held(),
             r.computed,
             r.input_len
         ));
@@ -70,7 +70,7 @@ impl Instance {
     ) -> Option<Reservation> {
         let b = self.config.block_size;
         let req = &mut store[slot];
-        debug_assert!(req.kv_blocks.is_empty());
+        debug_assert_eq!(req.kv_held(), 0);
         let output_len = req.output_len;
         if !self.admissible(req) {
             return None;
@@ -131,7 +131,7 @@ impl Instance {
         let slots: Vec<Slot> = self.waiting.iter().collect();
         for s in slots {
             let req = &mut store[s];
-            if !req.kv_blocks.is_empty() {
+            if req.kv_held() != 0 {
                 // It recomputes here and may hit its own blocks.
                 self.kv.release_returning(req);
                 req.computed = 0;

@@ -18,10 +18,10 @@ impl KvCache {
     }
 
     /// Call `f` with the hash of every block in the GPU prefix index (in
-    /// block-id order). O(blocks ever used).
+    /// block-id order). O(block ids ever used).
     pub fn for_each_cached_hash(&self, mut f: impl FnMut(u64)) {
         for (id, b) in self.blocks.iter().enumerate() {
-            if b.state & (super::HASHED | super::PRIVATE) == super::HASHED
+            if b.state & super::HASHED != 0
                 && self.index.get(b.hash, &self.blocks) == Some(id as u32)
             {
                 f(b.hash);

@@ -214,12 +214,14 @@ fn repeated_hits_on_cached_blocks_keep_lru_order_and_bounded_queue() {
 }
 
 /// Private blocks by hand (B = 4, 6 blocks): a request whose content is its
-/// own from token 4 on indexes only its first block; completed, its blocks
-/// enter the eviction queue in the usual order (last to first), the private
-/// ones unindexed; evictions then take them in that order exactly as if
-/// they were indexed, and the shared first block survives longest.
+/// own from token 4 on holds an id and an index entry for its first block
+/// only, and two anonymous blocks; completed, its blocks enter the eviction
+/// queue in the usual order (last to first): the two private ones as one
+/// anonymous run, then the shared one. Evictions then take them in that
+/// order exactly as if they had ids, and the shared first block survives
+/// longest.
 #[test]
-fn private_blocks_are_cached_unindexed_in_eviction_order() {
+fn private_blocks_are_anonymous_and_keep_their_eviction_order() {
     let b = 4;
     let mut kv = KvCache::new(b, 6);
     let mut a = request(0, &[seg(1, 4), seg(2, 8)], 1, b);
@@ -227,12 +229,19 @@ fn private_blocks_are_cached_unindexed_in_eviction_order() {
     assert_eq!(kv.first_private(&a), 1);
     let hashes = a.prompt_hashes.clone();
     assert!(admit(&mut kv, &mut a, 11, 12).0);
-    assert_eq!(a.kv_blocks, vec![0, 1, 2]);
+    assert_eq!((a.kv_blocks.clone(), a.kv_private), (vec![0], 2));
+    assert_eq!(
+        (kv.used(), kv.anon_held(), kv.blocks_ever_used()),
+        (3, 2, 1)
+    );
+    kv.check().unwrap();
     a.computed = 12;
     // Only the shared block is in the index, while running and after.
     assert_eq!(kv.cached_leading_blocks(&hashes), 1);
     kv.release_final(&mut a);
-    assert_eq!((kv.used(), kv.free(), kv.queue_len()), (0, 6, 3));
+    assert_eq!((a.kv_held(), kv.anon_held()), (0, 0));
+    // Two queue entries: the run of two private blocks, then block 0.
+    assert_eq!((kv.used(), kv.free(), kv.queue_len()), (0, 6, 2));
     assert_eq!(kv.cached_leading_blocks(&hashes), 1);
     kv.check().unwrap();
     // Another request with the same prefix hits the shared block only.
@@ -240,19 +249,72 @@ fn private_blocks_are_cached_unindexed_in_eviction_order() {
     let mut hits = Vec::new();
     assert_eq!(kv.lookup(&twin, 11, &mut hits).hits, 1);
     assert_eq!(hits, vec![0]);
-    // Never-used blocks first (3, 4, 5), then the queue head: 2, then 1
-    // (private, no index entry to remove), then 0 (the shared block).
+    // The three blank blocks first (new ids 1, 2, 3), then the queue head:
+    // the two private blocks (no index entry to remove; they get new ids),
+    // then block 0, the shared one.
     let mut c = request(2, &[seg(3, 12)], 1, b);
     assert!(admit(&mut kv, &mut c, 0, 12).0);
-    assert_eq!(c.kv_blocks, vec![3, 4, 5]);
+    assert_eq!(c.kv_blocks, vec![1, 2, 3]);
     let mut d = request(3, &[seg(4, 8)], 1, b);
     assert!(admit(&mut kv, &mut d, 0, 8).0);
-    assert_eq!(d.kv_blocks, vec![2, 1]);
+    assert_eq!(d.kv_blocks, vec![4, 5]);
     assert_eq!(kv.cached_leading_blocks(&hashes), 1);
+    kv.check().unwrap();
     let mut e = request(4, &[seg(5, 4)], 1, b);
     assert!(admit(&mut kv, &mut e, 0, 4).0);
     assert_eq!(e.kv_blocks, vec![0]);
     assert_eq!(kv.cached_leading_blocks(&hashes), 0);
+    kv.check().unwrap();
+}
+
+/// A private request admitted into a full cache takes its anonymous blocks
+/// from the eviction queue in order, an indexed block's id becoming dead
+/// (kept for reuse) and an anonymous run shrinking one block at a time; a
+/// partial private block comes back blank.
+#[test]
+fn private_blocks_evict_in_queue_order_and_recycle_dead_ids() {
+    let b = 4;
+    let mut kv = KvCache::new(b, 4);
+    // An ordinary request caches blocks 0 and 1 (indexed).
+    let mut p = request(0, &[seg(1, 8)], 1, b);
+    let p_hashes = p.prompt_hashes.clone();
+    assert!(admit(&mut kv, &mut p, 0, 8).0);
+    p.computed = 8;
+    // A private one holds two anonymous blocks, one of them partial.
+    let mut q = request(1, &[seg(2, 6)], 1, b);
+    q.private_from = Some(0);
+    assert!(admit(&mut kv, &mut q, 0, 6).0);
+    assert_eq!((q.kv_blocks.len(), q.kv_private), (0, 2));
+    q.computed = 6;
+    kv.release_final(&mut p); // queue: 1, 0
+    kv.release_final(&mut q); // queue: 1, 0, run(1); the partial one is blank
+    assert_eq!((kv.free(), kv.queue_len()), (4, 3));
+    kv.check().unwrap();
+    // Three private blocks: the blank one, then blocks 1 and 0 (evicted:
+    // their ids become dead, their hashes leave the index).
+    let mut r = request(2, &[seg(3, 12)], 1, b);
+    r.private_from = Some(0);
+    assert!(admit(&mut kv, &mut r, 0, 12).0);
+    assert_eq!(
+        (r.kv_private, kv.free(), kv.cached_leading_blocks(&p_hashes)),
+        (3, 1, 0)
+    );
+    kv.check().unwrap();
+    // The last free block is the run's; a request that needs an id gets a
+    // dead one back (no new id).
+    let mut s = request(3, &[seg(4, 4)], 1, b);
+    assert!(admit(&mut kv, &mut s, 0, 4).0);
+    assert_eq!((kv.free(), kv.blocks_ever_used()), (0, 2));
+    assert!(s.kv_blocks[0] < 2);
+    kv.check().unwrap();
+    // Published, the private blocks get ids (two more) and index entries.
+    r.computed = 12;
+    kv.release_returning(&mut r);
+    assert_eq!(
+        (r.kv_private, kv.anon_held(), kv.blocks_ever_used()),
+        (0, 0, 4)
+    );
+    assert_eq!(kv.cached_leading_blocks(&r.prompt_hashes), 3);
     kv.check().unwrap();
 }
 
@@ -267,7 +329,7 @@ fn published_private_blocks_are_hit_again() {
     p.private_from = Some(0);
     let hashes = p.prompt_hashes.clone();
     assert!(admit(&mut kv, &mut p, 9, 10).0);
-    assert_eq!(p.kv_blocks.len(), 3);
+    assert_eq!((p.kv_blocks.len(), p.kv_private), (0, 3));
     p.computed = 10;
     assert_eq!(kv.cached_leading_blocks(&hashes), 0);
     kv.release_returning(&mut p);
