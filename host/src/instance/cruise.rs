@@ -324,7 +324,7 @@ impl Instance {
                     run.kv_cap - b,
                     run.last_block,
                 );
-            } else {
+            } else if !run.grows_private(c, b) {
                 store.prefetch_hot(run.hot);
             }
         }

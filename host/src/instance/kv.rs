@@ -870,6 +870,22 @@ impl KvCache {
         true
     }
 
+    /// Allocate `n` private blocks for a request whose next block is
+    /// private (the caller counts them in the request); false, changing
+    /// nothing, when the free blocks do not suffice.
+    #[inline]
+    pub fn take_private(&mut self, n: u64) -> bool {
+        if n > self.free() {
+            return false;
+        }
+        self.take_anon(n);
+        self.used += n;
+        self.anon_held += n;
+        self.peak_used = self.peak_used.max(self.used);
+        self.check_conservation();
+        true
+    }
+
     /// The block most recently handed out: after an [`KvCache::extend`]
     /// that allocated, the request's last block (known without reading its
     /// block list back); [`NO_ID`] when that block is private.

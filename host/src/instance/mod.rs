@@ -282,9 +282,11 @@ impl std::fmt::Debug for CustomVictim {
 /// records instead of the 200-byte [`Request`]s (reached through the store's
 /// hot region, see [`RequestStore::promote`]) keeps a steady decode step to
 /// one pass over one small array. The progress fields (`computed`,
-/// `generated`, `granted`, `last_token_at`) are written back to the
-/// request whenever the engine touches it for another reason (first token,
-/// block boundary, completion, preemption) and by [`Instance::sync`].
+/// `generated`, `granted`, `last_token_at`) and the count of private KV
+/// blocks (`kv_private`, which grows without the request being touched) are
+/// written back to the request whenever the engine touches it for another
+/// reason (first token, a block boundary of a shared block, completion,
+/// preemption) and by [`Instance::sync`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Run {
     slot: Slot,
@@ -306,6 +308,9 @@ struct Run {
     /// its output seed.
     kv_last_hash: u64,
     last_block: u32,
+    /// The request's private KV blocks (`Request::kv_private`), kept here
+    /// while it runs.
+    kv_private: u32,
     output_seed: u64,
     /// How the progress fields are kept while the instance cruises
     /// ([`cruise`]); [`Track::Stepped`] otherwise.
@@ -318,6 +323,7 @@ impl Run {
     #[inline]
     fn read_kv(&mut self, r: &Request, block_size: u32) {
         self.kv_cap = r.kv_held() * u64::from(block_size);
+        self.kv_private = r.kv_private;
         self.kv_last_hash = r.kv_last_hash;
         self.last_block = match r.kv_private {
             0 => r.kv_blocks.last().copied().unwrap_or(0),
@@ -350,6 +356,16 @@ impl Run {
         r.granted = self.granted;
         r.last_token_at = self.last_token_at;
         r.kv_last_hash = self.kv_last_hash;
+        r.kv_private = self.kv_private;
+    }
+
+    /// Whether an extension from `computed` tokens touches private blocks
+    /// only: the block holding token `computed` is private, so there is no
+    /// shared block left to fill (and register), and every block still to
+    /// allocate is private. Such an extension needs only this record.
+    #[inline]
+    fn grows_private(&self, computed: u64, block_size: u64) -> bool {
+        computed / block_size >= u64::from(self.private_block)
     }
 }
 
@@ -948,6 +964,7 @@ impl Instance {
                 last_token_at: req.last_token_at,
                 kv_last_hash: 0,
                 last_block: 0,
+                kv_private: 0,
                 output_seed: req.output_seed,
                 track: Track::Stepped,
             };
@@ -1022,6 +1039,22 @@ impl Instance {
     /// (allocating and registering blocks); false, with nothing changed,
     /// when the cache has too few free blocks.
     fn grant_extend(&mut self, i: usize, n: u32, store: &mut RequestStore) -> bool {
+        let b = u64::from(self.config.block_size);
+        let run = &mut self.running[i];
+        if run.grows_private(u64::from(run.computed), b) {
+            // Private blocks are counted in the batch record: neither the
+            // request's record nor any block is touched.
+            let end = u64::from(run.computed) + u64::from(n);
+            let fresh = self.kv.blocks_for(end).saturating_sub(run.kv_cap / b);
+            if !self.kv.take_private(fresh) {
+                return false;
+            }
+            run.kv_private += fresh as u32;
+            run.kv_cap += fresh * b;
+            run.last_block = kv::NO_ID;
+            run.granted = n;
+            return true;
+        }
         let run = &self.running[i];
         let req = store.hot_mut(run.hot);
         // The record's KV hash may be behind the batch record's.
@@ -1032,7 +1065,8 @@ impl Instance {
         }
         let run = &mut self.running[i];
         let len = req.kv_held();
-        run.kv_cap = len * u64::from(self.config.block_size);
+        run.kv_cap = len * b;
+        run.kv_private = req.kv_private;
         run.kv_last_hash = req.kv_last_hash;
         if len > had {
             run.last_block = self.kv.last_allocated();
@@ -1326,16 +1360,17 @@ impl Instance {
             let want = self
                 .kv
                 .blocks_for(u64::from(run.computed) + u64::from(run.granted));
-            if r.kv_held() != want {
+            // The batch record holds the private block count.
+            let held = r.kv_blocks.len() as u64 + u64::from(run.kv_private);
+            if held != want {
                 return Err(format!(
-                    "request {} holds {} blocks for {} tokens",
+                    "request {} holds {held} blocks for {} tokens",
                     r.id,
-                    r.kv_held(),
                     run.computed + run.granted
                 ));
             }
-            anon += u64::from(r.kv_private);
-            if run.kv_cap != r.kv_held() * u64::from(self.config.block_size) {
+            anon += u64::from(run.kv_private);
+            if run.kv_cap != held * u64::from(self.config.block_size) {
                 return Err(format!("request {}: stale KV capacity in the batch", r.id));
             }
             for &b in &r.kv_blocks {
