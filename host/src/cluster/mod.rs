@@ -26,6 +26,8 @@ mod snapshot;
 mod trace;
 
 #[cfg(test)]
+mod prompt_hash_tests;
+#[cfg(test)]
 mod signal_tests;
 #[cfg(test)]
 mod tests;
@@ -55,6 +57,8 @@ use crate::workload::Workload;
 
 /// Everything a cluster run needs, assembled by the config layer.
 pub struct ClusterSetup {
+    /// When the cluster hashes arriving prompts for the policies.
+    pub prompt_hashing: PromptHashing,
     pub instances: Vec<Instance>,
     pub workload: Workload,
     pub admission: AdmissionPolicy,
@@ -130,6 +134,20 @@ pub trait EventAudit {
     fn after_event(&mut self, view: AuditView<'_>);
 }
 
+/// When the cluster hashes arriving prompts for the policies
+/// (`RequestView::block_hashes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PromptHashing {
+    /// When a policy of the run may read them or the prefix-cache query
+    /// runs (see `Cluster::hash_prompts`).
+    #[default]
+    WhenRead,
+    /// Always (tests: a run's output must not depend on it).
+    Always,
+    /// Never (tests: the policies that read them see none).
+    Never,
+}
+
 /// What an [`EventAudit`] sees after an event.
 pub struct AuditView<'a> {
     pub time: Tick,
@@ -195,6 +213,11 @@ pub struct Cluster {
     /// admission into its own buffers), so a waiting request holds none and
     /// the buffers are reused by the next arrivals.
     hash_pool: Vec<Vec<u64>>,
+    /// Whether arriving prompts are hashed: when a policy may read the
+    /// hashes (`RequestView::block_hashes`; any plugin policy, the standard
+    /// prefix-affinity ones) or the prefix-cache query runs. Otherwise
+    /// nobody reads them before the instance, which hashes what it needs.
+    hash_prompts: bool,
     /// Whether an arriving request could be served by some instance (asked
     /// before its prompt is hashed).
     servable: ServableBound,
@@ -238,14 +261,24 @@ impl Cluster {
         );
         let mut routing = setup.routing;
         routing.keep_reasons(setup.trace.is_some());
+        let cache_query = routing.needs_prefix_query()
+            || setup.pd.as_ref().is_some_and(|p| p.needs_prefix_query());
+        let hash_prompts = match setup.prompt_hashing {
+            PromptHashing::Always => true,
+            PromptHashing::Never => false,
+            PromptHashing::WhenRead => {
+                cache_query
+                    || setup.admission.label().block_hashes
+                    || routing.reads_block_hashes()
+                    || setup.pd.as_ref().is_some_and(|p| p.reads_block_hashes())
+            }
+        };
         Cluster {
             queue: EventQueue::new(),
             store: RequestStore::new(),
             pending: vec![0; n],
             snapshots: SnapshotProvider::with_labels(n, setup.freshness, &setup.labels),
-            cache_signal: (routing.needs_prefix_query()
-                || setup.pd.as_ref().is_some_and(|p| p.needs_prefix_query()))
-            .then(|| CacheSignal::new(n, setup.cache_signal_delay)),
+            cache_signal: cache_query.then(|| CacheSignal::new(n, setup.cache_signal_delay)),
             in_flight: vec![0; n],
             hooks: lifecycle_hooks(&setup.admission, &routing),
             first_tokens: Vec::new(),
@@ -273,6 +306,7 @@ impl Cluster {
             admission_desc,
             tenant_names,
             hash_pool: Vec::new(),
+            hash_prompts,
             servable,
             gateway: setup.gateway,
             tenant_budgets: setup.tenant_budgets,
@@ -456,7 +490,7 @@ impl Cluster {
             // dropped at its instance) gets none: its prompt may be huge.
             let mut hashes = self.hash_pool.pop().unwrap_or_default();
             let req = &self.store[slot];
-            if self.servable.admits(req.input_len, req.output_len) {
+            if self.hash_prompts && self.servable.admits(req.input_len, req.output_len) {
                 prompt_block_hashes(req, bs, &mut hashes);
             } else {
                 hashes.clear();

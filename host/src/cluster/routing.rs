@@ -134,6 +134,14 @@ impl Profile {
             || matches!(&self.pick, Pick::Plugin(p) if p.label().prefix_query)
     }
 
+    /// True when some policy of the profile may read the prompt's block
+    /// hashes.
+    pub fn reads_block_hashes(&self) -> bool {
+        self.filters.iter().any(|f| f.label().block_hashes)
+            || self.scorers.iter().any(|s| s.scorer.label().block_hashes)
+            || matches!(&self.pick, Pick::Plugin(p) if p.label().block_hashes)
+    }
+
     /// The instances each filter removed at the last decision, with the
     /// reason it gave (when reasons are kept).
     pub fn removed(&self) -> impl Iterator<Item = (&FilterPolicy, &[u32], Option<&str>)> {
@@ -288,6 +296,14 @@ impl Routing {
     /// True when decisions need the per-instance prefix-cache query.
     pub fn needs_prefix_query(&self) -> bool {
         self.profile().is_some_and(Profile::needs_prefix_query)
+    }
+
+    /// True when the routing policy may read the prompt's block hashes.
+    pub fn reads_block_hashes(&self) -> bool {
+        match self {
+            Routing::Single(r) => r.label().block_hashes,
+            Routing::Profile(p) => p.reads_block_hashes(),
+        }
     }
 
     /// Ask filters for the reasons of their removals (when a decision

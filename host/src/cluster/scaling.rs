@@ -272,7 +272,9 @@ impl Cluster {
             req.instance = u32::MAX;
             req.enqueued_at = UNSET;
             req.scheduled_at = UNSET;
-            prompt_block_hashes(req, bs, &mut hashes);
+            if self.hash_prompts {
+                prompt_block_hashes(req, bs, &mut hashes);
+            }
             req.prompt_hashes = hashes;
             self.queue.push(t, Event::Routing(slot));
             if let Some(c) = self.control.as_mut() {

@@ -7,7 +7,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::cluster::{Cluster, SnapshotProvider};
+use crate::cluster::{Cluster, PromptHashing, SnapshotProvider};
 use crate::config::{self, RunFile, Source};
 use crate::engine::{EventQueue, Tick};
 use crate::instance::latency::LinearModel;
@@ -393,11 +393,13 @@ impl crate::cluster::EventAudit for LongestHashes {
 /// Issue 18, defect 3: a prompt no instance can hold was hashed block by
 /// block on arrival (a 2^30-token prompt: 9 s and 530 MB) only to be
 /// dropped at its instance. Now the unservable check comes first; a
-/// servable prompt still carries its hashes to admission and routing.
+/// servable prompt still carries its hashes to admission and routing when
+/// they are hashed (with round-robin routing and always-admit, nobody reads
+/// them and they are not computed at all).
 #[test]
 fn unservable_prompts_are_not_hashed_on_arrival() {
     let dir = scratch("huge-prompts");
-    let run = |prompt: u32| {
+    let run = |prompt: u32, hashing: PromptHashing| {
         let text = format!(
             "{}\n[instance]\ncount = 2\ntotal_kv_blocks = 100\n[admission]\nlatency_us = 1000\n\
              [workload]\naggregate_rate = 10.0\nnum_requests = 3\nprompt_tokens = {prompt}\n\
@@ -410,7 +412,8 @@ fn unservable_prompts_are_not_hashed_on_arrival() {
             text,
         };
         let run: RunFile = config::parse(&source).unwrap();
-        let built = config::build(&run, &dir, &mut Registry::standard(), false).unwrap();
+        let mut built = config::build(&run, &dir, &mut Registry::standard(), false).unwrap();
+        built.setup.prompt_hashing = hashing;
         let mut longest = LongestHashes::default();
         let outcome = Cluster::new(built.setup)
             .run_audited(|_, _| {}, &mut longest)
@@ -419,6 +422,7 @@ fn unservable_prompts_are_not_hashed_on_arrival() {
         (longest.0, dropped)
     };
     // 2^24 tokens = 2^20 blocks of 16: far more than 100 blocks.
-    assert_eq!(run(1 << 24), (0, 3));
-    assert_eq!(run(64), (64 / 16, 0));
+    assert_eq!(run(1 << 24, PromptHashing::Always), (0, 3));
+    assert_eq!(run(64, PromptHashing::Always), (64 / 16, 0));
+    assert_eq!(run(64, PromptHashing::WhenRead), (0, 0));
 }

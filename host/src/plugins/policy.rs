@@ -24,6 +24,10 @@ pub struct PolicyLabel {
     pub uses_state: bool,
     /// The policy reads the per-instance prefix-cache query.
     pub prefix_query: bool,
+    /// The policy may read `RequestView::block_hashes`: every plugin
+    /// policy, and the standard ones that do (see
+    /// [`super::registry::std_reads_block_hashes`]).
+    pub block_hashes: bool,
 }
 
 impl PolicyLabel {

@@ -32,6 +32,21 @@ impl std::fmt::Display for Origin {
     }
 }
 
+/// Whether the standard policy `name` of `kind` reads the prompt's block
+/// hashes (`RequestView::block_hashes`). The cluster hashes every arriving
+/// prompt only when some policy of the run may read them: any plugin
+/// policy, and of the embedded standard library only the prefix-affinity
+/// router and scorer. A standard policy that starts reading the hashes must
+/// be added here; `cluster/prompt_hash_tests.rs` runs every standard
+/// cluster-level policy with and without the hashes on a prefix-sharing
+/// workload and fails when a run's output depends on them.
+pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
+    matches!(
+        (kind.name(), name),
+        ("router", "prefix-affinity") | ("scorer", "prefix-affinity")
+    )
+}
+
 /// One policy a library offers.
 #[derive(Clone, Debug)]
 pub struct PolicyEntry {
@@ -384,6 +399,7 @@ impl Registry {
             .policies
             .iter()
             .find(|p| p.kind == kind && p.name == name);
+        let block_hashes = lib.origin != Origin::Embedded || std_reads_block_hashes(kind, &name);
         let label = PolicyLabel {
             library: lib.name.clone(),
             kind: kind.name(),
@@ -392,6 +408,7 @@ impl Registry {
             hooks: entry.map_or(Hooks::NONE, |p| p.hooks),
             uses_state: entry.is_some_and(|p| p.uses_state),
             prefix_query: entry.is_some_and(|p| p.prefix_query),
+            block_hashes,
         };
         Ok((lib, label))
     }

@@ -73,6 +73,14 @@ impl PdDecider {
         }
     }
 
+    /// Whether the decider may read the prompt's block hashes (a plugin).
+    pub fn reads_block_hashes(&self) -> bool {
+        match self {
+            PdDecider::Standard(_) => false,
+            PdDecider::Plugin(p) => p.label().block_hashes,
+        }
+    }
+
     /// Whether the per-instance prefix-cache query runs for the decider
     /// (a plugin that declares `PREFIX_QUERY`).
     pub fn needs_prefix_query(&self) -> bool {

@@ -92,6 +92,11 @@ impl PdSetup {
     pub fn needs_prefix_query(&self) -> bool {
         self.prefill_routing.needs_prefix_query() || self.decider.needs_prefix_query()
     }
+
+    /// Whether a policy of the P/D stages may read the prompt's block hashes.
+    pub fn reads_block_hashes(&self) -> bool {
+        self.prefill_routing.reads_block_hashes() || self.decider.reads_block_hashes()
+    }
 }
 
 /// A request in its prefill leg.

@@ -209,6 +209,7 @@ pub fn build(
 
     Ok(BuiltRun {
         setup: ClusterSetup {
+            prompt_hashing: Default::default(),
             instances,
             workload,
             admission,
