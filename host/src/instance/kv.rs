@@ -1098,16 +1098,19 @@ impl KvCache {
                 n -= 1;
                 continue;
             }
-            // A whole anonymous run at the head is taken at once.
-            if let Some(&head) = self.queue.front() {
-                let run = u64::from(head & !ANON_RUN);
-                if head & ANON_RUN != 0 && run <= n {
+            // An anonymous run at the head gives up to all its blocks at once.
+            if let Some(head) = self.queue.front_mut().filter(|h| **h & ANON_RUN != 0) {
+                let run = u64::from(*head & !ANON_RUN);
+                let take = run.min(n);
+                self.cached_free -= take;
+                n -= take;
+                if take == run {
                     self.queue.pop_front();
                     self.queue_head += 1;
-                    self.cached_free -= run;
-                    n -= run;
-                    continue;
+                } else {
+                    *head -= take as u32;
                 }
+                continue;
             }
             if let Some(id) = self.evict_one() {
                 self.blocks[id as usize].state = 0;
