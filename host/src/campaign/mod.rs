@@ -14,7 +14,7 @@
 mod audit;
 mod checks;
 mod generators;
-pub(crate) mod runner;
+mod runner;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -6,9 +6,8 @@
 //! byte-identical reports, per-request results and decision traces: a
 //! standard policy that reads the hashes without being listed fails here.
 
-use super::{Cluster, PromptHashing};
-use crate::config::{self, Source};
-use crate::metrics::report;
+use super::tests::{run_text_hashing, scratch};
+use super::PromptHashing;
 use crate::plugins::registry::std_reads_block_hashes;
 use crate::plugins::Registry;
 use blis_plugin_api::KindCode;
@@ -60,27 +59,10 @@ trace_path = "trace.jsonl"
 
 /// Report, results and trace of `text` with the given prompt hashing.
 fn outputs(text: &str, hashing: PromptHashing, dir: &std::path::Path) -> String {
-    let source = Source {
-        name: "hashes.toml".into(),
-        base_dir: dir.to_path_buf(),
-        text: text.to_string(),
-    };
-    let run = config::parse(&source).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let mut registry = Registry::standard();
-    let mut built =
-        config::build(&run, dir, &mut registry, true).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    built.setup.prompt_hashing = hashing;
-    let mut outcome = Cluster::new(built.setup)
-        .run(|_, _| {})
-        .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    for output in built.outputs {
-        output.commit().expect("commit an output");
-    }
-    let report = report::build(&mut outcome, None);
+    let report = run_text_hashing(text, dir, hashing);
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
     format!(
-        "{}\n{}\n{}",
-        serde_json::to_string_pretty(&report).expect("report"),
+        "{report}\n{}\n{}",
         read("results.jsonl"),
         read("trace.jsonl")
     )
@@ -117,7 +99,7 @@ fn sections(kind: &str, name: &str) -> Option<String> {
 
 #[test]
 fn no_standard_policy_reads_prompt_hashes_unless_it_says_so() {
-    let dir = crate::campaign::runner::scratch("prompt-hashes");
+    let dir = scratch("prompt-hashes");
     let registry = Registry::standard();
     let mut checked = Vec::new();
     for lib in registry.libraries() {
@@ -150,7 +132,7 @@ fn no_standard_policy_reads_prompt_hashes_unless_it_says_so() {
 /// them decide differently without them (so the test above can fail).
 #[test]
 fn the_prefix_affinity_policies_need_the_hashes() {
-    let dir = crate::campaign::runner::scratch("prompt-hashes-needed");
+    let dir = scratch("prompt-hashes-needed");
     for (code, name) in [
         (KindCode::ROUTER, "prefix-affinity"),
         (KindCode::SCORER, "prefix-affinity"),

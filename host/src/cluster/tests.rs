@@ -17,7 +17,7 @@ use crate::plugins::Registry;
 use crate::request::{Request, RequestStore, Segment, Slot};
 
 /// A scratch directory under the target folder, unique per test.
-fn scratch(name: &str) -> std::path::PathBuf {
+pub(super) fn scratch(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("blis-cluster-tests-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -27,6 +27,11 @@ fn scratch(name: &str) -> std::path::PathBuf {
 /// Run a run file given as text (relative paths against `dir`); returns the
 /// report and the outcome's raw counts.
 fn run_text(text: &str, dir: &Path) -> Value {
+    run_text_hashing(text, dir, PromptHashing::default())
+}
+
+/// [`run_text`] with the cluster's prompt hashing set to `hashing`.
+pub(super) fn run_text_hashing(text: &str, dir: &Path, hashing: PromptHashing) -> Value {
     let source = Source {
         name: "test.toml".into(),
         base_dir: dir.to_path_buf(),
@@ -34,7 +39,8 @@ fn run_text(text: &str, dir: &Path) -> Value {
     };
     let run: RunFile = config::parse(&source).unwrap_or_else(|e| panic!("{e}"));
     let mut reg = Registry::standard();
-    let built = config::build(&run, dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
+    let mut built = config::build(&run, dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
+    built.setup.prompt_hashing = hashing;
     let fw = built.fitness_weights.clone();
     let mut outcome = Cluster::new(built.setup)
         .run(|_, _| {})

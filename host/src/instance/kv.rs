@@ -820,7 +820,7 @@ impl KvCache {
         }
         let first_full = u64::from(computed) / b;
         // Blocks that fill with this extension and get hashed and indexed
-        // (private ones are only marked cached when freed, see `release`).
+        // (private ones have no ids, see `first_private`).
         let first_private = u64::from(self.first_private(req));
         let last_full = (end / b).min(first_private);
         if last_full > first_full + 1 {
@@ -839,11 +839,12 @@ impl KvCache {
             req.kv_blocks.push(id);
             self.last_allocated = id;
         }
+        self.used += with_ids;
         if fresh > with_ids {
             let anon = fresh - with_ids;
-            self.take_anon(anon);
+            let took = self.take_private(anon);
+            debug_assert!(took, "pre-checked allocation failed");
             req.kv_private += anon as u32;
-            self.anon_held += anon;
             self.last_allocated = NO_ID;
         }
         // Register the blocks that become full with this extension.
@@ -864,7 +865,6 @@ impl KvCache {
             self.register(req.kv_blocks[k as usize], h);
             req.kv_last_hash = h;
         }
-        self.used += fresh;
         self.peak_used = self.peak_used.max(self.used);
         self.check_conservation();
         true
@@ -1099,17 +1099,9 @@ impl KvCache {
                 continue;
             }
             // An anonymous run at the head gives up to all its blocks at once.
-            if let Some(head) = self.queue.front_mut().filter(|h| **h & ANON_RUN != 0) {
-                let run = u64::from(*head & !ANON_RUN);
-                let take = run.min(n);
-                self.cached_free -= take;
-                n -= take;
-                if take == run {
-                    self.queue.pop_front();
-                    self.queue_head += 1;
-                } else {
-                    *head -= take as u32;
-                }
+            let took = self.take_from_head_run(n);
+            if took > 0 {
+                n -= took;
                 continue;
             }
             if let Some(id) = self.evict_one() {
@@ -1120,27 +1112,38 @@ impl KvCache {
         }
     }
 
+    /// Take up to `n` blocks from the anonymous run at the head of the
+    /// eviction queue, if the head is one; returns how many were taken (0
+    /// when the head is a block id or the queue is empty).
+    #[inline]
+    fn take_from_head_run(&mut self, n: u64) -> u64 {
+        let Some(head) = self.queue.front_mut().filter(|h| **h & ANON_RUN != 0) else {
+            return 0;
+        };
+        let run = u64::from(*head & !ANON_RUN);
+        let take = run.min(n);
+        if take == run {
+            self.queue.pop_front();
+            self.queue_head += 1;
+        } else {
+            *head -= take as u32;
+        }
+        self.cached_free -= take;
+        take
+    }
+
     /// Evict the least recently freed cached block: `Some(id)` for a block
     /// with an id (its index entry removed; the caller sets its state),
     /// `None` for one block of an anonymous run.
     fn evict_one(&mut self) -> Option<u32> {
         loop {
-            let head = self
-                .queue
-                .front_mut()
-                .expect("KV free list empty after a successful pre-check");
-            if *head & ANON_RUN != 0 {
-                self.cached_free -= 1;
-                if *head == ANON_RUN | 1 {
-                    self.queue.pop_front();
-                    self.queue_head += 1;
-                } else {
-                    *head -= 1;
-                }
+            if self.take_from_head_run(1) == 1 {
                 return None;
             }
-            let id = *head;
-            self.queue.pop_front();
+            let id = self
+                .queue
+                .pop_front()
+                .expect("KV free list empty after a successful pre-check");
             let pos = self.queue_head as u32;
             self.queue_head += 1;
             let blk = self.blocks[id as usize];
