@@ -30,6 +30,8 @@ mod prompt_hash_tests;
 #[cfg(test)]
 mod signal_tests;
 #[cfg(test)]
+mod snapshot_read_tests;
+#[cfg(test)]
 mod tests;
 
 use cache_signal::CacheSignal;
@@ -58,7 +60,10 @@ use crate::workload::Workload;
 /// Everything a cluster run needs, assembled by the config layer.
 pub struct ClusterSetup {
     /// When the cluster hashes arriving prompts for the policies.
-    pub prompt_hashing: PromptHashing,
+    pub prompt_hashing: Provide,
+    /// When admission and routing decisions re-read the live instance
+    /// snapshots.
+    pub snapshot_reads: Provide,
     pub instances: Vec<Instance>,
     pub workload: Workload,
     pub admission: AdmissionPolicy,
@@ -134,17 +139,18 @@ pub trait EventAudit {
     fn after_event(&mut self, view: AuditView<'_>);
 }
 
-/// When the cluster hashes arriving prompts for the policies
-/// (`RequestView::block_hashes`).
+/// When the cluster computes a signal for the policies: the arriving
+/// prompts' block hashes (`RequestView::block_hashes`), or the live
+/// instance snapshots of an admission or routing decision.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PromptHashing {
-    /// When a policy of the run may read them or the prefix-cache query
-    /// runs (see `Cluster::hash_prompts`).
+pub enum Provide {
+    /// When a policy of the run may read it (see `Cluster::hash_prompts`,
+    /// `Cluster::admission_reads`).
     #[default]
     WhenRead,
     /// Always (tests: a run's output must not depend on it).
     Always,
-    /// Never (tests: the policies that read them see none).
+    /// Never (tests: the policies that read it see none, or stale values).
     Never,
 }
 
@@ -218,6 +224,13 @@ pub struct Cluster {
     /// prefix-affinity ones) or the prefix-cache query runs. Otherwise
     /// nobody reads them before the instance, which hashes what it needs.
     hash_prompts: bool,
+    /// Whether an admission decision re-reads the instance snapshots: when
+    /// the admission policy may read them. Otherwise it only moves the
+    /// periodic signals' schedules ([`SnapshotProvider::pass`]).
+    admission_reads: bool,
+    /// The same for a routing decision: the routing policy may read them,
+    /// or the decision trace records them.
+    routing_reads: bool,
     /// Whether an arriving request could be served by some instance (asked
     /// before its prompt is hashed).
     servable: ServableBound,
@@ -264,16 +277,26 @@ impl Cluster {
         let cache_query = routing.needs_prefix_query()
             || setup.pd.as_ref().is_some_and(|p| p.needs_prefix_query());
         let hash_prompts = match setup.prompt_hashing {
-            PromptHashing::Always => true,
-            PromptHashing::Never => false,
-            PromptHashing::WhenRead => {
+            Provide::Always => true,
+            Provide::Never => false,
+            Provide::WhenRead => {
                 cache_query
                     || setup.admission.label().block_hashes
                     || routing.reads_block_hashes()
                     || setup.pd.as_ref().is_some_and(|p| p.reads_block_hashes())
             }
         };
+        let (admission_reads, routing_reads) = match setup.snapshot_reads {
+            Provide::Always => (true, true),
+            Provide::Never => (false, false),
+            Provide::WhenRead => (
+                setup.admission.label().snapshots,
+                routing.reads_snapshots() || setup.trace.is_some(),
+            ),
+        };
         Cluster {
+            admission_reads,
+            routing_reads,
             queue: EventQueue::new(),
             store: RequestStore::new(),
             pending: vec![0; n],
@@ -508,7 +531,11 @@ impl Cluster {
         if self.tenant_budgets.is_some() && self.over_tenant_budget(t, slot)? {
             return Ok(());
         }
-        let snaps = self.snapshots.build(t, &self.instances, &self.pending);
+        let snaps = if self.admission_reads {
+            self.snapshots.build(t, &self.instances, &self.pending)
+        } else {
+            self.snapshots.pass(t, &self.instances)
+        };
         let view = ClusterView {
             clock_us: t,
             instances: RSlice::from_slice(snaps),
@@ -552,7 +579,11 @@ impl Cluster {
 
     fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         let needs_state = self.routing.needs_state();
-        self.snapshots.build(t, &self.instances, &self.pending);
+        if self.routing_reads {
+            self.snapshots.build(t, &self.instances, &self.pending);
+        } else {
+            self.snapshots.pass(t, &self.instances);
+        }
         if needs_state {
             self.snapshots
                 .build_info(&self.instances, &self.in_flight, &self.store);

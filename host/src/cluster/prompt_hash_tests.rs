@@ -6,8 +6,8 @@
 //! byte-identical reports, per-request results and decision traces: a
 //! standard policy that reads the hashes without being listed fails here.
 
-use super::tests::{run_text_hashing, scratch};
-use super::PromptHashing;
+use super::tests::{run_text_with, scratch};
+use super::Provide;
 use crate::plugins::registry::std_reads_block_hashes;
 use crate::plugins::Registry;
 use blis_plugin_api::KindCode;
@@ -15,7 +15,7 @@ use blis_plugin_api::KindCode;
 /// A run of `section` (the admission and routing sections) on four small
 /// instances: sessions that grow their context, two prefix groups and
 /// unique prompts, at a rate that queues, with a decision trace.
-fn run_file(section: &str) -> String {
+pub(super) fn run_file(section: &str) -> String {
     format!(
         r#"seed = 11
 [model]
@@ -58,9 +58,20 @@ trace_path = "trace.jsonl"
 }
 
 /// Report, results and trace of `text` with the given prompt hashing.
-fn outputs(text: &str, hashing: PromptHashing, dir: &std::path::Path) -> String {
-    let report = run_text_hashing(text, dir, hashing);
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+fn outputs(text: &str, hashing: Provide, dir: &std::path::Path) -> String {
+    outputs_with(text, dir, |s| s.prompt_hashing = hashing)
+}
+
+/// Report, results and (when the run writes one) trace of `text`, the
+/// cluster's setup adjusted by `adjust`.
+pub(super) fn outputs_with(
+    text: &str,
+    dir: &std::path::Path,
+    adjust: impl FnOnce(&mut super::ClusterSetup),
+) -> String {
+    let _ = std::fs::remove_file(dir.join("trace.jsonl"));
+    let report = run_text_with(text, dir, adjust);
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
     format!(
         "{report}\n{}\n{}",
         read("results.jsonl"),
@@ -71,7 +82,7 @@ fn outputs(text: &str, hashing: PromptHashing, dir: &std::path::Path) -> String 
 /// The `[admission]`/`[routing]` sections that exercise standard policy
 /// `name` of `kind` (with hash-free company: round-robin routing, always-admit
 /// admission, the queue-depth scorer, max-score).
-fn sections(kind: &str, name: &str) -> Option<String> {
+pub(super) fn sections(kind: &str, name: &str) -> Option<String> {
     let admission_params = match name {
         "token-bucket" => "\n[admission.params]\ncapacity = 20000.0\nrefill_rate = 60000.0",
         _ => "",
@@ -109,8 +120,8 @@ fn no_standard_policy_reads_prompt_hashes_unless_it_says_so() {
                 continue; // instance-level or cluster-wide: no request view
             };
             let text = run_file(&section);
-            let always = outputs(&text, PromptHashing::Always, &dir);
-            let decided = outputs(&text, PromptHashing::WhenRead, &dir);
+            let always = outputs(&text, Provide::Always, &dir);
+            let decided = outputs(&text, Provide::WhenRead, &dir);
             assert!(
                 always == decided,
                 "{kind} '{}' behaves differently without the prompt hashes: \
@@ -140,11 +151,11 @@ fn the_prefix_affinity_policies_need_the_hashes() {
         assert!(std_reads_block_hashes(code, name));
         let kind = code.name();
         let text = run_file(&sections(kind, name).expect("a cluster-level kind"));
-        let with = outputs(&text, PromptHashing::WhenRead, &dir);
-        assert_eq!(with, outputs(&text, PromptHashing::Always, &dir));
+        let with = outputs(&text, Provide::WhenRead, &dir);
+        assert_eq!(with, outputs(&text, Provide::Always, &dir));
         assert_ne!(
             with,
-            outputs(&text, PromptHashing::Never, &dir),
+            outputs(&text, Provide::Never, &dir),
             "{kind} '{name}' decided the same without the hashes"
         );
     }

@@ -298,6 +298,14 @@ impl Routing {
         self.profile().is_some_and(Profile::needs_prefix_query)
     }
 
+    /// True when the routing policy may read the instance snapshots.
+    pub fn reads_snapshots(&self) -> bool {
+        match self {
+            Routing::Single(r) => r.label().snapshots,
+            Routing::Profile(_) => true,
+        }
+    }
+
     /// True when the routing policy may read the prompt's block hashes.
     pub fn reads_block_hashes(&self) -> bool {
         match self {

@@ -148,6 +148,27 @@ impl SnapshotProvider {
         self.fill(reads, instances, pending)
     }
 
+    /// A decision by a policy that reads no snapshot: each periodic group
+    /// that falls due is read now, exactly as by [`SnapshotProvider::build`]
+    /// (a later decision within its interval sees it as of now), while the
+    /// live groups and the pending counts are left to the next decision
+    /// that reads them (which re-reads them anyway). Returns the snapshots,
+    /// stale in those fields: for the view's length only.
+    pub fn pass(&mut self, now: Tick, instances: &[Instance]) -> &[InstanceSnapshot] {
+        let periodic_due = |s: &mut Schedule| s.interval != 0 && s.due(now);
+        let reads = Reads {
+            queue_depth: periodic_due(&mut self.queue_depth),
+            batch_size: periodic_due(&mut self.batch_size),
+            kv: periodic_due(&mut self.kv),
+        };
+        if reads.queue_depth || reads.batch_size || reads.kv {
+            for (s, inst) in self.snaps.iter_mut().zip(instances) {
+                reads.apply(s, inst);
+            }
+        }
+        &self.snaps
+    }
+
     /// Snapshots for a lifecycle event: live signals as of now, periodic
     /// ones as the last decision saw them (an observer does not move the
     /// refresh schedules, so hooks never change what the decisions see).
@@ -168,18 +189,8 @@ impl SnapshotProvider {
         pending: &[u32],
     ) -> &[InstanceSnapshot] {
         for ((s, inst), &p) in self.snaps.iter_mut().zip(instances).zip(pending) {
-            if reads.queue_depth {
-                s.queue_depth = inst.queue_depth();
-            }
-            if reads.batch_size {
-                s.batch_size = inst.batch_size();
-            }
+            reads.apply(s, inst);
             s.pending_requests = p;
-            if reads.kv {
-                s.kv_utilization = inst.kv_utilization();
-                s.free_kv_blocks = inst.free_kv_blocks();
-                s.cache_hit_rate = inst.cache_hit_rate();
-            }
         }
         &self.snaps
     }
@@ -254,4 +265,22 @@ struct Reads {
     queue_depth: bool,
     batch_size: bool,
     kv: bool,
+}
+
+impl Reads {
+    /// Re-read the groups of `s` from `inst`.
+    #[inline]
+    fn apply(self, s: &mut InstanceSnapshot, inst: &Instance) {
+        if self.queue_depth {
+            s.queue_depth = inst.queue_depth();
+        }
+        if self.batch_size {
+            s.batch_size = inst.batch_size();
+        }
+        if self.kv {
+            s.kv_utilization = inst.kv_utilization();
+            s.free_kv_blocks = inst.free_kv_blocks();
+            s.cache_hit_rate = inst.cache_hit_rate();
+        }
+    }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use serde_json::Value;
 
-use crate::cluster::{Cluster, PromptHashing, SnapshotProvider};
+use crate::cluster::{Cluster, Provide, SnapshotProvider};
 use crate::config::{self, RunFile, Source};
 use crate::engine::{EventQueue, Tick};
 use crate::instance::latency::LinearModel;
@@ -27,11 +27,16 @@ pub(super) fn scratch(name: &str) -> std::path::PathBuf {
 /// Run a run file given as text (relative paths against `dir`); returns the
 /// report and the outcome's raw counts.
 fn run_text(text: &str, dir: &Path) -> Value {
-    run_text_hashing(text, dir, PromptHashing::default())
+    run_text_with(text, dir, |_| {})
 }
 
-/// [`run_text`] with the cluster's prompt hashing set to `hashing`.
-pub(super) fn run_text_hashing(text: &str, dir: &Path, hashing: PromptHashing) -> Value {
+/// [`run_text`] with the cluster's setup adjusted by `adjust` (what the
+/// cluster provides the policies: prompt hashes, snapshot reads).
+pub(super) fn run_text_with(
+    text: &str,
+    dir: &Path,
+    adjust: impl FnOnce(&mut crate::cluster::ClusterSetup),
+) -> Value {
     let source = Source {
         name: "test.toml".into(),
         base_dir: dir.to_path_buf(),
@@ -40,7 +45,7 @@ pub(super) fn run_text_hashing(text: &str, dir: &Path, hashing: PromptHashing) -
     let run: RunFile = config::parse(&source).unwrap_or_else(|e| panic!("{e}"));
     let mut reg = Registry::standard();
     let mut built = config::build(&run, dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
-    built.setup.prompt_hashing = hashing;
+    adjust(&mut built.setup);
     let fw = built.fitness_weights.clone();
     let mut outcome = Cluster::new(built.setup)
         .run(|_, _| {})
@@ -405,7 +410,7 @@ impl crate::cluster::EventAudit for LongestHashes {
 #[test]
 fn unservable_prompts_are_not_hashed_on_arrival() {
     let dir = scratch("huge-prompts");
-    let run = |prompt: u32, hashing: PromptHashing| {
+    let run = |prompt: u32, hashing: Provide| {
         let text = format!(
             "{}\n[instance]\ncount = 2\ntotal_kv_blocks = 100\n[admission]\nlatency_us = 1000\n\
              [workload]\naggregate_rate = 10.0\nnum_requests = 3\nprompt_tokens = {prompt}\n\
@@ -428,7 +433,7 @@ fn unservable_prompts_are_not_hashed_on_arrival() {
         (longest.0, dropped)
     };
     // 2^24 tokens = 2^20 blocks of 16: far more than 100 blocks.
-    assert_eq!(run(1 << 24, PromptHashing::Always), (0, 3));
-    assert_eq!(run(64, PromptHashing::Always), (64 / 16, 0));
-    assert_eq!(run(64, PromptHashing::WhenRead), (0, 0));
+    assert_eq!(run(1 << 24, Provide::Always), (0, 3));
+    assert_eq!(run(64, Provide::Always), (64 / 16, 0));
+    assert_eq!(run(64, Provide::WhenRead), (0, 0));
 }

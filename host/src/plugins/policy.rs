@@ -28,6 +28,10 @@ pub struct PolicyLabel {
     /// policy, and the standard ones that do (see
     /// [`super::registry::std_reads_block_hashes`]).
     pub block_hashes: bool,
+    /// The policy may read the instance snapshots of its `ClusterView`:
+    /// every plugin policy, and the standard ones that do (see
+    /// [`super::registry::std_reads_snapshots`]).
+    pub snapshots: bool,
 }
 
 impl PolicyLabel {

@@ -47,6 +47,21 @@ pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
     )
 }
 
+/// Whether the standard policy `name` of `kind` reads the instance
+/// snapshots of its `ClusterView` (anything beyond the clock and the
+/// instance count). A decision by a policy that reads none skips re-reading
+/// the live signals of every instance (`SnapshotProvider::pass`); every
+/// plugin policy and every standard policy not listed here is taken to read
+/// them. `cluster/snapshot_read_tests.rs` runs every standard cluster-level
+/// policy with the snapshots always filled and as decided, and fails when a
+/// run's output depends on the difference.
+pub fn std_reads_snapshots(kind: KindCode, name: &str) -> bool {
+    !matches!(
+        (kind.name(), name),
+        ("admission", "always-admit" | "reject-all" | "token-bucket") | ("router", "round-robin")
+    )
+}
+
 /// One policy a library offers.
 #[derive(Clone, Debug)]
 pub struct PolicyEntry {
@@ -400,6 +415,7 @@ impl Registry {
             .iter()
             .find(|p| p.kind == kind && p.name == name);
         let block_hashes = lib.origin != Origin::Embedded || std_reads_block_hashes(kind, &name);
+        let snapshots = lib.origin != Origin::Embedded || std_reads_snapshots(kind, &name);
         let label = PolicyLabel {
             library: lib.name.clone(),
             kind: kind.name(),
@@ -409,6 +425,7 @@ impl Registry {
             uses_state: entry.is_some_and(|p| p.uses_state),
             prefix_query: entry.is_some_and(|p| p.prefix_query),
             block_hashes,
+            snapshots,
         };
         Ok((lib, label))
     }

@@ -210,6 +210,7 @@ pub fn build(
     Ok(BuiltRun {
         setup: ClusterSetup {
             prompt_hashing: Default::default(),
+            snapshot_reads: Default::default(),
             instances,
             workload,
             admission,
