@@ -19,6 +19,17 @@
 //!   - it finishes: `output_len − generated` steps ahead, so cruisers also
 //!     sit in a heap keyed on the step at which they finish.
 //!
+//!   A cruiser filling a private block (content no other request has, see
+//!   `KvCache::first_private`) is a *grower*: every block it will need is
+//!   private, and taking one is a count in the KV cache. It needs one every
+//!   `B` steps, at the steps ≡ its residue (mod `B`), so it is listed once
+//!   per residue and never touched at its block boundaries: a step takes
+//!   its residue's blocks at once ([`Instance::grow`]), and the grower's
+//!   KV state, like its progress, is derived when its record is read. (A
+//!   step that also takes indexed blocks from a cache with no blank block
+//!   left grants that residue's growers one by one in batch order, as the
+//!   order of such takes can matter.)
+//!
 //!   The rest of their share of a step is aggregated: one run of `D` equal
 //!   ITL samples (`dt + α2`), and `D` decodes in the batch shape whose
 //!   context sum is a running sum (newcomers add theirs, finishers subtract
@@ -71,6 +82,10 @@ pub(super) enum Track {
     /// A cruiser since cruised step `since`: the record holds its progress
     /// as of that step.
     Cruising { since: u32 },
+    /// A cruiser since step `since` whose KV grows by private blocks only (a
+    /// grower, see [`Cruise::growers`]): the record holds its progress and
+    /// its KV state as of that step.
+    Growing { since: u32 },
     /// Finished while cruising: a hole in the batch until cruise ends.
     Gone,
 }
@@ -112,6 +127,22 @@ pub(super) struct Cruise {
     /// The next step's KV events in batch order: its bucket merged with
     /// `after_fill` ([`Instance::prepare_next_events`]).
     due: Vec<u32>,
+    /// The growers: cruisers filling a private block, so that every block
+    /// they will need is private and taking one is a count in the KV cache
+    /// (`KvCache::take_private`) and nothing else. A grower needs a new
+    /// block every `B` steps, at the steps ≡ its residue (mod `B`), until it
+    /// finishes: it is listed once, in `growers[residue]`, and a step takes
+    /// the blocks of its residue's growers at once without touching them
+    /// ([`Instance::grow`]). Lists may hold stale entries (holes, and the
+    /// growers dissolved by a step that could not aggregate); `grower_count`
+    /// has each residue's live growers.
+    growers: Vec<Vec<u32>>,
+    grower_count: Vec<u32>,
+    /// The step whose batch was formed last (`lag` once the batch of step
+    /// `lag` is formed, `lag − 1` between a step's end and that).
+    formed: u32,
+    /// The block size `B`.
+    block: u64,
     /// The requests a step touches, in batch order (reused).
     touched: Vec<u32>,
     /// The cruisers that finish at the step, in batch order (reused).
@@ -121,6 +152,18 @@ pub(super) struct Cruise {
     /// Never cruise (the tests compare against full steps).
     #[cfg(test)]
     pub(super) disabled: bool,
+    /// Steps whose growers' blocks were taken at once, and one by one (for
+    /// the tests: both ways must be exercised).
+    #[cfg(test)]
+    pub(super) grown: [u64; 2],
+}
+
+/// What [`Instance::cruise_budget`] allows a step.
+struct Budget {
+    /// The token budget left after the batch's grants.
+    tokens: u32,
+    /// The growers' blocks may be taken at once ([`Instance::grow`]).
+    aggregate_growth: bool,
 }
 
 /// How [`Instance::cruise_step`] handled the step that ended.
@@ -203,7 +246,8 @@ impl Cruise {
     #[inline]
     pub(super) fn materialize(&self, run: &Run) -> Run {
         let mut r = *run;
-        if let Track::Cruising { since } = r.track {
+        self.grow_record(&mut r);
+        if let Track::Cruising { since } | Track::Growing { since } = r.track {
             let steps = self.lag - since;
             r.computed += steps;
             r.generated += steps;
@@ -214,6 +258,23 @@ impl Cruise {
             r.track = Track::Stepped;
         }
         r
+    }
+
+    /// A grower's KV state in its record brought from step `since` to the
+    /// last formation, which granted it the token after the ones it had
+    /// computed by then: its blocks cover those (each new one private).
+    #[inline]
+    fn grow_record(&self, r: &mut Run) {
+        if let Track::Growing { since } = r.track {
+            let b = self.block;
+            let covered = u64::from(r.computed) + u64::from(self.formed - since) + 1;
+            let cap = covered.div_ceil(b) * b;
+            if cap > r.kv_cap {
+                r.kv_private += ((cap - r.kv_cap) / b) as u32;
+                r.kv_cap = cap;
+                r.last_block = super::kv::NO_ID;
+            }
+        }
     }
 
     /// The KV events of step `j`.
@@ -238,13 +299,48 @@ impl Cruise {
     /// cruiser.
     fn join(&mut self, i: u32, run: &mut Run, block_size: u64) {
         let j = self.lag;
-        run.track = Track::Cruising { since: j };
         self.cruisers += 1;
         self.context_base += i64::from(run.computed) - i64::from(j);
         self.finishes
             .push(Reverse((j + run.output_len - run.generated, i)));
+        self.track_kv(i, run, block_size, false);
+    }
+
+    /// Track the KV events of cruiser `i`, whose record holds its true state
+    /// as of step `lag`: as a grower when it fills a private block, else by
+    /// its next KV event. `in_order`: called in batch order for the step's
+    /// KV events (an event one step ahead then goes to `after_fill`).
+    fn track_kv(&mut self, i: u32, run: &mut Run, block_size: u64, in_order: bool) {
+        let j = self.lag;
+        if run.fills_private_block(block_size) {
+            run.track = Track::Growing { since: j };
+            let r = self.residue(run);
+            self.growers[r].push(i);
+            self.grower_count[r] += 1;
+            return;
+        }
+        run.track = Track::Cruising { since: j };
         let next = next_kv_event(j, run, block_size);
-        self.bucket(next).push(i);
+        debug_assert!(
+            u64::from(next - j) <= block_size,
+            "KV events are at most B steps ahead"
+        );
+        if in_order && next == j + 1 {
+            self.after_fill.push(i);
+        } else {
+            self.bucket(next).push(i);
+        }
+    }
+
+    /// The residue (mod `B`) of the steps at which grower `run` needs a new
+    /// block: those at which its computed tokens reach a block boundary.
+    #[inline]
+    fn residue(&self, run: &Run) -> usize {
+        let Track::Growing { since } = run.track else {
+            unreachable!("a grower")
+        };
+        let b = self.block;
+        ((u64::from(since) + b - u64::from(run.computed) % b) % b) as usize
     }
 }
 
@@ -289,6 +385,11 @@ impl Instance {
         c.post = self.latency.post_decode_overhead().max(0);
         c.buckets
             .resize_with((b as usize + 1).next_power_of_two(), Vec::new);
+        c.block = b;
+        c.formed = 0;
+        c.growers.resize_with(b as usize, Vec::new);
+        c.grower_count.clear();
+        c.grower_count.resize(b as usize, 0);
         for &i in &plain {
             c.join(i, &mut self.running[i as usize], b);
         }
@@ -347,7 +448,7 @@ impl Instance {
         self.running.retain_mut(|run| match run.track {
             Track::Gone => false,
             Track::Stepped => true,
-            Track::Cruising { .. } => {
+            Track::Cruising { .. } | Track::Growing { .. } => {
                 *run = c.materialize(run);
                 if finished {
                     run.granted = 0;
@@ -366,6 +467,10 @@ impl Instance {
         for bucket in &mut c.buckets {
             bucket.clear();
         }
+        for list in &mut c.growers {
+            list.clear();
+        }
+        c.grower_count.fill(0);
         c.after_fill.clear();
         c.due.clear();
     }
@@ -376,6 +481,7 @@ impl Instance {
     pub(super) fn check_cruise(&self) -> Result<(), String> {
         let c = &self.cruise;
         let (mut cruisers, mut holes, mut context) = (0u32, 0u32, 0i64);
+        let mut growers = vec![0u32; c.grower_count.len()];
         let mut others = Vec::new();
         for (i, run) in self.running.iter().enumerate() {
             match run.track {
@@ -384,11 +490,22 @@ impl Instance {
                     cruisers += 1;
                     context += i64::from(run.computed) - i64::from(since);
                 }
+                Track::Growing { since } => {
+                    cruisers += 1;
+                    context += i64::from(run.computed) - i64::from(since);
+                    growers[c.residue(run)] += 1;
+                }
                 Track::Gone => holes += 1,
             }
         }
         if !c.active && (cruisers, holes) != (0, 0) {
             return Err("cruise records outside cruise".into());
+        }
+        if c.active && growers != c.grower_count {
+            return Err(format!(
+                "growers by residue: {growers:?} in the batch; counted {:?}",
+                c.grower_count
+            ));
         }
         if c.active
             && ((cruisers, holes, context) != (c.cruisers, c.holes, c.context_base)
@@ -410,7 +527,7 @@ impl Instance {
         let mut delivered = self.last_delivery;
         if self.cruise.active {
             for run in &self.running {
-                if let Track::Cruising { .. } = run.track {
+                if let Track::Cruising { .. } | Track::Growing { .. } = run.track {
                     delivered = delivered.max(self.cruise.materialize(run).last_token_at);
                 }
             }
@@ -436,7 +553,8 @@ impl Instance {
             self.end_cruise(true);
             return CruiseStep::Finished;
         };
-        let shape = self.form_cruising(now, budget, store);
+        self.grow(budget.aggregate_growth);
+        let shape = self.form_cruising(now, budget.tokens, store);
         debug_assert_eq!(shape, {
             let mut s = BatchShape::default();
             for run in self.running.iter().filter(|r| r.track != Track::Gone) {
@@ -491,8 +609,12 @@ impl Instance {
         for &i in &touched {
             let mut run = self.running[i as usize];
             let done = match run.track {
-                Track::Cruising { since } => {
+                Track::Cruising { since } | Track::Growing { since } => {
                     // It finishes: its last token was counted above.
+                    if let Track::Growing { .. } = run.track {
+                        let r = self.cruise.residue(&run);
+                        self.cruise.grower_count[r] -= 1;
+                    }
                     self.cruise.cruisers -= 1;
                     self.cruise.context_base -= i64::from(run.computed) - i64::from(since);
                     run = self.cruise.materialize(&run);
@@ -527,7 +649,7 @@ impl Instance {
     /// a full step would do exactly that: every request gets its whole
     /// grant (the budget covers them all) and every KV allocation succeeds
     /// (no preemption); `None` otherwise, or when the batch is empty.
-    fn cruise_budget(&self) -> Option<u32> {
+    fn cruise_budget(&self) -> Option<Budget> {
         if self.batch_len() == 0 {
             return None;
         }
@@ -537,6 +659,9 @@ impl Instance {
         let c = &self.cruise;
         let mut demand = u64::from(c.cruisers);
         let mut blocks = 0;
+        // Whether every KV operation of the step's grants but the growers'
+        // takes private blocks or does nothing.
+        let mut private_only = true;
         for &i in &c.others {
             let run = &self.running[i as usize];
             let n = chunk(run.input_len + run.generated - run.computed, threshold, max);
@@ -544,8 +669,11 @@ impl Instance {
             let (computed, end) = (u64::from(run.computed), u64::from(run.computed + n));
             let fast = end < run.kv_cap && computed + b >= run.kv_cap;
             let fill = n == 1 && computed + 1 == run.kv_cap;
-            if !fast && !fill {
+            if fill {
+                private_only &= run.fills_private_block(b);
+            } else if !fast {
                 blocks += self.kv.blocks_for(end).saturating_sub(run.kv_cap / b);
+                private_only &= run.grows_private(computed, b);
             }
         }
         if demand > u64::from(max) {
@@ -555,12 +683,76 @@ impl Instance {
         for &i in &c.due {
             let run = &self.running[i as usize];
             if let Track::Cruising { since } = run.track {
-                if u64::from(run.computed + (j - since)) == run.kv_cap {
+                let computed = u64::from(run.computed + (j - since));
+                if computed == run.kv_cap {
                     blocks += 1;
+                    private_only &= run.grows_private(computed, b);
+                } else {
+                    private_only = false; // a fill to hash and index
                 }
             }
         }
-        (blocks <= self.kv.free()).then_some(max - demand as u32)
+        blocks += u64::from(c.grower_count[(u64::from(j) % b) as usize]);
+        (blocks <= self.kv.free()).then_some(Budget {
+            tokens: max - demand as u32,
+            aggregate_growth: private_only || blocks <= self.kv.blank(),
+        })
+    }
+
+    /// The new blocks of the growers whose residue is the step's (see
+    /// [`Cruise::growers`]), before the step's other grants. With
+    /// `aggregate` they are taken at once, touching no grower: that leaves
+    /// the cache as the grants in batch order would when every block the
+    /// step takes is a blank one (a private take only counts it down), or
+    /// when every other KV operation of the step takes private blocks too
+    /// (anonymous takes in any order take the same blocks). Otherwise those
+    /// growers become plain cruisers with a KV event at this step, granted
+    /// in batch order with the others (and they grow again afterwards).
+    fn grow(&mut self, aggregate: bool) {
+        let c = &mut self.cruise;
+        let j = c.lag;
+        let r = (u64::from(j) % c.block) as usize;
+        let n = c.grower_count[r];
+        if aggregate || n == 0 {
+            if n > 0 {
+                let took = self.kv.take_private(u64::from(n));
+                debug_assert!(took, "free blocks were counted");
+                #[cfg(test)]
+                {
+                    c.grown[0] += 1;
+                }
+            }
+            if c.growers[r].len() > 2 * n as usize + 16 {
+                // Drop the entries of growers that finished.
+                let mut list = std::mem::take(&mut c.growers[r]);
+                list.retain(|&i| matches!(self.running[i as usize].track, Track::Growing { .. }));
+                c.growers[r] = list;
+            }
+            return;
+        }
+        #[cfg(test)]
+        {
+            c.grown[1] += 1;
+        }
+        let mut members = std::mem::take(&mut c.growers[r]);
+        members.retain(|&i| matches!(self.running[i as usize].track, Track::Growing { .. }));
+        members.sort_unstable();
+        debug_assert_eq!(members.len(), n as usize);
+        for &i in &members {
+            let run = &mut self.running[i as usize];
+            c.grow_record(run);
+            let Track::Growing { since } = run.track else {
+                unreachable!("kept above")
+            };
+            run.track = Track::Cruising { since };
+        }
+        c.grower_count[r] = 0;
+        let mut due = std::mem::take(&mut c.touched);
+        merge_into(&mut due, &c.due, &members);
+        std::mem::swap(&mut c.due, &mut due);
+        c.touched = due;
+        members.clear();
+        c.growers[r] = members;
     }
 
     /// Form the next batch (as [`Instance::form_batch`] when
@@ -579,6 +771,7 @@ impl Instance {
         let threshold = self.config.long_prefill_token_threshold;
         let max = self.config.max_num_batched_tokens;
         let j = self.cruise.lag;
+        self.cruise.formed = j;
         let mut due = std::mem::take(&mut self.cruise.due);
         debug_assert!(due.windows(2).all(|w| w[0] < w[1]), "merged one step ahead");
         let mut touched = std::mem::take(&mut self.cruise.touched);
@@ -589,6 +782,7 @@ impl Instance {
                 Track::Gone => continue, // finished before its block boundary
                 Track::Cruising { .. } => true,
                 Track::Stepped => false,
+                Track::Growing { .. } => unreachable!("growers are granted by Instance::grow"),
             };
             let run = self.cruise.materialize(&self.running[i]);
             self.running[i] = run;
@@ -600,18 +794,8 @@ impl Instance {
             let granted = self.grant_run(i, n, store);
             debug_assert!(granted, "free blocks were counted");
             if cruiser {
-                let run = &mut self.running[i];
-                run.track = Track::Cruising { since: j };
-                let next = next_kv_event(j, run, b);
-                debug_assert!(
-                    u64::from(next - j) <= b,
-                    "KV events are at most B steps ahead"
-                );
-                if next == j + 1 {
-                    self.cruise.after_fill.push(i as u32); // (batch order)
-                } else {
-                    self.cruise.bucket(next).push(i as u32);
-                }
+                self.cruise
+                    .track_kv(i as u32, &mut self.running[i], b, true);
             }
         }
         due.clear();

@@ -459,6 +459,10 @@ impl KvCache {
     pub fn free(&self) -> u64 {
         self.blank + self.cached_free + self.unhashed.len() as u64
     }
+    /// Free blocks never handed out.
+    pub fn blank(&self) -> u64 {
+        self.blank
+    }
     /// Private (anonymous) blocks held by requests.
     pub fn anon_held(&self) -> u64 {
         self.anon_held

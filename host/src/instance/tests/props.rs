@@ -345,16 +345,36 @@ fn with_and_without_cruise(
     specs: &[Spec],
     horizon: Tick,
 ) -> (String, String, u64) {
+    let (full, cruised, steps, _) = cruise_compared(cfg, lat, specs, horizon, false);
+    (full, cruised, steps)
+}
+
+/// [`with_and_without_cruise`], the requests' unique content private when
+/// `private` ([`mark_private`]: cruisers then grow by private blocks, see
+/// `Cruise::growers`), also returning the steps whose growers' blocks were
+/// taken at once and one by one.
+fn cruise_compared(
+    cfg: &InstanceConfig,
+    lat: &LatencyModel,
+    specs: &[Spec],
+    horizon: Tick,
+    private: bool,
+) -> (String, String, u64, [u64; 2]) {
     let (mut full, _) = build(cfg, lat.clone(), specs);
     full.inst.cruise.disabled = true;
-    full.run_until(horizon, 2_000_000);
     let (mut cruised, _) = build(cfg, lat.clone(), specs);
+    if private {
+        mark_private(&mut full, specs);
+        mark_private(&mut cruised, specs);
+    }
+    full.run_until(horizon, 2_000_000);
     cruised.run_until(horizon, 2_000_000);
     assert_eq!(full.inst.cruise.cruised, 0);
     (
         observed(&full, true),
         observed(&cruised, true),
         cruised.inst.cruise.cruised,
+        cruised.inst.cruise.grown,
     )
 }
 
@@ -405,6 +425,30 @@ proptest! {
         let (full, cruised, _) = with_and_without_cruise(&cfg, &lat, &specs, horizon);
         prop_assert_eq!(full, cruised);
     }
+
+    /// The same with the requests' unique content private, so that
+    /// cruisers grow by private blocks (`Cruise::growers`): their blocks
+    /// taken at once or, when a step also takes indexed blocks from a
+    /// cache with no blank block left, one by one in batch order; block ids
+    /// compared too (the indexed blocks' ids show the order of the takes).
+    #[test]
+    fn cruising_with_private_blocks_equals_full_steps(
+        cfg in config_strategy(),
+        lat in latency_strategy(),
+        specs in prop::collection::vec(decode_heavy_spec(), 5..40),
+        cut in prop_oneof![1 => Just(1.0f64), 1 => 0.0f64..1.0],
+    ) {
+        let span = {
+            let (mut full, _) = build(&cfg, lat.clone(), &specs);
+            full.deep_checks = false;
+            mark_private(&mut full, &specs);
+            full.run();
+            full.completed_at_max()
+        };
+        let horizon = if cut >= 1.0 { Tick::MAX } else { (span as f64 * cut) as Tick };
+        let (full, cruised, _, _) = cruise_compared(&cfg, &lat, &specs, horizon, true);
+        prop_assert_eq!(full, cruised);
+    }
 }
 
 /// An overloaded decode-heavy instance cruises through completions and
@@ -415,7 +459,10 @@ proptest! {
 /// step cruised (99 % when written; a completion or an admission used to
 /// force a full step, and so did every prefill chunk: about half the
 /// steps). Then the same under KV pressure (preemptions force full steps in
-/// between; 81 % cruised).
+/// between; 81 % cruised). The growers' blocks are taken at once in both,
+/// and one by one under pressure (shared-prefix blocks are indexed, so a
+/// step that also takes one of those, with no blank block left, grants its
+/// growers in batch order).
 #[test]
 fn overloaded_batches_cruise_through_completions_and_admissions() {
     let lat = linear([100.0, 0.5, 7.0], [500.0, 2.0, 3.0]);
@@ -437,6 +484,12 @@ fn overloaded_batches_cruise_through_completions_and_admissions() {
         };
         let (full, cruised, steps) = with_and_without_cruise(&cfg, &lat, &specs, Tick::MAX);
         assert_eq!(full, cruised, "{blocks} blocks");
+        // With the unique content private, cruisers grow by private blocks.
+        let (full, cruised, _, grown) = cruise_compared(&cfg, &lat, &specs, Tick::MAX, true);
+        assert_eq!(full, cruised, "{blocks} blocks, private");
+        eprintln!("{blocks} blocks: growers' blocks taken at once / one by one at {grown:?} steps");
+        assert!(grown[0] > 0, "{blocks} blocks: {grown:?}");
+        assert!(grown[1] > 0 || blocks > 1_000, "{blocks} blocks: {grown:?}");
         let total = total_steps(&cfg, &lat, &specs);
         assert!(
             steps as f64 >= min_share * total as f64,
