@@ -14,8 +14,11 @@
 //! 128-token prompts and 4,096-token outputs, so nearly every step is pure
 //! decode apart from a completion and an admission every 4,096 / batch
 //! steps; time per simulated step against the batch size, with 16-token KV
-//! blocks (KV block boundaries: 2 requests in 16 per step) and with
-//! 1,024-token blocks (almost none).
+//! blocks (KV block boundaries: 2 requests in 16 per step), with
+//! 1,024-token blocks (almost none), and with 16-token blocks and private
+//! prompts, as the workload generator marks unique prompts (no block is
+//! hashed or indexed, and decoders take their new blocks without being
+//! touched).
 //!
 //! `CARGO_TARGET_DIR=/work/target-perf cargo bench -p blis-host --bench instance`
 
@@ -217,6 +220,10 @@ struct Steady {
     /// Prompt and output lengths are drawn from these ranges.
     prompts: std::ops::Range<u32>,
     outputs: std::ops::Range<u32>,
+    /// Mark each prompt private from its start, as the workload generator
+    /// marks a unique prompt (`Request::private_from`): its blocks are then
+    /// neither hashed nor indexed, and decoders grow without being touched.
+    private: bool,
 }
 
 impl Steady {
@@ -257,7 +264,34 @@ impl Steady {
             next_id: 0,
             prompts,
             outputs,
+            private: false,
         };
+        s.fill(warm);
+        s
+    }
+
+    /// [`Steady::with_shape`] with private prompts.
+    fn private_with_shape(
+        kind: LatencyKind,
+        batch: u32,
+        prompts: std::ops::Range<u32>,
+        outputs: std::ops::Range<u32>,
+        block_size: u32,
+        warm: u32,
+    ) -> Self {
+        let mut s = Self::with_shape(kind, batch, prompts, outputs, block_size, 0);
+        s.private = true;
+        s.fill(warm);
+        s
+    }
+
+    /// Enqueue a batch and a bit more, then run `warm` steps.
+    fn fill(&mut self, warm: u32) {
+        if warm == 0 {
+            return;
+        }
+        let s = self;
+        let batch = s.inst.config().max_num_seqs;
         for _ in 0..batch + batch / 8 + 1 {
             s.enqueue(0);
         }
@@ -266,7 +300,6 @@ impl Steady {
             s.step();
         }
         assert_eq!(s.inst.batch_size(), batch, "batch full in steady state");
-        s
     }
 
     fn enqueue(&mut self, now: Tick) {
@@ -274,6 +307,7 @@ impl Steady {
         self.next_id += 1;
         let l: u32 = self.rng.random_range(self.prompts.clone());
         let n: u32 = self.rng.random_range(self.outputs.clone());
+        let private = self.private;
         let slot = self.store.insert_with(|r| {
             r.id = id;
             r.arrival = now;
@@ -285,6 +319,7 @@ impl Steady {
             });
             r.output_seed = 1_000_000 + id;
             r.instance = 0;
+            r.private_from = private.then_some(0);
         });
         self.inst
             .on_queued(now, slot, &mut self.store, &mut self.q, &mut self.obs);
@@ -337,9 +372,13 @@ fn bench_step(c: &mut Criterion) {
 fn bench_decode(c: &mut Criterion) {
     let mut g = c.benchmark_group("decode_step");
     g.throughput(Throughput::Elements(1));
-    for block_size in [16, 1024] {
+    for (block_size, private) in [(16, false), (1024, false), (16, true)] {
         for batch in [16, 64, 256] {
-            let mut s = Steady::with_shape(
+            let shape = match private {
+                false => Steady::with_shape,
+                true => Steady::private_with_shape,
+            };
+            let mut s = shape(
                 LatencyKind::RooflineV1,
                 batch,
                 128..129,
@@ -347,8 +386,9 @@ fn bench_decode(c: &mut Criterion) {
                 block_size,
                 10_000,
             );
-            let name = match block_size {
-                16 => format!("batch_{batch}_out_4096"),
+            let name = match (block_size, private) {
+                (16, false) => format!("batch_{batch}_out_4096"),
+                (16, true) => format!("batch_{batch}_out_4096_private"),
                 _ => format!("batch_{batch}_out_4096_block_{block_size}"),
             };
             g.bench_function(name, |b| b.iter(|| s.step()));
