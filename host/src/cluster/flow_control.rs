@@ -257,6 +257,7 @@ impl Cluster {
         };
         e.untrack(slot, &self.store[slot]);
         let i = self.store[slot].instance;
+        self.snapshots.touched(i);
         if self.instances[i as usize].evict(t, slot, &mut self.store, &mut self.collector) {
             g.counts.evicted += 1;
             self.release_finished(t)?;

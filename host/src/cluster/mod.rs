@@ -397,6 +397,7 @@ impl Cluster {
                 Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
                 Event::InstanceArrival { instance, slot } => {
                     self.collector.instance_event(instance, t);
+                    self.snapshots.touched(instance);
                     self.instances[instance as usize].on_arrival(
                         t,
                         slot,
@@ -406,6 +407,7 @@ impl Cluster {
                 }
                 Event::Queued { instance, slot } => {
                     self.collector.instance_event(instance, t);
+                    self.snapshots.touched(instance);
                     let p = &mut self.pending[instance as usize];
                     *p = p.saturating_sub(1);
                     self.instances[instance as usize].on_queued(
@@ -422,6 +424,7 @@ impl Cluster {
                 }
                 Event::Step { instance } => {
                     self.collector.instance_event(instance, t);
+                    self.snapshots.touched(instance);
                     if self.pd.is_some() {
                         self.pd_step(t, instance)?;
                     } else if self.hooks.contains(EventKind::FIRST_TOKEN) {

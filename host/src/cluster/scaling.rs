@@ -243,6 +243,7 @@ impl Cluster {
         match c.lifecycle.drain_policy {
             DrainPolicy::Wait => {}
             DrainPolicy::Immediate => {
+                self.snapshots.touched(i);
                 let n = self.instances[i as usize].drop_waiting(
                     t,
                     &mut self.store,
@@ -261,6 +262,7 @@ impl Cluster {
 
     /// Send instance `i`'s unstarted waiting requests back to routing.
     fn redirect_waiting(&mut self, t: Tick, i: u32) {
+        self.snapshots.touched(i);
         let taken = self.instances[i as usize].take_unstarted_waiting(&self.store);
         let bs = self.block_size;
         for slot in taken {

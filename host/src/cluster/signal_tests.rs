@@ -78,6 +78,7 @@ fn a_periodic_signal_is_the_value_of_its_last_read() {
     assert_eq!((s0.queue_depth, s0.batch_size), (0, 0));
 
     enqueue(&mut inst, &mut store, &mut q, 0, 1, 160, 0);
+    snaps.touched(0); // (as the cluster does after an instance event)
     let s = snaps.build(1_000, &inst, &[0])[0];
     assert_eq!(s.queue_depth, 1, "queue depth is live");
     // The step admits the request: batch 1, queue 0, 10 blocks in use.
@@ -85,6 +86,7 @@ fn a_periodic_signal_is_the_value_of_its_last_read() {
     inst[0].on_step(2_000, &mut store, &mut q, &mut Nothing);
     assert_eq!((inst[0].queue_depth(), inst[0].batch_size()), (0, 1));
     enqueue(&mut inst, &mut store, &mut q, 1, 2, 48, 2_000);
+    snaps.touched(0);
     let s = snaps.build(49_999, &inst, &[0])[0];
     assert_eq!(s.queue_depth, 1);
     assert_eq!(s.batch_size, 0, "batch size as of its last read, at t = 0");
@@ -96,6 +98,7 @@ fn a_periodic_signal_is_the_value_of_its_last_read() {
     assert_eq!(s.batch_size, 1, "re-read 50 ms after the last read");
     // The next read is due 50 ms after this one.
     inst[0].on_step(50_500, &mut store, &mut q, &mut Nothing);
+    snaps.touched(0);
     assert_eq!(inst[0].batch_size(), 2);
     assert_eq!(snaps.build(99_999, &inst, &[0])[0].batch_size, 1);
     assert_eq!(snaps.build(100_000, &inst, &[0])[0].batch_size, 2);
@@ -147,4 +150,41 @@ fn the_prefix_query_is_as_old_as_the_cache_signal_delay() {
     assert_eq!(delayed.query(9_999, &inst, &h), &[0]);
     assert_eq!(delayed.query(10_000, &inst, &h), &[10], "copied at 10 ms");
     assert_eq!(delayed.query(10_001, &inst, &other), &[4]);
+}
+
+/// A decision re-reads the live signals of touched instances only; debug
+/// builds check every other instance against a fresh read, so a change the
+/// cluster did not report (`SnapshotProvider::touched`) cannot go unseen.
+#[test]
+#[cfg(debug_assertions)]
+fn an_unreported_instance_change_is_caught() {
+    let (mut inst, mut store, mut q) = one_instance();
+    let mut snaps = SnapshotProvider::new(1, 0);
+    assert_eq!(snaps.build(0, &inst, &[0])[0].queue_depth, 0);
+    enqueue(&mut inst, &mut store, &mut q, 0, 1, 160, 0);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        snaps.build(1, &inst, &[0]);
+    }))
+    .expect_err("the unreported change is caught");
+    let message = caught
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .unwrap_or_default();
+    assert!(
+        message.contains("changed without SnapshotProvider::touched"),
+        "{message}"
+    );
+}
+
+/// Only touched instances are re-read: an untouched one keeps its snapshot
+/// (equal to a fresh read), a touched one gets the new values.
+#[test]
+fn touched_instances_are_re_read() {
+    let (mut inst, mut store, mut q) = one_instance();
+    let mut snaps = SnapshotProvider::new(1, 0);
+    assert_eq!(snaps.build(0, &inst, &[0])[0].queue_depth, 0);
+    assert_eq!(snaps.build(1, &inst, &[0])[0].queue_depth, 0);
+    enqueue(&mut inst, &mut store, &mut q, 0, 1, 160, 0);
+    snaps.touched(0);
+    assert_eq!(snaps.build(2, &inst, &[0])[0].queue_depth, 1);
 }

@@ -287,6 +287,7 @@ fn tier3_signals_come_from_the_last_refresh() {
     let ev = q.pop().unwrap();
     assert_eq!(ev.time, 0);
     inst[0].on_step(0, &mut store, &mut q, &mut Nothing);
+    snaps.touched(0); // (as the cluster does after an instance event)
     assert!(inst[0].kv_utilization() > 0.0);
 
     // Before the interval: Tier 3 is stale, Tier 2 is live.

@@ -254,6 +254,13 @@ impl PrefixIndex {
         }
         let rec = &self.recency[instance];
         let evictions = (rec.len + hashes.len()).saturating_sub(self.capacity);
+        // The oldest touches, which the evictions pop, were written long
+        // ago: fetch their lines too (4 touches a line) before reading any.
+        for k in (0..evictions + EVICTION_LOOKAHEAD).step_by(4) {
+            if let Some(t) = rec.touches.get(k) {
+                prefetch(t);
+            }
+        }
         for &(h, _) in rec.touches.iter().take(evictions.min(EVICTION_LOOKAHEAD)) {
             self.pairs.prefetch(h);
         }

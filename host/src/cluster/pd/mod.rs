@@ -390,6 +390,7 @@ impl Cluster {
             req.first_token_at = UNSET;
             req.last_token_at = UNSET;
             req.completed_at = UNSET;
+            self.snapshots.touched(d);
             match self.instances[d as usize].reserve_transfer(slot, &mut self.store) {
                 Some(r) => {
                     let dur =
@@ -419,6 +420,7 @@ impl Cluster {
         let d = self.store[slot].instance;
         pd.transfers_in[d as usize] += 1;
         self.collector.instance_event(d, t);
+        self.snapshots.touched(d);
         self.collector.instances[d as usize].injected += 1;
         self.instances[d as usize].enqueue_transferred(t, slot, &mut self.store, &mut self.queue);
     }
