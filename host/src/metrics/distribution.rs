@@ -249,7 +249,7 @@ impl CountMap {
         }
         let span = values[best_first + best - 1] - values[best_first];
         let base = values[best_first] - (limit as Tick - 1 - span) / 2;
-        let old = std::mem::replace(self, CountMap::default());
+        let old = std::mem::take(self);
         let (n, last) = (old.n, old.last);
         self.dense = vec![0; limit];
         self.base = base;
