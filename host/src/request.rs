@@ -783,6 +783,27 @@ impl RequestStore {
         }
     }
 
+    /// Start fetching what [`RequestStore::promote`] of `slot` will read
+    /// and write: its record (written at its arrival, long evicted from the
+    /// cache when it waited) and the hot entry it would take (a hint; no
+    /// effect on behaviour).
+    #[inline]
+    pub fn prefetch_promotion(&self, slot: Slot) {
+        if self.hot_of.get(slot as usize) != Some(&NOT_HOT) {
+            return;
+        }
+        let lines = |r: &Request| {
+            let p = (r as *const Request).cast::<u8>();
+            for off in (0..std::mem::size_of::<Request>()).step_by(64) {
+                prefetch(p.wrapping_add(off));
+            }
+        };
+        lines(&self.slots[slot as usize]);
+        if let Some(&h) = self.hot_free.last() {
+            lines(&self.hot[h as usize]);
+        }
+    }
+
     /// The slot of the request at hot index `h`.
     #[inline]
     pub fn hot_slot(&self, h: u32) -> Slot {

@@ -63,7 +63,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::engine::{later, Event, EventQueue, Tick};
-use crate::request::RequestStore;
+use crate::request::{prefetch, RequestStore};
 
 use super::{add_to_shape, chunk, BatchShape, Instance, InstanceObserver, Run};
 
@@ -404,6 +404,13 @@ impl Instance {
     fn prepare_next_events(&mut self, store: &RequestStore) {
         let j = self.cruise.lag + 1;
         let b = u64::from(self.config.block_size);
+        // The first cruiser finishing then: its batch record has not been
+        // read since it started cruising.
+        if let Some(&Reverse((step, i))) = self.cruise.finishes.peek() {
+            if step == j {
+                prefetch(&self.running[i as usize]);
+            }
+        }
         self.cruise.gather_due(j);
         for &i in &self.cruise.due {
             let run = &self.running[i as usize];

@@ -973,6 +973,11 @@ impl Instance {
             *budget -= n;
             self.running.push(run);
         }
+        // The next request to admit, at a later step, is most likely the
+        // head of the queue: start fetching its record.
+        if let Some(slot) = self.waiting.peek() {
+            store.prefetch_promotion(slot);
+        }
     }
 
     /// Grant running request `i` `n` tokens as batch formation does, through
