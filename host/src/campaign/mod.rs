@@ -10,6 +10,13 @@
 //! check. CI runs [`DEFAULT_CASES`] configurations; set
 //! `BLIS_PROPTEST_CASES=10000` (in release: `cargo test --release -p
 //! blis-host --lib campaign`) for a long local campaign.
+//!
+//! The configurations are drawn from a fixed seed ([`DEFAULT_SEED`]), so a
+//! `cargo test` costs the same every time: with a fresh seed per run, one
+//! draw in many (a gateway ticking every microsecond for seconds of
+//! simulated time, say) made the campaign take 14 minutes instead of one.
+//! `BLIS_CAMPAIGN_SEED=N` draws from seed N, `BLIS_CAMPAIGN_SEED=random`
+//! from a fresh one (printed, so a failure can be replayed).
 
 mod audit;
 mod checks;
@@ -22,6 +29,30 @@ use proptest::test_runner::{Config, TestRunner};
 /// Configurations per `cargo test` run (CI's budget).
 pub const DEFAULT_CASES: u32 = 96;
 
+/// The seed the configurations are drawn from unless `BLIS_CAMPAIGN_SEED`
+/// says otherwise (the 96 configurations it draws take about a minute in a
+/// debug build).
+pub const DEFAULT_SEED: u64 = 0x5eed_0017;
+
+/// The seed to draw from: `BLIS_CAMPAIGN_SEED` (a number, or `random`), else
+/// [`DEFAULT_SEED`].
+fn seed() -> u64 {
+    match std::env::var("BLIS_CAMPAIGN_SEED")
+        .ok()
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("random") => {
+            let s = std::collections::hash_map::RandomState::new();
+            std::hash::BuildHasher::hash_one(&s, std::time::SystemTime::now())
+        }
+        Some(v) => v.parse().unwrap_or_else(|_| {
+            panic!("BLIS_CAMPAIGN_SEED must be a number or `random`, not {v:?}")
+        }),
+        None => DEFAULT_SEED,
+    }
+}
+
 /// Cases to run: `BLIS_PROPTEST_CASES` if set, else [`DEFAULT_CASES`].
 fn cases() -> u32 {
     std::env::var("BLIS_PROPTEST_CASES")
@@ -33,9 +64,12 @@ fn cases() -> u32 {
 #[test]
 fn random_complete_runs_keep_every_invariant() {
     let cases = cases();
+    let seed = seed();
+    eprintln!("property campaign: seed {seed} (BLIS_CAMPAIGN_SEED)");
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
         ..Config::default()
     });
     let dir = runner::scratch("campaign");
@@ -43,7 +77,10 @@ fn random_complete_runs_keep_every_invariant() {
         runner::run_and_check(&scenario, &dir).map_err(TestCaseError::fail)
     });
     if let Err(e) = result {
-        panic!("property campaign failed after at most {cases} configurations: {e}");
+        panic!(
+            "property campaign failed after at most {cases} configurations \
+             (BLIS_CAMPAIGN_SEED={seed}): {e}"
+        );
     }
     eprintln!("property campaign: {cases} configurations, no invariant violated");
 }
