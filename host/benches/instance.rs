@@ -229,17 +229,18 @@ struct Steady {
 impl Steady {
     /// Batch 256, prompts and outputs uniform in 256..768.
     fn new(kind: LatencyKind) -> Self {
-        Self::with_shape(kind, 256, 256..768, 256..768, 16, 20_000)
+        Self::with_shape(kind, 256, 256..768, 256..768, 16, false, 20_000)
     }
 
     /// `batch` running requests (`max_num_seqs`), lengths from the ranges,
-    /// `warm` steps before measuring.
+    /// prompts private when `private`, `warm` steps before measuring.
     fn with_shape(
         kind: LatencyKind,
         batch: u32,
         prompts: std::ops::Range<u32>,
         outputs: std::ops::Range<u32>,
         block_size: u32,
+        private: bool,
         warm: u32,
     ) -> Self {
         let latency = build_latency(&LatencySetup {
@@ -264,34 +265,8 @@ impl Steady {
             next_id: 0,
             prompts,
             outputs,
-            private: false,
+            private,
         };
-        s.fill(warm);
-        s
-    }
-
-    /// [`Steady::with_shape`] with private prompts.
-    fn private_with_shape(
-        kind: LatencyKind,
-        batch: u32,
-        prompts: std::ops::Range<u32>,
-        outputs: std::ops::Range<u32>,
-        block_size: u32,
-        warm: u32,
-    ) -> Self {
-        let mut s = Self::with_shape(kind, batch, prompts, outputs, block_size, 0);
-        s.private = true;
-        s.fill(warm);
-        s
-    }
-
-    /// Enqueue a batch and a bit more, then run `warm` steps.
-    fn fill(&mut self, warm: u32) {
-        if warm == 0 {
-            return;
-        }
-        let s = self;
-        let batch = s.inst.config().max_num_seqs;
         for _ in 0..batch + batch / 8 + 1 {
             s.enqueue(0);
         }
@@ -300,6 +275,7 @@ impl Steady {
             s.step();
         }
         assert_eq!(s.inst.batch_size(), batch, "batch full in steady state");
+        s
     }
 
     fn enqueue(&mut self, now: Tick) {
@@ -374,16 +350,13 @@ fn bench_decode(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for (block_size, private) in [(16, false), (1024, false), (16, true)] {
         for batch in [16, 64, 256] {
-            let shape = match private {
-                false => Steady::with_shape,
-                true => Steady::private_with_shape,
-            };
-            let mut s = shape(
+            let mut s = Steady::with_shape(
                 LatencyKind::RooflineV1,
                 batch,
                 128..129,
                 4032..4160,
                 block_size,
+                private,
                 10_000,
             );
             let name = match (block_size, private) {

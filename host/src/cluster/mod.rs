@@ -396,8 +396,7 @@ impl Cluster {
                 Event::Gateway(timer) => self.on_gateway_timer(t, timer)?,
                 Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
                 Event::InstanceArrival { instance, slot } => {
-                    self.collector.instance_event(instance, t);
-                    self.snapshots.touched(instance);
+                    self.instance_event(instance, t);
                     self.instances[instance as usize].on_arrival(
                         t,
                         slot,
@@ -406,8 +405,7 @@ impl Cluster {
                     );
                 }
                 Event::Queued { instance, slot } => {
-                    self.collector.instance_event(instance, t);
-                    self.snapshots.touched(instance);
+                    self.instance_event(instance, t);
                     let p = &mut self.pending[instance as usize];
                     *p = p.saturating_sub(1);
                     self.instances[instance as usize].on_queued(
@@ -423,8 +421,7 @@ impl Cluster {
                     self.after_instance_event(t, instance);
                 }
                 Event::Step { instance } => {
-                    self.collector.instance_event(instance, t);
-                    self.snapshots.touched(instance);
+                    self.instance_event(instance, t);
                     if self.pd.is_some() {
                         self.pd_step(t, instance)?;
                     } else if self.hooks.contains(EventKind::FIRST_TOKEN) {
@@ -530,15 +527,20 @@ impl Cluster {
         self.schedule_arrivals();
     }
 
+    /// An event of `instance` at `t` is about to run: the collector counts
+    /// it, and the next decision re-reads the instance's live signals.
+    fn instance_event(&mut self, instance: u32, t: Tick) {
+        self.collector.instance_event(instance, t);
+        self.snapshots.touched(instance);
+    }
+
     fn on_admission(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         if self.tenant_budgets.is_some() && self.over_tenant_budget(t, slot)? {
             return Ok(());
         }
-        let snaps = if self.admission_reads {
-            self.snapshots.build(t, &self.instances, &self.pending)
-        } else {
-            self.snapshots.pass(t, &self.instances)
-        };
+        let snaps =
+            self.snapshots
+                .for_decision(self.admission_reads, t, &self.instances, &self.pending);
         let view = ClusterView {
             clock_us: t,
             instances: RSlice::from_slice(snaps),
@@ -582,11 +584,8 @@ impl Cluster {
 
     fn on_routing(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
         let needs_state = self.routing.needs_state();
-        if self.routing_reads {
-            self.snapshots.build(t, &self.instances, &self.pending);
-        } else {
-            self.snapshots.pass(t, &self.instances);
-        }
+        self.snapshots
+            .for_decision(self.routing_reads, t, &self.instances, &self.pending);
         if needs_state {
             self.snapshots
                 .build_info(&self.instances, &self.in_flight, &self.store);

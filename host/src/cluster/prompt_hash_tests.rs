@@ -108,28 +108,37 @@ pub(super) fn sections(kind: &str, name: &str) -> Option<String> {
     })
 }
 
+/// Every standard policy that sees a request at the cluster level, with
+/// the sections that exercise it (instance-level and cluster-wide ones —
+/// schedulers, autoscalers — see no request and are left out).
+pub(super) fn cluster_policies() -> Vec<(KindCode, String, String)> {
+    let registry = Registry::standard();
+    let mut out = Vec::new();
+    for lib in registry.libraries() {
+        for p in &lib.policies {
+            if let Some(section) = sections(p.kind.name(), &p.name) {
+                out.push((p.kind, p.name.clone(), section));
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn no_standard_policy_reads_prompt_hashes_unless_it_says_so() {
     let dir = scratch("prompt-hashes");
-    let registry = Registry::standard();
     let mut checked = Vec::new();
-    for lib in registry.libraries() {
-        for p in &lib.policies {
-            let kind = p.kind.name();
-            let Some(section) = sections(kind, &p.name) else {
-                continue; // instance-level or cluster-wide: no request view
-            };
-            let text = run_file(&section);
-            let always = outputs(&text, Provide::Always, &dir);
-            let decided = outputs(&text, Provide::WhenRead, &dir);
-            assert!(
-                always == decided,
-                "{kind} '{}' behaves differently without the prompt hashes: \
-                 list it in std_reads_block_hashes",
-                p.name
-            );
-            checked.push(format!("{kind}:{}", p.name));
-        }
+    for (code, name, section) in cluster_policies() {
+        let kind = code.name();
+        let text = run_file(&section);
+        let always = outputs(&text, Provide::Always, &dir);
+        let decided = outputs(&text, Provide::WhenRead, &dir);
+        assert!(
+            always == decided,
+            "{kind} '{name}' behaves differently without the prompt hashes: \
+             list it in std_reads_block_hashes"
+        );
+        checked.push(format!("{kind}:{name}"));
     }
     // Every cluster-level kind was covered (5 admission, 4 router, 10
     // scorer, 2 filter, 3 picker policies when this was written).

@@ -165,6 +165,21 @@ impl SnapshotProvider {
         self.fill(reads, instances, pending)
     }
 
+    /// Snapshots for a decision at `now`: [`SnapshotProvider::build`] when
+    /// its policy `reads` them, else [`SnapshotProvider::pass`].
+    pub fn for_decision(
+        &mut self,
+        reads: bool,
+        now: Tick,
+        instances: &[Instance],
+        pending: &[u32],
+    ) -> &[InstanceSnapshot] {
+        match reads {
+            true => self.build(now, instances, pending),
+            false => self.pass(now, instances),
+        }
+    }
+
     /// A decision by a policy that reads no snapshot: each periodic group
     /// that falls due is read now, exactly as by [`SnapshotProvider::build`]
     /// (a later decision within its interval sees it as of now), while the

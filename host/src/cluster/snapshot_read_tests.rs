@@ -9,11 +9,10 @@
 //! results and traces: a standard policy listed as not reading the
 //! snapshots that does read them fails here.
 
-use super::prompt_hash_tests::{outputs_with, run_file, sections};
+use super::prompt_hash_tests::{cluster_policies, outputs_with, run_file, sections};
 use super::tests::scratch;
 use super::Provide;
 use crate::plugins::registry::std_reads_snapshots;
-use crate::plugins::Registry;
 use blis_plugin_api::KindCode;
 
 /// Periodic signals: every group on its own schedule.
@@ -37,27 +36,20 @@ fn variants(section: &str) -> Vec<String> {
 #[test]
 fn no_standard_policy_reads_snapshots_unless_it_says_so() {
     let dir = scratch("snapshot-reads");
-    let registry = Registry::standard();
     let mut skipping = Vec::new();
-    for lib in registry.libraries() {
-        for p in &lib.policies {
-            let kind = p.kind.name();
-            let Some(section) = sections(kind, &p.name) else {
-                continue; // instance-level or cluster-wide: no decision view
-            };
-            for text in variants(&section) {
-                let always = outputs_with(&text, &dir, |s| s.snapshot_reads = Provide::Always);
-                let decided = outputs_with(&text, &dir, |s| s.snapshot_reads = Provide::WhenRead);
-                assert!(
-                    always == decided,
-                    "{kind} '{}' behaves differently when decisions skip the snapshots: \
-                     remove it from the list in std_reads_snapshots\n{text}",
-                    p.name
-                );
-            }
-            if !std_reads_snapshots(p.kind, &p.name) {
-                skipping.push(format!("{kind}:{}", p.name));
-            }
+    for (code, name, section) in cluster_policies() {
+        let kind = code.name();
+        for text in variants(&section) {
+            let always = outputs_with(&text, &dir, |s| s.snapshot_reads = Provide::Always);
+            let decided = outputs_with(&text, &dir, |s| s.snapshot_reads = Provide::WhenRead);
+            assert!(
+                always == decided,
+                "{kind} '{name}' behaves differently when decisions skip the snapshots: \
+                 remove it from the list in std_reads_snapshots\n{text}"
+            );
+        }
+        if !std_reads_snapshots(code, &name) {
+            skipping.push(format!("{kind}:{name}"));
         }
     }
     // The policies that skip were all run (4 when this was written).

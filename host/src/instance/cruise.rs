@@ -332,6 +332,12 @@ impl Cruise {
         }
     }
 
+    /// The residue (mod `B`) of step `j`: whose growers need a block then.
+    #[inline]
+    fn step_residue(&self, j: u32) -> usize {
+        (u64::from(j) % self.block) as usize
+    }
+
     /// The residue (mod `B`) of the steps at which grower `run` needs a new
     /// block: those at which its computed tokens reach a block boundary.
     #[inline]
@@ -493,14 +499,12 @@ impl Instance {
         for (i, run) in self.running.iter().enumerate() {
             match run.track {
                 Track::Stepped => others.push(i as u32),
-                Track::Cruising { since } => {
+                Track::Cruising { since } | Track::Growing { since } => {
                     cruisers += 1;
                     context += i64::from(run.computed) - i64::from(since);
-                }
-                Track::Growing { since } => {
-                    cruisers += 1;
-                    context += i64::from(run.computed) - i64::from(since);
-                    growers[c.residue(run)] += 1;
+                    if let Track::Growing { .. } = run.track {
+                        growers[c.residue(run)] += 1;
+                    }
                 }
                 Track::Gone => holes += 1,
             }
@@ -699,7 +703,7 @@ impl Instance {
                 }
             }
         }
-        blocks += u64::from(c.grower_count[(u64::from(j) % b) as usize]);
+        blocks += u64::from(c.grower_count[c.step_residue(j)]);
         (blocks <= self.kv.free()).then_some(Budget {
             tokens: max - demand as u32,
             aggregate_growth: private_only || blocks <= self.kv.blank(),
@@ -717,9 +721,12 @@ impl Instance {
     /// in batch order with the others (and they grow again afterwards).
     fn grow(&mut self, aggregate: bool) {
         let c = &mut self.cruise;
-        let j = c.lag;
-        let r = (u64::from(j) % c.block) as usize;
+        let r = c.step_residue(c.lag);
         let n = c.grower_count[r];
+        // The list without the entries of growers that finished.
+        let live = |list: &mut Vec<u32>| {
+            list.retain(|&i| matches!(self.running[i as usize].track, Track::Growing { .. }));
+        };
         if aggregate || n == 0 {
             if n > 0 {
                 let took = self.kv.take_private(u64::from(n));
@@ -730,10 +737,7 @@ impl Instance {
                 }
             }
             if c.growers[r].len() > 2 * n as usize + 16 {
-                // Drop the entries of growers that finished.
-                let mut list = std::mem::take(&mut c.growers[r]);
-                list.retain(|&i| matches!(self.running[i as usize].track, Track::Growing { .. }));
-                c.growers[r] = list;
+                live(&mut c.growers[r]);
             }
             return;
         }
@@ -742,7 +746,7 @@ impl Instance {
             c.grown[1] += 1;
         }
         let mut members = std::mem::take(&mut c.growers[r]);
-        members.retain(|&i| matches!(self.running[i as usize].track, Track::Growing { .. }));
+        live(&mut members);
         members.sort_unstable();
         debug_assert_eq!(members.len(), n as usize);
         for &i in &members {

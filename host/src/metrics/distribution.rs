@@ -391,6 +391,16 @@ impl CountMap {
 mod tests {
     use super::*;
 
+    /// A deterministic xorshift64 stream for the property-style tests.
+    pub(super) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     #[test]
     fn r7_percentiles_match_the_reference_example() {
         // core-engine.md §7.3: [1000, 2000, 3000, 4000], p90 → 3.7 ms.
@@ -454,13 +464,7 @@ mod tests {
     /// statistics and merges stay those of the sorted samples.
     #[test]
     fn count_map_window_and_map_agree_with_sorted_vector() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let mut samples: Vec<Tick> = Vec::new();
         let mut level: Tick = 50_000;
         for round in 0..40 {
@@ -511,13 +515,7 @@ mod tests {
     /// values end in it; statistics stay those of the sorted samples.
     #[test]
     fn count_map_window_moves_to_where_the_values_are() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut samples: Vec<Tick> = (0..300).map(|i| 1_000 + i * 3).collect();
         samples.extend((0..20_000).map(|_| 400_000 + (next() % 12_000) as Tick));
         let mut cm = CountMap::default();
@@ -680,6 +678,7 @@ fn at_rank(runs: &[&[u64]], rank: u64) -> u64 {
 
 #[cfg(test)]
 mod run_tests {
+    use super::tests::xorshift;
     use super::*;
 
     /// Every rank of many runs (empty ones, one-sample ones, long repeats,
@@ -687,13 +686,7 @@ mod run_tests {
     /// every class's statistics those of its sorted samples.
     #[test]
     fn every_rank_of_many_runs_is_the_sorted_unions() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         for case in 0..40 {
             let k = 1 + case % 70;
             let mut runs: Vec<Vec<u64>> = (0..k)

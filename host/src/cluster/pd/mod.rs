@@ -419,8 +419,7 @@ impl Cluster {
         TransferModel::finish(&mut pd.transfers);
         let d = self.store[slot].instance;
         pd.transfers_in[d as usize] += 1;
-        self.collector.instance_event(d, t);
-        self.snapshots.touched(d);
+        self.instance_event(d, t);
         self.collector.instances[d as usize].injected += 1;
         self.instances[d as usize].enqueue_transferred(t, slot, &mut self.store, &mut self.queue);
     }

@@ -337,6 +337,28 @@ fn observed(sim: &Sim, ids: bool) -> String {
     )
 }
 
+/// The horizon at fraction `cut` of a full run of `specs` (to its last
+/// completion; unbounded when `cut` ≥ 1), the unique content private when
+/// `private`.
+fn cut_horizon(
+    cfg: &InstanceConfig,
+    lat: &LatencyModel,
+    specs: &[Spec],
+    cut: f64,
+    private: bool,
+) -> Tick {
+    if cut >= 1.0 {
+        return Tick::MAX;
+    }
+    let (mut full, _) = build(cfg, lat.clone(), specs);
+    full.deep_checks = false;
+    if private {
+        mark_private(&mut full, specs);
+    }
+    full.run();
+    (full.completed_at_max() as f64 * cut) as Tick
+}
+
 /// Run `specs` to `horizon` with and without aggregated decode steps;
 /// returns both observations and the number of steps cruised.
 fn with_and_without_cruise(
@@ -393,13 +415,7 @@ proptest! {
         specs in prop::collection::vec(spec(), 1..30),
         cut in prop_oneof![1 => Just(1.0f64), 1 => 0.0f64..1.0],
     ) {
-        let span = {
-            let (mut full, _) = build(&cfg, lat.clone(), &specs);
-            full.deep_checks = false;
-            full.run();
-            full.completed_at_max()
-        };
-        let horizon = if cut >= 1.0 { Tick::MAX } else { (span as f64 * cut) as Tick };
+        let horizon = cut_horizon(&cfg, &lat, &specs, cut, false);
         let (full, cruised, _) = with_and_without_cruise(&cfg, &lat, &specs, horizon);
         prop_assert_eq!(full, cruised);
     }
@@ -415,13 +431,7 @@ proptest! {
         specs in prop::collection::vec(decode_heavy_spec(), 5..40),
         cut in prop_oneof![1 => Just(1.0f64), 1 => 0.0f64..1.0],
     ) {
-        let span = {
-            let (mut full, _) = build(&cfg, lat.clone(), &specs);
-            full.deep_checks = false;
-            full.run();
-            full.completed_at_max()
-        };
-        let horizon = if cut >= 1.0 { Tick::MAX } else { (span as f64 * cut) as Tick };
+        let horizon = cut_horizon(&cfg, &lat, &specs, cut, false);
         let (full, cruised, _) = with_and_without_cruise(&cfg, &lat, &specs, horizon);
         prop_assert_eq!(full, cruised);
     }
@@ -438,14 +448,7 @@ proptest! {
         specs in prop::collection::vec(decode_heavy_spec(), 5..40),
         cut in prop_oneof![1 => Just(1.0f64), 1 => 0.0f64..1.0],
     ) {
-        let span = {
-            let (mut full, _) = build(&cfg, lat.clone(), &specs);
-            full.deep_checks = false;
-            mark_private(&mut full, &specs);
-            full.run();
-            full.completed_at_max()
-        };
-        let horizon = if cut >= 1.0 { Tick::MAX } else { (span as f64 * cut) as Tick };
+        let horizon = cut_horizon(&cfg, &lat, &specs, cut, true);
         let (full, cruised, _, _) = cruise_compared(&cfg, &lat, &specs, horizon, true);
         prop_assert_eq!(full, cruised);
     }
