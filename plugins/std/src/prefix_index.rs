@@ -14,8 +14,21 @@
 //! stamp, and the least recently used hash is the first current touch.
 //! Because the slots are known up front, a request's updates fetch all of
 //! them at once before using any ([`PrefixIndex::record`]).
+//!
+//! Most prompts share nothing: their blocks never match another request's.
+//! Hashes are hierarchical (block `k`'s hash covers the whole prefix up to
+//! it), so two records share a block only if they share their first one. A
+//! record whose first block no other record has (its *group* is alone) is
+//! therefore kept as one [`Run`]: one touch in the recency queue standing
+//! for all its blocks in order, and no pairs. Only when a second record of
+//! the group comes does the run become pairs too ([`PrefixIndex::publish`])
+//! — exactly the entries the block-by-block path would have made — and the
+//! group goes that path from then on. On prompts that share nothing an
+//! update then costs a few accesses per request instead of two cache misses
+//! per block.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// Start fetching the cache line at `p` (a hint: never faults).
 #[inline]
@@ -201,13 +214,68 @@ impl PairTable {
     }
 }
 
-/// One instance's recency order: its touches in order, as `(hash, stamp)`.
+/// One instance's recency order: its touches in order, as `(hash, stamp)`
+/// for one block, `(run slot, RUN)` for a [`Run`] (all its blocks).
 #[derive(Default)]
 struct Recency {
     touches: VecDeque<(u64, u64)>,
-    /// Distinct hashes held.
+    /// Distinct hashes held (the live blocks of runs included).
     len: usize,
     clock: u64,
+}
+
+/// The stamp of a touch that stands for a [`Run`] (the stamps of blocks
+/// stay below 2^44, see [`record_of`]).
+const RUN: u64 = u64::MAX;
+
+/// The blocks of one record (one request routed to one instance) kept as
+/// one touch: block `k` has the stamp `stamp + k`, and the blocks before
+/// `first_live` are gone (the LRU takes them oldest first, i.e. in order).
+/// While its group is alone they are nowhere else; once `published` they
+/// are pairs too, and a block touched again since (its pair's stamp moved
+/// on) is no longer this run's.
+#[derive(Default)]
+struct Run {
+    hashes: Vec<u64>,
+    /// `hashes[0]`, its group's key (here to spare a cache miss).
+    first: u64,
+    instance: usize,
+    first_live: usize,
+    stamp: u64,
+    published: bool,
+    /// False once its last block went (the slot is free).
+    in_use: bool,
+}
+
+/// The records whose blocks start with a given first block.
+#[derive(Clone, Copy, Debug)]
+enum Group {
+    /// One record so far: its run (a slot of `PrefixIndex::runs`). Left
+    /// behind when the run goes (forgetting it would cost a cache miss per
+    /// run): it is current only while that slot holds a run of this group
+    /// ([`PrefixIndex::group`]), and stale ones are swept out in bulk.
+    Alone(usize),
+    /// More than one: its blocks go block by block, as pairs. Kept for
+    /// good (the group's pairs may outlive every run).
+    Shared,
+}
+
+/// Block hashes are well mixed, but tests use small integers: one multiply.
+#[derive(Clone, Copy, Default)]
+struct HashHasher(u64);
+
+impl Hasher for HashHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// How many evictions ahead their probe runs are fetched.
@@ -218,6 +286,12 @@ pub(crate) struct PrefixIndex {
     capacity: usize,
     pairs: PairTable,
     recency: Vec<Recency>,
+    /// By first block hash (see [`Group::Alone`] for stale entries).
+    groups: HashMap<u64, Group, BuildHasherDefault<HashHasher>>,
+    /// Slab of runs (`free` lists the unused slots, whose vectors are kept
+    /// for reuse).
+    runs: Vec<Run>,
+    free: Vec<usize>,
 }
 
 impl PrefixIndex {
@@ -227,6 +301,9 @@ impl PrefixIndex {
             capacity,
             pairs: PairTable::new(),
             recency: Vec::new(),
+            groups: HashMap::default(),
+            runs: Vec::new(),
+            free: Vec::new(),
         }
     }
 
@@ -236,17 +313,95 @@ impl PrefixIndex {
         self.recency.get(instance).map_or(0, |r| r.len)
     }
 
-    /// Record `hashes` as routed to `instance` (the observer of the seed):
-    /// each hash is touched in order; the least recently used hash is evicted
-    /// when the instance's set is full. Instances beyond [`MAX_INSTANCES`]
-    /// are ignored.
+    /// Record `hashes` (a prompt's hierarchical block hashes) as routed to
+    /// `instance` (the observer of the seed): each block is touched in
+    /// order; the least recently used block is evicted when the instance's
+    /// set is full. Instances beyond [`MAX_INSTANCES`] are ignored.
     pub fn record(&mut self, hashes: &[u64], instance: usize) {
+        let Some(&first) = hashes.first() else {
+            return;
+        };
         if instance >= MAX_INSTANCES {
             return;
         }
         if self.recency.len() <= instance {
             self.recency.resize_with(instance + 1, Recency::default);
         }
+        match self.group(first) {
+            None => return self.record_run(hashes, instance),
+            Some(Group::Alone(slot)) => {
+                self.publish(slot);
+                self.groups.insert(first, Group::Shared);
+            }
+            Some(Group::Shared) => {}
+        }
+        self.record_blocks(hashes, instance);
+    }
+
+    /// The current group of prompts starting with block `first`, if any.
+    #[inline]
+    fn group(&self, first: u64) -> Option<Group> {
+        match *self.groups.get(&first)? {
+            Group::Alone(slot) => {
+                let run = &self.runs[slot];
+                (run.in_use && run.first == first).then_some(Group::Alone(slot))
+            }
+            shared => Some(shared),
+        }
+    }
+
+    /// The first record of its group: one run, no pairs (none of its blocks
+    /// is held anywhere, so every touch inserts, and the evictions they
+    /// cause take the oldest blocks in order).
+    fn record_run(&mut self, hashes: &[u64], instance: usize) {
+        let rec = &mut self.recency[instance];
+        let stamp = rec.clock + 1;
+        rec.clock += hashes.len() as u64;
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.runs.push(Run::default());
+            self.runs.len() - 1
+        });
+        let run = &mut self.runs[slot];
+        run.hashes.clear();
+        run.hashes.extend_from_slice(hashes);
+        run.first = hashes[0];
+        (run.instance, run.first_live, run.stamp) = (instance, 0, stamp);
+        (run.published, run.in_use) = (false, true);
+        rec.touches.push_back((slot as u64, RUN));
+        self.groups.insert(hashes[0], Group::Alone(slot));
+        let live_runs = self.runs.len() - self.free.len();
+        if self.groups.len() > 2 * live_runs + 1024 {
+            let runs = &self.runs;
+            self.groups.retain(|&first, g| match *g {
+                Group::Alone(slot) => runs[slot].in_use && runs[slot].first == first,
+                Group::Shared => true,
+            });
+        }
+        rec.len += hashes.len();
+        let excess = rec.len.saturating_sub(self.capacity);
+        if excess > 0 {
+            self.evict(instance, excess);
+        }
+    }
+
+    /// A second record of the run's group came: give the run's live blocks
+    /// the pairs the block-by-block path would have given them.
+    fn publish(&mut self, slot: usize) {
+        let run = &mut self.runs[slot];
+        run.published = true;
+        for k in run.first_live..run.hashes.len() {
+            match self.pairs.find(run.hashes[k], run.instance) {
+                Probe::Vacant(i) => {
+                    self.pairs
+                        .insert(i, run.hashes[k], run.instance, run.stamp + k as u64);
+                }
+                Probe::Found(_) => unreachable!("a lone group's block has no pair"),
+            }
+        }
+    }
+
+    /// Touch `hashes` block by block (their group is shared).
+    fn record_blocks(&mut self, hashes: &[u64], instance: usize) {
         // Start every fetch this update will wait for: the probe runs of the
         // hashes and of those likely to be evicted.
         for &h in hashes {
@@ -261,8 +416,10 @@ impl PrefixIndex {
                 prefetch(t);
             }
         }
-        for &(h, _) in rec.touches.iter().take(evictions.min(EVICTION_LOOKAHEAD)) {
-            self.pairs.prefetch(h);
+        for &(h, s) in rec.touches.iter().take(evictions.min(EVICTION_LOOKAHEAD)) {
+            if s != RUN {
+                self.pairs.prefetch(h);
+            }
         }
         for &h in hashes {
             let rec = &mut self.recency[instance];
@@ -275,7 +432,7 @@ impl PrefixIndex {
                     self.pairs.insert(i, h, instance, stamp);
                     rec.len += 1;
                     if rec.len > self.capacity {
-                        self.evict_lru(instance);
+                        self.evict(instance, 1);
                     }
                 }
             }
@@ -283,20 +440,53 @@ impl PrefixIndex {
         }
     }
 
-    /// Remove the least recently used hash of `instance`.
-    fn evict_lru(&mut self, instance: usize) {
+    /// Remove the `n` least recently used blocks of `instance`.
+    fn evict(&mut self, instance: usize, mut n: usize) {
         let rec = &mut self.recency[instance];
-        while let Some((h, s)) = rec.touches.pop_front() {
+        while n > 0 {
+            let Some(&(h, s)) = rec.touches.front() else {
+                return;
+            };
+            if s == RUN {
+                let slot = h as usize;
+                let run = &mut self.runs[slot];
+                if run.published {
+                    // Its oldest block, unless touched again since.
+                    let k = run.first_live;
+                    run.first_live += 1;
+                    if let Probe::Found(i) = self.pairs.find(run.hashes[k], instance) {
+                        if stamp_of(self.pairs.slots[i].1) == run.stamp + k as u64 {
+                            self.pairs.delete_at(i);
+                            rec.len -= 1;
+                            n -= 1;
+                        }
+                    }
+                } else {
+                    let k = n.min(run.hashes.len() - run.first_live);
+                    run.first_live += k;
+                    rec.len -= k;
+                    n -= k;
+                }
+                if run.first_live == run.hashes.len() {
+                    run.in_use = false;
+                    self.free.push(slot);
+                    rec.touches.pop_front();
+                }
+                continue;
+            }
+            rec.touches.pop_front();
             // Keep the next evictions' probe runs coming (a window of
             // fetches in flight rather than a burst the CPU cannot hold).
-            if let Some(&(ahead, _)) = rec.touches.get(EVICTION_LOOKAHEAD - 1) {
-                self.pairs.prefetch(ahead);
+            if let Some(&(ahead, sa)) = rec.touches.get(EVICTION_LOOKAHEAD - 1) {
+                if sa != RUN {
+                    self.pairs.prefetch(ahead);
+                }
             }
             if let Probe::Found(i) = self.pairs.find(h, instance) {
                 if stamp_of(self.pairs.slots[i].1) == s {
                     self.pairs.delete_at(i);
                     rec.len -= 1;
-                    return;
+                    n -= 1;
                 }
             }
         }
@@ -304,30 +494,57 @@ impl PrefixIndex {
 
     /// Stale touches are dropped at eviction; a set that never fills up
     /// would keep them, so drop them once they outnumber the live ones.
+    /// (A run stays queued until its last block goes.)
     fn compact(&mut self, instance: usize) {
         let rec = &mut self.recency[instance];
         if rec.touches.len() <= 2 * rec.len + 64 {
             return;
         }
         let pairs = &self.pairs;
-        rec.touches.retain(|&(h, s)| match pairs.find(h, instance) {
-            Probe::Found(i) => stamp_of(pairs.slots[i].1) == s,
-            Probe::Vacant(_) => false,
+        rec.touches.retain(|&(h, s)| {
+            s == RUN
+                || match pairs.find(h, instance) {
+                    Probe::Found(i) => stamp_of(pairs.slots[i].1) == s,
+                    Probe::Vacant(_) => false,
+                }
         });
     }
 
-    /// For each instance, how many of `hashes` it holds, added into `counts`
-    /// (one entry per instance; holders beyond its length are skipped).
+    /// For each instance, how many of `hashes` (a prompt's hierarchical
+    /// block hashes) it holds, added into `counts` (one entry per instance;
+    /// holders beyond its length are skipped).
     pub fn count_matches(&self, hashes: &[u64], counts: &mut [u32]) {
-        for &h in hashes {
-            self.pairs.prefetch(h);
-        }
-        for &h in hashes {
-            self.pairs.holders(h, |i| {
-                if let Some(c) = counts.get_mut(i) {
-                    *c += 1;
+        let Some(first) = hashes.first() else {
+            return;
+        };
+        match self.group(*first) {
+            // No record starts with this block: none holds any of them.
+            None => {}
+            // One record: the blocks both have are their common prefix.
+            Some(Group::Alone(slot)) => {
+                let run = &self.runs[slot];
+                let common = hashes
+                    .iter()
+                    .zip(&run.hashes)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                let held = common.saturating_sub(run.first_live) as u32;
+                if let Some(c) = counts.get_mut(run.instance) {
+                    *c += held;
                 }
-            });
+            }
+            Some(Group::Shared) => {
+                for &h in hashes {
+                    self.pairs.prefetch(h);
+                }
+                for &h in hashes {
+                    self.pairs.holders(h, |i| {
+                        if let Some(c) = counts.get_mut(i) {
+                            *c += 1;
+                        }
+                    });
+                }
+            }
         }
     }
 }
@@ -336,6 +553,15 @@ impl PrefixIndex {
 mod tests {
     use super::*;
 
+    fn counts(idx: &PrefixIndex, hashes: &[u64], instances: usize) -> Vec<u32> {
+        let mut c = vec![0u32; instances];
+        idx.count_matches(hashes, &mut c);
+        c
+    }
+
+    /// Hashes here are hierarchical, as the host's are: `[1, 2, 3]` is a
+    /// prompt of three blocks and `[1, 2]` its first two; `[4]` starts
+    /// another prompt.
     #[test]
     fn lru_evicts_least_recently_touched() {
         let mut idx = PrefixIndex::new(3);
@@ -343,13 +569,49 @@ mod tests {
         idx.record(&[1], 0); // 1 refreshed: LRU order 2, 3, 1
         idx.record(&[4], 0); // evicts 2
         assert_eq!(idx.len(0), 3);
-        let mut c = [0u32; 2];
-        idx.count_matches(&[1, 2, 3, 4], &mut c);
-        assert_eq!(c, [3, 0]);
-        idx.record(&[2, 3], 1);
-        let mut c = [0u32; 2];
-        idx.count_matches(&[2, 3], &mut c);
-        assert_eq!(c, [1, 2]);
+        assert_eq!(counts(&idx, &[1, 2, 3], 2), [2, 0]);
+        assert_eq!(counts(&idx, &[4, 5], 2), [1, 0]);
+        idx.record(&[1, 2], 1);
+        assert_eq!(counts(&idx, &[1, 2], 2), [1, 2]);
+        assert_eq!(counts(&idx, &[1, 2, 3], 2), [2, 2]);
+    }
+
+    /// A lone prompt is one run: it takes capacity like its blocks, loses
+    /// its oldest blocks first, and matches the prompts that share a prefix
+    /// with it; a second prompt of its group turns it into pairs.
+    #[test]
+    fn a_lone_prompt_is_one_run_until_its_group_is_shared() {
+        let mut idx = PrefixIndex::new(5);
+        idx.record(&[10, 11], 0);
+        idx.record(&[1, 2, 3, 4], 0); // six blocks: 10 goes
+        assert_eq!(idx.len(0), 5);
+        assert!(matches!(idx.group(1), Some(Group::Alone(_))));
+        assert_eq!(counts(&idx, &[1, 2, 3, 4], 1), [4]);
+        assert_eq!(counts(&idx, &[1, 2, 7], 1), [2]);
+        assert_eq!(counts(&idx, &[10, 11], 1), [1]);
+        // Two more blocks: 11 and then the run's oldest, 1.
+        idx.record(&[20, 21], 0);
+        assert_eq!(counts(&idx, &[1, 2, 3, 4], 1), [3]);
+        assert_eq!(counts(&idx, &[1, 2], 1), [1]);
+        // A second prompt of the group [1, …]: the run becomes pairs. The
+        // run's live blocks 2, 3, 4 are older than 20, 21: inserting 1
+        // evicts 2, which is then inserted again and evicts 3, and 8
+        // evicts 4.
+        idx.record(&[1, 2, 8], 0);
+        assert!(matches!(idx.group(1), Some(Group::Shared)));
+        assert_eq!(idx.len(0), 5);
+        assert_eq!(counts(&idx, &[1, 2, 3, 4], 1), [2]);
+        assert_eq!(counts(&idx, &[1, 2, 8], 1), [3]);
+        assert_eq!(counts(&idx, &[20, 21], 1), [2]);
+        // Two lone prompts push out 20 and 21: that run is done and its
+        // group forgotten; a third pushes out 1.
+        idx.record(&[30], 0);
+        idx.record(&[31], 0);
+        assert!(idx.group(20).is_none());
+        assert_eq!(counts(&idx, &[20, 21], 1), [0]);
+        idx.record(&[32], 0);
+        assert_eq!(counts(&idx, &[1, 2, 8], 1), [2]);
+        assert_eq!(counts(&idx, &[30], 1), [1]);
     }
 
     #[test]
@@ -357,21 +619,29 @@ mod tests {
         let mut idx = PrefixIndex::new(10);
         idx.record(&[7, 8], 100);
         idx.record(&[7], 3);
-        let mut c = vec![0u32; 130];
-        idx.count_matches(&[7, 8, 9], &mut c);
+        let c = counts(&idx, &[7, 8, 9], 130);
         assert_eq!(c[100], 2);
         assert_eq!(c[3], 1);
         assert_eq!(c.iter().sum::<u32>(), 3);
     }
 
-    /// The index agrees with a plain model (per instance: hash → last touch,
-    /// evict the smallest) over random records with shared and repeated
-    /// hashes: few instances with large sets, and many instances with small
-    /// sets sharing a small universe of hashes (long runs of holders of one
-    /// hash). `spread` maps the universe to table positions: identity puts
-    /// every hash in one probe run (wrap-around, long shifts), a multiply
-    /// spreads them.
-    fn check_against_model(instances: usize, cap: usize, universe: u64, spread: fn(u64) -> u64) {
+    /// The index agrees with a plain model (per instance: hash → last
+    /// touch, evict the smallest) over random prompts with hierarchical
+    /// hashes: each new prompt shares a random prefix of an earlier one (or
+    /// none) and then goes on with blocks of its own, and one record in
+    /// six routes an earlier prompt again. Checked after every record: the
+    /// set sizes, and the counts of earlier prompts, of prefixes of them
+    /// and of prompts that branch off them. `share` is the chance (out of
+    /// 8) that a new prompt shares a prefix; `spread` maps block numbers to
+    /// hashes (identity puts them in one probe run: wrap-around, long
+    /// shifts; a multiply spreads them).
+    fn check_against_model(
+        instances: usize,
+        cap: usize,
+        max_len: u64,
+        share: u64,
+        spread: fn(u64) -> u64,
+    ) {
         use std::collections::BTreeMap;
         let mut idx = PrefixIndex::new(cap);
         let mut model: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); instances];
@@ -383,11 +653,26 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let probe: Vec<u64> = (0..universe).map(spread).collect();
+        let mut fresh = 0u64;
+        let mut prompts: Vec<Vec<u64>> = Vec::new();
         for _ in 0..3000 {
             let inst = (next() % instances as u64) as usize;
-            let n = (next() % 12) as usize;
-            let hashes: Vec<u64> = (0..n).map(|_| spread(next() % universe)).collect();
+            let hashes = if !prompts.is_empty() && next() % 6 == 0 {
+                prompts[(next() % prompts.len() as u64) as usize].clone()
+            } else {
+                let mut h = Vec::new();
+                if !prompts.is_empty() && next() % 8 < share {
+                    let parent = &prompts[(next() % prompts.len() as u64) as usize];
+                    let keep = (next() % (parent.len() as u64 + 1)) as usize;
+                    h.extend_from_slice(&parent[..keep]);
+                }
+                for _ in 0..next() % (max_len + 1) {
+                    fresh += 1;
+                    h.push(spread(fresh));
+                }
+                prompts.push(h.clone());
+                h
+            };
             idx.record(&hashes, inst);
             for &h in &hashes {
                 clock += 1;
@@ -398,21 +683,20 @@ mod tests {
                     m.remove(&oldest);
                 }
             }
-            let mut counts = vec![0u32; instances];
-            idx.count_matches(&probe, &mut counts);
-            for i in 0..instances {
-                assert_eq!(counts[i] as usize, model[i].len());
-                assert_eq!(idx.len(i), model[i].len());
+            for (i, m) in model.iter().enumerate() {
+                assert_eq!(idx.len(i), m.len(), "instance {i}");
             }
-            let one = spread(next() % universe);
-            let mut c = vec![0u32; instances];
-            idx.count_matches(&[one], &mut c);
-            for i in 0..instances {
-                assert_eq!(
-                    c[i] == 1,
-                    model[i].contains_key(&one),
-                    "hash {one} instance {i}"
-                );
+            for _ in 0..4 {
+                let p = &prompts[(next() % prompts.len() as u64) as usize];
+                let mut query = p[..(next() % (p.len() as u64 + 1)) as usize].to_vec();
+                if next() % 3 == 0 {
+                    query.push(spread(u64::MAX - next() % 1000));
+                }
+                let c = counts(&idx, &query, instances);
+                for (i, m) in model.iter().enumerate() {
+                    let held = query.iter().filter(|h| m.contains_key(h)).count();
+                    assert_eq!(c[i] as usize, held, "query {query:?} instance {i}");
+                }
             }
         }
     }
@@ -427,21 +711,32 @@ mod tests {
 
     #[test]
     fn matches_a_plain_lru_model_few_instances() {
-        check_against_model(3, 40, 150, identity);
-        check_against_model(3, 40, 150, scatter);
+        check_against_model(3, 40, 12, 4, identity);
+        check_against_model(3, 40, 12, 4, scatter);
     }
 
     #[test]
     fn matches_a_plain_lru_model_many_holders_per_hash() {
-        check_against_model(70, 6, 20, identity);
-        check_against_model(70, 6, 20, scatter);
+        check_against_model(70, 6, 4, 7, identity);
+        check_against_model(70, 6, 4, 7, scatter);
+    }
+
+    /// Prompts that share nothing but their re-routes (lone runs only, a
+    /// run longer than the set), and prompts that nearly all share.
+    #[test]
+    fn matches_a_plain_lru_model_lone_and_shared_prompts() {
+        check_against_model(4, 10, 25, 0, scatter);
+        check_against_model(2, 3, 8, 0, identity);
+        check_against_model(5, 30, 10, 8, scatter);
     }
 
     #[test]
     fn capacity_is_never_exceeded() {
         let mut idx = PrefixIndex::new(50);
         for r in 0..100u64 {
-            let hs: Vec<u64> = (0..20).map(|k| r * 1000 + k).collect();
+            let hs: Vec<u64> = (0..20)
+                .map(|k| (r % 7) * 1000 + (r % 3) * 100 + k)
+                .collect();
             idx.record(&hs, (r % 3) as usize);
             for i in 0..3 {
                 assert!(idx.len(i) <= 50);
