@@ -44,6 +44,7 @@ check c-16x3k-kv1m "$here/c-16x20k-kv1m.toml" --num-requests 3000
 check c-16x3k-kvgpu "$here/c-16x20k-kvgpu.toml" --num-requests 3000
 check f-multiturn-5k "$here/f-multiturn-prefix.toml" --num-requests 5000
 check e-64x4k "$here/e-64x1m-weighted.toml" --num-requests 4000
+check h-sessions-20k "$here/h-16x400k-sessions.toml" --num-requests 20000
 check c-horizon "$here/c-16x20k-kv1m.toml" --num-requests 3000 --horizon 20000000
 echo "$runs runs compared: $([ $fail = 0 ] && echo identical || echo DIFFERENCES)"
 exit $fail

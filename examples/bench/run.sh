@@ -32,7 +32,7 @@ shift $((OPTIND - 1))
     exit 2
 }
 if [ $# -eq 0 ]; then
-    set -- "$here"/[a-f]-*.toml
+    set -- "$here"/[a-fh]-*.toml
 elif [ "$1" = linearity ]; then
     s="$here/d-16x100k-kvgpu.toml"
     set -- "$s:--num-requests 100000" "$s:--num-requests 1000000" "$s:--num-requests 10000000"

@@ -148,6 +148,23 @@ impl PairTable {
         }
     }
 
+    /// Whether some instance holds `hash`.
+    #[inline]
+    fn held(&self, hash: u64) -> bool {
+        let mask = self.mask();
+        let mut i = self.home(hash);
+        loop {
+            let (h, r) = self.slots[i];
+            if r == 0 {
+                return false;
+            }
+            if h == hash {
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Whether one more entry fits without growing.
     #[inline]
     fn has_room(&self) -> bool {
@@ -255,8 +272,10 @@ enum Group {
     /// run): it is current only while that slot holds a run of this group
     /// ([`PrefixIndex::group`]), and stale ones are swept out in bulk.
     Alone(usize),
-    /// More than one: its blocks go block by block, as pairs. Kept for
-    /// good (the group's pairs may outlive every run).
+    /// More than one: its blocks go block by block, as pairs. A cache: a
+    /// record whose group has no entry looks its blocks up in the table
+    /// first ([`PrefixIndex::record`]), so entries can be swept out
+    /// ([`PrefixIndex::sweep_groups`]) while the group's pairs live on.
     Shared,
 }
 
@@ -292,6 +311,8 @@ pub(crate) struct PrefixIndex {
     /// for reuse).
     runs: Vec<Run>,
     free: Vec<usize>,
+    /// Entries `groups` may have beyond twice what is live before a sweep.
+    group_slack: usize,
 }
 
 impl PrefixIndex {
@@ -304,6 +325,17 @@ impl PrefixIndex {
             groups: HashMap::default(),
             runs: Vec::new(),
             free: Vec::new(),
+            group_slack: 1024,
+        }
+    }
+
+    /// [`PrefixIndex::new`] sweeping its groups as soon as they exceed
+    /// twice what is live (tests: every sweep path taken often).
+    #[cfg(test)]
+    fn with_group_slack(capacity: usize, group_slack: usize) -> Self {
+        PrefixIndex {
+            group_slack,
+            ..PrefixIndex::new(capacity)
         }
     }
 
@@ -328,14 +360,26 @@ impl PrefixIndex {
             self.recency.resize_with(instance + 1, Recency::default);
         }
         match self.group(first) {
-            None => return self.record_run(hashes, instance),
             Some(Group::Alone(slot)) => {
                 self.publish(slot);
                 self.groups.insert(first, Group::Shared);
             }
             Some(Group::Shared) => {}
+            // A group without an entry is new, or shared and swept out: its
+            // blocks have pairs only in the second case (an empty table,
+            // when nothing is shared, answers from cache).
+            None => {
+                for &h in hashes {
+                    self.pairs.prefetch(h);
+                }
+                if !hashes.iter().any(|&h| self.pairs.held(h)) {
+                    return self.record_run(hashes, instance);
+                }
+                self.groups.insert(first, Group::Shared);
+            }
         }
         self.record_blocks(hashes, instance);
+        self.sweep_groups();
     }
 
     /// The current group of prompts starting with block `first`, if any.
@@ -369,19 +413,30 @@ impl PrefixIndex {
         (run.published, run.in_use) = (false, true);
         rec.touches.push_back((slot as u64, RUN));
         self.groups.insert(hashes[0], Group::Alone(slot));
-        let live_runs = self.runs.len() - self.free.len();
-        if self.groups.len() > 2 * live_runs + 1024 {
-            let runs = &self.runs;
-            self.groups.retain(|&first, g| match *g {
-                Group::Alone(slot) => runs[slot].in_use && runs[slot].first == first,
-                Group::Shared => true,
-            });
-        }
         rec.len += hashes.len();
         let excess = rec.len.saturating_sub(self.capacity);
         if excess > 0 {
             self.evict(instance, excess);
         }
+        self.sweep_groups();
+    }
+
+    /// Keep `groups` within twice the live runs and pairs (plus a slack):
+    /// drop stale lone entries, and shared ones whose first block no
+    /// instance holds (the rest of such a group's blocks may still be
+    /// held: its next record finds them in the table). A sweep leaves at
+    /// most one entry per live run or pair, so it runs O(1) times per
+    /// entry added.
+    fn sweep_groups(&mut self) {
+        let live = self.runs.len() - self.free.len() + self.pairs.len;
+        if self.groups.len() <= 2 * live + self.group_slack {
+            return;
+        }
+        let (runs, pairs) = (&self.runs, &self.pairs);
+        self.groups.retain(|&first, g| match *g {
+            Group::Alone(slot) => runs[slot].in_use && runs[slot].first == first,
+            Group::Shared => pairs.held(first),
+        });
     }
 
     /// A second record of the run's group came: give the run's live blocks
@@ -518,8 +573,6 @@ impl PrefixIndex {
             return;
         };
         match self.group(*first) {
-            // No record starts with this block: none holds any of them.
-            None => {}
             // One record: the blocks both have are their common prefix.
             Some(Group::Alone(slot)) => {
                 let run = &self.runs[slot];
@@ -533,7 +586,8 @@ impl PrefixIndex {
                     *c += held;
                 }
             }
-            Some(Group::Shared) => {
+            // Shared, or no entry (new, or shared and swept out).
+            Some(Group::Shared) | None => {
                 for &h in hashes {
                     self.pairs.prefetch(h);
                 }
@@ -634,7 +688,8 @@ mod tests {
     /// and of prompts that branch off them. `share` is the chance (out of
     /// 8) that a new prompt shares a prefix; `spread` maps block numbers to
     /// hashes (identity puts them in one probe run: wrap-around, long
-    /// shifts; a multiply spreads them).
+    /// shifts; a multiply spreads them). Each case runs twice: with the
+    /// usual slack of group entries, and sweeping them at every chance.
     fn check_against_model(
         instances: usize,
         cap: usize,
@@ -642,8 +697,20 @@ mod tests {
         share: u64,
         spread: fn(u64) -> u64,
     ) {
+        check_against_model_with(instances, cap, max_len, share, spread, 1024);
+        check_against_model_with(instances, cap, max_len, share, spread, 0);
+    }
+
+    fn check_against_model_with(
+        instances: usize,
+        cap: usize,
+        max_len: u64,
+        share: u64,
+        spread: fn(u64) -> u64,
+        group_slack: usize,
+    ) {
         use std::collections::BTreeMap;
-        let mut idx = PrefixIndex::new(cap);
+        let mut idx = PrefixIndex::with_group_slack(cap, group_slack);
         let mut model: Vec<BTreeMap<u64, u64>> = vec![BTreeMap::new(); instances];
         let mut clock = 0u64;
         let mut x = 12345u64;
@@ -686,6 +753,8 @@ mod tests {
             for (i, m) in model.iter().enumerate() {
                 assert_eq!(idx.len(i), m.len(), "instance {i}");
             }
+            let live = idx.runs.len() - idx.free.len() + idx.pairs.len;
+            assert!(idx.groups.len() <= 2 * live + group_slack + 1);
             for _ in 0..4 {
                 let p = &prompts[(next() % prompts.len() as u64) as usize];
                 let mut query = p[..(next() % (p.len() as u64 + 1)) as usize].to_vec();
