@@ -598,20 +598,27 @@ pub fn stats_of_runs(runs: &[&[u64]], keep: impl Fn(u64) -> bool) -> Option<Tick
         }));
     }
     // `keep` rejects some (a per-class statistic): one merge of the kept
-    // samples over a heap of run heads picks the values at the needed ranks
-    // (min, max and the two neighbours of every percentile), copying none.
-    let mut wanted: Vec<u64> = vec![0, n - 1];
-    for p in [50.0, 90.0, 95.0, 99.0] {
-        let rank = p / 100.0 * (n - 1) as f64;
-        wanted.push(rank.floor() as u64);
-        wanted.push(rank.ceil() as u64);
-    }
-    wanted.sort_unstable();
-    wanted.dedup();
+    // samples over a heap of run heads picks the values at the ranks
+    // `summarize` reads, copying none.
+    let wanted = ranks_read(n);
     let values = kept_at_ranks(runs, &keep, &wanted);
     Some(summarize(n, sum, |r| {
         values[wanted.binary_search(&r).expect("rank was requested")]
     }))
+}
+
+/// The ranks [`summarize`] reads of a population of `n`, ascending, each
+/// once (min, max and the two neighbours of every percentile).
+fn ranks_read(n: u64) -> Vec<u64> {
+    let read = std::cell::RefCell::new(Vec::new());
+    summarize(n, 0.0, |rank| {
+        read.borrow_mut().push(rank);
+        0.0
+    });
+    let mut ranks = read.into_inner();
+    ranks.sort_unstable();
+    ranks.dedup();
+    ranks
 }
 
 /// The values at the (ascending) ranks `wanted` of the samples of sorted

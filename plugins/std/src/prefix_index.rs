@@ -151,18 +151,9 @@ impl PairTable {
     /// Whether some instance holds `hash`.
     #[inline]
     fn held(&self, hash: u64) -> bool {
-        let mask = self.mask();
-        let mut i = self.home(hash);
-        loop {
-            let (h, r) = self.slots[i];
-            if r == 0 {
-                return false;
-            }
-            if h == hash {
-                return true;
-            }
-            i = (i + 1) & mask;
-        }
+        let mut any = false;
+        self.holders(hash, |_| any = true);
+        any
     }
 
     /// Whether one more entry fits without growing.
