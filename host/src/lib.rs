@@ -19,6 +19,7 @@
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
 //! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
+//! * [`calibrate`] — `blis calibrate`: a real trace against a replay's SimResults.
 //! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
@@ -26,6 +27,7 @@
 //! engine and instances know nothing of plugins, TOML or JSON.
 
 pub mod alloc;
+pub mod calibrate;
 pub mod cli;
 pub mod cluster;
 pub mod config;
