@@ -58,5 +58,9 @@ mod flow;
 // disaggregated, determinism, bad topologies.
 mod pd;
 
+// TraceV2 (issue 27): run → trace → replay round trips, calibrate and the
+// reference fixtures, every column layout, bad trace input.
+mod traces;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

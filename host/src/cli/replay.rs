@@ -47,7 +47,8 @@ pub struct ReplayArgs {
     /// Number of instances (`instance.count`).
     #[arg(long)]
     pub num_instances: Option<u32>,
-    /// Simulated time limit in µs (default: 2 × the largest injection time; 600 s when 0).
+    /// Simulated time limit in µs (default: none, the trace bounds the run; the
+    /// reference's default is 2 × the largest injection time).
     #[arg(long, allow_negative_numbers = true)]
     pub horizon: Option<i64>,
     /// Admission policy (`admission.policy`).

@@ -302,15 +302,6 @@ impl Workload {
         }
     }
 
-    /// A TraceV2 replay's horizon when `horizon_us` is not set (2 × the
-    /// largest injection time; 600 s when that is 0); `None` for other sources.
-    pub fn default_horizon(&self) -> Option<Tick> {
-        match &self.source {
-            Source::TraceV2(t) => Some(t.default_horizon()),
-            _ => None,
-        }
-    }
-
     /// A TraceV2 replay's ledger (blis id → trace request id).
     pub fn replay_ledger(&self) -> Option<SharedLedger> {
         match &self.source {

@@ -19,9 +19,8 @@
 //!   (send = arrival) is unchanged.
 //! * **Session mode** `fixed` (default): every row at its injection time.
 //!   `closed-loop`: round 0 of each session at its injection time, round
-//!   k+1 at round k's completion + think time, unless past the session
-//!   horizon (2 × the largest `arrival_time_us` of the injected rows, or
-//!   `horizon_us`); rounds must be exactly 0, 1, 2, … per session; a round
+//!   k+1 at round k's completion + think time, unless past `horizon_us`;
+//!   rounds must be exactly 0, 1, 2, … per session; a round
 //!   that is not completed ends its session.
 //! * **Think time** (closed-loop): `think_time_dist`, or `think_time_ms`;
 //!   else the recorded `think_time_us` of rounds 1… when any of the
@@ -36,9 +35,12 @@
 //!   new tokens); a round's prompt is the whole buffer. Memory: one
 //!   segment list per active session, two segments per round (linear in
 //!   rounds), freed when the session ends.
-//! * **Horizon** (when `horizon_us` is not set): 2 × the largest injection
-//!   time of the injected rows, 600 s when that is 0 (see
-//!   [`TraceV2Replay::default_horizon`]).
+//! * **Horizon** (blis's decision on quirk 20): `horizon_us` if set; else
+//!   none — the trace bounds the run (every row, and at most its recorded
+//!   rounds per session), so it runs until every request finished. The
+//!   reference's default, 2 × the largest injection time (600 s when 0),
+//!   cuts off the tail of any trace whose last requests take longer than
+//!   the trace is long; give it as `--horizon` to reproduce it.
 //!
 //! Every blis request is noted in a shared [`ReplayLedger`] (blis id →
 //! trace `request_id`, or a follow-up), which the SimResult writer reads.
@@ -292,7 +294,6 @@ pub struct TraceV2Replay {
     accumulate: bool,
     think: Option<ThinkTime>,
     session_horizon: Tick,
-    default_horizon: Tick,
     seed: u64,
     ledger: SharedLedger,
     /// Rows whose prompt or output was raised to 1 token.
@@ -564,11 +565,9 @@ impl TraceV2Replay {
         let mut rows: Vec<Row> = Vec::with_capacity(raws.len());
         let mut plans: Vec<SessionPlan> = Vec::new();
         let mut arena: Vec<RoundSpec> = Vec::new();
-        let mut max_arrival_injected: i64 = 0;
         if !closed_loop {
             for (i, r) in raws.iter().enumerate() {
                 rows.push(mk_row(i, r));
-                max_arrival_injected = max_arrival_injected.max(r.arrival);
             }
         } else {
             // Group each session's rows, in order of first appearance.
@@ -576,7 +575,6 @@ impl TraceV2Replay {
             for (i, r) in raws.iter().enumerate() {
                 if r.session == NO_IDX {
                     rows.push(mk_row(i, r));
-                    max_arrival_injected = max_arrival_injected.max(r.arrival);
                 } else {
                     members[r.session as usize].push(i as u32);
                 }
@@ -603,7 +601,6 @@ impl TraceV2Replay {
                 let mut row0 = mk_row(m[0] as usize, r0);
                 row0.session = plans.len() as u32;
                 rows.push(row0);
-                max_arrival_injected = max_arrival_injected.max(r0.arrival);
                 let recorded = m[1..].iter().any(|&i| raws[i as usize].think > 0);
                 let first = arena.len() as u32;
                 for w in m.windows(2) {
@@ -635,16 +632,7 @@ impl TraceV2Replay {
             }
         }
         rows.sort_by_key(|r| (r.inject, r.file_idx));
-        let max_inject = rows.iter().map(|r| r.inject).max().unwrap_or(0);
-        let default_horizon = match max_inject.checked_mul(2) {
-            Some(0) => 600_000_000,
-            Some(h) => h,
-            None => NEVER,
-        };
-        let session_horizon = match horizon {
-            Some(h) => h,
-            None => max_arrival_injected.checked_mul(2).unwrap_or(NEVER),
-        };
+        let session_horizon = horizon.unwrap_or(NEVER);
         let prefix_names = groups
             .iter()
             .zip(&prefixes)
@@ -672,7 +660,6 @@ impl TraceV2Replay {
                 accumulate,
                 think,
                 session_horizon,
-                default_horizon,
                 seed,
                 ledger,
                 raised,
@@ -691,11 +678,6 @@ impl TraceV2Replay {
     /// Rows in the file (the most requests the replay yields).
     pub fn total_rows(&self) -> u64 {
         self.rows.len() as u64 + self.rounds.len() as u64
-    }
-
-    /// The replay horizon when `horizon_us` is not set.
-    pub fn default_horizon(&self) -> Tick {
-        self.default_horizon
     }
 
     /// The ledger the writers read.

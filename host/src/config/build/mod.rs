@@ -167,11 +167,6 @@ pub fn build(
     };
     let mut notes = problems.notes;
     let warnings = super::warnings::warnings(run, &workload);
-    // A TraceV2 replay without horizon_us ends at the trace's horizon rule.
-    let horizon = match (run.horizon_us, workload.default_horizon()) {
-        (None, Some(h)) => h,
-        _ => horizon,
-    };
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
