@@ -86,11 +86,27 @@ fn observe_records_the_llama_cpp_server_streaming_with_itl() {
     };
     let dir = TestDir::new("observe-llama-stream");
     let mut args = vec![
-        "--server-url", &url, "--model", &model, "--num-requests", "12", "--rate", "20",
-        "--prompt-tokens", "40", "--output-tokens", "8", "--set",
-        "workload.prompt_tokens_stdev=0", "--set", "workload.output_tokens_stdev=0",
-        "--warmup-requests", "2",
-        "--record-itl", "--scrape-kv-metrics", "--quiet",
+        "--server-url",
+        &url,
+        "--model",
+        &model,
+        "--num-requests",
+        "12",
+        "--rate",
+        "20",
+        "--prompt-tokens",
+        "40",
+        "--output-tokens",
+        "8",
+        "--set",
+        "workload.prompt_tokens_stdev=0",
+        "--set",
+        "workload.output_tokens_stdev=0",
+        "--warmup-requests",
+        "2",
+        "--record-itl",
+        "--scrape-kv-metrics",
+        "--quiet",
     ];
     args.extend(OUT);
     let (code, stdout, stderr) = observe(&dir, &args);
@@ -169,8 +185,15 @@ session = { max_rounds = 3, think_time_us = 20000 }
     );
     let run = run.to_str().unwrap();
     let mut args = vec![
-        run, "--server-url", &url, "--model", &model, "--api-format", "chat",
-        "--no-streaming", "--quiet",
+        run,
+        "--server-url",
+        &url,
+        "--model",
+        &model,
+        "--api-format",
+        "chat",
+        "--no-streaming",
+        "--quiet",
     ];
     args.extend(OUT);
     let (code, _stdout, stderr) = observe(&dir, &args);
@@ -187,7 +210,10 @@ session = { max_rounds = 3, think_time_us = 20000 }
         assert!(r.output_tokens >= 4, "{r:?}");
         assert!(r.server_input_tokens > 0);
         assert_eq!((r.slo_class.as_str(), r.vllm_priority), ("critical", 0));
-        assert_eq!((r.tenant_id.as_str(), r.client_id.as_str()), ("acme", "chat"));
+        assert_eq!(
+            (r.tenant_id.as_str(), r.client_id.as_str()),
+            ("acme", "chat")
+        );
         assert_eq!((r.prefix_group.as_str(), r.prefix_length), ("system", 10));
         assert!(!r.session_id.is_empty());
     }
@@ -218,9 +244,18 @@ fn observe_of_a_dead_port_records_error_rows_and_a_summary() {
     };
     let url = format!("http://127.0.0.1:{port}");
     let mut args = vec![
-        "--server-url", &url, "--model", "m", "--num-requests", "4", "--rate", "200",
-        "--prompt-tokens", "8",
-        "--quiet", "--record-itl",
+        "--server-url",
+        &url,
+        "--model",
+        "m",
+        "--num-requests",
+        "4",
+        "--rate",
+        "200",
+        "--prompt-tokens",
+        "8",
+        "--quiet",
+        "--record-itl",
     ];
     args.extend(OUT);
     let (code, stdout, stderr) = observe(&dir, &args);
@@ -295,8 +330,20 @@ fn observe_of_a_server_slower_than_the_timeout_records_timeout_rows() {
     let dir = TestDir::new("observe-timeout");
     let (url, server) = slow_server(Duration::from_secs(3));
     let mut args = vec![
-        "--server-url", &url, "--model", "m", "--num-requests", "3", "--rate", "100",
-        "--timeout", "0.4", "--scrape-kv-metrics", "--vllm-commit", "abc123", "--quiet",
+        "--server-url",
+        &url,
+        "--model",
+        "m",
+        "--num-requests",
+        "3",
+        "--rate",
+        "100",
+        "--timeout",
+        "0.4",
+        "--scrape-kv-metrics",
+        "--vllm-commit",
+        "abc123",
+        "--quiet",
     ];
     args.extend(OUT);
     let (code, stdout, stderr) = observe(&dir, &args);
@@ -310,9 +357,14 @@ fn observe_of_a_server_slower_than_the_timeout_records_timeout_rows() {
     let s: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(s["timeout"], 3);
     // The vLLM counters moved by 15 hits over 30 queries.
-    let kv = header(&dir).observed_kv_metrics.expect("observed_kv_metrics");
+    let kv = header(&dir)
+        .observed_kv_metrics
+        .expect("observed_kv_metrics");
     assert_eq!(kv.source, KvMetricsSource::GpuPrefixCacheFallback);
-    assert_eq!((kv.block_hits, kv.block_queries, kv.hit_rate), (15.0, 30.0, 0.5));
+    assert_eq!(
+        (kv.block_hits, kv.block_queries, kv.hit_rate),
+        (15.0, 30.0, 0.5)
+    );
     assert_eq!(kv.vllm_commit.as_deref(), Some("abc123"));
     server.join().unwrap();
 }
@@ -324,32 +376,71 @@ fn observe_refuses_bad_input() {
     let e = run_bad(
         &dir,
         &[
-            "observe", "--server-url", "http://127.0.0.1:9", "--model", "m",
-            "--think-time-ms", "5", "--trace-header", "t.yaml", "--trace-data", "t.csv",
+            "observe",
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--think-time-ms",
+            "5",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
         ],
     );
-    assert!(e.contains("--think-time-ms") && e.contains("--concurrency"), "{e}");
+    assert!(
+        e.contains("--think-time-ms") && e.contains("--concurrency"),
+        "{e}"
+    );
     let e = run_bad(
         &dir,
         &[
-            "observe", "--server-url", "http://127.0.0.1:9", "--model", "m", "--timeout", "0",
-            "--trace-header", "t.yaml", "--trace-data", "t.csv",
+            "observe",
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--timeout",
+            "0",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
         ],
     );
     assert!(e.contains("--timeout"), "{e}");
     let e = run_bad(
         &dir,
         &[
-            "observe", run.to_str().unwrap(), "--server-url", "http://127.0.0.1:9", "--model",
-            "m", "--trace-header", "t.yaml", "--trace-data", "run.toml",
+            "observe",
+            run.to_str().unwrap(),
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "run.toml",
         ],
     );
-    assert!(e.contains("--trace-data") && e.contains("the run file"), "{e}");
+    assert!(
+        e.contains("--trace-data") && e.contains("the run file"),
+        "{e}"
+    );
     let e = run_bad(
         &dir,
         &[
-            "observe", "--server-url", "127.0.0.1:9", "--model", "m", "--trace-header",
-            "t.yaml", "--trace-data", "t.csv",
+            "observe",
+            "--server-url",
+            "127.0.0.1:9",
+            "--model",
+            "m",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
         ],
     );
     assert!(e.contains("http://"), "{e}");

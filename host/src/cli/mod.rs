@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
 pub use commands::usage;
+pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
 pub use load::{load_run, load_run_from};
 
 /// `blis --version`: the program version and the plugin ABI it loads.

@@ -10,10 +10,10 @@
 //! each send their next request when the previous one finished plus the
 //! think time.
 
-use std::collections::{BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -194,10 +194,7 @@ pub fn run(
             });
         }
     };
-    let wait = |rx: &Receiver<Done>, d: Duration| match rx.recv_timeout(d) {
-        Ok(x) => Some(x),
-        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-    };
+    let wait = |rx: &Receiver<Done>, d: Duration| rx.recv_timeout(d).ok();
     let mut in_flight: InFlight = HashMap::new();
     let mut interrupted = false;
     loop {

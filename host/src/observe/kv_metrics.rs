@@ -94,7 +94,10 @@ const TIERED: (&str, &str) = (
     "vllm:kv_offload_tiering_block_queries",
 );
 const FALLBACKS: [(&str, &str); 2] = [
-    ("vllm:gpu_prefix_cache_hits", "vllm:gpu_prefix_cache_queries"),
+    (
+        "vllm:gpu_prefix_cache_hits",
+        "vllm:gpu_prefix_cache_queries",
+    ),
     ("vllm:prefix_cache_hits", "vllm:prefix_cache_queries"),
 ];
 
@@ -174,7 +177,10 @@ mod tests {
         let after = "vllm:gpu_prefix_cache_hits 40\nvllm:gpu_prefix_cache_queries 80\n";
         let o = observe(before, after).unwrap();
         assert_eq!(o.source, KvSource::GpuPrefixCacheFallback);
-        assert_eq!((o.block_hits, o.block_queries, o.hit_rate), (30.0, 60.0, 0.5));
+        assert_eq!(
+            (o.block_hits, o.block_queries, o.hit_rate),
+            (30.0, 60.0, 0.5)
+        );
         let after_t = format!(
             "{after}vllm:kv_offload_tiering_block_hits 3\nvllm:kv_offload_tiering_block_queries 4\n\
              vllm:kv_offload_tiering_read_time 1.5\n"
@@ -191,9 +197,17 @@ mod tests {
         let q = |h: u32, n: u32| {
             format!("vllm:gpu_prefix_cache_hits {h}\nvllm:gpu_prefix_cache_queries {n}\n")
         };
-        assert!(observe(&q(0, 5), &q(0, 5)).unwrap_err().contains("did not move"));
-        assert!(observe(&q(5, 5), &q(9, 6)).unwrap_err().contains("grew more"));
-        assert!(observe(&q(5, 9), &q(4, 10)).unwrap_err().contains("backwards"));
-        assert!(observe("", "llamacpp:tokens 3\n").unwrap_err().contains("no vllm"));
+        assert!(observe(&q(0, 5), &q(0, 5))
+            .unwrap_err()
+            .contains("did not move"));
+        assert!(observe(&q(5, 5), &q(9, 6))
+            .unwrap_err()
+            .contains("grew more"));
+        assert!(observe(&q(5, 9), &q(4, 10))
+            .unwrap_err()
+            .contains("backwards"));
+        assert!(observe("", "llamacpp:tokens 3\n")
+            .unwrap_err()
+            .contains("no vllm"));
     }
 }

@@ -218,7 +218,10 @@ fn uuid_v4(bits: u128) -> String {
 }
 
 /// The run file (or the spec) and the flags, as `blis run` would load them.
-fn load(args: &ObserveArgs) -> Result<(RunFile, Source, Vec<(String, PathBuf)>), Failure> {
+/// A loaded run: the run file, its source, and the inputs outputs may not overwrite.
+type Loaded = (RunFile, Source, Vec<(String, PathBuf)>);
+
+fn load(args: &ObserveArgs) -> Result<Loaded, Failure> {
     let mut inputs = Vec::new();
     let mut source = match &args.run_file {
         Some(p) => {
@@ -446,7 +449,10 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
             min_tokens,
             priority: Some(vllm_priority(req.slo_class)),
             x_request_id: request_uuid(salt, index),
-            tenant: tenants.get(req.tenant as usize).cloned().unwrap_or_default(),
+            tenant: tenants
+                .get(req.tenant as usize)
+                .cloned()
+                .unwrap_or_default(),
             slo_class: req.slo_class.name().to_string(),
             slo_ttft_ms: None,
             keep_chunks,
@@ -727,12 +733,13 @@ fn write_outputs(
     itl: Option<&Path>,
 ) -> Result<(), Failure> {
     let columns = TraceColumns::needed_by(rows.iter().map(|r| &r.rec), true);
-    let mut w = TraceV2Writer::create(&args.trace_header, &args.trace_data, columns).map_err(
-        |e| Failure {
-            code: 1,
-            message: e.to_string(),
-        },
-    )?;
+    let mut w =
+        TraceV2Writer::create(&args.trace_header, &args.trace_data, columns).map_err(|e| {
+            Failure {
+                code: 1,
+                message: e.to_string(),
+            }
+        })?;
     for r in rows {
         w.write(&r.rec).map_err(|e| Failure {
             code: 1,
@@ -796,7 +803,10 @@ mod tests {
 
     #[test]
     fn itl_path_follows_the_data_path() {
-        assert_eq!(default_itl_path(Path::new("a/t.csv")), PathBuf::from("a/t.itl.csv"));
+        assert_eq!(
+            default_itl_path(Path::new("a/t.csv")),
+            PathBuf::from("a/t.itl.csv")
+        );
         assert_eq!(default_itl_path(Path::new("t")), PathBuf::from("t.itl.csv"));
     }
 }

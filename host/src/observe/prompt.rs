@@ -70,7 +70,14 @@ pub fn prompt_text(req: &Request, tpw: f64, out: &mut String) {
         total += n;
     }
     if total == 0 {
-        push_segment(out, Segment { seed: req.id, len: 1 }, 1);
+        push_segment(
+            out,
+            Segment {
+                seed: req.id,
+                len: 1,
+            },
+            1,
+        );
     }
     while out.ends_with(' ') && out.len() > 1 {
         out.pop();
@@ -90,7 +97,10 @@ mod tests {
 
     fn req(segs: &[(u64, u32)]) -> Request {
         Request {
-            prompt: segs.iter().map(|&(seed, len)| Segment { seed, len }).collect(),
+            prompt: segs
+                .iter()
+                .map(|&(seed, len)| Segment { seed, len })
+                .collect(),
             ..Request::default()
         }
     }
