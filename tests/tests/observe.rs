@@ -447,3 +447,17 @@ fn observe_refuses_bad_input() {
     // Nothing was sent, nothing written.
     assert!(!dir.path().join("t.csv").exists());
 }
+
+#[test]
+fn the_example_run_file_is_valid() {
+    let dir = TestDir::new("observe-example-valid");
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/observe-replay-calibrate/llama-cpp.toml");
+    let o = dir
+        .blis()
+        .arg("validate")
+        .arg(&run)
+        .output()
+        .expect("run blis");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -111,7 +111,11 @@ const ERROR_BODY_LIMIT: usize = 2048;
 
 impl Client {
     /// `base` is the server URL (`http://host:port`, a trailing `/` and a
-    /// trailing `/v1` are accepted); `timeout` bounds a whole exchange.
+    /// trailing `/v1` are accepted); `timeout` bounds each phase of an
+    /// exchange: connecting, sending, waiting for the response head,
+    /// receiving the body. (Not one overall timeout: with one, ureq
+    /// resolves the host on a new thread for every request — a thread
+    /// spawn per request, most of observe's CPU.)
     pub fn new(
         base: &str,
         model: &str,
@@ -121,7 +125,11 @@ impl Client {
         pool: usize,
     ) -> Client {
         let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
+            .timeout_connect(Some(timeout))
+            .timeout_send_request(Some(timeout))
+            .timeout_send_body(Some(timeout))
+            .timeout_recv_response(Some(timeout))
+            .timeout_recv_body(Some(timeout))
             .http_status_as_error(false)
             .max_idle_connections(pool.max(1))
             .max_idle_connections_per_host(pool.max(1))

@@ -120,7 +120,8 @@ pub struct ObserveArgs {
     /// Drop `min_tokens`; `max_tokens` 2³¹−1 (completions) or absent (chat).
     #[arg(long)]
     pub unconstrained_output: bool,
-    /// HTTP timeout of one request, s: a request not finished by then is a `timeout` row.
+    /// HTTP timeout, s, of each phase of a request (connect, send, wait for the
+    /// response, receive the body): a request over it is a `timeout` row.
     #[arg(long, default_value_t = 300.0)]
     pub timeout: f64,
     /// Stream every request and write every chunk's time to the ITL CSV.
