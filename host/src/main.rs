@@ -9,6 +9,8 @@ static ALLOCATOR: HugePageAlloc = HugePageAlloc;
 
 fn main() {
     blis_host::alloc::init();
+    // Before any thread: an interrupt removes the temporary outputs.
+    blis_host::output::install_interrupt_cleanup();
     let cli: Cli = cli::parse();
     match cli::dispatch(cli) {
         Ok(Some(text)) => {

@@ -34,6 +34,10 @@ mod examples;
 // times and weights, huge prompts, u64 seeds, outputs vs inputs, warnings).
 mod hardening;
 
+// Issue 33, defects 1-7: outputs never clobber inputs, each other, foreign
+// folders or non-regular files; atomic, umask-honouring, interrupt-clean.
+mod outputs;
+
 // Latency models end to end: a sim-to-real run file within tolerance of the
 // reference's golden predictions; bad latency-model and model-config input.
 mod latency;

@@ -127,8 +127,13 @@ impl Artifacts {
         &self.profile_dir
     }
 
-    /// The `blis` executable.
+    /// The `blis` executable: the one built from this tree, or the one
+    /// `BLIS_TEST_BLIS` names (to see a regression test fail on an older
+    /// build: `BLIS_TEST_BLIS=/tmp/old-blis cargo test -p blis-tests NAME`).
     pub fn blis(&self) -> PathBuf {
+        if let Some(p) = std::env::var_os("BLIS_TEST_BLIS") {
+            return PathBuf::from(p);
+        }
         self.profile_dir
             .join(format!("blis{}", std::env::consts::EXE_SUFFIX))
     }

@@ -185,13 +185,69 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
 
 /// `blis report PATH -o report.html`.
 pub fn report_command(args: &ReportArgs) -> Result<(), Failure> {
+    for (flag, v) in [
+        ("--ttft-slo-ms", Some(args.ttft_slo_ms)),
+        ("--e2e-slo-ms", args.e2e_slo_ms),
+    ] {
+        if let Some(v) = v.filter(|v| !(v.is_finite() && *v > 0.0)) {
+            return Err(usage(format!(
+                "{flag} {v}: give a target in milliseconds, a finite number > 0 (e.g. {flag} 500)"
+            )));
+        }
+    }
     let input = html_report::Input::detect(&args.path).map_err(usage)?;
+    check_report_output(&args.path, &input, &args.output)?;
     let targets = SloTargets {
         ttft_ms: args.ttft_slo_ms,
         e2e_ms: args.e2e_slo_ms,
     };
     let html = html_report::render(&input, targets).map_err(usage)?;
-    sweep::store::write_atomic(&args.output, html.as_bytes()).map_err(runtime)?;
+    crate::output::write_atomic(&args.output, html.as_bytes()).map_err(runtime)?;
     eprintln!("wrote {}", args.output.display());
     Ok(())
+}
+
+/// `blis report`'s output may not be a file it reads (nor anything in a
+/// sweep's `runs/`), nor a non-regular file (see [`crate::output`]).
+fn check_report_output(
+    path: &Path,
+    input: &html_report::Input,
+    output: &Path,
+) -> Result<(), Failure> {
+    let mut inputs: Vec<(String, PathBuf)> = Vec::new();
+    match input {
+        html_report::Input::Sweep(dir) => {
+            let runs = dir.join("runs");
+            if crate::output::inside(output, &runs) {
+                return Err(usage(format!(
+                    "-o {}: inside the sweep's runs folder {}, which the report reads; write the report elsewhere (e.g. {})",
+                    output.display(),
+                    runs.display(),
+                    dir.join("report.html").display()
+                )));
+            }
+            for f in [sweep::store::MANIFEST, "results.csv", "results.jsonl"] {
+                inputs.push((
+                    format!("{} (read by the report)", dir.join(f).display()),
+                    dir.join(f),
+                ));
+            }
+        }
+        html_report::Input::Run(files) => {
+            let opt = [&files.results, &files.trace, &files.timeseries];
+            for f in std::iter::once(&files.report).chain(opt.into_iter().flatten()) {
+                inputs.push((format!("{} (read by the report)", f.display()), f.clone()));
+            }
+        }
+    }
+    let errors = crate::output::check_paths(&[("-o", output.to_path_buf())], &inputs);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(usage(format!(
+            "blis report {}: {}",
+            path.display(),
+            errors.join("\n")
+        )))
+    }
 }

@@ -15,12 +15,23 @@ use super::{resolve, RunFile};
 
 /// The output files of `run`, with their keys.
 pub fn output_paths(run: &RunFile, base_dir: &Path) -> Vec<(&'static str, PathBuf)> {
+    // An empty path stays empty (resolved, it would be the run file's folder).
+    let path = |p: &Path| {
+        if p.as_os_str().is_empty() {
+            PathBuf::new()
+        } else {
+            resolve(base_dir, p)
+        }
+    };
     let mut v = Vec::new();
     if let Some(p) = &run.output.results_path {
-        v.push(("output.results_path", resolve(base_dir, p)));
+        v.push(("output.results_path", path(p)));
     }
     if let Some(p) = &run.output.trace_path {
-        v.push(("output.trace_path", resolve(base_dir, p)));
+        v.push(("output.trace_path", path(p)));
+    }
+    if let Some(p) = &run.output.timeseries_path {
+        v.push(("output.timeseries_path", path(p)));
     }
     if let Some(p) = &run.output.trace_v2 {
         let (h, d) = crate::trace_v2::prefix_paths(&resolve(base_dir, p));

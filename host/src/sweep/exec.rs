@@ -125,6 +125,7 @@ pub fn execute(
                 let (stop, next, failed, fatal, bar, todo, in_base) =
                     (&stop, &next, &failed, &fatal, &bar, &todo, &in_base);
                 s.spawn(move || {
+                    let _staging = crate::output::register_temp_dir(&dir.worker_dir(worker));
                     let mut mine = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
                         let i = next.fetch_add(1, Ordering::Relaxed);

@@ -138,6 +138,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, SweepError> {
         dst.discard(id).map_err(SweepError::Failed)?;
     }
     let mut finished = scan.finished;
+    let _staging = crate::output::register_temp_dir(&dst.worker_dir(0));
     let scans: Vec<store::Scan> = sources
         .iter()
         .map(|s| s.scan(ids.iter().copied()))

@@ -38,7 +38,6 @@
 //! tables are written with [`write_atomic`] (temporary file, then rename).
 
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
@@ -46,25 +45,7 @@ use serde_json::{json, Map, Value};
 use super::spec::{Plan, PlannedRun};
 use super::table::RunRow;
 
-/// Write `bytes` to `path` atomically (temp file in the same folder, then rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut f = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
-    f.write_all(bytes)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    // Temporary files are private (0600); results are ordinary files.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = f
-            .as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644));
-    }
-    f.persist(path)
-        .map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
-    Ok(())
-}
+pub use crate::output::write_atomic;
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "sweep.json";
@@ -176,7 +157,13 @@ impl SweepDir {
     /// folders (which locks their parent folder) never makes workers wait
     /// for each other.
     pub fn staging_dir(&self, worker: usize, id: &str) -> PathBuf {
-        self.runs_dir().join(format!("{STAGING}-{worker}")).join(id)
+        self.worker_dir(worker).join(id)
+    }
+
+    /// Worker `worker`'s staging folder (registered for removal on an
+    /// interrupt while the worker runs, see [`crate::output`]).
+    pub fn worker_dir(&self, worker: usize) -> PathBuf {
+        self.runs_dir().join(format!("{STAGING}-{worker}"))
     }
 
     /// Read the manifest, if the directory has one.
@@ -195,6 +182,7 @@ impl SweepDir {
     /// the same sweep (then its finished runs are kept and the staging
     /// folders of a killed sweep are removed).
     pub fn open(&self, manifest: &Value) -> Result<(), String> {
+        self.refuse_foreign()?;
         std::fs::create_dir_all(self.runs_dir())
             .map_err(|e| format!("cannot create {}: {e}", self.runs_dir().display()))?;
         if let Some(old) = self.read_manifest()? {
@@ -210,6 +198,19 @@ impl SweepDir {
         }
         let text = serde_json::to_string_pretty(manifest).map_err(|e| e.to_string())? + "\n";
         write_atomic(&self.root.join(MANIFEST), text.as_bytes())?;
+        // Temporary tables or manifests a killed sweep left (SIGKILL; an
+        // interrupt removes its own).
+        if let Ok(entries) = std::fs::read_dir(&self.root) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let ours = ["results.csv", "results.jsonl", MANIFEST]
+                    .iter()
+                    .any(|f| name.starts_with(&format!(".{f}.")));
+                if ours && crate::output::is_temp_name(&name) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
         if let Ok(entries) = std::fs::read_dir(self.runs_dir()) {
             for e in entries.flatten() {
                 if e.file_name().to_string_lossy().starts_with(STAGING) {
@@ -223,6 +224,25 @@ impl SweepDir {
             }
         }
         Ok(())
+    }
+
+    /// `Err` if the folder exists, holds files and is not a sweep's (no
+    /// manifest): a sweep replaces `results.csv`, `results.jsonl` and
+    /// `runs/` in its folder, which would destroy the user's own files.
+    fn refuse_foreign(&self) -> Result<(), String> {
+        if self.root.join(MANIFEST).exists() {
+            return Ok(());
+        }
+        let Ok(mut entries) = std::fs::read_dir(&self.root) else {
+            return Ok(());
+        };
+        if entries.next().is_none() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} exists and is not a sweep's output folder (no {MANIFEST}), and it is not empty: a sweep writes results.csv, results.jsonl and runs/ there and would replace files of the same name. Give a new or empty folder to --out.",
+            self.root.display()
+        ))
     }
 
     /// The finished runs among `ids`, read from their folders (one listing
@@ -274,7 +294,7 @@ impl SweepDir {
 
     /// Remove worker `worker`'s staging folder once it has no run left in it.
     pub fn end_staging(&self, worker: usize) {
-        let _ = std::fs::remove_dir(self.runs_dir().join(format!("{STAGING}-{worker}")));
+        let _ = std::fs::remove_dir(self.worker_dir(worker));
     }
 
     /// Finish run `id` (started with [`begin`](Self::begin)): write its

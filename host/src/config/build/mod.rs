@@ -231,8 +231,15 @@ pub fn build(
         model.latency.kv_blocks_source,
     ));
     notes.push(pipeline_note(run, &admission, &routing, &observers));
-    let (mut collector, trace, outputs) =
+    let (mut collector, trace, mut outputs) =
         output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
+    let timeseries = match timeseries.create(base_dir, open_outputs)? {
+        Some((series, pending)) => {
+            outputs.push(pending);
+            Some(series)
+        }
+        None => None,
+    };
     collector.slo = slo;
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
@@ -262,7 +269,7 @@ pub fn build(
                 gpu: model.latency.gpu.clone().unwrap_or_default(),
                 tp: model.latency.tp,
             },
-            timeseries: timeseries.create(base_dir, open_outputs)?,
+            timeseries,
             gateway,
             tenant_budgets,
             control,

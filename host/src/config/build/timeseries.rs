@@ -1,7 +1,6 @@
 //! `output.timeseries_path` and `output.timeseries_interval_us`: the time
 //! series (see `metrics::timeseries`).
 
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
@@ -9,6 +8,7 @@ use super::{resolve, Problems};
 use crate::config::OutputSection;
 use crate::engine::Tick;
 use crate::metrics::timeseries::TimeSeries;
+use crate::output::PendingOutput;
 
 /// The interval without `output.timeseries_interval_us`: one line per simulated second.
 pub const DEFAULT_INTERVAL_US: Tick = 1_000_000;
@@ -35,21 +35,27 @@ pub(super) fn check(out: &OutputSection, problems: &mut Problems) -> CheckedTime
 }
 
 impl CheckedTimeSeries {
-    /// The writer, when a path is set and `open_outputs` (not for `blis validate`).
+    /// The writer, when a path is set and `open_outputs` (not for `blis
+    /// validate`): a temporary file put in place by committing the
+    /// returned [`PendingOutput`] once the run succeeded.
     pub(super) fn create(
         self,
         base_dir: &Path,
         open_outputs: bool,
-    ) -> Result<Option<TimeSeries>, String> {
+    ) -> Result<Option<(TimeSeries, PendingOutput)>, String> {
         let Some(p) = self.path.filter(|_| open_outputs) else {
             return Ok(None);
         };
         let p = resolve(base_dir, &p);
-        let f = File::create(&p)
-            .map_err(|e| format!("cannot create time series file {}: {e}", p.display()))?;
-        Ok(Some(TimeSeries::new(
-            Box::new(BufWriter::new(f)),
-            self.interval,
+        let (f, pending) = PendingOutput::create(&p).map_err(|e| {
+            format!(
+                "cannot create the time series file {}: {e}\n  Check that its folder exists and is writable.",
+                p.display()
+            )
+        })?;
+        Ok(Some((
+            TimeSeries::new(Box::new(BufWriter::new(f)), self.interval),
+            pending,
         )))
     }
 }
