@@ -123,6 +123,8 @@ pub struct Collector {
     pub gateway: bool,
     /// The arrival/completion stream of `[saturation]`.
     pub saturation: Option<SaturationRecorder>,
+    /// Per-adapter records of `[lora]` (result lines then carry `adapter`).
+    pub adapters: Option<Box<super::adapters::AdapterRecorder>>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -146,6 +148,7 @@ impl Collector {
             slo: None,
             gateway: false,
             saturation: None,
+            adapters: None,
         }
     }
 
@@ -175,6 +178,9 @@ impl Collector {
         }
         if let Some(s) = &mut self.saturation {
             s.arrived(req.id, req.arrival);
+        }
+        if let Some(a) = &mut self.adapters {
+            a.arrived(req);
         }
     }
 
@@ -228,7 +234,14 @@ impl Collector {
         let Some(w) = self.results.as_mut() else {
             return;
         };
-        let line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
+        let mut line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
+        if let Some(a) = &self.adapters {
+            // `"adapter"` last: the id, or null for the base model.
+            line.pop();
+            line.push_str(",\"adapter\":");
+            line.push_str(&serde_json::Value::from(a.name_of(req)).to_string());
+            line.push('}');
+        }
         if let Err(e) = w.push(req.id, line) {
             self.write_error.get_or_insert(e);
         }
@@ -293,6 +306,9 @@ impl InstanceObserver for Collector {
         if let Some(s) = &mut self.stages {
             s.first_token(req, at);
         }
+        if let Some(a) = &mut self.adapters {
+            a.first_token(req, at);
+        }
     }
 
     #[inline]
@@ -331,6 +347,9 @@ impl InstanceObserver for Collector {
         }
         if let Some(s) = &mut self.saturation {
             s.completed(req.id, at, at - req.arrival);
+        }
+        if let Some(a) = &mut self.adapters {
+            a.completed(req);
         }
         self.finished.push((slot, true));
     }
