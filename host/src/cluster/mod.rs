@@ -607,6 +607,9 @@ impl Cluster {
             prefix_blocks: RSlice::from_slice(prefix_blocks),
         };
         let rv = request_view(req, &self.tenant_names);
+        if let Some(scores) = self.routing.lora_scores() {
+            lora_affinity(req.adapter, &self.instances, scores);
+        }
         // Instance lifecycle: only routable instances are candidates.
         if let Some(c) = self
             .control
@@ -934,4 +937,28 @@ fn notify(
 /// The lifecycle events any policy of the run handles.
 fn lifecycle_hooks(admission: &AdmissionPolicy, routing: &Routing) -> Hooks {
     Hooks(admission.label().hooks.0 | routing.hooks().0)
+}
+
+/// The host's `lora-affinity` scores (`cluster-head.md` §5.5, read live):
+/// 1 where `adapter` is resident or being loaded, 0 elsewhere; 1
+/// everywhere for a request without adapter or when all instances agree.
+fn lora_affinity(adapter: Option<u32>, instances: &[Instance], out: &mut Vec<f64>) {
+    out.clear();
+    let Some(a) = adapter else {
+        out.resize(instances.len(), 1.0);
+        return;
+    };
+    out.extend(instances.iter().map(|i| {
+        let has = i.lora().is_some_and(|l| {
+            l.is_resident(Some(a)) || l.loading().is_some_and(|(x, _)| x == a)
+        });
+        if has {
+            1.0
+        } else {
+            0.0
+        }
+    }));
+    if out.iter().all(|&x| x == out[0]) {
+        out.fill(1.0);
+    }
 }
