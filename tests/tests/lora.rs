@@ -52,7 +52,10 @@ fn bad_lora_input_names_the_key() {
         ),
         (
             "rank",
-            run_file("[[lora.adapters]]\nid = \"a\"\nrank = 0\n", "adapter = \"a\""),
+            run_file(
+                "[[lora.adapters]]\nid = \"a\"\nrank = 0\n",
+                "adapter = \"a\"",
+            ),
             "lora.adapters[0].rank = 0",
         ),
         (
@@ -72,10 +75,8 @@ fn bad_lora_input_names_the_key() {
         assert!(e.contains(key), "{name}: expected {key} in:\n{e}");
     }
     // Capacity 0 with adapters declared.
-    let text = run_file(ADAPTERS, "adapter = \"a\"").replace(
-        "adapter_capacity = 2",
-        "adapter_capacity = 0",
-    );
+    let text = run_file(ADAPTERS, "adapter = \"a\"")
+        .replace("adapter_capacity = 2", "adapter_capacity = 0");
     let p = dir.write("capacity.toml", &text);
     let e = run_bad(&dir, &["run", p.to_str().unwrap()]);
     assert!(e.contains("lora.adapter_capacity = 0"), "{e}");
@@ -94,10 +95,17 @@ fn bad_lora_input_names_the_key() {
 #[test]
 fn adapter_section_matches_the_results_file() {
     let dir = TestDir::new("lora_report_vs_results");
-    let mut text = run_file(ADAPTERS, "adapter_mix = { ids = [\"a\", \"b\"], zipf_s = 1.0 }");
+    let mut text = run_file(
+        ADAPTERS,
+        "adapter_mix = { ids = [\"a\", \"b\"], zipf_s = 1.0 }",
+    );
     text.push_str("[output]\nresults_path = \"results.jsonl\"\n");
     let p = dir.write("run.toml", &text);
-    let o = dir.blis().args(["run", p.to_str().unwrap()]).output().unwrap();
+    let o = dir
+        .blis()
+        .args(["run", p.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let results = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
@@ -109,8 +117,7 @@ fn adapter_section_matches_the_results_file() {
     let adapters = report["adapters"].as_object().expect("adapters section");
     let mut total_loads = 0;
     for id in ["a", "b"] {
-        let mine: Vec<&serde_json::Value> =
-            lines.iter().filter(|l| l["adapter"] == id).collect();
+        let mine: Vec<&serde_json::Value> = lines.iter().filter(|l| l["adapter"] == id).collect();
         let a = &adapters[id];
         assert_eq!(a["num_requests"], mine.len() as u64, "{id}");
         let done: Vec<_> = mine.iter().filter(|l| l["status"] == "completed").collect();
@@ -137,5 +144,7 @@ fn adapter_section_matches_the_results_file() {
         assert_eq!(adapters[id]["eviction_count"], 0);
     }
     // Every line names its adapter (the mix draws only a and b).
-    assert!(lines.iter().all(|l| l["adapter"] == "a" || l["adapter"] == "b"));
+    assert!(lines
+        .iter()
+        .all(|l| l["adapter"] == "a" || l["adapter"] == "b"));
 }

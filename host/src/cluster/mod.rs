@@ -949,9 +949,9 @@ fn lora_affinity(adapter: Option<u32>, instances: &[Instance], out: &mut Vec<f64
         return;
     };
     out.extend(instances.iter().map(|i| {
-        let has = i.lora().is_some_and(|l| {
-            l.is_resident(Some(a)) || l.loading().is_some_and(|(x, _)| x == a)
-        });
+        let has = i
+            .lora()
+            .is_some_and(|l| l.is_resident(Some(a)) || l.loading().is_some_and(|(x, _)| x == a));
         if has {
             1.0
         } else {

@@ -1234,7 +1234,10 @@ impl Instance {
         if !(f.is_finite() && f > 1.0) {
             return base;
         }
-        ((base as f64 * f).round().min(crate::engine::TIME_LIMIT as f64) as Tick).max(1)
+        ((base as f64 * f)
+            .round()
+            .min(crate::engine::TIME_LIMIT as f64) as Tick)
+            .max(1)
     }
 
     /// The batch as the latency model sees it (granted requests only).

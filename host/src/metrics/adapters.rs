@@ -82,7 +82,8 @@ impl AdapterRecorder {
                 }
             }
             let s: Option<TickStats> = stats_of(&mut r.ttft);
-            let ms = |f: fn(&TickStats) -> f64| s.as_ref().map_or(Value::Null, |s| json!(f(s) / 1e3));
+            let ms =
+                |f: fn(&TickStats) -> f64| s.as_ref().map_or(Value::Null, |s| json!(f(s) / 1e3));
             out.insert(
                 name.clone(),
                 json!({

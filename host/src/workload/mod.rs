@@ -31,8 +31,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 pub use config::{
-    defaults, ArrivalProcess, ArrivalSpec, ClientSpec, ContextGrowth, GaussianLengths, LengthDist,
-    AdapterMix, Preset, SessionSpec, Window, WorkloadConfig,
+    defaults, AdapterMix, ArrivalProcess, ArrivalSpec, ClientSpec, ContextGrowth, GaussianLengths,
+    LengthDist, Preset, SessionSpec, Window, WorkloadConfig,
 };
 pub use convert::convert_workload_spec;
 pub use generator::Footprint;
@@ -646,7 +646,9 @@ fn plan_clients(
                     )));
                 }
                 if m.ids.is_empty() {
-                    return Err(at("adapter_mix.ids is empty: list the adapters to draw from".into()));
+                    return Err(at(
+                        "adapter_mix.ids is empty: list the adapters to draw from".into(),
+                    ));
                 }
                 let mut ids = Vec::with_capacity(m.ids.len());
                 for id in &m.ids {

@@ -1058,9 +1058,13 @@ fn adapter_mix_is_zipf_and_changes_nothing_else() {
     let others: Vec<&Request> = got.iter().filter(|r| r.client == 1).collect();
     assert!(others.iter().all(|r| r.adapter == Some(1)));
     // zipf_s = 0 is uniform; both keys at once, or a bad exponent, are errors.
-    let e = build_err(&format!("{base}adapter = \"a\"\nadapter_mix = {{ ids = [\"a\"] }}\n"));
+    let e = build_err(&format!(
+        "{base}adapter = \"a\"\nadapter_mix = {{ ids = [\"a\"] }}\n"
+    ));
     assert!(e.contains("adapter and adapter_mix are both given"), "{e}");
-    let e = build_err(&format!("{base}adapter_mix = {{ ids = [\"a\"], zipf_s = -1.0 }}\n"));
+    let e = build_err(&format!(
+        "{base}adapter_mix = {{ ids = [\"a\"], zipf_s = -1.0 }}\n"
+    ));
     assert!(e.contains("zipf_s"), "{e}");
 }
 

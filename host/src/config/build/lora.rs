@@ -109,7 +109,9 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
     let model = run.model.name.as_str();
     for (i, a) in lora.adapters.iter().enumerate() {
         if a.id.is_empty() {
-            problems.error(format!("lora.adapters[{i}].id is empty: give every adapter an id"));
+            problems.error(format!(
+                "lora.adapters[{i}].id is empty: give every adapter an id"
+            ));
         } else if lora.adapters[..i].iter().any(|b| b.id == a.id) {
             problems.error(format!(
                 "lora.adapters[{i}].id = \"{}\": another adapter has that id",
