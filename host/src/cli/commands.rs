@@ -18,14 +18,14 @@ pub struct Failure {
     pub message: String,
 }
 
-pub(super) fn usage(message: impl Into<String>) -> Failure {
+pub fn usage(message: impl Into<String>) -> Failure {
     Failure {
         code: 2,
         message: message.into(),
     }
 }
 
-fn runtime(message: impl Into<String>) -> Failure {
+pub(crate) fn runtime(message: impl Into<String>) -> Failure {
     Failure {
         code: 1,
         message: message.into(),
@@ -51,6 +51,8 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Convert(ConvertCommand::EppConfig { file }) => convert_epp_config(&file).map(Some),
         Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
         Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
+        #[cfg(feature = "observe")]
+        Command::Observe(args) => crate::observe::observe_command(&args),
     }
 }
 
