@@ -71,3 +71,7 @@ mod observe;
 
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;
+
+// LoRA adapters through the real `blis`: bad input, and the per-adapter
+// report against the results file.
+mod lora;

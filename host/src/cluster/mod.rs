@@ -620,6 +620,9 @@ impl Cluster {
             prefix_blocks: RSlice::from_slice(prefix_blocks),
         };
         let rv = request_view(req, &self.tenant_names);
+        if let Some(scores) = self.routing.lora_scores() {
+            lora_affinity(req.adapter, &self.instances, scores);
+        }
         // Instance lifecycle: only routable instances are candidates.
         if let Some(c) = self
             .control
@@ -1067,5 +1070,29 @@ impl RejectCounts {
             Reject::TenantBudget => &mut self.tenant_budget,
             Reject::NoInstance => &mut self.no_instance,
         } += 1;
+    }
+}
+
+/// The host's `lora-affinity` scores (`cluster-head.md` §5.5, read live):
+/// 1 where `adapter` is resident or being loaded, 0 elsewhere; 1
+/// everywhere for a request without adapter or when all instances agree.
+fn lora_affinity(adapter: Option<u32>, instances: &[Instance], out: &mut Vec<f64>) {
+    out.clear();
+    let Some(a) = adapter else {
+        out.resize(instances.len(), 1.0);
+        return;
+    };
+    out.extend(instances.iter().map(|i| {
+        let has = i
+            .lora()
+            .is_some_and(|l| l.is_resident(Some(a)) || l.loading().is_some_and(|(x, _)| x == a));
+        if has {
+            1.0
+        } else {
+            0.0
+        }
+    }));
+    if out.iter().all(|&x| x == out[0]) {
+        out.fill(1.0);
     }
 }

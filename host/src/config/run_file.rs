@@ -66,6 +66,9 @@ pub struct RunFile {
     /// `[pd]`: decider, KV transfer and per-stage routing of the pools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pd: Option<super::PdSection>,
+    /// `[lora]`: LoRA adapters, their residency and costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<super::LoraSection>,
 }
 
 fn default_seed() -> u64 {

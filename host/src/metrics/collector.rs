@@ -137,6 +137,8 @@ pub struct Collector {
     pub saturation: Option<SaturationRecorder>,
     /// Per-request sinks (TraceV2 export, SimResult array); empty by default.
     pub sinks: Vec<Box<dyn RequestSink>>,
+    /// Per-adapter records of `[lora]` (result lines then carry `adapter`).
+    pub adapters: Option<Box<super::adapters::AdapterRecorder>>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -161,6 +163,7 @@ impl Collector {
             gateway: false,
             saturation: None,
             sinks: Vec::new(),
+            adapters: None,
         }
     }
 
@@ -190,6 +193,9 @@ impl Collector {
         }
         if let Some(s) = &mut self.saturation {
             s.arrived(req.id, req.arrival);
+        }
+        if let Some(a) = &mut self.adapters {
+            a.arrived(req);
         }
     }
 
@@ -246,7 +252,14 @@ impl Collector {
         let Some(w) = self.results.as_mut() else {
             return;
         };
-        let line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
+        let mut line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
+        if let Some(a) = &self.adapters {
+            // `"adapter"` last: the id, or null for the base model.
+            line.pop();
+            line.push_str(",\"adapter\":");
+            line.push_str(&serde_json::Value::from(a.name_of(req)).to_string());
+            line.push('}');
+        }
         if let Err(e) = w.push(req.id, line) {
             self.write_error.get_or_insert(e);
         }
@@ -311,6 +324,9 @@ impl InstanceObserver for Collector {
         if let Some(s) = &mut self.stages {
             s.first_token(req, at);
         }
+        if let Some(a) = &mut self.adapters {
+            a.first_token(req, at);
+        }
     }
 
     #[inline]
@@ -349,6 +365,9 @@ impl InstanceObserver for Collector {
         }
         if let Some(s) = &mut self.saturation {
             s.completed(req.id, at, at - req.arrival);
+        }
+        if let Some(a) = &mut self.adapters {
+            a.completed(req);
         }
         self.finished.push((slot, true));
     }

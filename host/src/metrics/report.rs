@@ -386,5 +386,8 @@ pub fn build(
     if let Some(c) = &outcome.control {
         report["control"] = c.report(outcome.end_time, cluster.output_tokens);
     }
+    if let Some(a) = &mut outcome.collector.adapters {
+        report["adapters"] = a.report(&outcome.instances, duration_s);
+    }
     report
 }

@@ -32,8 +32,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 pub use config::{
-    defaults, ArrivalProcess, ArrivalSpec, ClientSpec, ContextGrowth, GaussianLengths, LengthDist,
-    Preset, SessionSpec, Window, WorkloadConfig,
+    defaults, AdapterMix, ArrivalProcess, ArrivalSpec, ClientSpec, ContextGrowth, GaussianLengths,
+    LengthDist, Preset, SessionSpec, Window, WorkloadConfig,
 };
 pub use convert::convert_workload_spec;
 pub use generator::Footprint;
@@ -45,7 +45,7 @@ pub use trace_v2::{ReplayLedger, SessionMode, SharedLedger, ThinkTime, TraceV2Sp
 
 use crate::engine::Tick;
 use crate::request::{Request, Segment, SloClass};
-use generator::{client_seed, prefix_seed, ClientPlan, Generator, Schedule};
+use generator::{client_seed, prefix_seed, AdapterPick, ClientPlan, Generator, Schedule};
 use sampler::{ArrivalSampler, LengthSampler};
 use trace::{TraceReplay, DEFAULT_TENANT};
 
@@ -106,6 +106,8 @@ pub struct Workload {
     yielded: u64,
     tenants: Vec<String>,
     clients: Vec<String>,
+    /// LoRA adapter names requests refer to (`Request::adapter`).
+    adapters: Vec<String>,
     /// Stage windows `[start, end)` of an inference-perf workload (empty otherwise).
     stages: Vec<(Tick, Tick)>,
     error: Option<WorkloadError>,
@@ -157,6 +159,7 @@ impl Workload {
                 yielded: 0,
                 tenants,
                 clients: vec!["trace".to_string()],
+                adapters: Vec::new(),
                 stages: Vec::new(),
                 error: None,
                 prefix_names: HashMap::new(),
@@ -165,7 +168,8 @@ impl Workload {
         if let Some(ip) = &config.inference_perf {
             check_inference_perf_exclusive(config)?;
             let x = inference_perf::expand(ip)?;
-            let (mut plans, clients, tenants) = plan_clients(&x.clients, x.aggregate_rate, seed)?;
+            let (mut plans, clients, tenants, adapters) =
+                plan_clients(&x.clients, x.aggregate_rate, seed)?;
             for (plan, schedule) in plans.iter_mut().zip(x.schedules) {
                 plan.schedule = schedule;
             }
@@ -177,6 +181,7 @@ impl Workload {
                 yielded: 0,
                 tenants,
                 clients,
+                adapters,
                 stages: x.stages,
                 error: None,
                 prefix_names: prefix_names(&x.clients, seed),
@@ -189,13 +194,14 @@ impl Workload {
             )));
         }
         let specs = client_specs(config)?;
-        let (plans, clients, tenants) = plan_clients(&specs, rate, seed)?;
+        let (plans, clients, tenants, adapters) = plan_clients(&specs, rate, seed)?;
         Ok(Workload {
             source: Source::Generated(Box::new(Generator::new(plans))),
             cap,
             yielded: 0,
             tenants,
             clients,
+            adapters,
             stages: Vec::new(),
             error: None,
             prefix_names: prefix_names(&specs, seed),
@@ -204,18 +210,25 @@ impl Workload {
 
     /// A workload replaying `requests` as given (sorted by arrival, stable;
     /// ids reassigned in that order). For tests and tools: it holds every
-    /// request in memory. Tenant and client names are synthesised
-    /// (`tenant-<i>`, `client-<i>`) up to the largest index used.
+    /// request in memory. Tenant, client and adapter names are synthesised
+    /// (`tenant-<i>`, `client-<i>`, `adapter-<i>`) up to the largest index
+    /// used.
     pub fn from_requests(mut requests: Vec<Request>) -> Workload {
         requests.sort_by_key(|r| r.arrival);
         let tenants = requests.iter().map(|r| r.tenant + 1).max().unwrap_or(0);
         let clients = requests.iter().map(|r| r.client + 1).max().unwrap_or(0);
+        let adapters = requests
+            .iter()
+            .filter_map(|r| r.adapter.map(|a| a + 1))
+            .max()
+            .unwrap_or(0);
         Workload {
             cap: Some(requests.len() as u64),
             source: Source::List(requests.into()),
             yielded: 0,
             tenants: (0..tenants).map(|i| format!("tenant-{i}")).collect(),
             clients: (0..clients).map(|i| format!("client-{i}")).collect(),
+            adapters: (0..adapters).map(|i| format!("adapter-{i}")).collect(),
             stages: Vec::new(),
             error: None,
             prefix_names: HashMap::new(),
@@ -268,6 +281,7 @@ impl Workload {
                     req.tenant = r.tenant;
                     req.slo_class = r.slo_class;
                     req.session = r.session;
+                    req.adapter = r.adapter;
                     true
                 }
                 None => false,
@@ -333,6 +347,12 @@ impl Workload {
     /// Tenant names; `Request::tenant` indexes this list.
     pub fn tenant_names(&self) -> &[String] {
         &self.tenants
+    }
+
+    /// LoRA adapter names; `Request::adapter` indexes this list (in order
+    /// of first mention by the clients).
+    pub fn adapter_names(&self) -> &[String] {
+        &self.adapters
     }
 
     /// Client names in configuration order; `Request::client` indexes this list.
@@ -566,10 +586,12 @@ fn client_specs(c: &WorkloadConfig) -> Result<Vec<ClientSpec>, WorkloadError> {
         tenant_id: None,
         windows: None,
         session: None,
+        adapter: None,
+        adapter_mix: None,
     }])
 }
 
-type Planned = (Vec<ClientPlan>, Vec<String>, Vec<String>);
+type Planned = (Vec<ClientPlan>, Vec<String>, Vec<String>, Vec<String>);
 
 /// Validates every client and resolves rates, prefixes, tenants and streams.
 fn plan_clients(
@@ -583,6 +605,9 @@ fn plan_clients(
     let mut names: Vec<String> = Vec::with_capacity(specs.len());
     let mut tenants: Vec<String> = Vec::new();
     let mut tenant_idx: HashMap<String, u32> = HashMap::new();
+    let mut adapters: Vec<String> = Vec::new();
+    let mut adapter_idx: HashMap<String, u32> = HashMap::new();
+    let mut picks = Vec::with_capacity(specs.len());
     // group → (segment, id of the client that set it)
     let mut groups: HashMap<&str, (Segment, &str)> = HashMap::new();
     let mut fractions = Vec::with_capacity(specs.len());
@@ -697,6 +722,52 @@ fn plan_clients(
                 return Err(at("session max_rounds must be ≥ 1".into()));
             }
         }
+        let mut intern = |name: &str| -> Result<u32, WorkloadError> {
+            if name.is_empty() {
+                return Err(at("an adapter id is empty".into()));
+            }
+            Ok(match adapter_idx.get(name) {
+                Some(&a) => a,
+                None => {
+                    let a = adapters.len() as u32;
+                    adapters.push(name.to_string());
+                    adapter_idx.insert(name.to_string(), a);
+                    a
+                }
+            })
+        };
+        let pick = match (&s.adapter, &s.adapter_mix) {
+            (Some(_), Some(_)) => {
+                return Err(at(
+                    "adapter and adapter_mix are both given: give one adapter, or a mix".into(),
+                ))
+            }
+            (None, None) => AdapterPick::Base,
+            (Some(a), None) => AdapterPick::One(intern(a)?),
+            (None, Some(m)) => {
+                let zs = m.zipf_s.unwrap_or(1.0);
+                if !(zs.is_finite() && zs >= 0.0) {
+                    return Err(at(format!(
+                        "adapter_mix.zipf_s must be a finite number ≥ 0, got {zs}"
+                    )));
+                }
+                if m.ids.is_empty() {
+                    return Err(at(
+                        "adapter_mix.ids is empty: list the adapters to draw from".into(),
+                    ));
+                }
+                let mut ids = Vec::with_capacity(m.ids.len());
+                for id in &m.ids {
+                    let a = intern(id)?;
+                    if ids.contains(&a) {
+                        return Err(at(format!("adapter_mix.ids lists \"{id}\" twice")));
+                    }
+                    ids.push(a);
+                }
+                AdapterPick::zipf(ids, zs)
+            }
+        };
+        picks.push(pick);
         partial.push((
             arrival,
             input,
@@ -711,8 +782,8 @@ fn plan_clients(
     }
     let total: f64 = fractions.iter().sum();
     let mut plans = Vec::with_capacity(specs.len());
-    for (i, (arrival, input, output, prefix, slo, tenant, windows, session, cseed)) in
-        partial.into_iter().enumerate()
+    for (i, ((arrival, input, output, prefix, slo, tenant, windows, session, cseed), adapter)) in
+        partial.into_iter().zip(picks).enumerate()
     {
         let rate_per_us = aggregate_rate * (fractions[i] / total) / 1e6;
         let arrival = ArrivalSampler::new(&arrival, rate_per_us).map_err(|e| {
@@ -732,9 +803,10 @@ fn plan_clients(
             windows,
             session,
             schedule: Schedule::Unlimited,
+            adapter,
         });
     }
-    Ok((plans, names, tenants))
+    Ok((plans, names, tenants, adapters))
 }
 
 /// Sorts windows and merges overlapping or touching ones.

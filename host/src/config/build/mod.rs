@@ -9,7 +9,8 @@
 //! `pd_decider` for `pd.decider`, standard or plugin),
 //! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`), `output`,
 //! `slo` (`[slo]`), `flow_control` (`[flow_control]`), `saturation`
-//! (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
+//! (`[saturation]`), `tenants` (`[tenants]`) and `lora` (`[lora]`).
+//! Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -26,6 +27,7 @@ mod freshness;
 mod instance;
 mod instance_policies;
 mod kv_offload;
+mod lora;
 mod model;
 mod output;
 mod pd_decider;
@@ -180,6 +182,7 @@ pub fn build(
     let freshness = freshness::check(&run.routing, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
+    let lora = lora::check(run, workload.as_ref(), &mut problems);
     let slo = slo::check(run.slo.as_ref(), &mut problems);
     let flow_control = flow_control::check(
         run.flow_control.as_ref(),
@@ -207,7 +210,7 @@ pub fn build(
     let n_instances = pools
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
-    let (instances, routing, pd) = match pools {
+    let (mut instances, routing, pd) = match pools {
         None => {
             let mut instances = instance.create(&run.instance, &model, kv_offload)?;
             instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
@@ -219,6 +222,9 @@ pub fn build(
             (instances, routing, Some(pd))
         }
     };
+    if let Some(l) = lora {
+        l.install(&mut instances);
+    }
     let control = match control {
         Some(c) => Some(c.create(run, registry, &instances)?),
         None => None,
@@ -243,6 +249,11 @@ pub fn build(
     collector.slo = slo;
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
+    if run.lora.is_some() {
+        collector.adapters = Some(Box::new(crate::metrics::adapters::AdapterRecorder::new(
+            workload.adapter_names().to_vec(),
+        )));
+    }
     let gateway = flow_control.map(|f| f.create(workload.tenant_names()));
     let slots = instances.iter().map(|i| u64::from(i.config().max_num_seqs));
     let tenant_budgets = tenants::create(run, workload.tenant_names(), slots.sum(), &mut notes);

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{one_of, resolve, Problems};
 use crate::config::RunFile;
 use crate::instance::latency::{
-    build_latency, BuiltLatency, LatencyKind, LatencySetup, ModelConfig,
+    build_latency, BuiltLatency, KvBlocksSource, LatencyKind, LatencySetup, ModelConfig,
 };
 
 /// What `[model]` resolved to.
@@ -55,10 +55,20 @@ pub(super) fn check(
         }
         ls.gpu_memory_utilization = u;
     }
+    if let Some(l) = &run.lora {
+        ls.adapter_reserved_bytes = l.reserved_bytes(&model.name);
+    }
     let latency = match build_latency(&ls) {
         Ok(b) => {
             for w in &b.warnings {
                 problems.note(w.clone());
+            }
+            if ls.adapter_reserved_bytes > 0 && b.kv_blocks_source != KvBlocksSource::Derived {
+                problems.note(format!(
+                    "[lora]: {} bytes of adapter slots are not subtracted from the {:?} KV blocks \
+                     (only KV blocks derived from GPU memory reserve them)",
+                    ls.adapter_reserved_bytes, b.kv_blocks_source
+                ));
             }
             b
         }

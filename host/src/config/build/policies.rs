@@ -77,6 +77,18 @@ pub(super) fn check_routing(routing: &RoutingSection, problems: &mut Problems) -
     RoutingPlan::Weighted(scorers)
 }
 
+/// The host's LoRA-affinity scorer of the weighted policy (the plugin
+/// views carry no adapter state, so the host scores it; see
+/// `cluster::routing`).
+pub(super) const LORA_AFFINITY: &str = "lora-affinity";
+
+impl RoutingPlan {
+    /// Whether the weighted policy names `lora-affinity`.
+    fn uses_lora_affinity(&self) -> bool {
+        matches!(self, RoutingPlan::Weighted(s) if s.iter().any(|(n, _, _)| n == LORA_AFFINITY))
+    }
+}
+
 /// A policy's params table as the TOML text handed to the plugin.
 pub(super) fn params_text(t: &toml::Table) -> String {
     if t.is_empty() {
@@ -106,6 +118,12 @@ impl RoutingPlan {
                 derive_seed(run.seed, "admission"),
             )
             .map_err(|e| e.to_string())?;
+        if run.lora.is_none() && self.uses_lora_affinity() {
+            return Err(format!(
+                "routing.scorers: '{LORA_AFFINITY}' scores LoRA adapter residency, but the run file has no [lora] section; \
+                 declare the adapters in [lora] or remove the scorer"
+            ));
+        }
         let routing = self.create_routing(&run.routing, run.seed, registry)?;
         Ok((admission, routing))
     }
@@ -121,7 +139,17 @@ impl RoutingPlan {
         Ok(match self {
             RoutingPlan::Weighted(scorers) => {
                 let mut v = Vec::new();
+                let mut lora = None;
                 for (i, (name, w, params)) in scorers.iter().enumerate() {
+                    if name == LORA_AFFINITY {
+                        if !params.is_empty() {
+                            return Err(format!(
+                                "routing.scorers[{i}] ('{LORA_AFFINITY}') takes no params"
+                            ));
+                        }
+                        lora = Some(*w + lora.unwrap_or(0.0));
+                        continue;
+                    }
                     let s = registry
                         .scorer(
                             name,
@@ -131,7 +159,10 @@ impl RoutingPlan {
                         .map_err(|e| e.to_string())?;
                     v.push((s, *w));
                 }
-                Routing::weighted(v)
+                match lora {
+                    None => Routing::weighted(v),
+                    Some(w) => Routing::weighted_with_lora_affinity(v, w),
+                }
             }
             RoutingPlan::Pipeline => super::routing_profiles::create(section, registry, seed)?,
             RoutingPlan::Router => Routing::Single(

@@ -44,7 +44,10 @@ mod roofline_v1;
 mod setup;
 mod trained_physics;
 
-pub use capacity::{derive_total_kv_blocks, kv_bytes_per_token as kv_bytes_per_token_at_tp};
+pub use capacity::{
+    derive_total_kv_blocks, derive_total_kv_blocks_reserving,
+    kv_bytes_per_token as kv_bytes_per_token_at_tp,
+};
 pub use coefficients::{
     calibrated_setups, coefficient_entries, default_hardware, lookup_entry,
     lookup_linear_coefficients, CoefficientEntry, DefaultHardware,
