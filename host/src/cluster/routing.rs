@@ -483,7 +483,10 @@ impl Routing {
                         .collect(),
                 );
                 let picker = match &p.pick {
-                    Pick::MaxScore => "max-score (host, ties to the lowest index)".to_string(),
+                    Pick::MaxScore(None) => {
+                        "max-score (host, ties to the lowest index)".to_string()
+                    }
+                    Pick::MaxScore(Some(_)) => "max-score (host, ties at random)".to_string(),
                     Pick::Plugin(pk) => named(pk.label()),
                 };
                 format!(

@@ -20,8 +20,6 @@ mod loader;
 mod routing;
 mod schema;
 mod sections;
-#[cfg(test)]
-mod tests;
 
 use std::path::Path;
 
