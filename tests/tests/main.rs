@@ -75,3 +75,7 @@ mod tidy;
 // LoRA adapters through the real `blis`: bad input, and the per-adapter
 // report against the results file.
 mod lora;
+
+// llm-d Router EndpointPickerConfig files run unchanged (`--epp-config`):
+// the 19 shipped files, the loader's validation table, equivalences.
+mod llm_d;

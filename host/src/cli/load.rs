@@ -145,6 +145,9 @@ fn flag_edits(args: &RunArgs) -> Result<Vec<Edit>, Failure> {
             set("routing.policy", string("weighted"));
         }
     }
+    if let Some(v) = &args.epp_config {
+        set("routing.epp_config", path(v));
+    }
     if let Some(v) = &args.results_path {
         set("output.results_path", path(v));
     }

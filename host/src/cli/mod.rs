@@ -161,6 +161,9 @@ pub struct RunArgs {
     /// Weighted scorers as `name:weight,…` (sets `routing.scorers`, implies `--routing-policy weighted`).
     #[arg(long)]
     pub routing_scorers: Option<String>,
+    /// An llm-d EndpointPickerConfig YAML read as llm-d reads it, in place of the run file's routing, admission and flow control (`routing.epp_config`).
+    #[arg(long, value_name = "FILE.yaml")]
+    pub epp_config: Option<PathBuf>,
     /// Load a plugin library (repeatable; added to `[[plugins]]`).
     #[arg(long = "plugin", value_name = "PATH")]
     pub plugins: Vec<PathBuf>,

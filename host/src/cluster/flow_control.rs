@@ -86,7 +86,7 @@ impl Cluster {
         let g = self.gateway.as_mut().expect("flow control is on");
         let req = &self.store[slot];
         let (band, flow, id) = (class_index(req.slo_class), g.flow(req.tenant), req.id);
-        let outcome = g.queue.enqueue(band, flow, slot);
+        let outcome = g.queue.enqueue_at(band, flow, slot, t);
         g.count(outcome);
         let ttl = g.ttl;
         match outcome {
@@ -164,7 +164,7 @@ impl Cluster {
         };
         if evict {
             // Nothing is dispatched: the eviction makes room first.
-        } else if let Some(slot) = g.queue.dequeue_gated(sat) {
+        } else if let Some(slot) = g.queue.dequeue_at(sat, t) {
             g.counts.dispatched += 1;
             g.in_transit += 1;
             self.store[slot].gateway_dispatched_at = t;
@@ -270,8 +270,18 @@ impl Cluster {
     /// A request ends: the eviction tracker forgets it.
     #[inline]
     pub(super) fn gateway_untrack(&mut self, slot: Slot) {
-        if let Some(e) = self.gateway.as_mut().and_then(|g| g.eviction.as_mut()) {
-            e.untrack(slot, &self.store[slot]);
+        let Some(g) = self.gateway.as_mut() else {
+            return;
+        };
+        let req = &self.store[slot];
+        if let Some(e) = g.eviction.as_mut() {
+            e.untrack(slot, req);
+        }
+        // Program-aware fairness: the tenant attained input + 2 × output.
+        if req.state == RequestState::Completed {
+            let service = f64::from(req.input_len) + 2.0 * f64::from(req.generated);
+            let flow = g.flow(req.tenant);
+            g.queue.attain(flow, service, req.completed_at);
         }
     }
 }

@@ -12,7 +12,9 @@
 //! rejects the request (counted with the rejected requests, traced with the
 //! filter that emptied the set).
 
-use blis_plugin_api::{ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView};
+use blis_plugin_api::{
+    ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, Rng,
+};
 
 use crate::plugins::{FilterPolicy, PickerPolicy, PluginError, RouterPolicy, ScorerPolicy};
 
@@ -24,8 +26,10 @@ pub struct WeightedScorer {
 
 /// How a profile chooses among its scored candidates.
 pub enum Pick {
-    /// The highest total wins, ties to the lowest index (the host does it).
-    MaxScore,
+    /// The highest total wins (the host does it): ties to the lowest index,
+    /// or to a uniformly random tied one when a generator is given
+    /// (`tie_break = "random"`, llm-d's max-score-picker).
+    MaxScore(Option<Rng>),
     /// A picker plugin.
     Plugin(PickerPolicy),
 }
@@ -192,7 +196,7 @@ impl Profile {
                 }
             }
             let Some(e) = &self.eligible else {
-                let best = max_score(&self.composite);
+                let best = pick_max(&mut self.pick, &self.composite);
                 return Ok(Decision::Routed {
                     chosen: best as u32,
                     scores: Some(&self.composite),
@@ -207,7 +211,7 @@ impl Profile {
             }
             self.composite.truncate(self.candidates.len());
             return Ok(Decision::Routed {
-                chosen: self.candidates[max_score(&self.composite)],
+                chosen: self.candidates[pick_max(&mut self.pick, &self.composite)],
                 scores: Some(&self.composite),
                 candidates: Some(&self.candidates),
             });
@@ -264,7 +268,7 @@ impl Profile {
             }
         }
         let chosen = match &mut self.pick {
-            Pick::MaxScore => self.candidates[max_score(&self.composite)],
+            Pick::MaxScore(rng) => self.candidates[max_score(&self.composite, rng.as_mut())],
             Pick::Plugin(p) => p.pick(req, &view, &self.composite)?,
         };
         Ok(Decision::Routed {
@@ -275,26 +279,54 @@ impl Profile {
     }
 }
 
-/// Index of the highest value, ties to the lowest index.
-fn max_score(values: &[f64]) -> usize {
+/// The host's pick of the filterless path (`Pick::MaxScore`; a picker
+/// plugin never takes that path).
+fn pick_max(pick: &mut Pick, values: &[f64]) -> usize {
+    match pick {
+        Pick::MaxScore(rng) => max_score(values, rng.as_mut()),
+        Pick::Plugin(_) => max_score(values, None),
+    }
+}
+
+/// Index of the highest value: ties to the lowest index, or with `rng` to
+/// the r-th tied index, r uniform in [0, ties) (one draw per decision with
+/// a tie, none without).
+fn max_score(values: &[f64], rng: Option<&mut Rng>) -> usize {
     let mut best = 0;
-    for (i, &c) in values.iter().enumerate() {
+    let mut ties = 1u64;
+    for (i, &c) in values.iter().enumerate().skip(1) {
         if c > values[best] {
             best = i;
+            ties = 1;
+        } else if c == values[best] {
+            ties += 1;
         }
     }
-    best
+    match rng {
+        Some(rng) if ties > 1 => {
+            let r = rng.below(ties) as usize;
+            let top = values[best];
+            values
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c == top)
+                .nth(r)
+                .map_or(best, |(i, _)| i)
+        }
+        _ => best,
+    }
 }
 
 impl Routing {
     /// The `weighted` policy: `(scorer, weight)` pairs, weights finite, ≥ 0
-    /// and not all zero (checked by the config layer).
-    pub fn weighted(scorers: Vec<(ScorerPolicy, f64)>) -> Routing {
+    /// and not all zero (checked by the config layer); ties broken by `tie`
+    /// at random, or to the lowest index without.
+    pub fn weighted(scorers: Vec<(ScorerPolicy, f64)>, tie: Option<Rng>) -> Routing {
         Routing::Profile(Box::new(Profile::new(
             "weighted".to_string(),
             Vec::new(),
             scorers,
-            Pick::MaxScore,
+            Pick::MaxScore(tie),
             true,
         )))
     }
@@ -305,11 +337,15 @@ impl Routing {
     /// adapter is resident or loading and 0 elsewhere; 1 everywhere for a
     /// request without adapter or when all instances are equal (the
     /// cluster computes it live before each decision).
-    pub fn weighted_with_lora_affinity(scorers: Vec<(ScorerPolicy, f64)>, lora: f64) -> Routing {
+    pub fn weighted_with_lora_affinity(
+        scorers: Vec<(ScorerPolicy, f64)>,
+        lora: f64,
+        tie: Option<Rng>,
+    ) -> Routing {
         let mut weights: Vec<f64> = scorers.iter().map(|(_, w)| *w).collect();
         weights.push(lora);
         let normalised = normalised_weights(&weights);
-        let Routing::Profile(mut p) = Routing::weighted(scorers) else {
+        let Routing::Profile(mut p) = Routing::weighted(scorers, tie) else {
             unreachable!("weighted is a profile");
         };
         for (ws, &w) in p.scorers.iter_mut().zip(&normalised) {
@@ -500,7 +536,10 @@ impl Routing {
                         .collect(),
                 );
                 let picker = match &p.pick {
-                    Pick::MaxScore => "max-score (host, ties to the lowest index)".to_string(),
+                    Pick::MaxScore(None) => {
+                        "max-score (host, ties to the lowest index)".to_string()
+                    }
+                    Pick::MaxScore(Some(_)) => "max-score (host, ties at random)".to_string(),
                     Pick::Plugin(pk) => named(pk.label()),
                 };
                 format!(

@@ -321,6 +321,16 @@ pub struct RoutingSection {
     /// `[routing.freshness]`: refresh interval of each periodic snapshot signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub freshness: Option<FreshnessSection>,
+    /// `weighted`: how ties of the highest total are broken, `lowest-index`
+    /// (default) or `random` (uniform, seeded: llm-d's max-score-picker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tie_break: Option<String>,
+    /// An llm-d EndpointPickerConfig YAML file (relative to the run file)
+    /// read at build time in place of this section's policy, scorers and
+    /// profiles (and `[admission]`, `[flow_control]`, `[pd]` routing): see
+    /// `config::epp_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epp_config: Option<PathBuf>,
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -409,6 +419,8 @@ impl Default for RoutingSection {
             profile_handler: None,
             cache_signal_delay_us: 0,
             freshness: None,
+            tie_break: None,
+            epp_config: None,
         }
     }
 }

@@ -168,8 +168,17 @@ pub fn build(
     registry: &mut Registry,
     open_outputs: bool,
 ) -> Result<BuiltRun, String> {
+    // An llm-d EndpointPickerConfig becomes the run's own sections first.
+    let expanded = super::epp_config::expand(run, base_dir)?;
+    let (run, epp_notes) = match &expanded {
+        Some((r, n)) => (r, n.clone()),
+        None => (run, Vec::new()),
+    };
     // ---- phase 1: check every section ----
-    let mut problems = Problems::default();
+    let mut problems = Problems {
+        notes: epp_notes,
+        ..Problems::default()
+    };
     let instance = instance::check(&run.instance, &mut problems);
     let kv_offload = kv_offload::check(&run.instance, &mut problems);
     let horizon = check_top_level(run, &mut problems);

@@ -35,6 +35,19 @@ pub(super) fn check_routing(routing: &RoutingSection, problems: &mut Problems) -
     for e in super::routing_profiles::check(routing) {
         problems.error(e);
     }
+    match routing.tie_break.as_deref() {
+        None | Some("lowest-index") => {}
+        Some("random") if routing.policy == "weighted" => {}
+        Some("random") => problems.error(format!(
+            "routing.tie_break = \"random\" is given but routing.policy = \"{}\"; it is used only by policy = \"weighted\" (a profile's picker has its own tie_break)",
+            routing.policy
+        )),
+        Some(other) => problems.error(super::one_of(
+            "routing.tie_break",
+            other,
+            &["lowest-index", "random"],
+        )),
+    }
     if routing.policy == "pipeline" {
         return RoutingPlan::Pipeline;
     }
@@ -159,9 +172,11 @@ impl RoutingPlan {
                         .map_err(|e| e.to_string())?;
                     v.push((s, *w));
                 }
+                let tie = (section.tie_break.as_deref() == Some("random"))
+                    .then(|| blis_plugin_api::Rng::new(derive_seed(seed, "routing/tie_break")));
                 match lora {
-                    None => Routing::weighted(v),
-                    Some(w) => Routing::weighted_with_lora_affinity(v, w),
+                    None => Routing::weighted(v, tie),
+                    Some(w) => Routing::weighted_with_lora_affinity(v, w, tie),
                 }
             }
             RoutingPlan::Pipeline => super::routing_profiles::create(section, registry, seed)?,
