@@ -14,8 +14,9 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
-pub use load::load_run;
+pub use commands::{dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated};
+pub use load::{load_run, load_run_from};
+pub use sweep::sweep_in_process;
 
 /// `blis --version`: the program version and the plugin ABI it loads.
 pub fn version() -> String {
@@ -110,7 +111,7 @@ pub enum ConvertCommand {
 }
 
 /// A run file plus command-line overrides.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct RunArgs {
     /// TOML run file (default: the built-in scenario — 4 instances, weighted routing, chat-like workload).
     pub run_file: Option<PathBuf>,
