@@ -338,6 +338,35 @@ def test_ctrl_c_stops_a_run_cleanly():
     assert out.stdout.split() == ["interrupted", "20"]
 
 
+INTERRUPTED_SWEEP = r"""
+import _thread, json, sys, threading, blis
+out = sys.argv[1]
+sweep = {"set": {"output.percentiles": "sketch"},
+         "axis": [{"key": "workload.num_requests", "values": [30, 10**12]}]}
+threading.Timer(1.0, _thread.interrupt_main).start()
+try:
+    blis.sweep(sweep, jobs=1, out=out)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_ctrl_c_stops_a_sweep_and_keeps_the_finished_runs(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_SWEEP, str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["interrupted"]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    # The short run is stored; the endless one, stopped, is not (it would run
+    # again on resuming), and certainly not as a failed run.
+    assert [(r["workload.num_requests"], r["status"]) for r in rows] == [(30, "ok")]
+    folders = [p.name for p in (out / "runs").iterdir()]
+    assert folders == [rows[0]["run_id"]]
+
+
 def test_version_names_the_plugin_abi():
     assert "plugin ABI" in blis.version()
     assert blis.__version__
