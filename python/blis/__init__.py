@@ -4,7 +4,7 @@ parameter sweeps in-process, and get the reports as Python objects.
     >>> import blis
     >>> report = blis.run(overrides={"workload.num_requests": 50})
     >>> report["cluster"]["ttft_p99_ms"]
-    >>> r = blis.run("examples/weighted-routing.toml", results=True)
+    >>> r = blis.run("examples/prefix-affinity.toml", results=True)
     >>> r.results      # one row per request: a pandas DataFrame (a list of dicts without pandas)
     >>> blis.sweep("examples/sweeps/policies-vs-rate.toml", jobs=2)   # the tidy table
 
