@@ -19,6 +19,7 @@
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
 //! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
+//! * [`observe`] — `blis observe`: drive a real OpenAI-compatible server, record a TraceV2.
 //! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
@@ -35,6 +36,8 @@ pub mod gateway;
 pub mod html_report;
 pub mod instance;
 pub mod metrics;
+#[cfg(feature = "observe")]
+pub mod observe;
 pub mod output;
 pub mod plugins;
 pub mod request;

@@ -14,7 +14,10 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use commands::{dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated};
+pub use commands::usage;
+pub use commands::{
+    dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated,
+};
 pub use load::{load_run, load_run_from};
 pub use sweep::sweep_in_process;
 
@@ -61,6 +64,10 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Write an HTML report with plots of a run's outputs or of a sweep directory.
     Report(sweep::ReportArgs),
+    /// Drive a real OpenAI-compatible server (vLLM, llm-d, llama.cpp…) with a
+    /// workload and record what it did as a TraceV2 (mode real).
+    #[cfg(feature = "observe")]
+    Observe(Box<crate::observe::ObserveArgs>),
 }
 
 /// `blis plugins …`
