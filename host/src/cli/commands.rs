@@ -2,6 +2,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::load::load_run;
@@ -105,22 +107,49 @@ pub struct Simulated {
 
 /// Build and run one simulation of `run` (its relative paths against
 /// `source`'s folder), exactly as `blis run` does. Notes about the setup go
-/// to `note`; a progress bar is drawn on stderr when `progress`.
+/// to `note`, warnings to stderr; a progress bar is drawn on stderr when
+/// `progress`.
 pub fn simulate(
     run: &RunFile,
     source: &Source,
     progress: bool,
     mut note: impl FnMut(&str),
 ) -> Result<Simulated, Failure> {
+    simulate_with(run, source, progress, None, |kind, text| match kind {
+        Notice::Note => note(text),
+        Notice::Warning => eprintln!("warning: {text}"),
+    })
+}
+
+/// What [`simulate_with`] tells about a run's setup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// A fact about the setup (`note:` on the command line).
+    Note,
+    /// A setting that is probably a mistake (`warning:` on the command line).
+    Warning,
+}
+
+/// [`simulate`] with the setup's notes and warnings handed to `notice`, and
+/// a flag that stops the run (a [`Failure`] with code 1 and the message of
+/// [`crate::cluster::RunError::Cancelled`]) once set. For embedding blis
+/// (the Python package); `blis run` goes through [`simulate`].
+pub fn simulate_with(
+    run: &RunFile,
+    source: &Source,
+    progress: bool,
+    cancel: Option<Arc<AtomicBool>>,
+    mut notice: impl FnMut(Notice, &str),
+) -> Result<Simulated, Failure> {
     check_outputs_against_run_file(run, source)?;
     let mut registry = Registry::standard();
     let built = config::build(run, &source.base_dir, &mut registry, true)
         .map_err(|m| usage(format!("{}: {m}", source.name)))?;
     for n in &built.notes {
-        note(n);
+        notice(Notice::Note, n);
     }
     for w in &built.warnings {
-        eprintln!("warning: {w}");
+        notice(Notice::Warning, w);
     }
     let outputs = built.outputs;
     let planned = built.setup.workload.planned_requests();
@@ -135,7 +164,11 @@ pub fn simulate(
         b
     });
     let fitness = built.fitness_weights.clone();
-    let mut outcome = Cluster::new(built.setup)
+    let mut cluster = Cluster::new(built.setup);
+    if let Some(flag) = cancel {
+        cluster = cluster.cancel_on(flag);
+    }
+    let mut outcome = cluster
         .run(|t, arrived| {
             if let Some(b) = &bar {
                 b.set_position(arrived);

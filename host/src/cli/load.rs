@@ -44,7 +44,8 @@ pub fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
 }
 
 /// [`load_run`] with the run file's text already read (`args.run_file` is
-/// not used).
+/// not used): `blis observe`, and the Python package's run files given as
+/// tables.
 pub fn load_run_from(source: Source, args: &RunArgs) -> Result<(RunFile, Source), Failure> {
     let parsed = config::parse(&source).map_err(usage)?;
     let edits = flag_edits(args)?;

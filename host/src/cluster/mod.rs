@@ -42,6 +42,9 @@ pub use servable::ServableBound;
 pub use snapshot::{Freshness, SnapshotProvider};
 pub use trace::TraceWriter;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use abi_stable::std_types::{RSlice, RStr};
 use blis_plugin_api::{
     ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, RunSummary,
@@ -249,6 +252,9 @@ pub struct Cluster {
     control: Option<Box<ControlPlane>>,
     /// The P/D path's state; `None` without pools (the path is never entered).
     pd: Option<Box<pd::PdState>>,
+    /// Set by someone else to stop the run ([`Cluster::cancel_on`]); read
+    /// with the progress call, every 65,536 events.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 /// Build the ABI view of a request.
@@ -344,7 +350,16 @@ impl Cluster {
             tenant_budgets: setup.tenant_budgets,
             control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
             pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
+            cancel: None,
         }
+    }
+
+    /// Stop the run with [`RunError::Cancelled`] once `flag` is set (checked
+    /// every 65,536 events, with the progress call; the embedding Python
+    /// package sets it on Ctrl-C). Without it nothing is checked.
+    pub fn cancel_on(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(flag);
+        self
     }
 
     /// Schedule an `Arrivals` wake-up for the workload's next request if it
@@ -394,6 +409,13 @@ impl Cluster {
             if self.events & 0xffff == 0 {
                 progress(t, self.arrived);
                 peak_live = peak_live.max(self.store.live());
+                if self
+                    .cancel
+                    .as_ref()
+                    .is_some_and(|c| c.load(Ordering::Relaxed))
+                {
+                    return Err(RunError::Cancelled);
+                }
             }
             match ev {
                 Event::Arrivals => self.on_arrivals(t),
