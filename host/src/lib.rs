@@ -18,6 +18,7 @@
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
+//! * [`fit`] — `blis calibrate fit`: latency-model coefficients fitted to measurements.
 //! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod fit;
 pub mod gateway;
 pub mod html_report;
 pub mod instance;

@@ -51,6 +51,7 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Convert(ConvertCommand::EppConfig { file }) => convert_epp_config(&file).map(Some),
         Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
         Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
+        Command::Calibrate(args) => super::calibrate::calibrate_command(&args).map(Some),
     }
 }
 
@@ -131,6 +132,7 @@ pub fn simulate(
         b
     });
     let fitness = built.fitness_weights.clone();
+    let calibration = built.calibration.clone();
     let mut outcome = Cluster::new(built.setup)
         .run(|t, arrived| {
             if let Some(b) = &bar {
@@ -161,6 +163,12 @@ pub fn simulate(
     let mut report = report::build(&mut outcome, fitness.as_ref());
     if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {
         map.insert("plugins".into(), files);
+    }
+    if let (Some((path, sha256)), Some(map)) = (&calibration, report.as_object_mut()) {
+        map.insert(
+            "calibration".into(),
+            serde_json::json!({ "profile": path, "sha256": sha256 }),
+        );
     }
     let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
     // Only a run that succeeded puts its output files in place.

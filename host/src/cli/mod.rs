@@ -5,6 +5,7 @@
 //! or returned something invalid, an output file could not be written);
 //! 2 bad input (command line, run file, trace, plugin library) — nothing ran.
 
+mod calibrate;
 mod commands;
 mod load;
 mod scaffold;
@@ -60,6 +61,8 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Write an HTML report with plots of a run's outputs or of a sweep directory.
     Report(sweep::ReportArgs),
+    /// Calibrate blis to measurements: `fit` the latency model's coefficients.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 /// `blis plugins …`
