@@ -38,6 +38,8 @@ pub struct Experiment {
     /// The latency model's name and coefficients as the run file gives them.
     pub latency_model: &'static str,
     pub start: Coefficients,
+    /// Requests the run plans (a guess at its cost, to start long runs first).
+    pub planned: u64,
 }
 
 impl Experiment {
@@ -49,6 +51,7 @@ impl Experiment {
         let mut run = config::parse(&source).map_err(at)?;
         let mut registry = Registry::standard();
         let built = config::build(&run, &source.base_dir, &mut registry, false).map_err(at)?;
+        let planned = built.setup.workload.planned_requests().unwrap_or(u64::MAX);
         let labels = &built.setup.labels;
         let (model, hardware, tp) = (labels.model.clone(), labels.gpu.clone(), labels.tp);
         let latency: &LatencyModel = built
@@ -87,6 +90,7 @@ impl Experiment {
             model_config,
             latency_model,
             start,
+            planned,
         })
     }
 
@@ -116,8 +120,8 @@ fn config_path(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// Run every `(experiment, coefficients)` job on up to `jobs` threads;
-/// results in job order.
+/// Run every `(experiment, coefficients)` job on up to `jobs` threads,
+/// the longest planned runs first; results in job order.
 pub fn run_all(
     experiments: &[Experiment],
     jobs_list: &[(usize, &Coefficients)],
@@ -125,13 +129,16 @@ pub fn run_all(
 ) -> Vec<Result<Value, String>> {
     let n = jobs_list.len();
     let results: Mutex<Vec<Option<Result<Value, String>>>> = Mutex::new(vec![None; n]);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(experiments[jobs_list[i].0].planned));
     let next = AtomicUsize::new(0);
     let threads = jobs.clamp(1, n.max(1));
     let work = || loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        if i >= n {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        if k >= n {
             break;
         }
+        let i = order[k];
         let (e, c) = jobs_list[i];
         let r = experiments[e].simulate(c);
         if let Ok(mut v) = results.lock() {

@@ -24,6 +24,8 @@ pub mod params;
 pub mod profile;
 pub mod search;
 pub mod table;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -133,6 +135,21 @@ fn weight_of(weights: &BTreeMap<String, f64>, m: &table::Metric) -> f64 {
 
 /// Run `blis calibrate fit`; returns the summary printed on stdout.
 pub fn fit_command(args: &FitArgs) -> Result<String, FitError> {
+    run_fit(args).map(|o| o.summary)
+}
+
+/// What a fit produced (the profile and page are written already).
+pub struct Outcome {
+    /// The JSON summary for stdout.
+    pub summary: String,
+    pub profile: profile::Profile,
+    pub rows: Vec<Row>,
+    /// Per row: start, fitted and held-out predictions.
+    pub results: Vec<RowResult>,
+}
+
+/// Fit, write the profile (and page), and return everything.
+pub fn run_fit(args: &FitArgs) -> Result<Outcome, FitError> {
     let input = FitError::Input;
     let rows = table::read(&args.measurements).map_err(input)?;
     let table_name = args.measurements.display().to_string();
@@ -289,8 +306,8 @@ pub fn fit_command(args: &FitArgs) -> Result<String, FitError> {
                 &format!("fold {}/{}", k + 1, args.holdout),
             )?;
             let pred = objective.predict(&test, &x)?;
-            for (i, &r) in test.iter().enumerate() {
-                heldout[r] = Some(pred[i]);
+            for &r in &test {
+                heldout[r] = Some(pred[r]);
                 fold_of_row[r] = Some(k);
             }
         }
@@ -367,7 +384,14 @@ pub fn fit_command(args: &FitArgs) -> Result<String, FitError> {
         "fitted": fitted,
         "evaluations": prof.fit.evaluations,
     });
-    serde_json::to_string_pretty(&summary).map_err(|e| FitError::Runtime(e.to_string()))
+    let summary =
+        serde_json::to_string_pretty(&summary).map_err(|e| FitError::Runtime(e.to_string()))?;
+    Ok(Outcome {
+        summary,
+        profile: prof,
+        rows,
+        results,
+    })
 }
 
 /// Write `bytes` to `path` atomically.
