@@ -35,28 +35,50 @@ fn bad_tables_name_the_row() {
         dir.write(table, &format!("run_file,metric,value\n{body}"));
         run_bad(
             &dir,
-            &["calibrate", "fit", "--measurements", table, "--out", "p.toml", "--quiet"],
+            &[
+                "calibrate",
+                "fit",
+                "--measurements",
+                table,
+                "--out",
+                "p.toml",
+                "--quiet",
+            ],
         )
     };
     let e = fit("m1.csv", "a.toml,ttft_mean_ms,20\na.toml,ttft_average,3\n");
-    assert!(e.contains("m1.csv, line 3: unknown metric 'ttft_average'"), "{e}");
+    assert!(
+        e.contains("m1.csv, line 3: unknown metric 'ttft_average'"),
+        "{e}"
+    );
     assert!(e.contains("ttft_p99_ms") && e.contains("stages[i]"), "{e}");
     for (v, what) in [("0", "0"), ("-4", "-4"), ("NaN", "NaN")] {
-        let e = fit("m2.csv", &format!("a.toml,e2e_mean_ms,800\na.toml,ttft_mean_ms,{v}\n"));
+        let e = fit(
+            "m2.csv",
+            &format!("a.toml,e2e_mean_ms,800\na.toml,ttft_mean_ms,{v}\n"),
+        );
         assert!(
-            e.contains(&format!("m2.csv, line 3: value {what} of ttft_mean_ms must be a finite number > 0")),
+            e.contains(&format!(
+                "m2.csv, line 3: value {what} of ttft_mean_ms must be a finite number > 0"
+            )),
             "{e}"
         );
     }
     dir.write("broken.toml", "[model]\nname = \"no-such-model\"\n");
-    let e = fit("m3.csv", "a.toml,ttft_mean_ms,20\nbroken.toml,ttft_mean_ms,20\n");
+    let e = fit(
+        "m3.csv",
+        "a.toml,ttft_mean_ms,20\nbroken.toml,ttft_mean_ms,20\n",
+    );
     assert!(e.contains("m3.csv, line 3 (run file broken.toml)"), "{e}");
     assert!(e.contains("no-such-model"), "{e}");
     let e = fit("m4.csv", "missing.toml,ttft_mean_ms,20\n");
     assert!(e.contains("m4.csv, line 2 (run file missing.toml)"), "{e}");
     // A stage the run does not have: found at the start, before any fit.
     let e = fit("m5.csv", "a.toml,stages[7].ttft_mean_ms,20\n");
-    assert!(e.contains("m5.csv, line 2") && e.contains("stages[7].ttft_mean_ms"), "{e}");
+    assert!(
+        e.contains("m5.csv, line 2") && e.contains("stages[7].ttft_mean_ms"),
+        "{e}"
+    );
     assert!(!dir.path().join("p.toml").exists());
 }
 
@@ -70,8 +92,17 @@ fn a_fit_that_cannot_improve_says_so() {
     let e = run_bad(
         &dir,
         &[
-            "calibrate", "fit", "--measurements", "m.csv", "--out", "p.toml", "--fit", "alpha[1]",
-            "--iterations", "3", "--quiet",
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--fit",
+            "alpha[1]",
+            "--iterations",
+            "3",
+            "--quiet",
         ],
     );
     assert!(e.contains("cannot improve on its start"), "{e}");
@@ -83,12 +114,28 @@ fn a_fit_that_cannot_improve_says_so() {
     // Flags are checked too.
     let e = run_bad(
         &dir,
-        &["calibrate", "fit", "--measurements", "m.csv", "--out", "p.toml", "--fit", "beta[1]"],
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--fit",
+            "beta[1]",
+        ],
     );
     assert!(e.contains("it is 0 at the start"), "{e}");
     let e = run_bad(
         &dir,
-        &["calibrate", "fit", "--measurements", "m.csv", "--out", "m.csv"],
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "m.csv",
+        ],
     );
     assert!(e.contains("overwrite the input"), "{e}");
 }
@@ -103,22 +150,38 @@ fn a_profile_is_written_applied_and_checked() {
     for f in ["a.toml", "b.toml"] {
         let r = report(&dir, &["run", f, "--quiet"]);
         for m in ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"] {
-            csv.push_str(&format!("{f},{m},{}\n", r["cluster"][m].as_f64().unwrap() * 1.2));
+            csv.push_str(&format!(
+                "{f},{m},{}\n",
+                r["cluster"][m].as_f64().unwrap() * 1.2
+            ));
         }
     }
     dir.write("m.csv", &csv);
     let summary = report(
         &dir,
         &[
-            "calibrate", "fit", "--measurements", "m.csv", "--out", "p.toml", "--iterations", "4",
-            "--jobs", "2", "--html", "fit.html",
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--iterations",
+            "4",
+            "--jobs",
+            "2",
+            "--html",
+            "fit.html",
         ],
     );
     assert!(summary["train_mape"].as_f64().unwrap() < summary["start_mape"].as_f64().unwrap());
     let profile = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
     let p: toml::Table = profile.parse().unwrap();
     assert_eq!(p["latency_model"].as_str(), Some("trained-physics"));
-    assert!(p["inputs"].as_array().unwrap().len() >= 3, "table and two run files");
+    assert!(
+        p["inputs"].as_array().unwrap().len() >= 3,
+        "table and two run files"
+    );
     assert!(std::fs::read_to_string(dir.path().join("fit.html"))
         .unwrap()
         .contains("data-plot=\"error-ttft_mean_ms\""));
@@ -128,7 +191,13 @@ fn a_profile_is_written_applied_and_checked() {
     let base = report(&dir, &["run", "a.toml", "--quiet"]);
     let cal = report(
         &dir,
-        &["run", "a.toml", "--quiet", "--set", "model.calibration=\"p.toml\""],
+        &[
+            "run",
+            "a.toml",
+            "--quiet",
+            "--set",
+            "model.calibration=\"p.toml\"",
+        ],
     );
     assert_eq!(cal["calibration"]["profile"], "p.toml");
     let sha = cal["calibration"]["sha256"].as_str().unwrap();
@@ -149,7 +218,11 @@ fn a_profile_is_written_applied_and_checked() {
     let e = run_bad(
         &dir,
         &[
-            "run", "a.toml", "--set", "model.calibration=\"p.toml\"", "--set",
+            "run",
+            "a.toml",
+            "--set",
+            "model.calibration=\"p.toml\"",
+            "--set",
             "model.hardware=\"A100-80\"",
         ],
     );
@@ -157,9 +230,16 @@ fn a_profile_is_written_applied_and_checked() {
     let e = run_bad(
         &dir,
         &[
-            "run", "a.toml", "--set", "model.calibration=\"p.toml\"", "--set",
+            "run",
+            "a.toml",
+            "--set",
+            "model.calibration=\"p.toml\"",
+            "--set",
             "model.latency_model=\"roofline\"",
         ],
     );
-    assert!(e.contains("fitted for the trained-physics latency model"), "{e}");
+    assert!(
+        e.contains("fitted for the trained-physics latency model"),
+        "{e}"
+    );
 }

@@ -64,7 +64,12 @@ impl Experiment {
         // Keep the run file's beta length: trained-physics reads 7–8 betas
         // differently from 9–11.
         let beta = latency.beta().map(|b| {
-            let n = run.model.beta.as_ref().map_or(b.len(), Vec::len).min(b.len());
+            let n = run
+                .model
+                .beta
+                .as_ref()
+                .map_or(b.len(), Vec::len)
+                .min(b.len());
             b[..n].to_vec()
         });
         let start = Coefficients {

@@ -111,7 +111,10 @@ fn parse_weights(list: &[String]) -> Result<BTreeMap<String, f64>, String> {
             .ok_or_else(|| format!("--weight {w}: write METRIC=W, e.g. ttft_mean_ms=2"))?;
         let m = m.trim();
         if table::Metric::parse(m).is_err() && !table::stage_metrics().iter().any(|s| s == m) {
-            return Err(format!("--weight {w}: {}", table::Metric::parse(m).unwrap_err()));
+            return Err(format!(
+                "--weight {w}: {}",
+                table::Metric::parse(m).unwrap_err()
+            ));
         }
         let v: f64 = v
             .trim()
@@ -154,7 +157,10 @@ pub fn run_fit(args: &FitArgs) -> Result<Outcome, FitError> {
     let rows = table::read(&args.measurements).map_err(input)?;
     let table_name = args.measurements.display().to_string();
     let weights = parse_weights(&args.weights).map_err(FitError::Input)?;
-    let row_weights: Vec<f64> = rows.iter().map(|r| weight_of(&weights, &r.metric)).collect();
+    let row_weights: Vec<f64> = rows
+        .iter()
+        .map(|r| weight_of(&weights, &r.metric))
+        .collect();
     if row_weights.iter().all(|w| *w == 0.0) {
         return Err(FitError::Input(
             "every measurement has weight 0 (--weight); give some metric a weight > 0".into(),

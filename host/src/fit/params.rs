@@ -165,16 +165,18 @@ impl Space {
         }
         let mut bound_map: BTreeMap<(Family, usize), (f64, f64)> = BTreeMap::new();
         for b in bounds {
-            let (name, range) = b.split_once('=').ok_or_else(|| {
-                format!("--bounds {b}: write NAME=LO:HI, e.g. beta[2]=0.5:3")
-            })?;
+            let (name, range) = b
+                .split_once('=')
+                .ok_or_else(|| format!("--bounds {b}: write NAME=LO:HI, e.g. beta[2]=0.5:3"))?;
             let (fam, idx) = parse_name(name)?;
             let idx = idx.ok_or_else(|| {
                 format!("--bounds {b}: name one coefficient, e.g. {}[0]", fam.name())
             })?;
             let (lo, hi) = range
                 .split_once(':')
-                .and_then(|(l, h)| Some((l.trim().parse::<f64>().ok()?, h.trim().parse::<f64>().ok()?)))
+                .and_then(|(l, h)| {
+                    Some((l.trim().parse::<f64>().ok()?, h.trim().parse::<f64>().ok()?))
+                })
                 .ok_or_else(|| format!("--bounds {b}: write NAME=LO:HI with two numbers"))?;
             if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && lo < hi) {
                 return Err(format!(
@@ -301,7 +303,11 @@ mod tests {
             ("beta[1]", vec![], "it is 0 at the start"),
             ("beta[3]", vec![], "has 3 beta coefficients"),
             ("gamma", vec![], "unknown coefficient"),
-            ("beta", vec!["beta[2]=4:8".to_string()], "excludes the starting value"),
+            (
+                "beta",
+                vec!["beta[2]=4:8".to_string()],
+                "excludes the starting value",
+            ),
             ("beta", vec!["alpha[0]=1:1000".to_string()], "not fitted"),
             ("beta", vec!["beta[0]=2".to_string()], "NAME=LO:HI"),
             ("alpha[1]", vec![], "it is 0"),

@@ -118,8 +118,7 @@ pub struct Input {
 
 /// SHA-256 of a file, hex.
 pub fn sha256_file(path: &Path) -> Result<String, String> {
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok(sha256_hex(&bytes))
 }
 
@@ -300,11 +299,20 @@ mod tests {
         let f = Path::new("p.toml");
         p.check_applies(f, "trained-physics", "Qwen2.5-7B-Instruct", "h100")
             .unwrap();
-        let e = p.check_applies(f, "roofline", "qwen2.5-7b-instruct", "H100").unwrap_err();
-        assert!(e.contains("fitted for the trained-physics latency model"), "{e}");
-        let e = p.check_applies(f, "trained-physics", "qwen3-14b", "H100").unwrap_err();
+        let e = p
+            .check_applies(f, "roofline", "qwen2.5-7b-instruct", "H100")
+            .unwrap_err();
+        assert!(
+            e.contains("fitted for the trained-physics latency model"),
+            "{e}"
+        );
+        let e = p
+            .check_applies(f, "trained-physics", "qwen3-14b", "H100")
+            .unwrap_err();
         assert!(e.contains("not model qwen3-14b"), "{e}");
-        let e = p.check_applies(f, "trained-physics", "qwen2.5-7b-instruct", "A100-80").unwrap_err();
+        let e = p
+            .check_applies(f, "trained-physics", "qwen2.5-7b-instruct", "A100-80")
+            .unwrap_err();
         assert!(e.contains("on GPU A100-80"), "{e}");
     }
 }

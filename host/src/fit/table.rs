@@ -133,8 +133,12 @@ pub struct Row {
 /// Read and check the table: the header, every metric, every value finite
 /// and > 0, every run file present. Errors name the table and line.
 pub fn read(table: &Path) -> Result<Vec<Row>, String> {
-    let text = std::fs::read_to_string(table)
-        .map_err(|e| format!("cannot read the measurements table {}: {e}", table.display()))?;
+    let text = std::fs::read_to_string(table).map_err(|e| {
+        format!(
+            "cannot read the measurements table {}: {e}",
+            table.display()
+        )
+    })?;
     let base = table.parent().map(Path::to_path_buf).unwrap_or_default();
     let name = table.display();
     let mut reader = csv::ReaderBuilder::new()
@@ -228,7 +232,10 @@ mod tests {
         assert_eq!(m.read(&r), Some(12.5));
         assert_eq!(s.read(&r), Some(2.0));
         assert_eq!(Metric::parse("itl_mean_ms").unwrap().read(&r), None);
-        assert_eq!(Metric::parse("stages[5].e2e_p90_ms").unwrap().read(&r), None);
+        assert_eq!(
+            Metric::parse("stages[5].e2e_p90_ms").unwrap().read(&r),
+            None
+        );
     }
 
     #[test]
@@ -257,8 +264,11 @@ mod tests {
             ("a.toml,ttft_mean,3\n", "line 3: unknown metric"),
             ("a.toml,e2e_mean_ms,x\n", "line 3: value 'x'"),
         ] {
-            std::fs::write(&t, format!("run_file,metric,value\nb.toml,e2e_mean_ms,5\n{body}"))
-                .unwrap();
+            std::fs::write(
+                &t,
+                format!("run_file,metric,value\nb.toml,e2e_mean_ms,5\n{body}"),
+            )
+            .unwrap();
             let e = read(&t).unwrap_err();
             assert!(e.contains(want), "{body}: {e}");
         }

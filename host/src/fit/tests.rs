@@ -93,9 +93,17 @@ fn synthetic_recovery() {
     assert!(p.error.start_mape > 10.0, "{}", p.error.start_mape);
     // Held-out predictions against the noise-free truth.
     for (i, r) in out.rows.iter().enumerate() {
-        let h = out.results[i].heldout.expect("every experiment is held out once");
+        let h = out.results[i]
+            .heldout
+            .expect("every experiment is held out once");
         let err = (h - exact[i]).abs() / exact[i];
-        assert!(err < 0.02, "{} {}: held out {h}, truth {}", r.run_file, r.metric.name(), exact[i]);
+        assert!(
+            err < 0.02,
+            "{} {}: held out {h}, truth {}",
+            r.run_file,
+            r.metric.name(),
+            exact[i]
+        );
     }
     // Every true coefficient inside its interval; the MoE-only terms
     // (beta[7] interleaved MoE, beta[10] MoE dispatch) are not identifiable
@@ -104,7 +112,11 @@ fn synthetic_recovery() {
     for f in &p.fitted {
         let (fam, idx) = f.name.split_once('[').unwrap();
         let idx: usize = idx.trim_end_matches(']').parse().unwrap();
-        let tv = if fam == "alpha" { truth.alpha[idx] } else { t[idx] };
+        let tv = if fam == "alpha" {
+            truth.alpha[idx]
+        } else {
+            t[idx]
+        };
         assert!(
             f.interval_95[0] <= tv && tv <= f.interval_95[1],
             "{}: truth {tv} outside [{}, {}] (fitted {})",
@@ -123,5 +135,8 @@ fn synthetic_recovery() {
     let read: super::profile::Profile = toml::from_str(&text).unwrap();
     assert_eq!(&read, p);
     let html = std::fs::read_to_string(dir.path().join("fit.html")).unwrap();
-    assert!(html.contains("data-series=\"start|fitted|held out\""), "held-out series");
+    assert!(
+        html.contains("data-series=\"start|fitted|held out\""),
+        "held-out series"
+    );
 }
