@@ -19,6 +19,7 @@
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
 //! * [`fit`] — `blis calibrate fit`: latency-model coefficients fitted to measurements.
+//! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
 //! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
@@ -40,6 +41,7 @@ pub mod output;
 pub mod plugins;
 pub mod request;
 pub mod sweep;
+pub mod trace_v2;
 pub mod workload;
 
 #[cfg(test)]
