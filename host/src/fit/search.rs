@@ -535,12 +535,13 @@ fn solve_step(
         if d.abs() < 1e-300 {
             continue;
         }
-        for r in 0..k {
+        let pivot_row = m[c].clone();
+        for (r, row) in m.iter_mut().enumerate() {
             if r != c {
-                let f = m[r][c] / d;
+                let f = row[c] / d;
                 if f != 0.0 {
-                    for j in c..=k {
-                        m[r][j] -= f * m[c][j];
+                    for (x, p) in row.iter_mut().zip(&pivot_row).skip(c) {
+                        *x -= f * p;
                     }
                 }
             }
