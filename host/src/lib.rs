@@ -20,6 +20,7 @@
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
 //! * [`fit`] — `blis calibrate fit`: latency-model coefficients fitted to measurements.
 //! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
+//! * [`observe`] — `blis observe`: drive a real OpenAI-compatible server, record a TraceV2.
 //! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
@@ -37,6 +38,8 @@ pub mod gateway;
 pub mod html_report;
 pub mod instance;
 pub mod metrics;
+#[cfg(feature = "observe")]
+pub mod observe;
 pub mod output;
 pub mod plugins;
 pub mod request;

@@ -62,5 +62,9 @@ mod flow;
 // disaggregated, determinism, bad topologies.
 mod pd;
 
+// `blis observe` against llama.cpp's server (when .ci/run started one), a
+// dead port, and a local server slower than --timeout with vLLM /metrics.
+mod observe;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;

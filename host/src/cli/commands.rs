@@ -18,14 +18,14 @@ pub struct Failure {
     pub message: String,
 }
 
-pub(super) fn usage(message: impl Into<String>) -> Failure {
+pub fn usage(message: impl Into<String>) -> Failure {
     Failure {
         code: 2,
         message: message.into(),
     }
 }
 
-fn runtime(message: impl Into<String>) -> Failure {
+pub(crate) fn runtime(message: impl Into<String>) -> Failure {
     Failure {
         code: 1,
         message: message.into(),
@@ -52,6 +52,8 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
         Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
         Command::Calibrate(args) => super::calibrate::calibrate_command(&args).map(Some),
+        #[cfg(feature = "observe")]
+        Command::Observe(args) => crate::observe::observe_command(&args),
     }
 }
 
@@ -232,23 +234,50 @@ fn plugins_list(paths: &[PathBuf]) -> Result<String, Failure> {
             lib.name, lib.version, lib.abi, lib.origin
         ));
         for p in &lib.policies {
+            let flags = policy_flags(p);
             out.push_str(&format!(
-                "  {:<kind_w$}  {:<name_w$}  {}\n",
+                "  {:<kind_w$}  {:<name_w$}  {}{}\n",
                 p.kind.name(),
                 p.name,
-                p.summary
+                p.summary,
+                if flags.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", flags.join("; "))
+                }
             ));
         }
     }
     Ok(out.trim_end().to_string())
 }
 
+/// What a policy declares beyond its kind: its hooks (`hooks: completed,
+/// run_end`), and the flags that change how blis calls it.
+fn policy_flags(p: &crate::plugins::registry::PolicyEntry) -> Vec<String> {
+    let mut flags = Vec::new();
+    let hooks: Vec<&str> = (0..32u8)
+        .map(blis_plugin_api::EventKind)
+        .filter(|&k| p.hooks.contains(k))
+        .map(|k| k.name())
+        .collect();
+    if !hooks.is_empty() {
+        flags.push(format!("hooks: {}", hooks.join(", ")));
+    }
+    if p.uses_state && !p.prefix_query {
+        flags.push("uses state".to_string());
+    }
+    if p.prefix_query {
+        flags.push("prefix query".to_string());
+    }
+    flags
+}
+
 fn plugins_new(name: &str) -> Result<String, Failure> {
     let here = std::env::current_dir().map_err(|e| usage(format!("no current folder: {e}")))?;
     let root = super::scaffold::create(&here, name).map_err(usage)?;
     Ok(format!(
-        "created {} (plugin ABI {}): a scorer 'least-waiting' in src/lib.rs, the plugin API in blis-plugin-api/.\n\
-         Build it:  cd {name} && cargo build --release\n\
+        "created {} (plugin ABI {}): one policy of every kind in src/, a run file for each in runs/, the plugin API in blis-plugin-api/.\n\
+         Build it:  cd {name} && cargo build --release   (downloads abi_stable, serde and toml once; no network at all: see `cargo vendor` in README.md)\n\
          Try it:    blis plugins list --plugin {name}/target/release/lib{}.so",
         root.display(),
         blis_plugin_api::ABI_VERSION,
@@ -274,14 +303,31 @@ fn plugins_show(name: &str, paths: &[PathBuf]) -> Result<String, Failure> {
     }
     let mut out = String::new();
     for (lib, p) in found {
+        let flags = policy_flags(p);
+        let hooks = flags
+            .iter()
+            .find_map(|f| f.strip_prefix("hooks: "))
+            .unwrap_or("none");
+        let mut calls = Vec::new();
+        if p.uses_state {
+            calls.push("uses state (blis calls score_candidates with the 0.2 cluster state)");
+        }
+        if p.prefix_query {
+            calls.push("prefix query (blis runs the prefix-cache query for its decisions)");
+        }
         out.push_str(&format!(
-            "{} '{}' from {} {} ({})\n  {}\n\nParameters:\n{}\n\n",
+            "{} '{}' from {} {} ({})\n  {}\n  Hooks: {hooks}\n  Flags: {}\n\nParameters:\n{}\n\n",
             p.kind.name(),
             p.name,
             lib.name,
             lib.version,
             lib.origin,
             p.summary,
+            if calls.is_empty() {
+                "none".to_string()
+            } else {
+                calls.join("; ")
+            },
             p.params_doc
                 .lines()
                 .map(|l| format!("  {l}"))

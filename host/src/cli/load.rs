@@ -40,6 +40,12 @@ pub fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
         Some(p) => Source::read(p).map_err(usage)?,
         None => Source::builtin(),
     };
+    load_run_from(source, args)
+}
+
+/// [`load_run`] with the run file's text already read (`args.run_file` is
+/// not used).
+pub fn load_run_from(source: Source, args: &RunArgs) -> Result<(RunFile, Source), Failure> {
     let parsed = config::parse(&source).map_err(usage)?;
     let edits = flag_edits(args)?;
     if edits.is_empty() {

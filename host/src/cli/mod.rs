@@ -15,8 +15,9 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+pub use commands::usage;
 pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
-pub use load::load_run;
+pub use load::{load_run, load_run_from};
 
 /// `blis --version`: the program version and the plugin ABI it loads.
 pub fn version() -> String {
@@ -63,6 +64,10 @@ pub enum Command {
     Report(sweep::ReportArgs),
     /// Calibrate blis to measurements: `fit` the latency model's coefficients.
     Calibrate(calibrate::CalibrateArgs),
+    /// Drive a real OpenAI-compatible server (vLLM, llm-d, llama.cpp…) with a
+    /// workload and record what it did as a TraceV2 (mode real).
+    #[cfg(feature = "observe")]
+    Observe(Box<crate::observe::ObserveArgs>),
 }
 
 /// `blis plugins …`
@@ -113,7 +118,7 @@ pub enum ConvertCommand {
 }
 
 /// A run file plus command-line overrides.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct RunArgs {
     /// TOML run file (default: the built-in scenario — 4 instances, weighted routing, chat-like workload).
     pub run_file: Option<PathBuf>,

@@ -23,7 +23,7 @@
 //! budget, and frees capacity like any finished request: one dispatch
 //! attempt follows.
 
-use super::{later, Cluster, Event, PluginError, Tick};
+use super::{later, Cluster, Event, PluginError, Reject, Tick};
 use crate::engine::GatewayTimer;
 use crate::gateway::{Enqueued, Eviction};
 use crate::metrics::class_index;
@@ -62,7 +62,7 @@ impl Cluster {
             .as_mut()
             .is_some_and(|b| b.rejects(tenant, sheddable, slots));
         if over {
-            self.gateway_reject(t, slot, id, "tenant-budget")?;
+            self.gateway_reject(t, slot, id, "tenant-budget", Reject::TenantBudget)?;
         } else {
             self.store[slot].budget_counted = true;
         }
@@ -91,7 +91,7 @@ impl Cluster {
         let ttl = g.ttl;
         match outcome {
             Enqueued::Rejected => {
-                self.gateway_reject(t, slot, id, "flow-control/queue-full")?;
+                self.gateway_reject(t, slot, id, "flow-control/queue-full", Reject::Gateway)?;
             }
             Enqueued::Accepted | Enqueued::AcceptedShed(_) => {
                 self.store[slot].gateway_queued_at = t;
@@ -101,7 +101,7 @@ impl Cluster {
                 }
                 if let Enqueued::AcceptedShed(victim) = outcome {
                     let vid = self.store[victim].id;
-                    self.gateway_reject(t, victim, vid, "flow-control/shed")?;
+                    self.gateway_reject(t, victim, vid, "flow-control/shed", Reject::Gateway)?;
                 }
             }
         }
@@ -116,11 +116,12 @@ impl Cluster {
         slot: Slot,
         id: u64,
         why: &str,
+        cause: Reject,
     ) -> Result<(), Box<PluginError>> {
         if let Some(tr) = self.trace.as_mut() {
             tr.rejection(id, t, why, None);
         }
-        self.reject(t, slot)
+        self.reject(t, slot, cause)
     }
 
     /// One dispatch attempt: at most one request, if the saturation signal
@@ -233,7 +234,7 @@ impl Cluster {
                 let (band, flow, id) = (class_index(req.slo_class), g.flow(req.tenant), req.id);
                 if queued && g.queue.remove(band, flow, slot) {
                     g.counts.expired += 1;
-                    self.gateway_reject(t, slot, id, "flow-control/expired")?;
+                    self.gateway_reject(t, slot, id, "flow-control/expired", Reject::Gateway)?;
                 }
             }
             GatewayTimer::Evict => self.evict_sheddable(t)?,

@@ -44,7 +44,8 @@ pub use trace::TraceWriter;
 
 use abi_stable::std_types::{RSlice, RStr};
 use blis_plugin_api::{
-    ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, SloClass as AbiSlo,
+    ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, RunSummary,
+    SloClass as AbiSlo,
 };
 
 use crate::control::{ControlPlane, ControlSetup};
@@ -53,7 +54,7 @@ use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
-use crate::plugins::{AdmissionPolicy, PluginError};
+use crate::plugins::{AdmissionPolicy, ObserverPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
 use crate::workload::Workload;
 
@@ -68,6 +69,8 @@ pub struct ClusterSetup {
     pub workload: Workload,
     pub admission: AdmissionPolicy,
     pub routing: Routing,
+    /// Observer plugins (kind `observer`): lifecycle events only.
+    pub observers: Vec<ObserverPolicy>,
     pub admission_latency: Tick,
     pub routing_latency: Tick,
     /// Refresh interval of each periodic snapshot signal.
@@ -109,6 +112,8 @@ pub struct ClusterOutcome {
     /// Requests that reached the cluster.
     pub arrived: u64,
     pub rejected: u64,
+    /// `rejected` by cause.
+    pub rejected_by: RejectCounts,
     /// Requests in admission, routing or the alpha queueing delay at the end.
     pub still_in_pipeline: u64,
     /// Time of the last executed event.
@@ -185,6 +190,7 @@ pub struct Cluster {
     workload: Workload,
     admission: AdmissionPolicy,
     routing: Routing,
+    observers: Vec<ObserverPolicy>,
     snapshots: SnapshotProvider,
     /// The prefix-cache query, when a routing policy reads it.
     cache_signal: Option<CacheSignal>,
@@ -202,6 +208,7 @@ pub struct Cluster {
     next_wakeup: Option<Tick>,
     arrived: u64,
     rejected: u64,
+    rejected_by: RejectCounts,
     events: u64,
     end_time: Tick,
     admission_desc: String,
@@ -303,7 +310,7 @@ impl Cluster {
             snapshots: SnapshotProvider::with_labels(n, setup.freshness, &setup.labels),
             cache_signal: cache_query.then(|| CacheSignal::new(n, setup.cache_signal_delay)),
             in_flight: vec![0; n],
-            hooks: lifecycle_hooks(&setup.admission, &routing),
+            hooks: lifecycle_hooks(&setup.admission, &routing, &setup.observers),
             first_tokens: Vec::new(),
             custom_order: setup.instances.iter().any(|i| {
                 i.config().scheduler == SchedulerKind::Custom
@@ -313,6 +320,7 @@ impl Cluster {
             workload: setup.workload,
             admission: setup.admission,
             routing,
+            observers: setup.observers,
             admission_latency: setup.admission_latency,
             routing_latency: setup.routing_latency,
             horizon: setup.horizon,
@@ -324,6 +332,7 @@ impl Cluster {
             next_wakeup: None,
             arrived: 0,
             rejected: 0,
+            rejected_by: RejectCounts::default(),
             events: 0,
             end_time: 0,
             admission_desc,
@@ -465,6 +474,9 @@ impl Cluster {
                 format!("a token delivered by instance {}", inst.index())
             })?;
         }
+        if self.hooks.contains(EventKind::RUN_END) {
+            self.deliver_run_end()?;
+        }
         Ok(self.finish(peak_live))
     }
 
@@ -558,15 +570,16 @@ impl Cluster {
                 let reason = self.admission.take_reason();
                 tr.rejection(req.id, t, &self.admission_desc, reason);
             }
-            self.reject(t, slot)?;
+            self.reject(t, slot, Reject::Admission)?;
         }
         Ok(())
     }
 
     /// Count a request refused by admission or routing, tell the policies
     /// that asked, and release it.
-    fn reject(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+    fn reject(&mut self, t: Tick, slot: Slot, cause: Reject) -> Result<(), Box<PluginError>> {
         self.rejected += 1;
+        self.rejected_by.count(cause);
         if self.tenant_budgets.is_some() {
             self.release_budget(slot);
         }
@@ -617,7 +630,7 @@ impl Cluster {
             if let Some(tr) = self.trace.as_mut() {
                 tr.rejection(req.id, t, "no routable instance (instance lifecycle)", None);
             }
-            return self.reject(t, slot);
+            return self.reject(t, slot, Reject::NoInstance);
         }
         let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());
         let decision = match (restricted, &mut self.routing) {
@@ -661,6 +674,9 @@ impl Cluster {
         let chosen = match outcome {
             Ok(chosen) => {
                 if let Some(tr) = self.trace.as_mut() {
+                    if let Some(p) = self.routing.profile() {
+                        tr.scorer_scores(p, snaps.len());
+                    }
                     if let Some(p) = profile {
                         tr.filtered(p, None);
                     }
@@ -672,7 +688,7 @@ impl Cluster {
                 if let (Some(tr), Some(p)) = (self.trace.as_mut(), profile) {
                     tr.no_candidate(req.id, t, p, filter);
                 }
-                return self.reject(t, slot);
+                return self.reject(t, slot, Reject::Filter);
             }
         };
         self.routing.observe(&rv, &view, chosen)?;
@@ -763,7 +779,71 @@ impl Cluster {
             output_tokens: req.generated,
             reserved: 0,
         };
-        notify(&mut self.admission, &mut self.routing, &event, &state)
+        notify(
+            &mut self.admission,
+            &mut self.routing,
+            &mut self.observers,
+            &event,
+            &state,
+        )
+    }
+
+    /// The run's request counts, as a policy's `on_run_end` sees them.
+    pub fn run_summary(&self) -> RunSummary {
+        let completed = self.counts().completed;
+        let dropped: u64 = self.collector.instances.iter().map(|r| r.dropped).sum();
+        let by = &self.rejected_by;
+        RunSummary {
+            end_us: self.end_time,
+            arrived: self.arrived,
+            completed,
+            rejected: self.rejected,
+            rejected_by_admission: by.admission,
+            rejected_by_filter: by.filter,
+            rejected_by_gateway: by.gateway,
+            rejected_by_tenant_budget: by.tenant_budget,
+            rejected_no_instance: by.no_instance,
+            dropped,
+            unfinished: self
+                .arrived
+                .saturating_sub(completed + self.rejected + dropped),
+        }
+    }
+
+    /// Deliver the end of the run (`EventKind::RUN_END`, its summary as
+    /// TOML in the event's text field) to every policy that asked for it,
+    /// with the cluster as the run left it.
+    #[cold]
+    fn deliver_run_end(&mut self) -> Result<(), Box<PluginError>> {
+        let summary = self.run_summary().to_toml();
+        self.snapshots.peek(&self.instances, &self.pending);
+        self.snapshots
+            .build_info(&self.instances, &self.in_flight, &self.store);
+        let state = self.snapshots.whole_cluster(self.end_time);
+        let event = RequestEvent {
+            kind: EventKind::RUN_END,
+            instance: u32::MAX,
+            time_us: self.end_time,
+            request: RequestView {
+                id: u64::MAX,
+                arrival_us: self.end_time,
+                input_tokens: 0,
+                slo_class: AbiSlo(0),
+                tenant: RStr::from(summary.as_str()),
+                block_hashes: RSlice::from_slice(&[]),
+            },
+            ttft_us: -1,
+            e2e_us: -1,
+            output_tokens: 0,
+            reserved: 0,
+        };
+        notify(
+            &mut self.admission,
+            &mut self.routing,
+            &mut self.observers,
+            &event,
+            &state,
+        )
     }
 
     /// Deliver the first tokens of the last step, in the order they were
@@ -802,7 +882,13 @@ impl Cluster {
                 output_tokens: 1,
                 reserved: 0,
             };
-            result = notify(&mut self.admission, &mut self.routing, &event, &state);
+            result = notify(
+                &mut self.admission,
+                &mut self.routing,
+                &mut self.observers,
+                &event,
+                &state,
+            );
             if result.is_err() {
                 break;
             }
@@ -905,6 +991,7 @@ impl Cluster {
             timeseries: self.timeseries,
             arrived: self.arrived,
             rejected: self.rejected,
+            rejected_by: self.rejected_by,
             still_in_pipeline: in_pipeline,
             end_time: self.end_time,
             events: self.events,
@@ -922,16 +1009,63 @@ impl Cluster {
 fn notify(
     admission: &mut AdmissionPolicy,
     routing: &mut Routing,
+    observers: &mut [ObserverPolicy],
     event: &RequestEvent<'_>,
     state: &ClusterState<'_>,
 ) -> Result<(), Box<PluginError>> {
     if admission.wants(event.kind) {
         admission.on_event(event, state)?;
     }
-    routing.on_event(event, state)
+    routing.on_event(event, state)?;
+    for o in observers.iter_mut().filter(|o| o.wants(event.kind)) {
+        o.on_event(event, state)?;
+    }
+    Ok(())
 }
 
 /// The lifecycle events any policy of the run handles.
-fn lifecycle_hooks(admission: &AdmissionPolicy, routing: &Routing) -> Hooks {
-    Hooks(admission.label().hooks.0 | routing.hooks().0)
+fn lifecycle_hooks(
+    admission: &AdmissionPolicy,
+    routing: &Routing,
+    observers: &[ObserverPolicy],
+) -> Hooks {
+    let observed = observers.iter().fold(0, |h, o| h | o.label().hooks.0);
+    Hooks(admission.label().hooks.0 | routing.hooks().0 | observed)
+}
+
+/// Why a request was refused before reaching an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// The admission policy said no.
+    Admission,
+    /// The routing profile's filters left no candidate.
+    Filter,
+    /// The gateway queue (`[flow_control]`) was full, shed it or let it expire.
+    Gateway,
+    /// Its tenant's budget (`[tenants]`) was full.
+    TenantBudget,
+    /// No instance was routable (instance lifecycle).
+    NoInstance,
+}
+
+/// Rejected requests by cause (they sum to the rejected count).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RejectCounts {
+    pub admission: u64,
+    pub filter: u64,
+    pub gateway: u64,
+    pub tenant_budget: u64,
+    pub no_instance: u64,
+}
+
+impl RejectCounts {
+    fn count(&mut self, cause: Reject) {
+        *match cause {
+            Reject::Admission => &mut self.admission,
+            Reject::Filter => &mut self.filter,
+            Reject::Gateway => &mut self.gateway,
+            Reject::TenantBudget => &mut self.tenant_budget,
+            Reject::NoInstance => &mut self.no_instance,
+        } += 1;
+    }
 }

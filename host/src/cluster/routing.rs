@@ -142,6 +142,19 @@ impl Profile {
             || matches!(&self.pick, Pick::Plugin(p) if p.label().block_hashes)
     }
 
+    /// Scorer `k`'s score (clamped to [0, 1], before its weight) of
+    /// `instance` at the last decision, if it scored it. A scorer's scores
+    /// are per instance when it scored them all, else per candidate.
+    pub fn last_score(&self, k: usize, instance: u32, n_instances: usize) -> Option<f64> {
+        let s = self.scorers.get(k)?.scorer.last_scores();
+        if s.len() == n_instances {
+            s.get(instance as usize).copied()
+        } else {
+            let at = self.candidates.iter().position(|&c| c == instance)?;
+            s.get(at).copied()
+        }
+    }
+
     /// The instances each filter removed at the last decision, with the
     /// reason it gave (when reasons are kept).
     pub fn removed(&self) -> impl Iterator<Item = (&FilterPolicy, &[u32], Option<&str>)> {
@@ -419,15 +432,37 @@ impl Routing {
 
     /// Human-readable description for traces and logs.
     pub fn describe(&self) -> String {
+        let named = |l: &crate::plugins::PolicyLabel| format!("{}::{}", l.library, l.name);
         match self {
-            Routing::Single(r) => format!("{}::{}", r.label().library, r.label().name),
+            Routing::Single(r) => format!("router {}", named(r.label())),
             Routing::Profile(p) => {
-                let parts: Vec<String> = p
-                    .scorers
-                    .iter()
-                    .map(|w| format!("{}:{}", w.scorer.label().name, format_weight(w.weight)))
-                    .collect();
-                format!("{}({})", p.name, parts.join(","))
+                let list = |v: Vec<String>| {
+                    if v.is_empty() {
+                        "none".to_string()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                let filters = list(p.filters.iter().map(|f| named(f.label())).collect());
+                let scorers = list(
+                    p.scorers
+                        .iter()
+                        .map(|w| format!("{}:{}", named(w.scorer.label()), format_weight(w.weight)))
+                        .collect(),
+                );
+                let picker = match &p.pick {
+                    Pick::MaxScore => "max-score (host, ties to the lowest index)".to_string(),
+                    Pick::Plugin(pk) => named(pk.label()),
+                };
+                format!(
+                    "{} profile '{}': filters {filters}; scorers {scorers}; picker {picker}",
+                    if p.name == "weighted" {
+                        "weighted"
+                    } else {
+                        "scheduling"
+                    },
+                    p.name
+                )
             }
         }
     }

@@ -32,6 +32,10 @@ pub struct RunFile {
     /// Plugin libraries to load, in order.
     #[serde(default)]
     pub plugins: Vec<PluginSection>,
+    /// `[[observers]]`: observer plugins (kind `observer`), which only
+    /// receive lifecycle events and the end of the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<PolicyRef>,
     #[serde(default)]
     pub output: OutputSection,
     /// `[slo]`: targets per SLO class (attainment and goodput in the report).

@@ -305,6 +305,35 @@ impl Workload {
     }
 }
 
+/// Each client's prefix group and its length (`None` for a client without
+/// one), in client order (`Request::client` indexes it): what `blis
+/// observe` records in a trace's `prefix_group` / `prefix_length` columns.
+/// A group's length is set by its first client (default 50), as the
+/// generator does. Empty for a CSV trace source.
+pub fn client_prefix_groups(
+    config: &WorkloadConfig,
+) -> Result<Vec<Option<(String, u32)>>, WorkloadError> {
+    let specs = if config.trace.is_some() {
+        return Ok(Vec::new());
+    } else if let Some(ip) = &config.inference_perf {
+        inference_perf::expand(ip)?.clients
+    } else {
+        client_specs(config)?
+    };
+    let mut lengths: HashMap<&str, u32> = HashMap::new();
+    Ok(specs
+        .iter()
+        .map(|s| {
+            s.prefix_group.as_deref().map(|g| {
+                let len = *lengths
+                    .entry(g)
+                    .or_insert(s.prefix_length.unwrap_or(defaults::PREFIX_LENGTH));
+                (g.to_string(), len)
+            })
+        })
+        .collect())
+}
+
 /// The workload-source keys of `c` that are set, other than `source`
 /// (`trace` or `inference_perf`), in a fixed order.
 fn other_source_keys(c: &WorkloadConfig, source: &str) -> Vec<&'static str> {

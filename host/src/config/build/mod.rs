@@ -126,6 +126,39 @@ fn check_top_level(run: &RunFile, problems: &mut Problems) -> Tick {
     }
 }
 
+/// The start-up note naming every policy of the run's pipeline, in the
+/// order a request meets them (plugins as `library::name`).
+fn pipeline_note(
+    run: &RunFile,
+    admission: &crate::plugins::AdmissionPolicy,
+    routing: &crate::cluster::Routing,
+    observers: &[crate::plugins::ObserverPolicy],
+) -> String {
+    let a = admission.label();
+    let mut parts = vec![
+        format!("admission {}::{}", a.library, a.name),
+        format!("routing: {}", routing.describe()),
+        format!(
+            "instance scheduler {}, preemption {}",
+            run.instance.scheduler, run.instance.preemption
+        ),
+    ];
+    if let Some(pd) = &run.pd {
+        parts.push(format!("P/D decider {}", pd.decider));
+    }
+    if let Some(a) = &run.autoscaler {
+        parts.push(format!("autoscaler {}", a.policy));
+    }
+    if !observers.is_empty() {
+        let names: Vec<String> = observers
+            .iter()
+            .map(|o| format!("{}::{}", o.label().library, o.label().name))
+            .collect();
+        parts.push(format!("observers {}", names.join(", ")));
+    }
+    format!("pipeline: {}", parts.join("; "))
+}
+
 /// Validate `run` and assemble everything. Plugin libraries are loaded
 /// into `registry` (relative paths against `base_dir`). With
 /// `open_outputs = false` (used by `blis validate`), no file is created.
@@ -172,6 +205,7 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
+    let observers = policies::create_observers(run, registry)?;
     let n_instances = pools
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
@@ -192,14 +226,13 @@ pub fn build(
         None => None,
     };
     notes.push(format!(
-        "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
+        "{} instance(s), {} latency model, {} KV blocks each ({:?})",
         n_instances,
         model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
-        routing.describe(),
-        run.admission.policy
     ));
+    notes.push(pipeline_note(run, &admission, &routing, &observers));
     let (mut collector, trace, outputs) =
         output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
     collector.slo = slo;
@@ -217,6 +250,7 @@ pub fn build(
             workload,
             admission,
             routing,
+            observers,
             admission_latency: run.admission.latency_us,
             routing_latency: run.routing.latency_us,
             freshness,

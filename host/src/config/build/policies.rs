@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{derive_seed, resolve, Problems};
 use crate::cluster::Routing;
 use crate::config::{RoutingSection, RunFile};
-use crate::plugins::{AdmissionPolicy, Registry};
+use crate::plugins::{AdmissionPolicy, ObserverPolicy, Registry};
 
 /// The scorer profile of `policy = "weighted"` when none is given.
 const DEFAULT_PROFILE: [(&str, f64); 3] = [
@@ -145,4 +145,25 @@ impl RoutingPlan {
             ),
         })
     }
+}
+
+/// Create the observers of `[[observers]]` (libraries already loaded), each
+/// seeded from the run seed and its position.
+pub(super) fn create_observers(
+    run: &RunFile,
+    registry: &Registry,
+) -> Result<Vec<ObserverPolicy>, String> {
+    run.observers
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            registry
+                .observer(
+                    &o.name,
+                    &params_text(&o.params),
+                    derive_seed(run.seed, &format!("observer/{i}/{}", o.name)),
+                )
+                .map_err(|e| format!("observers[{i}]: {e}"))
+        })
+        .collect()
 }
