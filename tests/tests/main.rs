@@ -62,6 +62,9 @@ mod flow;
 // disaggregated, determinism, bad topologies.
 mod pd;
 
+// TraceV2 (issue 27): run → trace → replay round trips, calibrate and the
+// reference fixtures, every column layout, bad trace input.
+mod traces;
 // `blis observe` against llama.cpp's server (when .ci/run started one), a
 // dead port, and a local server slower than --timeout with vLLM /metrics.
 mod observe;

@@ -51,7 +51,8 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Convert(ConvertCommand::EppConfig { file }) => convert_epp_config(&file).map(Some),
         Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
         Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
-        Command::Calibrate(args) => super::calibrate::calibrate_command(&args).map(Some),
+        Command::Replay(args) => super::replay::replay(&args).map(Some),
+        Command::Calibrate(args) => super::calibrate::calibrate(&args).map(Some),
         #[cfg(feature = "observe")]
         Command::Observe(args) => crate::observe::observe_command(&args),
     }
@@ -162,6 +163,9 @@ pub fn simulate(
     if let Some(e) = outcome.timeseries.as_ref().and_then(|t| t.error.as_ref()) {
         return Err(runtime(format!("cannot write the time series file: {e}")));
     }
+    for s in &mut outcome.collector.sinks {
+        s.finish().map_err(runtime)?;
+    }
     let mut report = report::build(&mut outcome, fitness.as_ref());
     if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {
         map.insert("plugins".into(), files);
@@ -173,6 +177,13 @@ pub fn simulate(
         );
     }
     let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
+    let mut outputs = outputs;
+    if let Some(p) = &run.output.metrics_path {
+        outputs.push(write_metrics(
+            &config::resolve(&source.base_dir, p),
+            &report,
+        )?);
+    }
     // Only a run that succeeded puts its output files in place.
     for o in outputs {
         o.commit().map_err(|e| runtime(e.to_string()))?;
@@ -183,6 +194,42 @@ pub fn simulate(
         simulated_us: outcome.duration,
         events: outcome.events,
     })
+}
+
+/// `output.metrics_path`: the report's `cluster` block plus `cache_hit_rate`
+/// (the name the reference's aggregate metrics and `blis calibrate
+/// --sim-metrics` use), written to a temporary file committed with the others.
+fn write_metrics(
+    path: &Path,
+    report: &serde_json::Value,
+) -> Result<crate::output::PendingOutput, Failure> {
+    let mut m = report
+        .get("cluster")
+        .and_then(|c| c.as_object())
+        .cloned()
+        .unwrap_or_default();
+    let hit = m
+        .get("kv_cache_hit_rate")
+        .cloned()
+        .unwrap_or(serde_json::json!(0.0));
+    m.insert("cache_hit_rate".into(), hit);
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(m))
+        .map_err(|e| runtime(e.to_string()))?;
+    let (mut f, pending) = crate::output::PendingOutput::create(path).map_err(|e| {
+        runtime(format!(
+            "cannot create the metrics file {}: {e}",
+            path.display()
+        ))
+    })?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.write_all(b"\n"))
+        .map_err(|e| {
+            runtime(format!(
+                "cannot write the metrics file {}: {e}",
+                path.display()
+            ))
+        })?;
+    Ok(pending)
 }
 
 /// The output files may not overwrite the run file itself (the other

@@ -154,6 +154,9 @@ fn flag_edits(args: &RunArgs) -> Result<Vec<Edit>, Failure> {
     if let Some(v) = &args.trace_path {
         set("output.trace_path", path(v));
     }
+    if let Some(v) = &args.trace_output {
+        set("output.trace_v2", path(v));
+    }
     if let Some(v) = &args.workload {
         set("workload.preset", string(v));
     }

@@ -8,6 +8,7 @@
 mod calibrate;
 mod commands;
 mod load;
+mod replay;
 mod scaffold;
 mod sweep;
 
@@ -62,7 +63,9 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Write an HTML report with plots of a run's outputs or of a sweep directory.
     Report(sweep::ReportArgs),
-    /// Calibrate blis to measurements: `fit` the latency model's coefficients.
+    /// Replay a TraceV2 trace (header YAML + data CSV) on the cluster of a run file.
+    Replay(replay::ReplayArgs),
+    /// Compare a real trace with a replay's SimResult array and write a calibration report.
     Calibrate(calibrate::CalibrateArgs),
     /// Drive a real OpenAI-compatible server (vLLM, llm-d, llama.cpp…) with a
     /// workload and record what it did as a TraceV2 (mode real).
@@ -170,6 +173,9 @@ pub struct RunArgs {
     /// Decision trace file (`output.trace_path`; implies trace level `decisions`).
     #[arg(long)]
     pub trace_path: Option<PathBuf>,
+    /// TraceV2 export: writes P.yaml + P.csv, one row per arrival (`output.trace_v2`).
+    #[arg(long, value_name = "P")]
+    pub trace_output: Option<PathBuf>,
     /// Workload preset: chatbot, contentgen, summarization, multidoc (`workload.preset`).
     #[arg(long)]
     pub workload: Option<String>,

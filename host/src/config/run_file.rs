@@ -459,6 +459,18 @@ pub struct OutputSection {
     /// within 0.5 %).
     #[serde(default)]
     pub percentiles: Option<String>,
+    /// TraceV2 export prefix P: writes `P.yaml` and `P.csv` (every arrival;
+    /// relative to the run file's folder).
+    #[serde(default)]
+    pub trace_v2: Option<PathBuf>,
+    /// SimResult JSON array (the reference's `replay --results-path`): one
+    /// entry per completed trace row; needs `[workload.trace_v2]`.
+    #[serde(default)]
+    pub sim_results_path: Option<PathBuf>,
+    /// Aggregate metrics JSON (the report's `cluster` block plus
+    /// `cache_hit_rate`; the reference's `--metrics-path`).
+    #[serde(default)]
+    pub metrics_path: Option<PathBuf>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted

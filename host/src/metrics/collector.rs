@@ -101,6 +101,18 @@ impl ResultsWriter {
     }
 }
 
+/// Something that sees every request once, at its end (completed, dropped,
+/// rejected) or at the end of the run (still in the system): the TraceV2
+/// export of `--trace-output` and replay's SimResult array. The collector
+/// calls each sink where it writes the per-request result line; a run
+/// without sinks pays one empty-vector check per request.
+pub trait RequestSink: std::fmt::Debug {
+    /// `req` left the system (or the run ended with it inside).
+    fn record(&mut self, req: &Request, tenants: &[String], clients: &[String]);
+    /// The run succeeded: write what is left (files are committed by the caller).
+    fn finish(&mut self) -> Result<(), String>;
+}
+
 /// Everything recorded during a run. Implements [`InstanceObserver`].
 #[derive(Debug)]
 pub struct Collector {
@@ -123,6 +135,8 @@ pub struct Collector {
     pub gateway: bool,
     /// The arrival/completion stream of `[saturation]`.
     pub saturation: Option<SaturationRecorder>,
+    /// Per-request sinks (TraceV2 export, SimResult array); empty by default.
+    pub sinks: Vec<Box<dyn RequestSink>>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -146,6 +160,7 @@ impl Collector {
             slo: None,
             gateway: false,
             saturation: None,
+            sinks: Vec::new(),
         }
     }
 
@@ -225,6 +240,9 @@ impl Collector {
 
     /// Write the result line of a request (at its end, or at the end of the run).
     pub fn result_line(&mut self, req: &Request) {
+        for s in &mut self.sinks {
+            s.record(req, &self.tenant_names, &self.client_names);
+        }
         let Some(w) = self.results.as_mut() else {
             return;
         };

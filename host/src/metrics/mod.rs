@@ -17,7 +17,9 @@ pub mod saturation;
 pub mod slo;
 pub mod stages;
 pub mod timeseries;
+pub mod trace_export;
 
 pub use collector::{
-    class_index, result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
+    class_index, result_json, ClassRecord, Collector, InstanceRecord, RequestSink, ResultsWriter,
+    TenantRecord,
 };

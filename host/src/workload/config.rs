@@ -100,6 +100,10 @@ pub struct WorkloadConfig {
     /// evenly spaced, first arrival one interval after 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival: Option<ArrivalSpec>,
+    /// TraceV2 trace to replay (`[workload.trace_v2]`: header, data,
+    /// session_mode, think_time_ms, think_time_dist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_v2: Option<super::TraceV2Spec>,
     /// Multi-client spec (`[[workload.clients]]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<Vec<ClientSpec>>,
@@ -139,6 +143,7 @@ impl WorkloadConfig {
             arrival: None,
             clients: None,
             inference_perf: None,
+            trace_v2: None,
         }
     }
 

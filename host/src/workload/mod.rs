@@ -23,6 +23,7 @@ mod generator;
 mod inference_perf;
 mod sampler;
 mod trace;
+mod trace_v2;
 
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,7 @@ pub use inference_perf::{
     convert_inference_perf, InferencePerfSpec, SharedPrefixSpec, StageSpec, MAX_USERS,
 };
 pub use sampler::MAX_TOKENS;
+pub use trace_v2::{ReplayLedger, SessionMode, SharedLedger, ThinkTime, TraceV2Spec, FOLLOW_UP};
 
 use crate::engine::Tick;
 use crate::request::{Request, Segment, SloClass};
@@ -91,6 +93,7 @@ enum Source {
     Empty,
     Generated(Box<Generator>),
     Trace(Box<TraceReplay>),
+    TraceV2(Box<trace_v2::TraceV2Replay>),
     List(VecDeque<Request>),
 }
 
@@ -106,6 +109,8 @@ pub struct Workload {
     /// Stage windows `[start, end)` of an inference-perf workload (empty otherwise).
     stages: Vec<(Tick, Tick)>,
     error: Option<WorkloadError>,
+    /// Content seed of each named prefix group → its name (for the TraceV2 export).
+    prefix_names: HashMap<u64, String>,
 }
 
 impl Workload {
@@ -119,6 +124,30 @@ impl Workload {
         base_dir: &Path,
     ) -> Result<Workload, WorkloadError> {
         let cap = config.num_requests.filter(|&n| n > 0);
+        if let Some(spec) = &config.trace_v2 {
+            if let Some(k) = other_source_keys(config, "trace_v2").first() {
+                return Err(cfg_err(format!(
+                    "`trace_v2` and `{k}` are both set: a TraceV2 trace gives every request; use exactly one workload source"
+                )));
+            }
+            if config.aggregate_rate.is_some() {
+                return Err(cfg_err(
+                    "`aggregate_rate` is set with `trace_v2`: arrival times come from the trace; remove aggregate_rate",
+                ));
+            }
+            let o = trace_v2::TraceV2Replay::open(spec, seed, base_dir, None)?;
+            let total = o.replay.total_rows();
+            return Ok(Workload {
+                cap: Some(cap.map_or(total, |c| c.min(total))),
+                source: Source::TraceV2(Box::new(o.replay)),
+                yielded: 0,
+                tenants: o.tenants,
+                clients: o.clients,
+                stages: Vec::new(),
+                error: None,
+                prefix_names: o.prefix_names.into_iter().collect(),
+            });
+        }
         if let Some(trace) = &config.trace {
             check_trace_exclusive(config)?;
             let (replay, tenants) = TraceReplay::open(&base_dir.join(trace), trace, seed, cap)?;
@@ -130,6 +159,7 @@ impl Workload {
                 clients: vec!["trace".to_string()],
                 stages: Vec::new(),
                 error: None,
+                prefix_names: HashMap::new(),
             });
         }
         if let Some(ip) = &config.inference_perf {
@@ -149,6 +179,7 @@ impl Workload {
                 clients,
                 stages: x.stages,
                 error: None,
+                prefix_names: prefix_names(&x.clients, seed),
             });
         }
         let rate = config.aggregate_rate.unwrap_or(defaults::RATE);
@@ -167,6 +198,7 @@ impl Workload {
             clients,
             stages: Vec::new(),
             error: None,
+            prefix_names: prefix_names(&specs, seed),
         })
     }
 
@@ -186,6 +218,7 @@ impl Workload {
             clients: (0..clients).map(|i| format!("client-{i}")).collect(),
             stages: Vec::new(),
             error: None,
+            prefix_names: HashMap::new(),
         }
     }
 
@@ -200,6 +233,7 @@ impl Workload {
             Source::Empty => None,
             Source::Generated(g) => g.peek_time(),
             Source::Trace(t) => t.peek_time(),
+            Source::TraceV2(t) => t.peek_time(),
             Source::List(l) => l.front().map(|r| r.arrival),
         }
     }
@@ -221,6 +255,7 @@ impl Workload {
                 }
                 got
             }
+            Source::TraceV2(t) => t.pop_into(req),
             Source::List(l) => match l.pop_front() {
                 Some(r) => {
                     req.arrival = r.arrival;
@@ -252,9 +287,41 @@ impl Workload {
     pub fn on_finished(&mut self, req: &Request, at: Tick, completed: bool) {
         // Once the cap is reached no round can be yielded: end the session.
         let exhausted = self.cap.is_some_and(|c| self.yielded >= c);
-        if let Source::Generated(g) = &mut self.source {
-            g.on_finished(req, at, completed && !exhausted);
+        match &mut self.source {
+            Source::Generated(g) => g.on_finished(req, at, completed && !exhausted),
+            Source::TraceV2(t) => t.on_finished(req, at, completed && !exhausted),
+            _ => {}
         }
+    }
+
+    /// A TraceV2 replay: bound its closed-loop follow-ups by the run's
+    /// `horizon_us` (the trace's own rule otherwise).
+    pub fn set_horizon(&mut self, horizon_us: Option<Tick>) {
+        if let (Source::TraceV2(t), Some(h)) = (&mut self.source, horizon_us) {
+            t.set_session_horizon(h);
+        }
+    }
+
+    /// A TraceV2 replay's ledger (blis id → trace request id).
+    pub fn replay_ledger(&self) -> Option<SharedLedger> {
+        match &self.source {
+            Source::TraceV2(t) => Some(t.ledger()),
+            _ => None,
+        }
+    }
+
+    /// A TraceV2 replay: (rows injected from the file, closed-loop
+    /// sessions, rows replayed with a token count raised to 1).
+    pub fn replay_counts(&self) -> Option<(u64, usize, u64)> {
+        match &self.source {
+            Source::TraceV2(t) => Some((t.injected_rows(), t.session_count(), t.raised)),
+            _ => None,
+        }
+    }
+
+    /// Content seed of each named prefix group's shared prefix → its name.
+    pub fn prefix_group_names(&self) -> &HashMap<u64, String> {
+        &self.prefix_names
     }
 
     /// Stage windows `[start, end)` in ticks, in order, when the workload
@@ -305,6 +372,15 @@ impl Workload {
     }
 }
 
+/// Content seed → name of every prefix group of `specs`.
+fn prefix_names(specs: &[ClientSpec], seed: u64) -> HashMap<u64, String> {
+    specs
+        .iter()
+        .filter_map(|s| s.prefix_group.as_ref())
+        .map(|g| (prefix_seed(seed, g), g.clone()))
+        .collect()
+}
+
 /// Each client's prefix group and its length (`None` for a client without
 /// one), in client order (`Request::client` indexes it): what `blis
 /// observe` records in a trace's `prefix_group` / `prefix_length` columns.
@@ -313,7 +389,7 @@ impl Workload {
 pub fn client_prefix_groups(
     config: &WorkloadConfig,
 ) -> Result<Vec<Option<(String, u32)>>, WorkloadError> {
-    let specs = if config.trace.is_some() {
+    let specs = if config.trace.is_some() || config.trace_v2.is_some() {
         return Ok(Vec::new());
     } else if let Some(ip) = &config.inference_perf {
         inference_perf::expand(ip)?.clients
@@ -340,6 +416,7 @@ fn other_source_keys(c: &WorkloadConfig, source: &str) -> Vec<&'static str> {
     let mut others: Vec<&'static str> = Vec::new();
     for (key, set) in [
         ("trace", c.trace.is_some()),
+        ("trace_v2", c.trace_v2.is_some()),
         ("inference_perf", c.inference_perf.is_some()),
         ("clients", c.clients.is_some()),
         ("preset", c.preset.is_some()),
