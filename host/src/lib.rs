@@ -18,6 +18,7 @@
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
+//! * [`fit`] — `blis calibrate fit`: latency-model coefficients fitted to measurements.
 //! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
 //! * [`calibrate`] — `blis calibrate`: a real trace against a replay's SimResults.
 //! * [`observe`] — `blis observe`: drive a real OpenAI-compatible server, record a TraceV2.
@@ -34,6 +35,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod fit;
 pub mod gateway;
 pub mod html_report;
 pub mod instance;

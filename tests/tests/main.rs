@@ -26,6 +26,10 @@ mod pipeline;
 // embedded vs loaded standard library, subcommands, bad input.
 mod cli;
 
+// `blis calibrate fit`: bad tables, a fit that cannot improve, profiles
+// written, applied and refused.
+mod calibrate_fit;
+
 // Every example in examples/ runs (with its plugins) and conserves requests;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;

@@ -14,9 +14,13 @@ use crate::calibrate::{self, ItlData, Settings, SimResult};
 use crate::output::{check_paths, PendingOutput};
 use crate::trace_v2::{read_header, GoodputTarget, TraceReader};
 
-/// `blis calibrate` flags.
+/// `blis calibrate` flags (or `blis calibrate fit …`).
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CalibrateArgs {
+    /// `fit`: the latency model's coefficients fitted to measurements.
+    #[command(subcommand)]
+    pub command: Option<CalibrateCommand>,
     /// TraceV2 header YAML of the real trace.
     #[arg(long, value_name = "FILE")]
     pub trace_header: PathBuf,
@@ -151,6 +155,15 @@ fn read_itl(path: &Path) -> Result<ItlData, Failure> {
 
 /// Run `blis calibrate`; returns the report text for stdout.
 pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
+    if let Some(CalibrateCommand::Fit(a)) = &args.command {
+        return crate::fit::fit_command(a).map_err(|e| match e {
+            crate::fit::FitError::Input(m) => usage(m),
+            crate::fit::FitError::Runtime(m) => Failure {
+                message: m,
+                code: 1,
+            },
+        });
+    }
     let mut slo = BTreeMap::new();
     parse_targets("--slo-ttft", &args.slo_ttft, &mut slo, |t| &mut t.ttft_ms)?;
     parse_targets("--slo-itl", &args.slo_itl, &mut slo, |t| &mut t.itl_ms)?;
@@ -243,4 +256,12 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
         message: e.to_string(),
     })?;
     Ok(text)
+}
+
+/// `blis calibrate` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum CalibrateCommand {
+    /// Fit the latency model's coefficients to measurements (simulator in
+    /// the loop) and write a calibration profile for `[model] calibration`.
+    Fit(crate::fit::FitArgs),
 }

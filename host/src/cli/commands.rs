@@ -164,6 +164,7 @@ pub fn simulate_with(
         b
     });
     let fitness = built.fitness_weights.clone();
+    let calibration = built.calibration.clone();
     let mut cluster = Cluster::new(built.setup);
     if let Some(flag) = cancel {
         cluster = cluster.cancel_on(flag);
@@ -201,6 +202,12 @@ pub fn simulate_with(
     let mut report = report::build(&mut outcome, fitness.as_ref());
     if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {
         map.insert("plugins".into(), files);
+    }
+    if let (Some((path, sha256)), Some(map)) = (&calibration, report.as_object_mut()) {
+        map.insert(
+            "calibration".into(),
+            serde_json::json!({ "profile": path, "sha256": sha256 }),
+        );
     }
     let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
     let mut outputs = outputs;

@@ -116,6 +116,10 @@ pub struct ModelSection {
     /// blocks are derived (default 0.9).
     #[serde(default)]
     pub gpu_memory_utilization: Option<f64>,
+    /// A calibration profile written by `blis calibrate fit`: its
+    /// coefficients replace the latency model's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<PathBuf>,
 }
 
 fn default_model() -> String {
@@ -139,6 +143,7 @@ impl Default for ModelSection {
             alpha: None,
             beta: None,
             gpu_memory_utilization: None,
+            calibration: None,
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct BuiltRun {
     /// Output files written to temporary files: commit them when the run
     /// succeeded ([`PendingOutput::commit`]); dropped, they are removed.
     pub outputs: Vec<PendingOutput>,
+    /// `model.calibration`: the profile applied (as written) and its SHA-256.
+    pub calibration: Option<(String, String)>,
 }
 
 /// Errors and notes collected while checking the sections.
@@ -300,5 +302,6 @@ pub fn build(
         notes,
         warnings,
         outputs,
+        calibration: model.calibration.clone(),
     })
 }

@@ -287,6 +287,16 @@ impl LatencyModel {
         }
     }
 
+    /// The beta coefficients the model uses: trained-physics' eleven slots,
+    /// the linear `[beta0, beta1, beta2]`; `None` for the rooflines.
+    pub fn beta(&self) -> Option<&[f64]> {
+        match self {
+            LatencyModel::TrainedPhysics(m) => Some(m.beta()),
+            LatencyModel::Linear(m) => Some(&m.beta),
+            LatencyModel::Roofline(_) | LatencyModel::RooflineV1(_) => None,
+        }
+    }
+
     /// The model's name as a run file spells it.
     pub fn name(&self) -> &'static str {
         match self {
