@@ -17,9 +17,7 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use commands::usage;
-pub use commands::{
-    dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated,
-};
+pub use commands::{dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated};
 pub use load::{load_run, load_run_from};
 pub use sweep::sweep_in_process;
 

@@ -145,6 +145,7 @@ impl Workload {
                 yielded: 0,
                 tenants: o.tenants,
                 clients: o.clients,
+                adapters: Vec::new(),
                 stages: Vec::new(),
                 error: None,
                 prefix_names: o.prefix_names.into_iter().collect(),

@@ -137,7 +137,7 @@ pub(super) fn check(
                     "flow_control.{key} is given but flow_control.fairness = \"{}\"; it is used only by fairness = \"program-aware\"",
                     fc.fairness
                 ));
-            } else if !(v.is_finite() && v >= 0.0 && v <= 1e9) {
+            } else if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
                 problems.error(format!(
                     "flow_control.{key} = {v}: must be a finite number ≥ 0"
                 ));

@@ -167,7 +167,7 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
         }
     }
     // ---- 4. system defaults: profiles ----
-    let mut specs: Vec<(Option<String>, Vec<(Option<String>, Option<f64>)>)> = cfg
+    let mut specs: Vec<ProfileSpec> = cfg
         .scheduling_profiles
         .iter()
         .map(|s| {
@@ -666,16 +666,19 @@ fn check_dependencies(plugins: &[Plugin]) -> Result<(), String> {
         false
     }
     let mut state = vec![0u8; plugins.len()];
-    for i in 0..plugins.len() {
+    for (i, p) in plugins.iter().enumerate() {
         if visit(i, &edges, &mut state) {
             return Err(format!(
                 "cycle detected: graph is not a DAG (plugin '{}' depends on itself through its pluginRef parameters)",
-                plugins[i].name
+                p.name
             ));
         }
     }
     Ok(())
 }
+
+/// A profile as written: its name and its (pluginRef, weight) entries.
+type ProfileSpec = (Option<String>, Vec<(Option<String>, Option<f64>)>);
 
 fn resolve_parsers(cfg: &EppConfig, plugins: &mut Vec<Plugin>) -> Result<Vec<usize>, String> {
     let refs: Vec<String> = match &cfg.request_handler {

@@ -277,7 +277,7 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
             let max = num(&p.params, "maxCeiling").unwrap_or(1.0);
             let shape = param_str(&p.params, "shape").unwrap_or("linear");
             let domain = param_str(&p.params, "domain").unwrap_or("rank");
-            if !(0.0..1.0).contains(&min) || !(max > 0.0 && max <= 1.0) || min >= max {
+            if !((0.0..1.0).contains(&min) && max > 0.0 && max <= 1.0) || min >= max {
                 return Err(format!("failed to create plugin '{}' (type: priority-holdback-policy): need 0 ≤ minCeiling < maxCeiling ≤ 1", p.name));
             }
             if max != 1.0 || shape != "linear" || domain != "rank" {
