@@ -23,16 +23,16 @@ pub struct CalibrateArgs {
     pub command: Option<CalibrateCommand>,
     /// TraceV2 header YAML of the real trace.
     #[arg(long, value_name = "FILE")]
-    pub trace_header: PathBuf,
+    pub trace_header: Option<PathBuf>,
     /// TraceV2 data CSV of the real trace.
     #[arg(long, value_name = "FILE")]
-    pub trace_data: PathBuf,
+    pub trace_data: Option<PathBuf>,
     /// SimResult JSON array (`blis replay --results-path`).
     #[arg(long, value_name = "FILE")]
-    pub sim_results: PathBuf,
+    pub sim_results: Option<PathBuf>,
     /// Where to write the calibration report (JSON).
     #[arg(long, value_name = "FILE")]
-    pub report: PathBuf,
+    pub report: Option<PathBuf>,
     /// ITL CSV (`request_id,chunk_index,timestamp_us`) from `observe --record-itl`.
     #[arg(long, value_name = "FILE")]
     pub itl_data: Option<PathBuf>,
@@ -164,6 +164,18 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
             },
         });
     }
+    // Required without `fit` (Options only so that `fit` parses without them).
+    let need = |v: &Option<PathBuf>, flag: &str| {
+        v.clone().ok_or_else(|| {
+            usage(format!(
+                "blis calibrate needs {flag}: give --trace-header, --trace-data, --sim-results and --report (or use `blis calibrate fit`)"
+            ))
+        })
+    };
+    let trace_header = need(&args.trace_header, "--trace-header")?;
+    let trace_data = need(&args.trace_data, "--trace-data")?;
+    let sim_results = need(&args.sim_results, "--sim-results")?;
+    let report_path = need(&args.report, "--report")?;
     let mut slo = BTreeMap::new();
     parse_targets("--slo-ttft", &args.slo_ttft, &mut slo, |t| &mut t.ttft_ms)?;
     parse_targets("--slo-itl", &args.slo_itl, &mut slo, |t| &mut t.itl_ms)?;
@@ -178,9 +190,9 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
         }
     }
     let mut inputs = vec![
-        ("--trace-header".to_string(), args.trace_header.clone()),
-        ("--trace-data".to_string(), args.trace_data.clone()),
-        ("--sim-results".to_string(), args.sim_results.clone()),
+        ("--trace-header".to_string(), trace_header.clone()),
+        ("--trace-data".to_string(), trace_data.clone()),
+        ("--sim-results".to_string(), sim_results.clone()),
     ];
     if let Some(p) = &args.itl_data {
         inputs.push(("--itl-data".into(), p.clone()));
@@ -188,17 +200,17 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
     if let Some(p) = &args.sim_metrics {
         inputs.push(("--sim-metrics".into(), p.clone()));
     }
-    let errors = check_paths(&[("--report", args.report.clone())], &inputs);
+    let errors = check_paths(&[("--report", report_path.clone())], &inputs);
     if !errors.is_empty() {
         return Err(usage(errors.join("\n")));
     }
-    let header = read_header(&args.trace_header).map_err(|e| usage(e.to_string()))?;
-    let reader = TraceReader::open(&args.trace_data).map_err(|e| usage(e.to_string()))?;
+    let header = read_header(&trace_header).map_err(|e| usage(e.to_string()))?;
+    let reader = TraceReader::open(&trace_data).map_err(|e| usage(e.to_string()))?;
     let rows = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| usage(e.to_string()))?;
-    let sim_file = args.sim_results.display();
-    let text = std::fs::read_to_string(&args.sim_results)
+    let sim_file = sim_results.display();
+    let text = std::fs::read_to_string(&sim_results)
         .map_err(|e| usage(format!("{sim_file}: cannot read the SimResult file: {e}")))?;
     let sims: Vec<SimResult> = serde_json::from_str(&text).map_err(|e| {
         usage(format!(
@@ -234,21 +246,21 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
     };
     let (report, lines) =
         calibrate::calibrate(&header, &rows, &sims, itl.as_mut(), sim_hit, &settings)
-            .map_err(|e| usage(format!("{}: {e}", args.trace_data.display())))?;
+            .map_err(|e| usage(format!("{}: {e}", trace_data.display())))?;
     for l in &lines {
         eprintln!("{l}");
     }
     let text = serde_json::to_string_pretty(&report).map_err(|e| usage(e.to_string()))?;
-    let (mut f, pending) = PendingOutput::create(&args.report).map_err(|e| Failure {
+    let (mut f, pending) = PendingOutput::create(&report_path).map_err(|e| Failure {
         code: 1,
-        message: format!("cannot create the report {}: {e}", args.report.display()),
+        message: format!("cannot create the report {}: {e}", report_path.display()),
     })?;
     f.write_all(text.as_bytes())
         .and_then(|()| f.write_all(b"\n"))
         .and_then(|()| f.flush())
         .map_err(|e| Failure {
             code: 1,
-            message: format!("cannot write the report {}: {e}", args.report.display()),
+            message: format!("cannot write the report {}: {e}", report_path.display()),
         })?;
     drop(f);
     pending.commit().map_err(|e| Failure {

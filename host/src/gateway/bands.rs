@@ -401,9 +401,10 @@ mod tests {
 
     /// Soft-reflective ceilings by hand (5 bands): at s = 0.3 band 1's
     /// ceiling r = 1 − 0.3/4 = 0.925 > s (open), band 4's r = 0.7 > s too;
-    /// at s = 0.6 band 1 (r 0.85) is open, band 2 (r 0.7) open, band 3
-    /// (r 0.55 ≤ 0.6) gated: opens on one attempt in round(0.6/0.4) = 2;
-    /// at s ≥ 1 nothing but band 0's ceiling 1 decides (closed).
+    /// at s = 0.7 band 1 (r 0.825) is open, bands 2 (r 0.65) and 3
+    /// (r 0.475) gated: together they open on one attempt in
+    /// round(0.7/0.3) = 2 (one shared tick per attempt; s = 0.6 would sit
+    /// on round(1.4999…) = 1 in floating point); at s ≥ 1 nothing opens.
     #[test]
     fn soft_reflective_ceilings() {
         let mut q = queue(1.0, Fairness::GlobalStrict).with_soft_reflective();
@@ -412,11 +413,12 @@ mod tests {
         }
         q.enqueue(2, 0, 9);
         assert_eq!(q.dequeue_gated(0.3), Some(9));
-        // Band 3 gated at 0.6: attempts 1, 3 open (period 2), 2, 4 closed.
-        assert_eq!(q.dequeue_gated(0.6), Some(0));
-        assert_eq!(q.dequeue_gated(0.6), None);
-        assert_eq!(q.dequeue_gated(0.6), Some(1));
-        assert_eq!(q.dequeue_gated(0.6), None);
+        // Bands 2 and 3 gated at 0.7: attempts 1, 3 open (period 2), 2, 4
+        // closed.
+        assert_eq!(q.dequeue_gated(0.7), Some(0));
+        assert_eq!(q.dequeue_gated(0.7), None);
+        assert_eq!(q.dequeue_gated(0.7), Some(1));
+        assert_eq!(q.dequeue_gated(0.7), None);
         assert_eq!(q.dequeue_gated(1.0), None);
         assert_eq!(q.dequeue_gated(0.3), Some(2));
     }
