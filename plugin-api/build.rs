@@ -18,8 +18,10 @@ const ABI_LINE_VERSION: &str = "0.1.2";
 fn main() {
     println!("cargo:rustc-env=CARGO_PKG_VERSION={ABI_LINE_VERSION}");
     println!("cargo:rustc-env=BLIS_ABI_LINE_VERSION={ABI_LINE_VERSION}");
-    // Set only by tests/fixtures/plugin-api-before-decider, which compiles
-    // this crate's source as ABI 0.2 was before the decider kind.
+    // Set only by tests/fixtures/plugin-api-before-decider and
+    // plugin-api-before-observer, which compile this crate's source as ABI
+    // 0.2 was before the decider (resp. observer) kind.
     println!("cargo:rustc-check-cfg=cfg(blis_abi_before_decider)");
+    println!("cargo:rustc-check-cfg=cfg(blis_abi_before_observer)");
     println!("cargo:rerun-if-changed=build.rs");
 }

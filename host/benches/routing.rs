@@ -41,7 +41,7 @@ fn routing() -> Routing {
     .into_iter()
     .map(|(name, w)| (reg.scorer(name, "", 0).expect("standard scorer"), w))
     .collect();
-    Routing::weighted(scorers)
+    Routing::weighted(scorers, None)
 }
 
 /// Block hashes of `POOL` 512-token prompts (16 shared blocks, 16 unique).

@@ -18,7 +18,10 @@
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
+//! * [`fit`] — `blis calibrate fit`: latency-model coefficients fitted to measurements.
 //! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
+//! * [`calibrate`] — `blis calibrate`: a real trace against a replay's SimResults.
+//! * [`observe`] — `blis observe`: drive a real OpenAI-compatible server, record a TraceV2.
 //! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
@@ -26,15 +29,19 @@
 //! engine and instances know nothing of plugins, TOML or JSON.
 
 pub mod alloc;
+pub mod calibrate;
 pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod engine;
+pub mod fit;
 pub mod gateway;
 pub mod html_report;
 pub mod instance;
 pub mod metrics;
+#[cfg(feature = "observe")]
+pub mod observe;
 pub mod output;
 pub mod plugins;
 pub mod request;

@@ -159,6 +159,11 @@ pub struct Request {
     /// skips hashing and indexing those blocks (see `instance::kv`).
     /// `None` (the default) when content may be shared anywhere.
     pub private_from: Option<u32>,
+    /// LoRA adapter the request runs with: an index into the workload's
+    /// adapter names ([`crate::workload::Workload::adapter_names`], which a
+    /// run with `[lora]` checks against `[lora].adapters`); `None` = the
+    /// base model. A trace replay sets it from its `adapter` column.
+    pub adapter: Option<u32>,
 
     // ---- lifecycle (cluster and instance) ----
     pub state: RequestState,

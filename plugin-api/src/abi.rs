@@ -311,6 +311,23 @@ pub trait DeciderAbi: Send {
 /// A decider object owned by the host (ABI 0.2).
 pub type DeciderBox = DeciderAbi_TO<'static, RBox<()>>;
 
+/// ABI 0.2 (kind code 9): an observer, as the host calls it — a policy
+/// that decides nothing and only receives the lifecycle events in its
+/// hooks, the end of the run included ([`EventKind::RUN_END`](crate::EventKind::RUN_END)).
+#[sabi_trait]
+pub trait ObserverAbi: Send {
+    /// A lifecycle event (only the kinds asked for in the policy's hooks).
+    #[sabi(last_prefix_field)]
+    fn on_event(
+        &mut self,
+        event: &RequestEvent<'_>,
+        cluster: &ClusterState<'_>,
+    ) -> RResult<(), PolicyError>;
+}
+
+/// An observer object owned by the host (ABI 0.2).
+pub type ObserverBox = ObserverAbi_TO<'static, RBox<()>>;
+
 /// A filter object owned by the host (ABI 0.2).
 pub type FilterBox = FilterAbi_TO<'static, RBox<()>>;
 /// A picker object owned by the host (ABI 0.2).
@@ -411,6 +428,17 @@ impl KindCode {
     pub const DECIDER: KindCode = KindCode(7);
     /// The control plane's scaling decision (0.2).
     pub const AUTOSCALER: KindCode = KindCode(8);
+    /// A policy that only receives lifecycle events and the end of the run
+    /// (0.2, `create_observer`).
+    pub const OBSERVER: KindCode = KindCode(9);
+
+    /// True for the kinds whose policies receive lifecycle events (and so
+    /// may declare hooks): admission, router, scorer, filter, picker and
+    /// observer. Schedulers, preemption policies, autoscalers and deciders
+    /// have no `on_event`.
+    pub fn receives_events(self) -> bool {
+        matches!(self.0, 0..=4 | 9)
+    }
 
     /// Lower-case name used in messages and run files (`"unknown"` for a
     /// code this version does not know).
@@ -425,6 +453,7 @@ impl KindCode {
             6 => "preemption",
             7 => "decider",
             8 => "autoscaler",
+            9 => "observer",
             _ => "unknown",
         }
     }
@@ -457,7 +486,9 @@ impl Hooks {
     /// No lifecycle event.
     pub const NONE: Hooks = Hooks(0);
     /// Every event kind this version defines.
-    pub const ALL: Hooks = Hooks(0b1_1111);
+    pub const ALL: Hooks = Hooks(0b11_1111);
+    /// The end of the run ([`EventKind::RUN_END`](crate::EventKind::RUN_END)).
+    pub const RUN_END: Hooks = Hooks::of(crate::EventKind::RUN_END);
 
     /// The set holding one event kind.
     pub const fn of(kind: crate::EventKind) -> Hooks {
@@ -578,6 +609,16 @@ pub struct PluginMod {
         params_toml: RStr<'_>,
         seed: u64,
     ) -> RResult<DeciderBox, RString>,
+    /// ABI 0.2: create an observer (kind code 9; appended after
+    /// `create_decider`, so a library built before it still loads, through
+    /// [`abi_before_observer`](crate::abi_before_observer)). The cfg exists
+    /// only for the test fixtures built from this source without it.
+    #[cfg(not(any(blis_abi_before_decider, blis_abi_before_observer)))]
+    pub create_observer: extern "C" fn(
+        name: RStr<'_>,
+        params_toml: RStr<'_>,
+        seed: u64,
+    ) -> RResult<ObserverBox, RString>,
 }
 
 impl RootModule for PluginModRef {

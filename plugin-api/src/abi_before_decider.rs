@@ -113,6 +113,8 @@ impl PluginModRef {
                 create_autoscaler: self.create_autoscaler()?,
                 #[cfg(not(blis_abi_before_decider))]
                 create_decider: predates_decider,
+                #[cfg(not(any(blis_abi_before_decider, blis_abi_before_observer)))]
+                create_observer: crate::abi_before_observer::predates_observer,
             }
             .leak_into_prefix(),
         )

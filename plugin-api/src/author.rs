@@ -18,12 +18,12 @@ use abi_stable::{
 
 use crate::abi::{
     AdmissionAbi, AdmissionAbi_TO, AutoscalerAbi, AutoscalerAbi_TO, AutoscalerBox, DeciderAbi,
-    DeciderAbi_TO, DeciderBox, FilterAbi, FilterAbi_TO, FilterBox, Hooks, KindCode, PickerAbi,
-    PickerAbi_TO, PickerBox, PolicyError, PolicyInfo, PolicyInfoV2, PolicyKind, PolicyObject,
-    PreemptionAbi, PreemptionAbi_TO, PreemptionBox, RouterAbi, RouterAbi_TO, SchedulerAbi,
-    SchedulerAbi_TO, SchedulerBox, ScorerAbi, ScorerAbi_TO,
+    DeciderAbi_TO, DeciderBox, FilterAbi, FilterAbi_TO, FilterBox, Hooks, KindCode, ObserverAbi,
+    ObserverAbi_TO, ObserverBox, PickerAbi, PickerAbi_TO, PickerBox, PolicyError, PolicyInfo,
+    PolicyInfoV2, PolicyKind, PolicyObject, PreemptionAbi, PreemptionAbi_TO, PreemptionBox,
+    RouterAbi, RouterAbi_TO, SchedulerAbi, SchedulerAbi_TO, SchedulerBox, ScorerAbi, ScorerAbi_TO,
 };
-use crate::events::RequestEvent;
+use crate::events::{EventKind, RequestEvent, RunSummary};
 use crate::params::Params;
 use crate::views::{ClusterState, ClusterView, PdView, RequestView, RunningRequest};
 
@@ -41,8 +41,12 @@ pub trait PolicyDef: Sized + Send + 'static {
     const PARAMS_DOC: &'static str = "This policy takes no parameters.";
 
     /// The lifecycle events this policy handles in [`PolicyDef::on_event`]
-    /// (ABI 0.2). The host calls `on_event` for these kinds only, so the
-    /// default — none — costs nothing per request.
+    /// (ABI 0.2), and [`Hooks::RUN_END`] for [`PolicyDef::on_run_end`]. The
+    /// host calls them for these kinds only, so the default — none — costs
+    /// nothing per request. Only the kinds that receive events (admission,
+    /// router, scorer, filter, picker, observer) may declare hooks: blis
+    /// refuses to load a scheduler, preemption policy, autoscaler or
+    /// decider that does, since it would never be called.
     const HOOKS: Hooks = Hooks::NONE;
 
     /// For a scorer: true when it reads the 0.2 [`ClusterState`] (e.g.
@@ -68,6 +72,12 @@ pub trait PolicyDef: Sized + Send + 'static {
     /// [`PolicyDef::HOOKS`], in simulated-time order, with the cluster as it
     /// is at that time (ABI 0.2).
     fn on_event(&mut self, _event: &RequestEvent<'_>, _cluster: &ClusterState<'_>) {}
+
+    /// The run ended (only with [`Hooks::RUN_END`] in [`PolicyDef::HOOKS`]):
+    /// called once, after the run's last event and never under `blis
+    /// validate`, with the run's request counts and the cluster as the run
+    /// left it. The place to [`log`](crate::log) a policy's own totals.
+    fn on_run_end(&mut self, _summary: &RunSummary, _cluster: &ClusterState<'_>) {}
 }
 
 /// An admission policy: decides whether a request enters the cluster.
@@ -94,8 +104,15 @@ pub trait Router: PolicyDef {
 /// in [0, 1] (higher is better); the host clamps them and rejects NaN,
 /// infinities and a wrong count with an error naming the plugin.
 pub trait Scorer: PolicyDef {
-    /// Score every instance.
-    fn score(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores);
+    /// Score every instance. A scorer that sets [`PolicyDef::USES_STATE`]
+    /// (or [`PolicyDef::PREFIX_QUERY`]) is called through
+    /// [`Scorer::score_candidates`] only, and need not write this: the
+    /// default scores every instance with `score_candidates` (all of them
+    /// candidates, each `InstanceInfo` at its default, no prefix query).
+    /// Any other scorer must implement it.
+    fn score(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        default_score(self, request, cluster, scores);
+    }
 
     /// Score only the candidates that survived the profile's filters
     /// (`cluster.candidates()`), one score per candidate in candidate order
@@ -109,7 +126,9 @@ pub trait Scorer: PolicyDef {
         cluster: &ClusterState<'_>,
         scores: &mut Scores,
     ) {
+        IN_DEFAULT_SCORE_CANDIDATES.with(|c| c.set(true));
         self.score(request, &cluster.view, scores);
+        IN_DEFAULT_SCORE_CANDIDATES.with(|c| c.set(false));
         let candidates = cluster.candidates();
         if scores.len() == cluster.len() && candidates.len() < scores.len() {
             for (k, &i) in candidates.iter().enumerate() {
@@ -201,7 +220,47 @@ pub trait Decider: PolicyDef {
     ) -> bool;
 }
 
+/// A policy that decides nothing (ABI 0.2, kind `observer`): it only
+/// receives the lifecycle events in its [`PolicyDef::HOOKS`] through
+/// [`PolicyDef::on_event`], and the end of the run through
+/// [`PolicyDef::on_run_end`] — a counter, a logger, a recorder, at no cost
+/// to any decision. Implement [`PolicyDef`] and write `impl Observer for
+/// MyObserver {}`; an observer without hooks is refused at load.
+pub trait Observer: PolicyDef {}
+
+/// The default [`Scorer::score`]: scores every instance through
+/// `score_candidates` for a scorer that reads the 0.2 state; a scorer that
+/// implements neither method panics with what to do (caught and reported
+/// as an error naming it).
+fn default_score<S: Scorer>(
+    scorer: &mut S,
+    request: &RequestView<'_>,
+    cluster: &ClusterView<'_>,
+    scores: &mut Scores,
+) {
+    let recursing = IN_DEFAULT_SCORE_CANDIDATES.with(|c| c.replace(false));
+    if recursing || !(S::USES_STATE || S::PREFIX_QUERY) {
+        panic!(
+            "scorer '{}' implements neither `score` nor `score_candidates`: implement `score`, \
+             or set `USES_STATE` and implement `score_candidates`",
+            S::NAME
+        );
+    }
+    let all: Vec<u32> = (0..cluster.len() as u32).collect();
+    let info = vec![crate::views::InstanceInfo::default(); cluster.len()];
+    let state = ClusterState {
+        view: *cluster,
+        candidates: RSlice::from_slice(&all),
+        info: RSlice::from_slice(&info),
+        prefix_blocks: RSlice::from_slice(&[]),
+    };
+    scorer.score_candidates(request, &state, scores);
+}
+
 thread_local! {
+    /// Set while the default `score_candidates` calls `score`: the default
+    /// `score` then knows neither method was written.
+    static IN_DEFAULT_SCORE_CANDIDATES: Cell<bool> = const { Cell::new(false) };
     static IN_POLICY_CALL: Cell<bool> = const { Cell::new(false) };
     static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
 }
@@ -267,8 +326,10 @@ struct SchedulerAdapter<P>(P);
 struct PreemptionAdapter<P>(P);
 struct AutoscalerAdapter<P>(P);
 struct DeciderAdapter<P>(P);
+struct ObserverAdapter<P>(P);
 
-/// The `on_event` body shared by every adapter.
+/// The `on_event` body shared by every adapter: the end of the run goes to
+/// [`PolicyDef::on_run_end`] with its summary read from the event.
 macro_rules! on_event_body {
     () => {
         fn on_event(
@@ -276,9 +337,17 @@ macro_rules! on_event_body {
             event: &RequestEvent<'_>,
             cluster: &ClusterState<'_>,
         ) -> RResult<(), PolicyError> {
+            if event.kind == EventKind::RUN_END {
+                let summary = RunSummary::from_toml(event.request.tenant.as_str());
+                return call::<P, _>(|| self.0.on_run_end(&summary, cluster));
+            }
             call::<P, _>(|| self.0.on_event(event, cluster))
         }
     };
+}
+
+impl<P: Observer> ObserverAbi for ObserverAdapter<P> {
+    on_event_body!();
 }
 
 impl<P: Admission> AdmissionAbi for AdmissionAdapter<P> {
@@ -461,6 +530,7 @@ pub mod __private {
         pub create_preemption: CreateV2Fn<PreemptionBox>,
         pub create_autoscaler: CreateV2Fn<AutoscalerBox>,
         pub create_decider: CreateV2Fn<DeciderBox>,
+        pub create_observer: CreateV2Fn<ObserverBox>,
     }
 
     /// The 0.1 `create` function.
@@ -476,6 +546,8 @@ pub mod __private {
     pub fn root_module(f: RootFunctions) -> PluginModRef {
         #[cfg(blis_abi_before_decider)]
         let _ = f.create_decider;
+        #[cfg(any(blis_abi_before_decider, blis_abi_before_observer))]
+        let _ = f.create_observer;
         PluginMod {
             describe: f.describe,
             create: f.create,
@@ -487,6 +559,8 @@ pub mod __private {
             create_autoscaler: f.create_autoscaler,
             #[cfg(not(blis_abi_before_decider))]
             create_decider: f.create_decider,
+            #[cfg(not(any(blis_abi_before_decider, blis_abi_before_observer)))]
+            create_observer: f.create_observer,
         }
         .leak_into_prefix()
     }
@@ -557,6 +631,16 @@ pub mod __private {
     pub fn create_decider<P: Decider>(params: RStr<'_>, seed: u64) -> RResult<DeciderBox, RString> {
         construct::<P>(params, seed)
             .map(|p| DeciderAbi_TO::from_value(DeciderAdapter(p), TD_Opaque))
+            .into()
+    }
+
+    /// Create observer `P`.
+    pub fn create_observer<P: Observer>(
+        params: RStr<'_>,
+        seed: u64,
+    ) -> RResult<ObserverBox, RString> {
+        construct::<P>(params, seed)
+            .map(|p| ObserverAbi_TO::from_value(ObserverAdapter(p), TD_Opaque))
             .into()
     }
 
@@ -656,7 +740,7 @@ pub mod __private {
 mod tests {
     use abi_stable::std_types::{RResult, RSlice, RStr};
 
-    use super::__private::create_decider;
+    use super::__private::{create_decider, create_scorer};
     use super::*;
     use crate::views::{InstanceSnapshot, SloClass};
 
@@ -684,6 +768,173 @@ mod tests {
             let n = pd.uncached_prompt_tokens(request);
             crate::reason(format!("{n} uncached"));
             n > self.0
+        }
+    }
+
+    /// Reads only the 0.2 state: `score` is the default.
+    struct InFlight;
+    impl PolicyDef for InFlight {
+        const NAME: &'static str = "in-flight";
+        const SUMMARY: &'static str = "test";
+        const USES_STATE: bool = true;
+        fn create(_: Params<'_>, _: u64) -> Result<Self, String> {
+            Ok(InFlight)
+        }
+    }
+    impl Scorer for InFlight {
+        fn score_candidates(
+            &mut self,
+            _: &RequestView<'_>,
+            cluster: &ClusterState<'_>,
+            scores: &mut Scores,
+        ) {
+            for &i in cluster.candidates() {
+                scores
+                    .push(1.0 / (1.0 + f64::from(cluster.instance(i).1.in_flight)) + f64::from(i));
+            }
+        }
+    }
+
+    /// Writes neither scoring method.
+    struct Neither;
+    impl PolicyDef for Neither {
+        const NAME: &'static str = "neither";
+        const SUMMARY: &'static str = "test";
+        const USES_STATE: bool = true;
+        fn create(_: Params<'_>, _: u64) -> Result<Self, String> {
+            Ok(Neither)
+        }
+    }
+    impl Scorer for Neither {}
+
+    fn request(id: u64) -> RequestView<'static> {
+        RequestView {
+            id,
+            arrival_us: 0,
+            input_tokens: 10,
+            slo_class: SloClass::STANDARD,
+            tenant: RStr::from(""),
+            block_hashes: RSlice::from_slice(&[]),
+        }
+    }
+
+    #[test]
+    fn a_state_scorer_needs_no_score_and_one_with_neither_method_is_an_error() {
+        let snaps = [InstanceSnapshot::default(); 3];
+        let view = ClusterView {
+            clock_us: 0,
+            instances: RSlice::from_slice(&snaps),
+        };
+        let PolicyObject::Scorer(mut s) = create_scorer::<InFlight>(RStr::from(""), 0).unwrap()
+        else {
+            panic!("not a scorer")
+        };
+        let mut out = RVec::new();
+        assert_eq!(s.score(&request(1), &view, &mut out), RResult::ROk(()));
+        // Every instance a candidate, in_flight 0 in the default info.
+        assert_eq!(out.as_slice(), &[1.0, 2.0, 3.0]);
+        let PolicyObject::Scorer(mut n) = create_scorer::<Neither>(RStr::from(""), 0).unwrap()
+        else {
+            panic!("not a scorer")
+        };
+        for _ in 0..2 {
+            let mut out = RVec::new();
+            match n.score(&request(2), &view, &mut out) {
+                RResult::RErr(e) => assert!(
+                    e.panicked
+                        && e.message.as_str().contains(
+                            "scorer 'neither' implements neither `score` nor `score_candidates`"
+                        ),
+                    "{}",
+                    e.message
+                ),
+                RResult::ROk(()) => panic!("scored {:?}", out),
+            }
+        }
+    }
+
+    /// Counts completions; remembers the summary it was given at the end.
+    struct Counter {
+        completed: u64,
+        end: Option<(crate::RunSummary, u64)>,
+    }
+    impl PolicyDef for Counter {
+        const NAME: &'static str = "counter";
+        const SUMMARY: &'static str = "test";
+        const HOOKS: Hooks = Hooks::RUN_END.with(EventKind::COMPLETED);
+        fn create(_: Params<'_>, _: u64) -> Result<Self, String> {
+            Ok(Counter {
+                completed: 0,
+                end: None,
+            })
+        }
+        fn on_event(&mut self, e: &RequestEvent<'_>, _: &ClusterState<'_>) {
+            assert_eq!(e.kind, EventKind::COMPLETED);
+            self.completed += 1;
+        }
+        fn on_run_end(&mut self, summary: &crate::RunSummary, _: &ClusterState<'_>) {
+            assert!(self.end.is_none(), "the run ended twice");
+            self.end = Some((summary.clone(), self.completed));
+            assert!(
+                summary.completed == self.completed,
+                "counted {}",
+                self.completed
+            );
+        }
+    }
+    impl Observer for Counter {}
+
+    #[test]
+    fn an_observer_gets_its_events_then_the_run_end_with_the_summary() {
+        let mut o = super::__private::create_observer::<Counter>(RStr::from(""), 0).unwrap();
+        let snaps = [InstanceSnapshot::default(); 2];
+        let cluster = ClusterState {
+            view: ClusterView {
+                clock_us: 0,
+                instances: RSlice::from_slice(&snaps),
+            },
+            candidates: RSlice::from_slice(&[]),
+            info: RSlice::from_slice(&[]),
+            prefix_blocks: RSlice::from_slice(&[]),
+        };
+        let event = |kind, tenant: &'static str| RequestEvent {
+            kind,
+            instance: 0,
+            time_us: 5,
+            request: RequestView {
+                tenant: RStr::from(tenant),
+                ..request(1)
+            },
+            ttft_us: 1,
+            e2e_us: 2,
+            output_tokens: 1,
+            reserved: 0,
+        };
+        for _ in 0..2 {
+            assert_eq!(
+                o.on_event(&event(EventKind::COMPLETED, ""), &cluster),
+                RResult::ROk(())
+            );
+        }
+        let summary = crate::RunSummary {
+            end_us: 99,
+            arrived: 3,
+            completed: 2,
+            rejected: 1,
+            rejected_by_filter: 1,
+            ..Default::default()
+        };
+        let text: &'static str = Box::leak(summary.to_toml().into_boxed_str());
+        assert_eq!(
+            o.on_event(&event(EventKind::RUN_END, text), &cluster),
+            RResult::ROk(())
+        );
+        // A summary that disagrees with the count: the assertion inside
+        // on_run_end panics, and the panic comes back as an error.
+        let mut o = super::__private::create_observer::<Counter>(RStr::from(""), 0).unwrap();
+        match o.on_event(&event(EventKind::RUN_END, text), &cluster) {
+            RResult::RErr(e) => assert!(e.message.as_str().contains("counted 0"), "{}", e.message),
+            RResult::ROk(()) => panic!("on_run_end did not see the summary's 2 completions"),
         }
     }
 

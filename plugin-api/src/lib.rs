@@ -11,10 +11,11 @@
 //!   [`Scorer`] (ABI 0.1), [`Filter`] and [`Picker`] (ABI 0.2, the parts of
 //!   an llm-d scheduling profile), [`Scheduler`] and [`Preemption`] (an
 //!   instance's queue order and victim choice), [`Autoscaler`] (the control
-//!   plane's scaling decision) and [`Decider`] (whether a request of a P/D
-//!   run is disaggregated, given the [`PdView`]), each with [`PolicyDef`]
-//!   (name, docs, constructor, and the lifecycle events it wants, see
-//!   [`events`]).
+//!   plane's scaling decision), [`Decider`] (whether a request of a P/D
+//!   run is disaggregated, given the [`PdView`]) and [`Observer`] (decides
+//!   nothing: lifecycle events only), each with [`PolicyDef`] (name, docs,
+//!   constructor, the lifecycle events it wants, see [`events`], and
+//!   [`PolicyDef::on_run_end`], called once with the run's [`RunSummary`]).
 //! * [`export_plugin!`] — turns a list of policy types into the library's root
 //!   module; every call is wrapped so a panic becomes a reported error, never
 //!   an abort of the simulator.
@@ -32,7 +33,8 @@
 //! * [`abi`] — the `abi_stable` types the host and the library exchange; a
 //!   golden test pins their layout. [`abi_v0_1`] keeps the 0.1 root module
 //!   and traits so a host can load 0.1 libraries, [`abi_before_decider`]
-//!   the 0.2 root module as it was before the decider kind.
+//!   and [`abi_before_observer`] the 0.2 root module as it was before the
+//!   decider and the observer kinds.
 //!
 //! ## ABI versions and how the ABI evolves
 //!
@@ -60,16 +62,21 @@
 //!    last prefix method, *with a default body*. abi_stable accepts a
 //!    library whose prefix types are *longer* than the host's (a newer
 //!    plugin in an older host), never shorter, so the host keeps each
-//!    released root module and trait set ([`abi_v0_1`] for 0.1, and
+//!    released root module and trait set ([`abi_v0_1`] for 0.1,
 //!    [`abi_before_decider`] for the 0.2 root module before `create_decider`
-//!    was appended) and checks a library against the current one, then
-//!    against the older ones: the first that matches says which ABI the
+//!    was appended, [`abi_before_observer`] before `create_observer`) and
+//!    checks a library against the current one, then against the older
+//!    ones: the first that matches says which ABI the
 //!    library speaks, and the host calls only what that ABI has. So every
 //!    appended root-module function comes with the root module as it was
 //!    before, and a test loads a library built then
 //!    (`tests/fixtures/plugin-api-before-decider` compiles this crate's
 //!    source with the cfg `blis_abi_before_decider`, which leaves
-//!    `create_decider` out). New data never grows a
+//!    `create_decider` out; `plugin-api-before-observer` with
+//!    `blis_abi_before_observer`). A trait's vtable is a prefix type too,
+//!    so no released trait gains a method: the end of the run reached every
+//!    kind with events as a new event code ([`EventKind::RUN_END`]) through
+//!    the `on_event` they already had. New data never grows a
 //!    released struct: it comes in new structs, or new parallel slices
 //!    ([`InstanceInfo`] beside the frozen `InstanceSnapshot`), passed to new
 //!    methods ([`ClusterState`]).
@@ -79,8 +86,9 @@
 //! 4. **A new kind = a new `create_<kind>` root-module function + a new
 //!    `#[sabi_trait]` + a new [`KindCode`].** ABI 0.2 added `filter` (3),
 //!    `picker` (4), `scheduler` (5), `preemption` (6), the P/D `decider`
-//!    (7, `create_decider`, appended after `create_autoscaler`) and
-//!    `autoscaler` (8) this way. A library built before a kind existed
+//!    (7, `create_decider`, appended after `create_autoscaler`),
+//!    `autoscaler` (8) and `observer` (9, `create_observer`, appended after
+//!    `create_decider`) this way. A library built before a kind existed
 //!    keeps loading (rule 2) and simply offers no policy of that kind.
 //! 5. **The host learns what a library supports from its descriptor**
 //!    ([`PluginMod::describe_v2`]): its ABI version, every policy with its
@@ -141,6 +149,8 @@ pub mod abi;
 #[allow(non_local_definitions)]
 pub mod abi_before_decider;
 #[allow(non_local_definitions)]
+pub mod abi_before_observer;
+#[allow(non_local_definitions)]
 pub mod abi_v0_1;
 mod author;
 pub mod events;
@@ -160,17 +170,17 @@ pub use serde;
 
 pub use abi::{
     AbiVersion, AdmissionBox, AutoscalerBox, DeciderBox, FilterBox, Hooks, KindCode, LibraryInfo,
-    LibraryInfoV2, PickerBox, PluginMod, PluginModRef, PolicyError, PolicyInfo, PolicyInfoV2,
-    PolicyKind, PolicyObject, PreemptionBox, RouterBox, SchedulerBox, ScorerBox, ABI_0_1,
-    ABI_VERSION,
+    LibraryInfoV2, ObserverBox, PickerBox, PluginMod, PluginModRef, PolicyError, PolicyInfo,
+    PolicyInfoV2, PolicyKind, PolicyObject, PreemptionBox, RouterBox, SchedulerBox, ScorerBox,
+    ABI_0_1, ABI_VERSION,
 };
 #[doc(hidden)]
 pub use author::__private;
 pub use author::{
-    Admission, Autoscaler, Decider, Filter, Kept, Picker, PolicyDef, Preemption, Router, Scheduler,
-    Scorer, Scores,
+    Admission, Autoscaler, Decider, Filter, Kept, Observer, Picker, PolicyDef, Preemption, Router,
+    Scheduler, Scorer, Scores,
 };
-pub use events::{EventKind, RequestEvent};
+pub use events::{EventKind, RequestEvent, RunSummary};
 pub use log::{log, reason, LOG_LINES_PER_POLICY};
 pub use params::{check_params_doc, param_keys, Params};
 pub use rng::Rng;
@@ -197,7 +207,7 @@ pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
 ///
 /// The 0.2 kinds follow as optional lists, in this order (leave out the
 /// ones you do not use): `filters`, `pickers`, `schedulers`, `preemption`,
-/// `autoscalers`, `deciders`.
+/// `autoscalers`, `deciders`, `observers`.
 ///
 /// Generates `pub fn blis_plugin_module() -> PluginModRef` (used when the
 /// library is linked in as a Rust crate) and the exported root module the
@@ -215,6 +225,7 @@ macro_rules! export_plugin {
         $(, preemption: [$($pre:ty),* $(,)?])?
         $(, autoscalers: [$($aut:ty),* $(,)?])?
         $(, deciders: [$($dec:ty),* $(,)?])?
+        $(, observers: [$($obs:ty),* $(,)?])?
         $(,)?
     ) => {
         // A panic inside a policy must unwind to the adapter's catch_unwind;
@@ -254,6 +265,7 @@ macro_rules! export_plugin {
             $($( policies.push($crate::__private::info_v2::<$pre>($crate::KindCode::PREEMPTION)); )*)?
             $($( policies.push($crate::__private::info_v2::<$aut>($crate::KindCode::AUTOSCALER)); )*)?
             $($( policies.push($crate::__private::info_v2::<$dec>($crate::KindCode::DECIDER)); )*)?
+            $($( policies.push($crate::__private::info_v2::<$obs>($crate::KindCode::OBSERVER)); )*)?
             $crate::__private::LibraryInfoV2 {
                 abi: $crate::__private::ABI_VERSION,
                 policies,
@@ -300,6 +312,8 @@ macro_rules! export_plugin {
             AUTOSCALER, [$($($aut),*)?]);
         $crate::__blis_create_v2!(__blis_create_decider, DeciderBox, create_decider, DECIDER,
             [$($($dec),*)?]);
+        $crate::__blis_create_v2!(__blis_create_observer, ObserverBox, create_observer, OBSERVER,
+            [$($($obs),*)?]);
 
         /// The library's root module (for hosts that link this crate directly).
         pub fn blis_plugin_module() -> $crate::PluginModRef {
@@ -313,6 +327,7 @@ macro_rules! export_plugin {
                 create_preemption: __blis_create_preemption,
                 create_autoscaler: __blis_create_autoscaler,
                 create_decider: __blis_create_decider,
+                create_observer: __blis_create_observer,
             })
         }
 

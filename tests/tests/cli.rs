@@ -379,3 +379,59 @@ fn kv_offload_section_errors_and_report() {
     let rate = |r: &Value| r["cluster"]["kv_cache_hit_rate"].as_f64().unwrap();
     assert!(rate(&cpu) > rate(&gpu), "{} vs {}", rate(&cpu), rate(&gpu));
 }
+
+/// `cluster.rejected_by` splits `rejected_requests` by cause: all by
+/// admission under `reject-all`; with the gateway queue of the overload
+/// example, its refusals (queue full, shed, expired) are the gateway's
+/// count and admission's is 0; the causes always sum to the total.
+#[test]
+fn rejections_are_counted_by_cause() {
+    let dir = TestDir::new("cli_rejected_by");
+    let causes = [
+        "admission",
+        "filter",
+        "gateway",
+        "tenant_budget",
+        "no_routable_instance",
+    ];
+    let by = |report: &Value| -> Vec<u64> {
+        let c = &report["cluster"];
+        let v: Vec<u64> = causes
+            .iter()
+            .map(|k| c["rejected_by"][*k].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            v.iter().sum::<u64>(),
+            c["rejected_requests"].as_u64().unwrap(),
+            "{c}"
+        );
+        v
+    };
+    let r: Value = serde_json::from_str(&run_ok(
+        &dir,
+        &[
+            "run",
+            "--num-requests",
+            "7",
+            "--admission-policy",
+            "reject-all",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(by(&r), [7, 0, 0, 0, 0]);
+    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/flow-control-overload.toml");
+    let r: Value = serde_json::from_str(&run_ok(
+        &dir,
+        &["run", ex.to_str().unwrap(), "--num-requests", "3000"],
+    ))
+    .unwrap();
+    let fc = &r["cluster"]["flow_control"];
+    let refused: u64 = ["rejected", "shed", "expired"]
+        .iter()
+        .map(|k| fc[*k].as_u64().unwrap())
+        .sum();
+    let v = by(&r);
+    assert!(refused > 0, "{fc}");
+    assert_eq!((v[0], v[2]), (0, refused), "{fc}");
+}

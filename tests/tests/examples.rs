@@ -55,7 +55,7 @@ fn u(v: &Value, k: &str) -> u64 {
         .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
-fn check_conservation(report: &Value, name: &str) {
+pub(crate) fn check_conservation(report: &Value, name: &str) {
     let c = &report["cluster"];
     assert_eq!(
         u(c, "num_requests"),

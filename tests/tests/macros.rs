@@ -15,6 +15,20 @@ macro_rules! eqnice {
             );
         }
     }};
+    ($expected:expr, $got:expr, $($context:tt)+) => {{
+        let expected = &$expected;
+        let got = &$got;
+        if expected != got {
+            panic!(
+                "\n\n==================== expected ====================\n{:#?}\
+                 \n====================== got =======================\n{:#?}\
+                 \n==================================================\n{}\n",
+                expected,
+                got,
+                format!($($context)+)
+            );
+        }
+    }};
 }
 
 /// Assert that `text` contains every one of the needles, printing the whole

@@ -26,6 +26,10 @@ mod pipeline;
 // embedded vs loaded standard library, subcommands, bad input.
 mod cli;
 
+// `blis calibrate fit`: bad tables, a fit that cannot improve, profiles
+// written, applied and refused.
+mod calibrate_fit;
+
 // Every example in examples/ runs (with its plugins) and conserves requests;
 // the plugin template builds on its own and changes routing decisions.
 mod examples;
@@ -66,5 +70,20 @@ mod flow;
 // disaggregated, determinism, bad topologies.
 mod pd;
 
+// TraceV2 (issue 27): run → trace → replay round trips, calibrate and the
+// reference fixtures, every column layout, bad trace input.
+mod traces;
+// `blis observe` against llama.cpp's server (when .ci/run started one), a
+// dead port, and a local server slower than --timeout with vLLM /metrics.
+mod observe;
+
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;
+
+// LoRA adapters through the real `blis`: bad input, and the per-adapter
+// report against the results file.
+mod lora;
+
+// llm-d Router EndpointPickerConfig files run unchanged (`--epp-config`):
+// the 19 shipped files, the loader's validation table, equivalences.
+mod llm_d;

@@ -303,10 +303,11 @@ fn preemption_plugins_reproduce_the_native_policies() {
 }
 
 /// `blis convert epp-config` turns llm-d's default profile (and a profile
-/// with a filter, a newer scorer and an unmappable plugin) into a
-/// `[routing]` section that `blis run` accepts: the scorers and weights are
-/// llm-d's, the picker breaks ties at random as llm-d does, and what cannot
-/// be mapped is named on stderr.
+/// with a decode filter and the load-aware scorer) into a `[routing]`
+/// section that `blis run` accepts: the scorers and weights are llm-d's
+/// (the queue scorer is blis's `waiting-queue`), ties are broken at random
+/// as llm-d's max-score-picker does, and the decode filter is stated to
+/// have no simulated effect on instances without roles.
 #[test]
 fn llm_d_endpoint_picker_configs_convert_and_run() {
     let dir = TestDir::new("llm_d_endpoint_picker_configs_convert_and_run");
@@ -315,16 +316,16 @@ fn llm_d_endpoint_picker_configs_convert_and_run() {
         (
             "default-profile.yaml",
             vec![
-                ("queue-depth", 2.0),
+                ("waiting-queue", 2.0),
                 ("kv-utilization", 2.0),
                 ("prefix-affinity", 3.0),
             ],
-            "'metrics-data-source' (metrics-data-source): ignored",
+            "'metrics-data-source' (metrics-data-source): the model-server metrics",
         ),
         (
             "decode-filter-load-aware.yaml",
             vec![("prefix-affinity", 1.0), ("load-aware", 1.0)],
-            "'session-affinity-scorer' (session-affinity-scorer): NOT converted",
+            "'decode-filter' (decode-filter): no simulated effect",
         ),
     ] {
         let out = dir
@@ -338,15 +339,16 @@ fn llm_d_endpoint_picker_configs_convert_and_run() {
         assert!(stderr.contains(note), "{file}: {stderr}");
         let routing = String::from_utf8(out.stdout).unwrap();
         let t: toml::Table = routing.parse().expect("valid TOML");
-        let p = &t["routing"]["profiles"][0];
-        let got: Vec<(&str, f64)> = p["scorers"]
+        let r = &t["routing"];
+        assert_eq!(r["policy"].as_str(), Some("weighted"), "{file}");
+        assert_eq!(r["tie_break"].as_str(), Some("random"), "{file}");
+        let got: Vec<(&str, f64)> = r["scorers"]
             .as_array()
             .unwrap()
             .iter()
             .map(|s| (s["name"].as_str().unwrap(), s["weight"].as_float().unwrap()))
             .collect();
         assert_eq!(got, scorers, "{file}");
-        assert_eq!(p["picker"]["params"]["tie_break"].as_str(), Some("random"));
         let name = file.trim_end_matches(".yaml");
         dir.write(&format!("{name}.toml"), &format!("{SCENARIO}{routing}\n"));
         let out = dir

@@ -743,6 +743,33 @@ fn a_plugin_built_before_the_decider_kind_loads_and_decides_unchanged() {
     decides_like_the_current_build(&old, "compat-v0-2-before-decider", "before_decider");
 }
 
+/// A plugin built before the observer kind existed (its root module ends
+/// at `create_decider`) loads in this host, has its deciders and no
+/// `create_observer`, and decides exactly as the current build.
+#[test]
+fn a_plugin_built_before_the_observer_kind_loads_and_decides_unchanged() {
+    let old = artifacts().compat_before_observer();
+    let reg = registry_with(std::slice::from_ref(&old));
+    let lib = &reg.libraries()[0];
+    eqnice!("compat-v0-2-before-observer", lib.name.as_str());
+    eqnice!("0.2", lib.abi.to_string());
+    eqnice!(3, lib.policies.len());
+    assert!(lib.has_create_function(KindCode::DECIDER));
+    assert!(!lib.has_create_function(KindCode::OBSERVER));
+    let current = registry_with(&[artifacts().compat_v0_2()]);
+    assert!(current.libraries()[0].has_create_function(KindCode::OBSERVER));
+    // The library before the decider kind has no observers either.
+    let older = registry_with(&[artifacts().compat_before_decider()]);
+    assert!(!older.libraries()[0].has_create_function(KindCode::OBSERVER));
+    let e = reg
+        .observer("compat-scorer", "", 1)
+        .err()
+        .expect("not an observer")
+        .to_string();
+    assert!(e.contains("unknown observer policy 'compat-scorer'"), "{e}");
+    decides_like_the_current_build(&old, "compat-v0-2-before-observer", "before_observer");
+}
+
 /// Run the compat scenarios with `old` and with the current build of the
 /// same policies: identical reports and traces (library names aside).
 fn decides_like_the_current_build(old: &Path, old_name: &str, test: &str) {
@@ -981,23 +1008,57 @@ fn cargo_offline(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("run cargo")
 }
 
-/// `blis plugins new NAME` in a folder outside the repository writes a
-/// crate that builds offline and loads in this `blis` as ABI 0.2.
-#[test]
-fn plugins_new_scaffolds_a_crate_that_builds_offline_and_loads() {
-    let dir = outside_dir("plugins-new");
+/// `blis` with `args` in `dir`: (exit code, stdout, stderr).
+fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     let out = std::process::Command::new(artifacts().blis())
-        .current_dir(&dir)
-        .args(["plugins", "new", "my-scorer"])
+        .current_dir(dir)
+        .args(args)
         .output()
         .expect("run blis");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_contains!(String::from_utf8_lossy(&out.stdout), "plugin ABI 0.2");
-    let krate = dir.join("my-scorer");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The `n` from `key n` in `text` (e.g. "12 completed" with key
+/// "completed" is read backwards: the number before the word).
+fn number_before(text: &str, word: &str) -> u64 {
+    let at = text
+        .find(&format!(" {word}"))
+        .unwrap_or_else(|| panic!("no '{word}' in {text}"));
+    let digits: String = text[..at]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before '{word}' in {text}"))
+}
+
+/// `blis plugins new NAME` in a folder outside the repository writes a
+/// crate with one policy of every kind and a run file for each; it builds
+/// offline (cargo's cache is warm here), loads as ABI 0.2, and every run
+/// file runs. Through it, the toolkit: `on_run_end` with the run's summary
+/// (the router's and the observer's lines agree with the report, once each,
+/// never under `blis validate`), the observer kind, `score()` defaulted for
+/// a `USES_STATE` scorer, the start-up note naming every policy, `plugins
+/// list/show` showing hooks and flags, the report's rejections by cause,
+/// and HOOKS on a scheduler refused at load.
+#[test]
+fn plugins_new_scaffolds_every_kind_and_each_run_file_runs() {
+    let dir = outside_dir("plugins-new");
+    let (code, stdout, stderr) = blis_in(&dir, &["plugins", "new", "my-plugin"]);
+    eqnice!(Some(0), code, "{stderr}");
+    assert_contains!(stdout, "plugin ABI 0.2", "cargo vendor");
+    let krate = dir.join("my-plugin");
+    let readme = std::fs::read_to_string(krate.join("README.md")).unwrap();
+    assert_contains!(readme, "cargo vendor", ".cargo/config.toml", "--offline");
     let built = cargo_offline(&krate, &["build", "--quiet"]);
     assert!(
         built.status.success(),
@@ -1008,21 +1069,180 @@ fn plugins_new_scaffolds_a_crate_that_builds_offline_and_loads() {
         .target_dir()
         .join("plugins-new/debug")
         .join(format!(
-            "{}my_scorer{}",
+            "{}my_plugin{}",
             std::env::consts::DLL_PREFIX,
             std::env::consts::DLL_SUFFIX
         ));
-    let reg = registry_with(&[so]);
-    eqnice!("my-scorer", reg.libraries()[0].name.as_str());
-    eqnice!("0.2", reg.libraries()[0].abi.to_string());
-    eqnice!(vec![1.0, 1.0], scores_of(&reg, "least-waiting", 2));
-    // The folder exists now: a second `new` refuses to overwrite it.
-    let again = std::process::Command::new(artifacts().blis())
-        .current_dir(&dir)
-        .args(["plugins", "new", "my-scorer"])
-        .output()
-        .expect("run blis");
-    eqnice!(Some(2), again.status.code());
+    let so_arg = so.to_str().unwrap();
+    let reg = registry_with(std::slice::from_ref(&so));
+    let lib = &reg.libraries()[0];
+    eqnice!("my-plugin", lib.name.as_str());
+    eqnice!("0.2", lib.abi.to_string());
+    let kinds: Vec<(&str, &str)> = lib
+        .policies
+        .iter()
+        .map(|p| (p.kind.name(), p.name.as_str()))
+        .collect();
+    eqnice!(
+        vec![
+            ("admission", "max-queue"),
+            ("router", "least-queued"),
+            ("scorer", "queue-aware-load"),
+            ("scorer", "fewest-in-flight"),
+            ("filter", "kv-below"),
+            ("picker", "random-best"),
+            ("scheduler", "shortest-prompt"),
+            ("preemption", "youngest"),
+            ("autoscaler", "queue-per-instance"),
+            ("decider", "long-uncached"),
+            ("observer", "completion-log"),
+        ],
+        kinds
+    );
+    // fewest-in-flight writes only score_candidates: the default score()
+    // scores every instance through it (in_flight 0 → 1).
+    eqnice!(vec![1.0, 1.0, 1.0], scores_of(&reg, "fewest-in-flight", 3));
+
+    // plugins list / show: hooks and flags.
+    let (code, list, stderr) = blis_in(&dir, &["plugins", "list", "--plugin", so_arg]);
+    eqnice!(Some(0), code, "{stderr}");
+    let line = |name: &str| {
+        list.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in\n{list}"))
+            .to_string()
+    };
+    assert!(
+        line("completion-log").ends_with("[hooks: completed, run_end]"),
+        "{list}"
+    );
+    assert!(line("least-queued").ends_with("[hooks: run_end]"), "{list}");
+    assert!(line("fewest-in-flight").ends_with("[uses state]"), "{list}");
+    assert!(!line("kv-below").contains('['), "{list}");
+    let (code, show, _) = blis_in(
+        &dir,
+        &["plugins", "show", "completion-log", "--plugin", so_arg],
+    );
+    eqnice!(Some(0), code);
+    assert_contains!(show, "Hooks: completed, run_end", "Flags: none");
+    let (_, show, _) = blis_in(
+        &dir,
+        &["plugins", "show", "fewest-in-flight", "--plugin", so_arg],
+    );
+    assert_contains!(show, "Hooks: none", "Flags: uses state");
+
+    // Every run file runs.
+    let run = |file: &str| {
+        let path = krate.join("runs").join(file);
+        let (code, stdout, stderr) = blis_in(
+            &dir,
+            &["run", path.to_str().unwrap(), "--plugin", so_arg, "--quiet"],
+        );
+        eqnice!(Some(0), code, "{file}:\n{stderr}");
+        let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        (report, stderr)
+    };
+    let (report, stderr) = run("profile.toml");
+    let c = &report["cluster"];
+    let by = &c["rejected_by"];
+    let causes = [
+        "admission",
+        "filter",
+        "gateway",
+        "tenant_budget",
+        "no_routable_instance",
+    ];
+    let sum: u64 = causes.iter().map(|k| by[*k].as_u64().unwrap()).sum();
+    eqnice!(c["rejected_requests"].as_u64().unwrap(), sum, "{by}");
+    assert_contains!(
+        stderr,
+        "note: pipeline: admission my-plugin::max-queue; routing: scheduling profile 'default': \
+         filters my-plugin::kv-below; scorers my-plugin::queue-aware-load:2, \
+         my-plugin::fewest-in-flight:1; picker my-plugin::random-best; instance scheduler \
+         shortest-prompt, preemption youngest; observers my-plugin::completion-log"
+    );
+    let ends: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("[my-plugin::completion-log] run ended at "))
+        .collect();
+    eqnice!(1, ends.len(), "{stderr}");
+    let end = ends[0];
+    let completed = c["completed_requests"].as_u64().unwrap();
+    eqnice!(completed, number_before(end, "completed"), "{end}");
+    assert_contains!(end, format!("(seen {completed})"));
+    eqnice!(
+        c["rejected_requests"].as_u64().unwrap(),
+        number_before(end, "rejected")
+    );
+    eqnice!(
+        by["admission"].as_u64().unwrap(),
+        number_before(end, "by admission")
+    );
+    eqnice!(
+        by["filter"].as_u64().unwrap(),
+        number_before(end, "by filters")
+    );
+
+    let (report, stderr) = run("router.toml");
+    let arrived = report["cluster"]["num_requests"].as_u64().unwrap();
+    eqnice!(200, arrived);
+    let routed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("[my-plugin::least-queued] "))
+        .collect();
+    eqnice!(
+        vec!["[my-plugin::least-queued] routed 200 of 200 requests"],
+        routed
+    );
+    assert_contains!(stderr, "routing: router my-plugin::least-queued");
+    let (report, stderr) = run("autoscaler.toml");
+    assert!(report["control"].is_object(), "{report}");
+    assert_contains!(stderr, "autoscaler queue-per-instance");
+    let (report, stderr) = run("pd.toml");
+    assert!(report["pd"].is_object(), "{report}");
+    assert_contains!(stderr, "P/D decider long-uncached");
+
+    // `blis validate` creates the policies but runs nothing: no run end.
+    let path = krate.join("runs/profile.toml");
+    let (code, _, stderr) = blis_in(
+        &dir,
+        &["validate", path.to_str().unwrap(), "--plugin", so_arg],
+    );
+    eqnice!(Some(0), code, "{stderr}");
+    assert_lacks!(stderr, "run ended");
+
+    // HOOKS on a scheduler (which never receives events) is a load error.
+    let kinds_rs = krate.join("src/kinds.rs");
+    let text = std::fs::read_to_string(&kinds_rs).unwrap();
+    let anchor = "const NAME: &'static str = \"shortest-prompt\";";
+    assert_contains!(text, anchor);
+    std::fs::write(
+        &kinds_rs,
+        text.replace(
+            anchor,
+            &format!("{anchor}\n    const HOOKS: Hooks = Hooks::RUN_END;"),
+        ),
+    )
+    .unwrap();
+    let built = cargo_offline(&krate, &["build", "--quiet"]);
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let (code, stdout, stderr) = blis_in(&dir, &["plugins", "list", "--plugin", so_arg]);
+    eqnice!(Some(2), code, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    eqnice!(1, stderr.trim().lines().count(), "{stderr}");
+    assert_contains!(
+        stderr,
+        so_arg,
+        "scheduler 'shortest-prompt' declares HOOKS, but a scheduler never receives lifecycle \
+         events"
+    );
+    // A second `new` refuses to overwrite the folder.
+    let (code, _, _) = blis_in(&dir, &["plugins", "new", "my-plugin"]);
+    eqnice!(Some(2), code);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

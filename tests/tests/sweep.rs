@@ -509,6 +509,24 @@ fn html_report_of_a_run_has_every_plot_and_series() {
         "<th class=\"l\">SLO class</th>",
         "<th class=\"l\">tenant</th>"
     );
+    // The rejections by cause, each a row right under the total.
+    let at = |needle: &str| {
+        html.find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?} in the page"))
+    };
+    let causes = [
+        "… rejected by admission",
+        "… rejected by filter",
+        "… rejected by gateway",
+        "… rejected by tenant_budget",
+        "… rejected by no_routable_instance",
+    ];
+    let mut last = at("rejected_requests");
+    for c in causes {
+        assert!(at(c) > last, "{c} is not after the previous row");
+        last = at(c);
+    }
+    assert!(last < at("dropped_unservable"));
 }
 
 #[test]

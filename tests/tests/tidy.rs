@@ -24,7 +24,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_source_file_has_a_header_and_no_skipped_tests() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let mut files = Vec::new();
-    for d in ["host", "plugin-api", "plugins", "examples", "tests"] {
+    for d in [
+        "host",
+        "plugin-api",
+        "plugins",
+        "examples",
+        "tests",
+        "python",
+    ] {
         rust_files(&root.join(d), &mut files);
     }
     assert!(files.len() > 30, "found only {} files", files.len());

@@ -23,6 +23,7 @@ const PACKAGES: &[&str] = &[
     "fixture-plugin-v0-1",
     "fixture-plugin-v0-2",
     "fixture-plugin-v0-2-before-decider",
+    "fixture-plugin-v0-2-before-observer",
     "fixture-pipeline",
     "fixture-autoscaler",
     "fixture-decider",
@@ -83,6 +84,12 @@ impl Artifacts {
     /// decider kind (no `create_decider` in the root module).
     pub fn compat_before_decider(&self) -> PathBuf {
         self.library("fixture_plugin_v0_2_before_decider")
+    }
+
+    /// The compat policies built against ABI 0.2 as it was before the
+    /// observer kind (no `create_observer`).
+    pub fn compat_before_observer(&self) -> PathBuf {
+        self.library("fixture_plugin_v0_2_before_observer")
     }
 
     /// A third-party P/D decider disaggregating long prompts (ABI 0.2 kind 7).
@@ -208,6 +215,7 @@ fn build_artifacts() -> Result<Artifacts, String> {
         artifacts.compat_v0_1(),
         artifacts.compat_v0_2(),
         artifacts.compat_before_decider(),
+        artifacts.compat_before_observer(),
         artifacts.pipeline(),
         artifacts.decider(),
         artifacts.blis_std(),

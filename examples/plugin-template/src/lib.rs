@@ -15,6 +15,11 @@
 //!   while every instance is loaded past a limit, optionally only requests of
 //!   sheddable SLO classes.
 //!
+//! [`kinds`] has one small policy of every other kind — router, filter,
+//! picker, a scorer reading the 0.2 cluster state, scheduler, preemption,
+//! autoscaler, P/D decider and observer — and the run files in `runs/` use
+//! each of them.
+//!
 //! A policy is three pieces:
 //!
 //! 1. a type implementing [`PolicyDef`]: its run-file name, a one-line
@@ -35,6 +40,8 @@
 //! * It rejects bad parameters in `create`, with a message that names the
 //!   key. blis then stops before simulating anything. A panic inside a policy
 //!   is caught and reported as an error, but it is still a bug.
+
+pub mod kinds;
 
 use blis_plugin_api::{
     export_plugin, Admission, ClusterView, InstanceSnapshot, Params, PolicyDef, RequestView,
@@ -221,8 +228,15 @@ impl Admission for MaxQueue {
 export_plugin! {
     library: "my-blis-plugin",
     admission: [MaxQueue],
-    routers: [],
-    scorers: [QueueAwareLoad],
+    routers: [kinds::LeastQueued],
+    scorers: [QueueAwareLoad, kinds::FewestInFlight],
+    filters: [kinds::KvBelow],
+    pickers: [kinds::RandomBest],
+    schedulers: [kinds::ShortestPrompt],
+    preemption: [kinds::Youngest],
+    autoscalers: [kinds::QueuePerInstance],
+    deciders: [kinds::LongUncached],
+    observers: [kinds::CompletionLog],
 }
 
 #[cfg(test)]
@@ -388,11 +402,37 @@ mod tests {
             .iter()
             .map(|p| (p.kind, p.name.as_str()))
             .collect();
+        // The 0.1 description lists the 0.1 kinds (admission, router,
+        // scorer); the 0.2 one lists every policy, one of each kind.
         assert_eq!(
             listed,
             vec![
                 (PolicyKind::Admission, "max-queue"),
+                (PolicyKind::Router, "least-queued"),
                 (PolicyKind::Scorer, "queue-aware-load"),
+                (PolicyKind::Scorer, "fewest-in-flight"),
+            ]
+        );
+        let v2 = (module.describe_v2().expect("ABI 0.2"))();
+        let kinds: Vec<(&str, &str)> = v2
+            .policies
+            .iter()
+            .map(|p| (p.kind.name(), p.name.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("admission", "max-queue"),
+                ("router", "least-queued"),
+                ("scorer", "queue-aware-load"),
+                ("scorer", "fewest-in-flight"),
+                ("filter", "kv-below"),
+                ("picker", "random-best"),
+                ("scheduler", "shortest-prompt"),
+                ("preemption", "youngest"),
+                ("autoscaler", "queue-per-instance"),
+                ("decider", "long-uncached"),
+                ("observer", "completion-log"),
             ]
         );
         let create = |kind, name: &str, params: &str| {

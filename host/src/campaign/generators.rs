@@ -33,6 +33,7 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         horizon().boxed(),
         flow_control().boxed(),
         tenants().boxed(),
+        lora().boxed(),
         // P/D pools and the control plane are exclusive (the control plane
         // scales one homogeneous fleet): a run gets one or the other.
         prop_oneof![control(), pd()].boxed(),
@@ -48,6 +49,13 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         for f in fragments {
             merge(&mut table, f.table);
             trace_csv = trace_csv.or(f.trace_csv);
+        }
+        let picks = table.remove(LORA_PICKS);
+        if table.contains_key("pools") {
+            // LoRA adapters are not supported with P/D pools.
+            table.remove("lora");
+        } else if let (Some(Value::Array(picks)), true) = (picks, table.contains_key("lora")) {
+            apply_lora_picks(&mut table, &picks);
         }
         if table.contains_key("pools") {
             // The pools are the cluster.
@@ -697,4 +705,113 @@ fn pd() -> impl Strategy<Value = Fragment> {
             },
         ),
     ]
+}
+
+/// Where the LoRA generator leaves its choices for [`scenario`] (per
+/// client: 0 base model, 1 one adapter, 2 a Zipf mix; then whether the
+/// weighted policy gets `lora-affinity`).
+const LORA_PICKS: &str = "__lora_picks";
+
+/// `[lora]` in a third of the runs: 1–6 adapters of random ranks, 1–3
+/// slots, short loads, sometimes step-overhead tiers; clients of the
+/// workload get an adapter or a mix ([`apply_lora_picks`]).
+fn lora() -> impl Strategy<Value = Fragment> {
+    prop::option::weighted(
+        1.0 / 3.0,
+        (
+            prop::collection::vec(prop::sample::select(vec![1u32, 4, 8, 16, 64]), 1..7),
+            1u32..4,
+            0i64..3_000,
+            prop::sample::select(vec![100.0f64, 5_000.0, 1e6]),
+            any::<bool>(),
+            prop::collection::vec(0i64..3, 8),
+            any::<bool>(),
+        ),
+    )
+    .prop_map(|g| {
+        let Some((ranks, capacity, base, bandwidth, tiers, picks, affinity)) = g else {
+            return Fragment::default();
+        };
+        let mut l = Table::new();
+        l.insert("adapter_capacity".into(), int(capacity));
+        l.insert("load_base_latency_us".into(), (base as f64).into());
+        l.insert("load_bandwidth_bytes_us".into(), bandwidth.into());
+        l.insert("footprint_bytes_per_rank".into(), int(1000));
+        if tiers {
+            let mut t = Table::new();
+            for (r, k6, k7) in [("8", 0.05, 0.02), ("32", 0.2, 0.1)] {
+                let mut c = Table::new();
+                c.insert("k6".into(), k6.into());
+                c.insert("k7".into(), k7.into());
+                t.insert(r.into(), Value::Table(c));
+            }
+            l.insert("step_overhead_tiers".into(), Value::Table(t));
+        }
+        let adapters = ranks
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| {
+                let mut a = Table::new();
+                a.insert("id".into(), format!("ad-{i}").into());
+                a.insert("rank".into(), int(r));
+                Value::Table(a)
+            })
+            .collect();
+        l.insert("adapters".into(), Value::Array(adapters));
+        let mut table = Table::new();
+        table.insert("lora".into(), Value::Table(l));
+        let mut p: Vec<Value> = picks.into_iter().map(Value::Integer).collect();
+        p.push(Value::Boolean(affinity));
+        table.insert(LORA_PICKS.into(), Value::Array(p));
+        Fragment {
+            table,
+            trace_csv: None,
+        }
+    })
+}
+
+/// Give the workload's clients the adapters the LoRA generator picked,
+/// and the weighted policy `lora-affinity` when it asked.
+fn apply_lora_picks(table: &mut Table, picks: &[Value]) {
+    let n = match table.get("lora").and_then(|l| l.get("adapters")) {
+        Some(Value::Array(a)) => a.len(),
+        _ => return,
+    };
+    let ids: Vec<Value> = (0..n).map(|i| Value::from(format!("ad-{i}"))).collect();
+    if let Some(Value::Array(clients)) = section(table, "workload").get_mut("clients") {
+        for (i, c) in clients.iter_mut().enumerate() {
+            let Value::Table(c) = c else { continue };
+            match picks.get(i % (picks.len() - 1)).and_then(Value::as_integer) {
+                Some(1) => {
+                    c.insert("adapter".into(), ids[i % n].clone());
+                }
+                Some(2) => {
+                    let mut m = Table::new();
+                    m.insert("ids".into(), Value::Array(ids.clone()));
+                    m.insert("zipf_s".into(), 1.0.into());
+                    c.insert("adapter_mix".into(), Value::Table(m));
+                }
+                _ => {}
+            }
+        }
+    }
+    let affinity = picks.last().and_then(Value::as_bool) == Some(true);
+    let routing = section(table, "routing");
+    if affinity && routing.get("policy").and_then(Value::as_str) == Some("weighted") {
+        let mut lora = Table::new();
+        lora.insert("name".into(), "lora-affinity".into());
+        lora.insert("weight".into(), 2.0.into());
+        match routing.get_mut("scorers") {
+            Some(Value::Array(list)) => list.push(Value::Table(lora)),
+            _ => {
+                let mut qd = Table::new();
+                qd.insert("name".into(), "queue-depth".into());
+                qd.insert("weight".into(), 1.0.into());
+                routing.insert(
+                    "scorers".into(),
+                    Value::Array(vec![Value::Table(lora), Value::Table(qd)]),
+                );
+            }
+        }
+    }
 }

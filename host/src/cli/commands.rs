@@ -2,6 +2,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::load::load_run;
@@ -18,14 +20,14 @@ pub struct Failure {
     pub message: String,
 }
 
-pub(super) fn usage(message: impl Into<String>) -> Failure {
+pub fn usage(message: impl Into<String>) -> Failure {
     Failure {
         code: 2,
         message: message.into(),
     }
 }
 
-fn runtime(message: impl Into<String>) -> Failure {
+pub(crate) fn runtime(message: impl Into<String>) -> Failure {
     Failure {
         code: 1,
         message: message.into(),
@@ -51,6 +53,10 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Convert(ConvertCommand::EppConfig { file }) => convert_epp_config(&file).map(Some),
         Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
         Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
+        Command::Replay(args) => super::replay::replay(&args).map(Some),
+        Command::Calibrate(args) => super::calibrate::calibrate(&args).map(Some),
+        #[cfg(feature = "observe")]
+        Command::Observe(args) => crate::observe::observe_command(&args),
     }
 }
 
@@ -101,22 +107,49 @@ pub struct Simulated {
 
 /// Build and run one simulation of `run` (its relative paths against
 /// `source`'s folder), exactly as `blis run` does. Notes about the setup go
-/// to `note`; a progress bar is drawn on stderr when `progress`.
+/// to `note`, warnings to stderr; a progress bar is drawn on stderr when
+/// `progress`.
 pub fn simulate(
     run: &RunFile,
     source: &Source,
     progress: bool,
     mut note: impl FnMut(&str),
 ) -> Result<Simulated, Failure> {
+    simulate_with(run, source, progress, None, |kind, text| match kind {
+        Notice::Note => note(text),
+        Notice::Warning => eprintln!("warning: {text}"),
+    })
+}
+
+/// What [`simulate_with`] tells about a run's setup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// A fact about the setup (`note:` on the command line).
+    Note,
+    /// A setting that is probably a mistake (`warning:` on the command line).
+    Warning,
+}
+
+/// [`simulate`] with the setup's notes and warnings handed to `notice`, and
+/// a flag that stops the run (a [`Failure`] with code 1 and the message of
+/// [`crate::cluster::RunError::Cancelled`]) once set. For embedding blis
+/// (the Python package); `blis run` goes through [`simulate`].
+pub fn simulate_with(
+    run: &RunFile,
+    source: &Source,
+    progress: bool,
+    cancel: Option<Arc<AtomicBool>>,
+    mut notice: impl FnMut(Notice, &str),
+) -> Result<Simulated, Failure> {
     check_outputs_against_run_file(run, source)?;
     let mut registry = Registry::standard();
     let built = config::build(run, &source.base_dir, &mut registry, true)
         .map_err(|m| usage(format!("{}: {m}", source.name)))?;
     for n in &built.notes {
-        note(n);
+        notice(Notice::Note, n);
     }
     for w in &built.warnings {
-        eprintln!("warning: {w}");
+        notice(Notice::Warning, w);
     }
     let outputs = built.outputs;
     let planned = built.setup.workload.planned_requests();
@@ -134,7 +167,12 @@ pub fn simulate(
         b
     });
     let fitness = built.fitness_weights.clone();
-    let mut outcome = Cluster::new(built.setup)
+    let calibration = built.calibration.clone();
+    let mut cluster = Cluster::new(built.setup);
+    if let Some(flag) = cancel {
+        cluster = cluster.cancel_on(flag);
+    }
+    let mut outcome = cluster
         .run(|t, arrived| {
             if let Some(b) = &bar {
                 b.set_position(arrived);
@@ -161,11 +199,27 @@ pub fn simulate(
     if let Some(e) = outcome.timeseries.as_ref().and_then(|t| t.error.as_ref()) {
         return Err(runtime(format!("cannot write the time series file: {e}")));
     }
+    for s in &mut outcome.collector.sinks {
+        s.finish().map_err(runtime)?;
+    }
     let mut report = report::build(&mut outcome, fitness.as_ref());
     if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {
         map.insert("plugins".into(), files);
     }
+    if let (Some((path, sha256)), Some(map)) = (&calibration, report.as_object_mut()) {
+        map.insert(
+            "calibration".into(),
+            serde_json::json!({ "profile": path, "sha256": sha256 }),
+        );
+    }
     let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
+    let mut outputs = outputs;
+    if let Some(p) = &run.output.metrics_path {
+        outputs.push(write_metrics(
+            &config::resolve(&source.base_dir, p),
+            &report,
+        )?);
+    }
     // Only a run that succeeded puts its output files in place.
     for o in outputs {
         o.commit().map_err(|e| runtime(e.to_string()))?;
@@ -176,6 +230,42 @@ pub fn simulate(
         simulated_us: outcome.duration,
         events: outcome.events,
     })
+}
+
+/// `output.metrics_path`: the report's `cluster` block plus `cache_hit_rate`
+/// (the name the reference's aggregate metrics and `blis calibrate
+/// --sim-metrics` use), written to a temporary file committed with the others.
+fn write_metrics(
+    path: &Path,
+    report: &serde_json::Value,
+) -> Result<crate::output::PendingOutput, Failure> {
+    let mut m = report
+        .get("cluster")
+        .and_then(|c| c.as_object())
+        .cloned()
+        .unwrap_or_default();
+    let hit = m
+        .get("kv_cache_hit_rate")
+        .cloned()
+        .unwrap_or(serde_json::json!(0.0));
+    m.insert("cache_hit_rate".into(), hit);
+    let text = serde_json::to_string_pretty(&serde_json::Value::Object(m))
+        .map_err(|e| runtime(e.to_string()))?;
+    let (mut f, pending) = crate::output::PendingOutput::create(path).map_err(|e| {
+        runtime(format!(
+            "cannot create the metrics file {}: {e}",
+            path.display()
+        ))
+    })?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.write_all(b"\n"))
+        .map_err(|e| {
+            runtime(format!(
+                "cannot write the metrics file {}: {e}",
+                path.display()
+            ))
+        })?;
+    Ok(pending)
 }
 
 /// The output files may not overwrite the run file itself (the other
@@ -227,23 +317,50 @@ fn plugins_list(paths: &[PathBuf]) -> Result<String, Failure> {
             lib.name, lib.version, lib.abi, lib.origin
         ));
         for p in &lib.policies {
+            let flags = policy_flags(p);
             out.push_str(&format!(
-                "  {:<kind_w$}  {:<name_w$}  {}\n",
+                "  {:<kind_w$}  {:<name_w$}  {}{}\n",
                 p.kind.name(),
                 p.name,
-                p.summary
+                p.summary,
+                if flags.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", flags.join("; "))
+                }
             ));
         }
     }
     Ok(out.trim_end().to_string())
 }
 
+/// What a policy declares beyond its kind: its hooks (`hooks: completed,
+/// run_end`), and the flags that change how blis calls it.
+fn policy_flags(p: &crate::plugins::registry::PolicyEntry) -> Vec<String> {
+    let mut flags = Vec::new();
+    let hooks: Vec<&str> = (0..32u8)
+        .map(blis_plugin_api::EventKind)
+        .filter(|&k| p.hooks.contains(k))
+        .map(|k| k.name())
+        .collect();
+    if !hooks.is_empty() {
+        flags.push(format!("hooks: {}", hooks.join(", ")));
+    }
+    if p.uses_state && !p.prefix_query {
+        flags.push("uses state".to_string());
+    }
+    if p.prefix_query {
+        flags.push("prefix query".to_string());
+    }
+    flags
+}
+
 fn plugins_new(name: &str) -> Result<String, Failure> {
     let here = std::env::current_dir().map_err(|e| usage(format!("no current folder: {e}")))?;
     let root = super::scaffold::create(&here, name).map_err(usage)?;
     Ok(format!(
-        "created {} (plugin ABI {}): a scorer 'least-waiting' in src/lib.rs, the plugin API in blis-plugin-api/.\n\
-         Build it:  cd {name} && cargo build --release\n\
+        "created {} (plugin ABI {}): one policy of every kind in src/, a run file for each in runs/, the plugin API in blis-plugin-api/.\n\
+         Build it:  cd {name} && cargo build --release   (downloads abi_stable, serde and toml once; no network at all: see `cargo vendor` in README.md)\n\
          Try it:    blis plugins list --plugin {name}/target/release/lib{}.so",
         root.display(),
         blis_plugin_api::ABI_VERSION,
@@ -269,14 +386,31 @@ fn plugins_show(name: &str, paths: &[PathBuf]) -> Result<String, Failure> {
     }
     let mut out = String::new();
     for (lib, p) in found {
+        let flags = policy_flags(p);
+        let hooks = flags
+            .iter()
+            .find_map(|f| f.strip_prefix("hooks: "))
+            .unwrap_or("none");
+        let mut calls = Vec::new();
+        if p.uses_state {
+            calls.push("uses state (blis calls score_candidates with the 0.2 cluster state)");
+        }
+        if p.prefix_query {
+            calls.push("prefix query (blis runs the prefix-cache query for its decisions)");
+        }
         out.push_str(&format!(
-            "{} '{}' from {} {} ({})\n  {}\n\nParameters:\n{}\n\n",
+            "{} '{}' from {} {} ({})\n  {}\n  Hooks: {hooks}\n  Flags: {}\n\nParameters:\n{}\n\n",
             p.kind.name(),
             p.name,
             lib.name,
             lib.version,
             lib.origin,
             p.summary,
+            if calls.is_empty() {
+                "none".to_string()
+            } else {
+                calls.join("; ")
+            },
             p.params_doc
                 .lines()
                 .map(|l| format!("  {l}"))

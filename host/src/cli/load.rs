@@ -40,6 +40,13 @@ pub fn load_run(args: &RunArgs) -> Result<(RunFile, Source), Failure> {
         Some(p) => Source::read(p).map_err(usage)?,
         None => Source::builtin(),
     };
+    load_run_from(source, args)
+}
+
+/// [`load_run`] with the run file's text already read (`args.run_file` is
+/// not used): `blis observe`, and the Python package's run files given as
+/// tables.
+pub fn load_run_from(source: Source, args: &RunArgs) -> Result<(RunFile, Source), Failure> {
     let parsed = config::parse(&source).map_err(usage)?;
     let edits = flag_edits(args)?;
     if edits.is_empty() {
@@ -139,6 +146,9 @@ fn flag_edits(args: &RunArgs) -> Result<Vec<Edit>, Failure> {
             set("routing.policy", string("weighted"));
         }
     }
+    if let Some(v) = &args.epp_config {
+        set("routing.epp_config", path(v));
+    }
     if let Some(v) = &args.results_path {
         set("output.results_path", path(v));
     }
@@ -147,6 +157,9 @@ fn flag_edits(args: &RunArgs) -> Result<Vec<Edit>, Failure> {
     }
     if let Some(v) = &args.trace_path {
         set("output.trace_path", path(v));
+    }
+    if let Some(v) = &args.trace_output {
+        set("output.trace_v2", path(v));
     }
     if let Some(v) = &args.workload {
         set("workload.preset", string(v));

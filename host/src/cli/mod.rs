@@ -5,8 +5,10 @@
 //! or returned something invalid, an output file could not be written);
 //! 2 bad input (command line, run file, trace, plugin library) — nothing ran.
 
+mod calibrate;
 mod commands;
 mod load;
+mod replay;
 mod scaffold;
 mod sweep;
 
@@ -14,8 +16,10 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use commands::{dispatch, print_stdout, simulate, Failure, Simulated};
-pub use load::load_run;
+pub use commands::usage;
+pub use commands::{dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated};
+pub use load::{load_run, load_run_from};
+pub use sweep::sweep_in_process;
 
 /// `blis --version`: the program version and the plugin ABI it loads.
 pub fn version() -> String {
@@ -60,6 +64,14 @@ pub enum Command {
     Sweep(sweep::SweepArgs),
     /// Write an HTML report with plots of a run's outputs or of a sweep directory.
     Report(sweep::ReportArgs),
+    /// Replay a TraceV2 trace (header YAML + data CSV) on the cluster of a run file.
+    Replay(replay::ReplayArgs),
+    /// Compare a real trace with a replay's SimResult array and write a calibration report.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Drive a real OpenAI-compatible server (vLLM, llm-d, llama.cpp…) with a
+    /// workload and record what it did as a TraceV2 (mode real).
+    #[cfg(feature = "observe")]
+    Observe(Box<crate::observe::ObserveArgs>),
 }
 
 /// `blis plugins …`
@@ -110,7 +122,7 @@ pub enum ConvertCommand {
 }
 
 /// A run file plus command-line overrides.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct RunArgs {
     /// TOML run file (default: the built-in scenario — 4 instances, weighted routing, chat-like workload).
     pub run_file: Option<PathBuf>,
@@ -150,6 +162,9 @@ pub struct RunArgs {
     /// Weighted scorers as `name:weight,…` (sets `routing.scorers`, implies `--routing-policy weighted`).
     #[arg(long)]
     pub routing_scorers: Option<String>,
+    /// An llm-d EndpointPickerConfig YAML read as llm-d reads it, in place of the run file's routing, admission and flow control (`routing.epp_config`).
+    #[arg(long, value_name = "FILE.yaml")]
+    pub epp_config: Option<PathBuf>,
     /// Load a plugin library (repeatable; added to `[[plugins]]`).
     #[arg(long = "plugin", value_name = "PATH")]
     pub plugins: Vec<PathBuf>,
@@ -162,6 +177,9 @@ pub struct RunArgs {
     /// Decision trace file (`output.trace_path`; implies trace level `decisions`).
     #[arg(long)]
     pub trace_path: Option<PathBuf>,
+    /// TraceV2 export: writes P.yaml + P.csv, one row per arrival (`output.trace_v2`).
+    #[arg(long, value_name = "P")]
+    pub trace_output: Option<PathBuf>,
     /// Workload preset: chatbot, contentgen, summarization, multidoc (`workload.preset`).
     #[arg(long)]
     pub workload: Option<String>,

@@ -1,10 +1,12 @@
 //! `blis plugins new NAME`: a new plugin crate that builds wherever it is
 //! created, against exactly the plugin API this `blis` was built with.
 //!
-//! The crate gets the sources of that `blis-plugin-api` in a sub-folder (a
-//! path dependency: no git tag or registry needed) and the lock file of the
-//! plugin template, so `cargo build --offline` works once abi_stable, serde
-//! and toml are in cargo's cache.
+//! The crate is the plugin template (`examples/plugin-template`: one policy
+//! of every kind, a run file for each) under the new name, with the sources
+//! of that `blis-plugin-api` in a sub-folder (a path dependency: no git tag
+//! or registry needed) and the template's lock file. `cargo build
+//! --offline` works once abi_stable, serde and toml are in cargo's cache;
+//! its README says how to vendor them for a machine without network.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +18,10 @@ const API_FILES: &[(&str, &str)] = &[
     (
         "src/abi_before_decider.rs",
         include_str!("../../../plugin-api/src/abi_before_decider.rs"),
+    ),
+    (
+        "src/abi_before_observer.rs",
+        include_str!("../../../plugin-api/src/abi_before_observer.rs"),
     ),
     (
         "src/abi_v0_1.rs",
@@ -100,83 +106,107 @@ blis-plugin-api = {{ path = "blis-plugin-api", features = ["testing"] }}
     )
 }
 
-fn lib_rs(name: &str) -> String {
+/// The plugin template's files (`examples/plugin-template`): one policy of
+/// every kind and a run file for each, written with the crate's names.
+const TEMPLATE_FILES: &[(&str, &str)] = &[
+    (
+        "src/lib.rs",
+        include_str!("../../../examples/plugin-template/src/lib.rs"),
+    ),
+    (
+        "src/kinds.rs",
+        include_str!("../../../examples/plugin-template/src/kinds.rs"),
+    ),
+    (
+        "example.toml",
+        include_str!("../../../examples/plugin-template/example.toml"),
+    ),
+    (
+        "runs/profile.toml",
+        include_str!("../../../examples/plugin-template/runs/profile.toml"),
+    ),
+    (
+        "runs/router.toml",
+        include_str!("../../../examples/plugin-template/runs/router.toml"),
+    ),
+    (
+        "runs/autoscaler.toml",
+        include_str!("../../../examples/plugin-template/runs/autoscaler.toml"),
+    ),
+    (
+        "runs/pd.toml",
+        include_str!("../../../examples/plugin-template/runs/pd.toml"),
+    ),
+];
+
+/// A template file with the template's names replaced by the crate's.
+fn from_template(text: &str, name: &str) -> String {
+    text.replace("my-blis-plugin", name)
+        .replace("my_blis_plugin", &lib_name(name))
+}
+
+fn readme(name: &str) -> String {
+    let lib = lib_name(name);
     format!(
-        r#"//! # {name} — a blis policy plugin
-//!
-//! One scorer, `least-waiting`, to edit. Build with `cargo build --release`,
-//! then `blis plugins list --plugin target/release/lib{lib}.so`.
+        r#"# {name} — a blis policy plugin
 
-use blis_plugin_api::serde::Deserialize;
-use blis_plugin_api::{{export_plugin, ClusterView, Params, PolicyDef, RequestView, Scorer, Scores}};
+Written by `blis plugins new {name}` (plugin ABI {abi}). `src/lib.rs` has the
+scorer `queue-aware-load` and the admission policy `max-queue`;
+`src/kinds.rs` has one small policy of every other kind: the router
+`least-queued`, the filter `kv-below`, the picker `random-best`, the scorer
+`fewest-in-flight` (reads the 0.2 cluster state), the scheduler
+`shortest-prompt`, the preemption policy `youngest`, the autoscaler
+`queue-per-instance`, the P/D decider `long-uncached` and the observer
+`completion-log` (lifecycle events and the end of the run only).
+`blis-plugin-api/` is the exact plugin API of the `blis` that wrote this
+crate: keep it as it is.
 
-#[derive(Deserialize)]
-#[serde(crate = "blis_plugin_api::serde", deny_unknown_fields)]
-struct LeastWaitingParams {{
-    #[serde(default = "default_pending_weight")]
-    pending_weight: f64,
-}}
+## Build
 
-fn default_pending_weight() -> f64 {{
-    1.0
-}}
+    cargo build --release
+    cargo test
 
-/// `1 / (1 + queue depth + pending_weight × pending requests)`.
-pub struct LeastWaiting {{
-    pending_weight: f64,
-}}
+The plugin is `target/release/lib{lib}.so`. The build needs the crates in
+`Cargo.lock` (abi_stable, serde, toml and theirs): cargo downloads them the
+first time, or finds them in its cache (`cargo build --offline` then works).
 
-impl PolicyDef for LeastWaiting {{
-    const NAME: &'static str = "least-waiting";
-    const SUMMARY: &'static str = "1 / (1 + queued + pending_weight × pending)";
-    const PARAMS_DOC: &'static str =
-        "pending_weight  (float ≥ 0, default 1.0)  cost of a request routed but not yet queued.";
-    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {{
-        let p: LeastWaitingParams = params.parse()?;
-        if !(p.pending_weight.is_finite() && p.pending_weight >= 0.0) {{
-            return Err(format!("params.pending_weight = {{}}: must be ≥ 0", p.pending_weight));
-        }}
-        Ok(LeastWaiting {{
-            pending_weight: p.pending_weight,
-        }})
-    }}
-}}
+### On a machine without network
 
-impl Scorer for LeastWaiting {{
-    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {{
-        for s in cluster.instances() {{
-            let waiting = f64::from(s.queue_depth) + self.pending_weight * f64::from(s.pending_requests);
-            scores.push(1.0 / (1.0 + waiting));
-        }}
-    }}
-}}
+`--offline` only helps when the crates are already in cargo's cache. For a
+machine that never had them, vendor them on a connected machine, in this
+folder:
 
-export_plugin! {{
-    library: "{name}",
-    admission: [],
-    routers: [],
-    scorers: [LeastWaiting],
-}}
+    cargo vendor
 
-#[cfg(test)]
-mod tests {{
-    use super::*;
-    use blis_plugin_api::testing::{{Fixture, SyntheticRun}};
+It copies every dependency into `vendor/` and prints a few lines for
+`.cargo/config.toml`; write them into `.cargo/config.toml` in this folder,
+then copy the whole folder (with `vendor/` and `.cargo/`) to the offline
+machine, where `cargo build --release --offline` builds it.
 
-    #[test]
-    fn prefers_the_instance_with_the_shortest_queue() {{
-        let f = Fixture::idle(3).queue_depths(&[4, 0, 1]);
-        let mut s = LeastWaiting::create(Params::new(""), 0).unwrap();
-        let mut scores = Scores::new();
-        s.score(&f.request(1), &f.view(), &mut scores);
-        assert_eq!(scores.as_slice(), &[0.2, 1.0, 0.5]);
-        // Queues stay empty in the synthetic run: every score is 1, ties to 0.
-        let run = SyntheticRun::new(3, 4).run_scorer(&mut s, 30);
-        assert_eq!(run.per_instance, vec![30, 0, 0]);
-    }}
-}}
+## Run it
+
+    blis plugins list --plugin target/release/lib{lib}.so
+    blis run example.toml
+    blis run runs/profile.toml --plugin target/release/lib{lib}.so
+    blis run runs/router.toml --plugin target/release/lib{lib}.so
+    blis run runs/autoscaler.toml --plugin target/release/lib{lib}.so
+    blis run runs/pd.toml --plugin target/release/lib{lib}.so
+
+`runs/profile.toml` uses the admission policy, the filter, both scorers,
+the picker, the scheduler, the preemption policy and the observer;
+`runs/router.toml` the router, `runs/autoscaler.toml` the autoscaler and
+`runs/pd.toml` the decider. Each policy's parameters: `blis plugins show
+NAME --plugin target/release/lib{lib}.so`.
+
+## Rules
+
+Policies are deterministic: randomness only from the `seed` given to
+`create` (`blis_plugin_api::Rng`), no clock, no environment. Keep the
+default `panic = "unwind"`: blis reports a panic inside a policy as one line
+naming it. Rename the library in `export_plugin!` if another loaded library
+has the same name.
 "#,
-        lib = lib_name(name)
+        abi = blis_plugin_api::ABI_VERSION
     )
 }
 
@@ -215,13 +245,16 @@ pub fn create(dir: &Path, name: &str) -> Result<PathBuf, String> {
     let mut files: Vec<(PathBuf, String)> = vec![
         (root.join("Cargo.toml"), manifest(name, &lib_name(name))),
         (root.join("Cargo.lock"), lock),
-        (root.join("src/lib.rs"), lib_rs(name)),
+        (root.join("README.md"), readme(name)),
         (root.join(".gitignore"), "/target\n".to_string()),
         (
             root.join("blis-plugin-api/Cargo.toml"),
             API_MANIFEST.to_string(),
         ),
     ];
+    for (path, text) in TEMPLATE_FILES {
+        files.push((root.join(path), from_template(text, name)));
+    }
     for (path, text) in API_FILES {
         files.push((root.join("blis-plugin-api").join(path), text.to_string()));
     }

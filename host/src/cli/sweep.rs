@@ -5,11 +5,12 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 
 use clap::{Args, Subcommand};
 
-use super::commands::{simulate, Failure};
+use super::commands::{simulate_with, Failure, Notice};
 use crate::config::overrides::{self, Edit};
 use crate::config::{self, Source};
 use crate::html_report::{self, SloTargets};
@@ -95,6 +96,8 @@ fn runtime(message: String) -> Failure {
 #[derive(Default)]
 struct SweepRunner {
     base: OnceLock<Result<(Source, toml::Table), String>>,
+    /// Handed to each run's simulation ([`simulate_with`]).
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl SweepRunner {
@@ -127,18 +130,66 @@ impl SweepRunner {
                 .collect();
             overrides::apply(source, table.clone(), &edits)?
         };
-        simulate(&run, source, false, |_| {})
-            .map(|s| s.report)
-            .map_err(|f| f.message)
+        simulate_with(&run, source, false, self.cancel.clone(), |kind, text| {
+            if kind == Notice::Warning {
+                eprintln!("warning: {text}");
+            }
+        })
+        .map(|s| s.report)
+        .map_err(|f| f.message)
     }
+}
+
+fn to_failure(e: SweepError) -> Failure {
+    match e {
+        SweepError::BadInput(m) => usage(m),
+        SweepError::Failed(m) => runtime(m),
+        SweepError::Cancelled => runtime(
+            "the sweep was cancelled; the finished runs are stored, the others run when it is resumed (the same sweep file and output directory)".into(),
+        ),
+    }
+}
+
+/// `--jobs`: at least 1 (default: the number of CPUs).
+fn resolve_jobs(jobs: Option<usize>) -> Result<usize, Failure> {
+    match jobs {
+        Some(0) => Err(usage("--jobs 0: give at least 1".into())),
+        Some(j) => Ok(j),
+        None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
+    }
+}
+
+/// `blis sweep SWEEP_FILE --out DIR [--jobs N] [--shard i/N]` without the
+/// summary line: runs the sweep (resuming what `out` holds) and writes
+/// `results.csv` and `results.jsonl` in `out`. Failed runs are rows with an
+/// error (counted in [`sweep::Summary::failed`]), not an `Err`. Once `cancel`
+/// is set no run starts, the finished ones are stored, and the result is a
+/// [`Failure`] with code 1. For embedding blis (the Python package).
+pub fn sweep_in_process(
+    sweep_file: &Path,
+    out: &Path,
+    jobs: Option<usize>,
+    shard: Option<Shard>,
+    progress: bool,
+    cancel: Option<Arc<AtomicBool>>,
+) -> Result<sweep::Summary, Failure> {
+    let opts = sweep::Options {
+        sweep_file,
+        out,
+        jobs: resolve_jobs(jobs)?,
+        shard,
+        progress,
+        cancel: cancel.as_deref(),
+    };
+    let runner = SweepRunner {
+        cancel: cancel.clone(),
+        ..SweepRunner::default()
+    };
+    sweep::run(&opts, &|base, sets| runner.run(base, sets)).map_err(to_failure)
 }
 
 /// `blis sweep SWEEP --out DIR` and `blis sweep merge DIR… --out DIR`.
 pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
-    let to_failure = |e: SweepError| match e {
-        SweepError::BadInput(m) => usage(m),
-        SweepError::Failed(m) => runtime(m),
-    };
     if let Some(SweepCommand::Merge {
         dirs,
         out,
@@ -164,21 +215,10 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
     let (Some(file), Some(out)) = (&args.sweep_file, &args.out) else {
         return Err(usage("blis sweep: give a sweep file and --out DIR".into()));
     };
-    let jobs = match args.jobs {
-        Some(0) => return Err(usage("--jobs 0: give at least 1".into())),
-        Some(j) => j,
-        None => std::thread::available_parallelism().map_or(1, usize::from),
-    };
-    let opts = sweep::Options {
-        sweep_file: file,
-        out,
-        jobs,
-        shard: args.shard,
-        progress: !args.quiet && std::io::stderr().is_terminal(),
-    };
     crate::alloc::keep_freed_memory();
-    let runner = SweepRunner::default();
-    let s = sweep::run(&opts, &|base, sets| runner.run(base, sets)).map_err(to_failure)?;
+    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let s = sweep_in_process(file, out, args.jobs, args.shard, progress, None)?;
+    let jobs = resolve_jobs(args.jobs)?;
     eprintln!(
         "sweep: {} runs{} ({} already done), ran {} in {:.2} s ({:.1} runs/s) with {jobs} jobs; results in {}",
         s.planned,

@@ -23,7 +23,7 @@
 //! budget, and frees capacity like any finished request: one dispatch
 //! attempt follows.
 
-use super::{later, Cluster, Event, PluginError, Tick};
+use super::{later, Cluster, Event, PluginError, Reject, Tick};
 use crate::engine::GatewayTimer;
 use crate::gateway::{Enqueued, Eviction};
 use crate::metrics::class_index;
@@ -62,7 +62,7 @@ impl Cluster {
             .as_mut()
             .is_some_and(|b| b.rejects(tenant, sheddable, slots));
         if over {
-            self.gateway_reject(t, slot, id, "tenant-budget")?;
+            self.gateway_reject(t, slot, id, "tenant-budget", Reject::TenantBudget)?;
         } else {
             self.store[slot].budget_counted = true;
         }
@@ -86,12 +86,12 @@ impl Cluster {
         let g = self.gateway.as_mut().expect("flow control is on");
         let req = &self.store[slot];
         let (band, flow, id) = (class_index(req.slo_class), g.flow(req.tenant), req.id);
-        let outcome = g.queue.enqueue(band, flow, slot);
+        let outcome = g.queue.enqueue_at(band, flow, slot, t);
         g.count(outcome);
         let ttl = g.ttl;
         match outcome {
             Enqueued::Rejected => {
-                self.gateway_reject(t, slot, id, "flow-control/queue-full")?;
+                self.gateway_reject(t, slot, id, "flow-control/queue-full", Reject::Gateway)?;
             }
             Enqueued::Accepted | Enqueued::AcceptedShed(_) => {
                 self.store[slot].gateway_queued_at = t;
@@ -101,7 +101,7 @@ impl Cluster {
                 }
                 if let Enqueued::AcceptedShed(victim) = outcome {
                     let vid = self.store[victim].id;
-                    self.gateway_reject(t, victim, vid, "flow-control/shed")?;
+                    self.gateway_reject(t, victim, vid, "flow-control/shed", Reject::Gateway)?;
                 }
             }
         }
@@ -116,11 +116,12 @@ impl Cluster {
         slot: Slot,
         id: u64,
         why: &str,
+        cause: Reject,
     ) -> Result<(), Box<PluginError>> {
         if let Some(tr) = self.trace.as_mut() {
             tr.rejection(id, t, why, None);
         }
-        self.reject(t, slot)
+        self.reject(t, slot, cause)
     }
 
     /// One dispatch attempt: at most one request, if the saturation signal
@@ -163,7 +164,7 @@ impl Cluster {
         };
         if evict {
             // Nothing is dispatched: the eviction makes room first.
-        } else if let Some(slot) = g.queue.dequeue_gated(sat) {
+        } else if let Some(slot) = g.queue.dequeue_at(sat, t) {
             g.counts.dispatched += 1;
             g.in_transit += 1;
             self.store[slot].gateway_dispatched_at = t;
@@ -233,7 +234,7 @@ impl Cluster {
                 let (band, flow, id) = (class_index(req.slo_class), g.flow(req.tenant), req.id);
                 if queued && g.queue.remove(band, flow, slot) {
                     g.counts.expired += 1;
-                    self.gateway_reject(t, slot, id, "flow-control/expired")?;
+                    self.gateway_reject(t, slot, id, "flow-control/expired", Reject::Gateway)?;
                 }
             }
             GatewayTimer::Evict => self.evict_sheddable(t)?,
@@ -269,8 +270,18 @@ impl Cluster {
     /// A request ends: the eviction tracker forgets it.
     #[inline]
     pub(super) fn gateway_untrack(&mut self, slot: Slot) {
-        if let Some(e) = self.gateway.as_mut().and_then(|g| g.eviction.as_mut()) {
-            e.untrack(slot, &self.store[slot]);
+        let Some(g) = self.gateway.as_mut() else {
+            return;
+        };
+        let req = &self.store[slot];
+        if let Some(e) = g.eviction.as_mut() {
+            e.untrack(slot, req);
+        }
+        // Program-aware fairness: the tenant attained input + 2 × output.
+        if req.state == RequestState::Completed {
+            let service = f64::from(req.input_len) + 2.0 * f64::from(req.generated);
+            let flow = g.flow(req.tenant);
+            g.queue.attain(flow, service, req.completed_at);
         }
     }
 }

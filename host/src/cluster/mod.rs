@@ -42,9 +42,13 @@ pub use servable::ServableBound;
 pub use snapshot::{Freshness, SnapshotProvider};
 pub use trace::TraceWriter;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use abi_stable::std_types::{RSlice, RStr};
 use blis_plugin_api::{
-    ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, SloClass as AbiSlo,
+    ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, RunSummary,
+    SloClass as AbiSlo,
 };
 
 use crate::control::{ControlPlane, ControlSetup};
@@ -53,7 +57,7 @@ use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
-use crate::plugins::{AdmissionPolicy, PluginError};
+use crate::plugins::{AdmissionPolicy, ObserverPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
 use crate::workload::Workload;
 
@@ -68,6 +72,8 @@ pub struct ClusterSetup {
     pub workload: Workload,
     pub admission: AdmissionPolicy,
     pub routing: Routing,
+    /// Observer plugins (kind `observer`): lifecycle events only.
+    pub observers: Vec<ObserverPolicy>,
     pub admission_latency: Tick,
     pub routing_latency: Tick,
     /// Refresh interval of each periodic snapshot signal.
@@ -109,6 +115,8 @@ pub struct ClusterOutcome {
     /// Requests that reached the cluster.
     pub arrived: u64,
     pub rejected: u64,
+    /// `rejected` by cause.
+    pub rejected_by: RejectCounts,
     /// Requests in admission, routing or the alpha queueing delay at the end.
     pub still_in_pipeline: u64,
     /// Time of the last executed event.
@@ -185,6 +193,7 @@ pub struct Cluster {
     workload: Workload,
     admission: AdmissionPolicy,
     routing: Routing,
+    observers: Vec<ObserverPolicy>,
     snapshots: SnapshotProvider,
     /// The prefix-cache query, when a routing policy reads it.
     cache_signal: Option<CacheSignal>,
@@ -202,6 +211,7 @@ pub struct Cluster {
     next_wakeup: Option<Tick>,
     arrived: u64,
     rejected: u64,
+    rejected_by: RejectCounts,
     events: u64,
     end_time: Tick,
     admission_desc: String,
@@ -242,6 +252,9 @@ pub struct Cluster {
     control: Option<Box<ControlPlane>>,
     /// The P/D path's state; `None` without pools (the path is never entered).
     pd: Option<Box<pd::PdState>>,
+    /// Set by someone else to stop the run ([`Cluster::cancel_on`]); read
+    /// with the progress call, every 65,536 events.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 /// Build the ABI view of a request.
@@ -303,7 +316,7 @@ impl Cluster {
             snapshots: SnapshotProvider::with_labels(n, setup.freshness, &setup.labels),
             cache_signal: cache_query.then(|| CacheSignal::new(n, setup.cache_signal_delay)),
             in_flight: vec![0; n],
-            hooks: lifecycle_hooks(&setup.admission, &routing),
+            hooks: lifecycle_hooks(&setup.admission, &routing, &setup.observers),
             first_tokens: Vec::new(),
             custom_order: setup.instances.iter().any(|i| {
                 i.config().scheduler == SchedulerKind::Custom
@@ -313,6 +326,7 @@ impl Cluster {
             workload: setup.workload,
             admission: setup.admission,
             routing,
+            observers: setup.observers,
             admission_latency: setup.admission_latency,
             routing_latency: setup.routing_latency,
             horizon: setup.horizon,
@@ -324,6 +338,7 @@ impl Cluster {
             next_wakeup: None,
             arrived: 0,
             rejected: 0,
+            rejected_by: RejectCounts::default(),
             events: 0,
             end_time: 0,
             admission_desc,
@@ -335,7 +350,16 @@ impl Cluster {
             tenant_budgets: setup.tenant_budgets,
             control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
             pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
+            cancel: None,
         }
+    }
+
+    /// Stop the run with [`RunError::Cancelled`] once `flag` is set (checked
+    /// every 65,536 events, with the progress call; the embedding Python
+    /// package sets it on Ctrl-C). Without it nothing is checked.
+    pub fn cancel_on(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(flag);
+        self
     }
 
     /// Schedule an `Arrivals` wake-up for the workload's next request if it
@@ -392,6 +416,13 @@ impl Cluster {
             if self.events & 0xffff == 0 {
                 progress(t, self.arrived);
                 peak_live = peak_live.max(self.store.live());
+                if self
+                    .cancel
+                    .as_ref()
+                    .is_some_and(|c| c.load(Ordering::Relaxed))
+                {
+                    return Err(RunError::Cancelled);
+                }
             }
             match ev {
                 Event::Arrivals => self.on_arrivals(t),
@@ -471,6 +502,9 @@ impl Cluster {
             RunError::check_time(inst.counts().last_delivery, || {
                 format!("a token delivered by instance {}", inst.index())
             })?;
+        }
+        if self.hooks.contains(EventKind::RUN_END) {
+            self.deliver_run_end()?;
         }
         Ok(self.finish(peak_live))
     }
@@ -565,15 +599,16 @@ impl Cluster {
                 let reason = self.admission.take_reason();
                 tr.rejection(req.id, t, &self.admission_desc, reason);
             }
-            self.reject(t, slot)?;
+            self.reject(t, slot, Reject::Admission)?;
         }
         Ok(())
     }
 
     /// Count a request refused by admission or routing, tell the policies
     /// that asked, and release it.
-    fn reject(&mut self, t: Tick, slot: Slot) -> Result<(), Box<PluginError>> {
+    fn reject(&mut self, t: Tick, slot: Slot, cause: Reject) -> Result<(), Box<PluginError>> {
         self.rejected += 1;
+        self.rejected_by.count(cause);
         if self.tenant_budgets.is_some() {
             self.release_budget(slot);
         }
@@ -614,6 +649,9 @@ impl Cluster {
             prefix_blocks: RSlice::from_slice(prefix_blocks),
         };
         let rv = request_view(req, &self.tenant_names);
+        if let Some(scores) = self.routing.lora_scores() {
+            lora_affinity(req.adapter, &self.instances, scores);
+        }
         // Instance lifecycle: only routable instances are candidates.
         if let Some(c) = self
             .control
@@ -624,7 +662,7 @@ impl Cluster {
             if let Some(tr) = self.trace.as_mut() {
                 tr.rejection(req.id, t, "no routable instance (instance lifecycle)", None);
             }
-            return self.reject(t, slot);
+            return self.reject(t, slot, Reject::NoInstance);
         }
         let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());
         let decision = match (restricted, &mut self.routing) {
@@ -668,6 +706,9 @@ impl Cluster {
         let chosen = match outcome {
             Ok(chosen) => {
                 if let Some(tr) = self.trace.as_mut() {
+                    if let Some(p) = self.routing.profile() {
+                        tr.scorer_scores(p, snaps.len());
+                    }
                     if let Some(p) = profile {
                         tr.filtered(p, None);
                     }
@@ -679,7 +720,7 @@ impl Cluster {
                 if let (Some(tr), Some(p)) = (self.trace.as_mut(), profile) {
                     tr.no_candidate(req.id, t, p, filter);
                 }
-                return self.reject(t, slot);
+                return self.reject(t, slot, Reject::Filter);
             }
         };
         self.routing.observe(&rv, &view, chosen)?;
@@ -770,7 +811,71 @@ impl Cluster {
             output_tokens: req.generated,
             reserved: 0,
         };
-        notify(&mut self.admission, &mut self.routing, &event, &state)
+        notify(
+            &mut self.admission,
+            &mut self.routing,
+            &mut self.observers,
+            &event,
+            &state,
+        )
+    }
+
+    /// The run's request counts, as a policy's `on_run_end` sees them.
+    pub fn run_summary(&self) -> RunSummary {
+        let completed = self.counts().completed;
+        let dropped: u64 = self.collector.instances.iter().map(|r| r.dropped).sum();
+        let by = &self.rejected_by;
+        RunSummary {
+            end_us: self.end_time,
+            arrived: self.arrived,
+            completed,
+            rejected: self.rejected,
+            rejected_by_admission: by.admission,
+            rejected_by_filter: by.filter,
+            rejected_by_gateway: by.gateway,
+            rejected_by_tenant_budget: by.tenant_budget,
+            rejected_no_instance: by.no_instance,
+            dropped,
+            unfinished: self
+                .arrived
+                .saturating_sub(completed + self.rejected + dropped),
+        }
+    }
+
+    /// Deliver the end of the run (`EventKind::RUN_END`, its summary as
+    /// TOML in the event's text field) to every policy that asked for it,
+    /// with the cluster as the run left it.
+    #[cold]
+    fn deliver_run_end(&mut self) -> Result<(), Box<PluginError>> {
+        let summary = self.run_summary().to_toml();
+        self.snapshots.peek(&self.instances, &self.pending);
+        self.snapshots
+            .build_info(&self.instances, &self.in_flight, &self.store);
+        let state = self.snapshots.whole_cluster(self.end_time);
+        let event = RequestEvent {
+            kind: EventKind::RUN_END,
+            instance: u32::MAX,
+            time_us: self.end_time,
+            request: RequestView {
+                id: u64::MAX,
+                arrival_us: self.end_time,
+                input_tokens: 0,
+                slo_class: AbiSlo(0),
+                tenant: RStr::from(summary.as_str()),
+                block_hashes: RSlice::from_slice(&[]),
+            },
+            ttft_us: -1,
+            e2e_us: -1,
+            output_tokens: 0,
+            reserved: 0,
+        };
+        notify(
+            &mut self.admission,
+            &mut self.routing,
+            &mut self.observers,
+            &event,
+            &state,
+        )
     }
 
     /// Deliver the first tokens of the last step, in the order they were
@@ -809,7 +914,13 @@ impl Cluster {
                 output_tokens: 1,
                 reserved: 0,
             };
-            result = notify(&mut self.admission, &mut self.routing, &event, &state);
+            result = notify(
+                &mut self.admission,
+                &mut self.routing,
+                &mut self.observers,
+                &event,
+                &state,
+            );
             if result.is_err() {
                 break;
             }
@@ -912,6 +1023,7 @@ impl Cluster {
             timeseries: self.timeseries,
             arrived: self.arrived,
             rejected: self.rejected,
+            rejected_by: self.rejected_by,
             still_in_pipeline: in_pipeline,
             end_time: self.end_time,
             events: self.events,
@@ -929,16 +1041,87 @@ impl Cluster {
 fn notify(
     admission: &mut AdmissionPolicy,
     routing: &mut Routing,
+    observers: &mut [ObserverPolicy],
     event: &RequestEvent<'_>,
     state: &ClusterState<'_>,
 ) -> Result<(), Box<PluginError>> {
     if admission.wants(event.kind) {
         admission.on_event(event, state)?;
     }
-    routing.on_event(event, state)
+    routing.on_event(event, state)?;
+    for o in observers.iter_mut().filter(|o| o.wants(event.kind)) {
+        o.on_event(event, state)?;
+    }
+    Ok(())
 }
 
 /// The lifecycle events any policy of the run handles.
-fn lifecycle_hooks(admission: &AdmissionPolicy, routing: &Routing) -> Hooks {
-    Hooks(admission.label().hooks.0 | routing.hooks().0)
+fn lifecycle_hooks(
+    admission: &AdmissionPolicy,
+    routing: &Routing,
+    observers: &[ObserverPolicy],
+) -> Hooks {
+    let observed = observers.iter().fold(0, |h, o| h | o.label().hooks.0);
+    Hooks(admission.label().hooks.0 | routing.hooks().0 | observed)
+}
+
+/// Why a request was refused before reaching an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// The admission policy said no.
+    Admission,
+    /// The routing profile's filters left no candidate.
+    Filter,
+    /// The gateway queue (`[flow_control]`) was full, shed it or let it expire.
+    Gateway,
+    /// Its tenant's budget (`[tenants]`) was full.
+    TenantBudget,
+    /// No instance was routable (instance lifecycle).
+    NoInstance,
+}
+
+/// Rejected requests by cause (they sum to the rejected count).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RejectCounts {
+    pub admission: u64,
+    pub filter: u64,
+    pub gateway: u64,
+    pub tenant_budget: u64,
+    pub no_instance: u64,
+}
+
+impl RejectCounts {
+    fn count(&mut self, cause: Reject) {
+        *match cause {
+            Reject::Admission => &mut self.admission,
+            Reject::Filter => &mut self.filter,
+            Reject::Gateway => &mut self.gateway,
+            Reject::TenantBudget => &mut self.tenant_budget,
+            Reject::NoInstance => &mut self.no_instance,
+        } += 1;
+    }
+}
+
+/// The host's `lora-affinity` scores (`cluster-head.md` §5.5, read live):
+/// 1 where `adapter` is resident or being loaded, 0 elsewhere; 1
+/// everywhere for a request without adapter or when all instances agree.
+fn lora_affinity(adapter: Option<u32>, instances: &[Instance], out: &mut Vec<f64>) {
+    out.clear();
+    let Some(a) = adapter else {
+        out.resize(instances.len(), 1.0);
+        return;
+    };
+    out.extend(instances.iter().map(|i| {
+        let has = i
+            .lora()
+            .is_some_and(|l| l.is_resident(Some(a)) || l.loading().is_some_and(|(x, _)| x == a));
+        if has {
+            1.0
+        } else {
+            0.0
+        }
+    }));
+    if out.iter().all(|&x| x == out[0]) {
+        out.fill(1.0);
+    }
 }

@@ -12,7 +12,9 @@
 //! rejects the request (counted with the rejected requests, traced with the
 //! filter that emptied the set).
 
-use blis_plugin_api::{ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView};
+use blis_plugin_api::{
+    ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, Rng,
+};
 
 use crate::plugins::{FilterPolicy, PickerPolicy, PluginError, RouterPolicy, ScorerPolicy};
 
@@ -24,8 +26,10 @@ pub struct WeightedScorer {
 
 /// How a profile chooses among its scored candidates.
 pub enum Pick {
-    /// The highest total wins, ties to the lowest index (the host does it).
-    MaxScore,
+    /// The highest total wins (the host does it): ties to the lowest index,
+    /// or to a uniformly random tied one when a generator is given
+    /// (`tie_break = "random"`, llm-d's max-score-picker).
+    MaxScore(Option<Rng>),
     /// A picker plugin.
     Plugin(PickerPolicy),
 }
@@ -50,6 +54,10 @@ pub struct Profile {
     reasons: Vec<Option<String>>,
     /// A decision trace is written: ask filters for their reasons.
     keep_reasons: bool,
+    /// The host's `lora-affinity` scorer (weighted policy only): its
+    /// weight, and the per-instance scores the cluster sets before each
+    /// decision ([`Routing::lora_scores`]).
+    lora_affinity: Option<(f64, Vec<f64>)>,
 }
 
 /// The result of one routing decision.
@@ -115,6 +123,7 @@ impl Profile {
             eligible: None,
             reasons,
             keep_reasons: false,
+            lora_affinity: None,
         }
     }
 
@@ -140,6 +149,19 @@ impl Profile {
         self.filters.iter().any(|f| f.label().block_hashes)
             || self.scorers.iter().any(|s| s.scorer.label().block_hashes)
             || matches!(&self.pick, Pick::Plugin(p) if p.label().block_hashes)
+    }
+
+    /// Scorer `k`'s score (clamped to [0, 1], before its weight) of
+    /// `instance` at the last decision, if it scored it. A scorer's scores
+    /// are per instance when it scored them all, else per candidate.
+    pub fn last_score(&self, k: usize, instance: u32, n_instances: usize) -> Option<f64> {
+        let s = self.scorers.get(k)?.scorer.last_scores();
+        if s.len() == n_instances {
+            s.get(instance as usize).copied()
+        } else {
+            let at = self.candidates.iter().position(|&c| c == instance)?;
+            s.get(at).copied()
+        }
     }
 
     /// The instances each filter removed at the last decision, with the
@@ -168,8 +190,13 @@ impl Profile {
                     *c += x * ws.weight;
                 }
             }
+            if let Some((w, s)) = &self.lora_affinity {
+                for (c, &x) in self.composite.iter_mut().zip(s) {
+                    *c += x * w;
+                }
+            }
             let Some(e) = &self.eligible else {
-                let best = max_score(&self.composite);
+                let best = pick_max(&mut self.pick, &self.composite);
                 return Ok(Decision::Routed {
                     chosen: best as u32,
                     scores: Some(&self.composite),
@@ -184,7 +211,7 @@ impl Profile {
             }
             self.composite.truncate(self.candidates.len());
             return Ok(Decision::Routed {
-                chosen: self.candidates[max_score(&self.composite)],
+                chosen: self.candidates[pick_max(&mut self.pick, &self.composite)],
                 scores: Some(&self.composite),
                 candidates: Some(&self.candidates),
             });
@@ -235,8 +262,13 @@ impl Profile {
                 *c += x * ws.weight;
             }
         }
+        if let Some((w, s)) = &self.lora_affinity {
+            for (c, &i) in self.composite.iter_mut().zip(&self.candidates) {
+                *c += s[i as usize] * w;
+            }
+        }
         let chosen = match &mut self.pick {
-            Pick::MaxScore => self.candidates[max_score(&self.composite)],
+            Pick::MaxScore(rng) => self.candidates[max_score(&self.composite, rng.as_mut())],
             Pick::Plugin(p) => p.pick(req, &view, &self.composite)?,
         };
         Ok(Decision::Routed {
@@ -247,28 +279,89 @@ impl Profile {
     }
 }
 
-/// Index of the highest value, ties to the lowest index.
-fn max_score(values: &[f64]) -> usize {
+/// The host's pick of the filterless path (`Pick::MaxScore`; a picker
+/// plugin never takes that path).
+fn pick_max(pick: &mut Pick, values: &[f64]) -> usize {
+    match pick {
+        Pick::MaxScore(rng) => max_score(values, rng.as_mut()),
+        Pick::Plugin(_) => max_score(values, None),
+    }
+}
+
+/// Index of the highest value: ties to the lowest index, or with `rng` to
+/// the r-th tied index, r uniform in [0, ties) (one draw per decision with
+/// a tie, none without).
+fn max_score(values: &[f64], rng: Option<&mut Rng>) -> usize {
     let mut best = 0;
-    for (i, &c) in values.iter().enumerate() {
+    let mut ties = 1u64;
+    for (i, &c) in values.iter().enumerate().skip(1) {
         if c > values[best] {
             best = i;
+            ties = 1;
+        } else if c == values[best] {
+            ties += 1;
         }
     }
-    best
+    match rng {
+        Some(rng) if ties > 1 => {
+            let r = rng.below(ties) as usize;
+            let top = values[best];
+            values
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c == top)
+                .nth(r)
+                .map_or(best, |(i, _)| i)
+        }
+        _ => best,
+    }
 }
 
 impl Routing {
     /// The `weighted` policy: `(scorer, weight)` pairs, weights finite, ≥ 0
-    /// and not all zero (checked by the config layer).
-    pub fn weighted(scorers: Vec<(ScorerPolicy, f64)>) -> Routing {
+    /// and not all zero (checked by the config layer); ties broken by `tie`
+    /// at random, or to the lowest index without.
+    pub fn weighted(scorers: Vec<(ScorerPolicy, f64)>, tie: Option<Rng>) -> Routing {
         Routing::Profile(Box::new(Profile::new(
             "weighted".to_string(),
             Vec::new(),
             scorers,
-            Pick::MaxScore,
+            Pick::MaxScore(tie),
             true,
         )))
+    }
+
+    /// The `weighted` policy with the host's `lora-affinity` scorer of
+    /// weight `lora` among the plugin scorers (all weights normalised
+    /// together). The scorer gives 1 to instances where the request's
+    /// adapter is resident or loading and 0 elsewhere; 1 everywhere for a
+    /// request without adapter or when all instances are equal (the
+    /// cluster computes it live before each decision).
+    pub fn weighted_with_lora_affinity(
+        scorers: Vec<(ScorerPolicy, f64)>,
+        lora: f64,
+        tie: Option<Rng>,
+    ) -> Routing {
+        let mut weights: Vec<f64> = scorers.iter().map(|(_, w)| *w).collect();
+        weights.push(lora);
+        let normalised = normalised_weights(&weights);
+        let Routing::Profile(mut p) = Routing::weighted(scorers, tie) else {
+            unreachable!("weighted is a profile");
+        };
+        for (ws, &w) in p.scorers.iter_mut().zip(&normalised) {
+            ws.weight = w;
+        }
+        p.lora_affinity = Some((normalised[normalised.len() - 1], Vec::new()));
+        Routing::Profile(p)
+    }
+
+    /// The per-instance `lora-affinity` scores to fill before a decision,
+    /// when the policy has that scorer.
+    pub fn lora_scores(&mut self) -> Option<&mut Vec<f64>> {
+        match self {
+            Routing::Profile(p) => p.lora_affinity.as_mut().map(|(_, s)| s),
+            Routing::Single(_) => None,
+        }
     }
 
     /// Restrict the next decisions to `eligible` instances (ascending, not
@@ -419,15 +512,45 @@ impl Routing {
 
     /// Human-readable description for traces and logs.
     pub fn describe(&self) -> String {
+        let named = |l: &crate::plugins::PolicyLabel| format!("{}::{}", l.library, l.name);
         match self {
-            Routing::Single(r) => format!("{}::{}", r.label().library, r.label().name),
+            Routing::Single(r) => format!("router {}", named(r.label())),
             Routing::Profile(p) => {
-                let parts: Vec<String> = p
-                    .scorers
-                    .iter()
-                    .map(|w| format!("{}:{}", w.scorer.label().name, format_weight(w.weight)))
-                    .collect();
-                format!("{}({})", p.name, parts.join(","))
+                let list = |v: Vec<String>| {
+                    if v.is_empty() {
+                        "none".to_string()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                let filters = list(p.filters.iter().map(|f| named(f.label())).collect());
+                let scorers = list(
+                    p.scorers
+                        .iter()
+                        .map(|w| format!("{}:{}", named(w.scorer.label()), format_weight(w.weight)))
+                        .chain(
+                            p.lora_affinity
+                                .iter()
+                                .map(|(w, _)| format!("host::lora-affinity:{}", format_weight(*w))),
+                        )
+                        .collect(),
+                );
+                let picker = match &p.pick {
+                    Pick::MaxScore(None) => {
+                        "max-score (host, ties to the lowest index)".to_string()
+                    }
+                    Pick::MaxScore(Some(_)) => "max-score (host, ties at random)".to_string(),
+                    Pick::Plugin(pk) => named(pk.label()),
+                };
+                format!(
+                    "{} profile '{}': filters {filters}; scorers {scorers}; picker {picker}",
+                    if p.name == "weighted" {
+                        "weighted"
+                    } else {
+                        "scheduling"
+                    },
+                    p.name
+                )
             }
         }
     }

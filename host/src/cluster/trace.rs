@@ -10,6 +10,10 @@
 //! decision whose filters left nothing is a `routing` record with
 //! `"chosen": null` and the filter that emptied the set.
 //!
+//! With a scheduling profile (weighted routing included), every candidate
+//! of a routing record also carries `"scorer_scores"`: each scorer's own
+//! score of it, clamped to [0, 1] and before its weight.
+//!
 //! Reasons (ABI 0.2, given by a policy with `blis_plugin_api::reason`): an
 //! admission record carries `"reason"` when the policy gave one for the
 //! rejection; a filter's entry in `"filtered"` carries `"reason"` when the
@@ -214,6 +218,41 @@ impl TraceWriter {
             })
             .collect();
         rec.insert("filtered".into(), serde_json::Value::Array(list));
+    }
+
+    /// Add to each candidate of the pending routing record the score every
+    /// scorer of `profile` gave it (`"scorer_scores"`: scorer name → its
+    /// score in [0, 1] before weighting; a scorer named twice gets `#2`).
+    pub fn scorer_scores(&mut self, profile: &Profile, n_instances: usize) {
+        let Some(rec) = self.record.as_mut() else {
+            return;
+        };
+        let mut names: Vec<String> = Vec::with_capacity(profile.scorers.len());
+        for ws in &profile.scorers {
+            let base = ws.scorer.label().name.clone();
+            let mut name = base.clone();
+            let mut n = 1;
+            while names.contains(&name) {
+                n += 1;
+                name = format!("{base}#{n}");
+            }
+            names.push(name);
+        }
+        let Some(serde_json::Value::Array(cands)) = rec.get_mut("candidates") else {
+            return;
+        };
+        for c in cands.iter_mut() {
+            let Some(i) = c["instance"].as_u64() else {
+                continue;
+            };
+            let mut per = serde_json::Map::new();
+            for (k, name) in names.iter().enumerate() {
+                if let Some(x) = profile.last_score(k, i as u32, n_instances) {
+                    per.insert(name.clone(), serde_json::json!(x));
+                }
+            }
+            c["scorer_scores"] = serde_json::Value::Object(per);
+        }
     }
 
     /// A decision whose filters left no candidate (`filter` emptied the set).

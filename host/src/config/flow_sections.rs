@@ -112,9 +112,25 @@ pub struct FlowControlSection {
     /// more important one instead of rejecting the newcomer (default false).
     #[serde(default)]
     pub shedding: bool,
-    /// `global-strict` (default: oldest head first) or `round-robin` (tenants in turn).
+    /// `global-strict` (default: oldest head first), `round-robin` (tenants
+    /// in turn) or `program-aware` (least attained service, llm-d's
+    /// program-aware-fairness).
     #[serde(default = "d_fairness")]
     pub fairness: String,
+    /// `program-aware`: weight of the attained-service term (default 0.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub las_weight_service: Option<f64>,
+    /// `program-aware`: weight of the head-wait term (default 0.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub las_weight_head_wait: Option<f64>,
+    /// `program-aware`: half-life of attained service, s (default 60; 0 = no decay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub las_half_life_s: Option<f64>,
+    /// Band ceilings: `linear` (default: from 1 down to
+    /// `usage_limit_threshold`) or `soft-reflective` (llm-d's
+    /// soft-reflective-ceiling-policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_limit: Option<String>,
     /// A request still queued this long after it was queued expires, µs
     /// (absent = never).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -33,6 +33,17 @@ pub fn output_paths(run: &RunFile, base_dir: &Path) -> Vec<(&'static str, PathBu
     if let Some(p) = &run.output.timeseries_path {
         v.push(("output.timeseries_path", path(p)));
     }
+    if let Some(p) = &run.output.trace_v2 {
+        let (h, d) = crate::trace_v2::prefix_paths(&resolve(base_dir, p));
+        v.push(("output.trace_v2 (header)", h));
+        v.push(("output.trace_v2 (data)", d));
+    }
+    if let Some(p) = &run.output.sim_results_path {
+        v.push(("output.sim_results_path", resolve(base_dir, p)));
+    }
+    if let Some(p) = &run.output.metrics_path {
+        v.push(("output.metrics_path", resolve(base_dir, p)));
+    }
     v
 }
 
@@ -51,6 +62,16 @@ pub fn input_paths(
         v.push((
             "workload.trace".to_string(),
             resolve(base_dir, Path::new(t)),
+        ));
+    }
+    if let Some(t) = &run.workload.trace_v2 {
+        v.push((
+            "workload.trace_v2.header".to_string(),
+            resolve(base_dir, Path::new(&t.header)),
+        ));
+        v.push((
+            "workload.trace_v2.data".to_string(),
+            resolve(base_dir, Path::new(&t.data)),
         ));
     }
     if let Some(p) = &run.model.config_path {

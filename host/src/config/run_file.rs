@@ -32,6 +32,10 @@ pub struct RunFile {
     /// Plugin libraries to load, in order.
     #[serde(default)]
     pub plugins: Vec<PluginSection>,
+    /// `[[observers]]`: observer plugins (kind `observer`), which only
+    /// receive lifecycle events and the end of the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub observers: Vec<PolicyRef>,
     #[serde(default)]
     pub output: OutputSection,
     /// `[slo]`: targets per SLO class (attainment and goodput in the report).
@@ -62,6 +66,9 @@ pub struct RunFile {
     /// `[pd]`: decider, KV transfer and per-stage routing of the pools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pd: Option<super::PdSection>,
+    /// `[lora]`: LoRA adapters, their residency and costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<super::LoraSection>,
 }
 
 fn default_seed() -> u64 {
@@ -109,6 +116,10 @@ pub struct ModelSection {
     /// blocks are derived (default 0.9).
     #[serde(default)]
     pub gpu_memory_utilization: Option<f64>,
+    /// A calibration profile written by `blis calibrate fit`: its
+    /// coefficients replace the latency model's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<PathBuf>,
 }
 
 fn default_model() -> String {
@@ -132,6 +143,7 @@ impl Default for ModelSection {
             alpha: None,
             beta: None,
             gpu_memory_utilization: None,
+            calibration: None,
         }
     }
 }
@@ -314,6 +326,16 @@ pub struct RoutingSection {
     /// `[routing.freshness]`: refresh interval of each periodic snapshot signal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub freshness: Option<FreshnessSection>,
+    /// `weighted`: how ties of the highest total are broken, `lowest-index`
+    /// (default) or `random` (uniform, seeded: llm-d's max-score-picker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tie_break: Option<String>,
+    /// An llm-d EndpointPickerConfig YAML file (relative to the run file)
+    /// read at build time in place of this section's policy, scorers and
+    /// profiles (and `[admission]`, `[flow_control]`, `[pd]` routing): see
+    /// `config::epp_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epp_config: Option<PathBuf>,
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -402,6 +424,8 @@ impl Default for RoutingSection {
             profile_handler: None,
             cache_signal_delay_us: 0,
             freshness: None,
+            tie_break: None,
+            epp_config: None,
         }
     }
 }
@@ -450,6 +474,18 @@ pub struct OutputSection {
     /// within 0.5 %).
     #[serde(default)]
     pub percentiles: Option<String>,
+    /// TraceV2 export prefix P: writes `P.yaml` and `P.csv` (every arrival;
+    /// relative to the run file's folder).
+    #[serde(default)]
+    pub trace_v2: Option<PathBuf>,
+    /// SimResult JSON array (the reference's `replay --results-path`): one
+    /// entry per completed trace row; needs `[workload.trace_v2]`.
+    #[serde(default)]
+    pub sim_results_path: Option<PathBuf>,
+    /// Aggregate metrics JSON (the report's `cluster` block plus
+    /// `cache_hit_rate`; the reference's `--metrics-path`).
+    #[serde(default)]
+    pub metrics_path: Option<PathBuf>,
 }
 
 /// The scenario `blis run` runs without a file: 4 instances, weighted

@@ -7,6 +7,17 @@
 //! dequeue walks the bands from the highest priority and stops at the first
 //! band whose ceiling the signal reaches, so a lower band never dispatches
 //! while a higher one is gated.
+//!
+//! llm-d's `soft-reflective-ceiling-policy` replaces the linear ceilings
+//! (`with_soft_reflective`): band 0's ceiling is 1; band `i > 0` is open
+//! while `s < 1 − i·s/(B − 1)`, closed at `s ≥ 1`, and otherwise every
+//! gated band opens together on one dispatch attempt in `round(s/(1 − s))`
+//! (one shared counter of such attempts). llm-d's `program-aware-fairness`
+//! (least attained service, `with_program_aware`) picks, inside a band, the
+//! flow with the highest `w_s·(1 − norm(S)) + w_w·norm(head wait)`, S the
+//! tenant's attained service (input + 2 × output tokens of its completed
+//! requests, halved every `half_life`), norm a min-max over the band's
+//! non-empty flows (0.5 when all are equal), ties to the first flow.
 
 use std::collections::VecDeque;
 
@@ -26,6 +37,8 @@ pub struct Entry {
     pub slot: Slot,
     /// Enqueue order, unique.
     pub seq: u64,
+    /// Enqueue time, µs (read by program-aware fairness).
+    pub at: i64,
 }
 
 /// How fairness picks a flow inside a band.
@@ -35,6 +48,20 @@ pub enum Fairness {
     GlobalStrict,
     /// Tenants in turn (sorted by name), starting after the band's last pick.
     RoundRobin,
+    /// Least attained service first, weighed against head wait
+    /// ([`Las`], llm-d's program-aware fairness).
+    ProgramAware,
+}
+
+/// Program-aware fairness settings (llm-d's `las` strategy).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Las {
+    /// Weight of the attained-service term (0.8).
+    pub w_service: f64,
+    /// Weight of the head-wait term (0.2).
+    pub w_wait: f64,
+    /// Half-life of attained service, µs (0 = no decay).
+    pub half_life_us: f64,
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +94,13 @@ pub struct BandQueue {
     fairness: Fairness,
     depth: u64,
     next_seq: u64,
+    las: Las,
+    /// Per flow: attained service and the time it was last decayed.
+    service: Vec<(f64, i64)>,
+    /// Soft-reflective ceilings instead of the linear ones.
+    soft_reflective: bool,
+    /// Soft-reflective: dispatch attempts that reached a gated band.
+    soft_calls: u64,
 }
 
 impl BandQueue {
@@ -97,7 +131,74 @@ impl BandQueue {
             fairness,
             depth: 0,
             next_seq: 0,
+            las: Las {
+                w_service: 0.8,
+                w_wait: 0.2,
+                half_life_us: 60e6,
+            },
+            service: Vec::new(),
+            soft_reflective: false,
+            soft_calls: 0,
         }
+    }
+
+    /// Program-aware fairness with these settings.
+    pub fn with_program_aware(mut self, las: Las) -> BandQueue {
+        self.fairness = Fairness::ProgramAware;
+        self.las = las;
+        self
+    }
+
+    /// llm-d's soft-reflective ceilings.
+    pub fn with_soft_reflective(mut self) -> BandQueue {
+        self.soft_reflective = true;
+        self
+    }
+
+    /// Attained service of `flow` decayed to `now`.
+    fn attained(&self, flow: usize, now: i64) -> f64 {
+        let Some(&(s, at)) = self.service.get(flow) else {
+            return 0.0;
+        };
+        if self.las.half_life_us > 0.0 && now > at {
+            s * (-((now - at) as f64) / self.las.half_life_us).exp2()
+        } else {
+            s
+        }
+    }
+
+    /// A request of `flow` completed at `now` with this service (input + 2
+    /// × output tokens): program-aware fairness counts it.
+    pub fn attain(&mut self, flow: usize, service: f64, now: i64) {
+        if self.fairness != Fairness::ProgramAware {
+            return;
+        }
+        if flow >= self.service.len() {
+            self.service.resize(flow + 1, (0.0, now));
+        }
+        let s = self.attained(flow, now);
+        self.service[flow] = (s + service, now);
+    }
+
+    /// Whether band `i` may dispatch at saturation `sat` (one call per
+    /// gated band reached, in band order).
+    fn band_open(&mut self, i: usize, sat: f64, gated_seen: &mut bool) -> bool {
+        if !self.soft_reflective {
+            return sat < self.ceilings[i];
+        }
+        if sat >= 1.0 {
+            return false;
+        }
+        if i == 0 || sat < 1.0 - i as f64 * sat / (BANDS - 1) as f64 {
+            return true;
+        }
+        // Gated: all gated bands share one draw of the counter per attempt.
+        let period = ((sat / (1.0 - sat)).round() as u64).max(1);
+        if !*gated_seen {
+            *gated_seen = true;
+            self.soft_calls += 1;
+        }
+        (self.soft_calls - 1) % period == 0
     }
 
     /// Requests queued.
@@ -117,6 +218,11 @@ impl BandQueue {
 
     /// Queue `slot` in `band` (class index) and `flow` (tenant rank).
     pub fn enqueue(&mut self, band: usize, flow: usize, slot: Slot) -> Enqueued {
+        self.enqueue_at(band, flow, slot, 0)
+    }
+
+    /// [`enqueue`](Self::enqueue) at time `now`, µs.
+    pub fn enqueue_at(&mut self, band: usize, flow: usize, slot: Slot, now: i64) -> Enqueued {
         if self
             .per_band_capacity
             .is_some_and(|c| self.bands[band].len >= c)
@@ -156,7 +262,7 @@ impl BandQueue {
         if flow >= b.flows.len() {
             b.flows.resize(flow + 1, VecDeque::new());
         }
-        b.flows[flow].push_back(Entry { slot, seq });
+        b.flows[flow].push_back(Entry { slot, seq, at: now });
         b.len += 1;
         self.depth += 1;
         match shed {
@@ -184,14 +290,21 @@ impl BandQueue {
     /// ceiling the saturation `sat` is below (no lower band while a higher
     /// one is gated).
     pub fn dequeue_gated(&mut self, sat: f64) -> Option<Slot> {
-        for (i, &ceiling) in self.ceilings.iter().enumerate() {
-            if sat >= ceiling {
+        self.dequeue_at(sat, 0)
+    }
+
+    /// [`dequeue_gated`](Self::dequeue_gated) at time `now`, µs.
+    pub fn dequeue_at(&mut self, sat: f64, now: i64) -> Option<Slot> {
+        let mut gated_seen = false;
+        for i in 0..BANDS {
+            if !self.band_open(i, sat, &mut gated_seen) {
                 return None;
             }
             if self.bands[i].len == 0 {
                 continue;
             }
             let fairness = self.fairness;
+            let las_pick = (fairness == Fairness::ProgramAware).then(|| self.las_flow(i, now));
             let b = &mut self.bands[i];
             let n = b.flows.len();
             let f = match fairness {
@@ -208,6 +321,7 @@ impl BandQueue {
                         .map(|k| (start + k) % n)
                         .find(|&f| !b.flows[f].is_empty())
                 }
+                Fairness::ProgramAware => las_pick,
             }
             .expect("a non-empty band has a non-empty flow");
             let e = b.flows[f].pop_front().expect("non-empty flow");
@@ -220,9 +334,94 @@ impl BandQueue {
     }
 }
 
+impl BandQueue {
+    /// The program-aware pick among band `i`'s non-empty flows.
+    fn las_flow(&self, i: usize, now: i64) -> usize {
+        let b = &self.bands[i];
+        let flows: Vec<(usize, f64, f64)> = b
+            .flows
+            .iter()
+            .enumerate()
+            .filter_map(|(f, q)| {
+                q.front()
+                    .map(|e| (f, self.attained(f, now), (now - e.at).max(0) as f64))
+            })
+            .collect();
+        let range = |v: &dyn Fn(&(usize, f64, f64)) -> f64| {
+            flows
+                .iter()
+                .map(v)
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| {
+                    (l.min(x), h.max(x))
+                })
+        };
+        let norm = |x: f64, (lo, hi): (f64, f64)| if hi > lo { (x - lo) / (hi - lo) } else { 0.5 };
+        let (sr, wr) = (range(&|f| f.1), range(&|f| f.2));
+        let mut best = (usize::MAX, f64::NEG_INFINITY);
+        for &(f, s, w) in &flows {
+            let score = self.las.w_service * (1.0 - norm(s, sr)) + self.las.w_wait * norm(w, wr);
+            if score > best.1 {
+                best = (f, score);
+            }
+        }
+        best.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Program-aware fairness by hand: tenant 0 attained 1000 tokens of
+    /// service, tenant 1 none. Heads waited 100 µs (tenant 0) and 50 µs
+    /// (tenant 1): scores 0.8·0 + 0.2·1 = 0.2 and 0.8·1 + 0.2·0 = 0.8, so
+    /// tenant 1 goes first; then only tenant 0 is left. With a 1 s
+    /// half-life, 1000 tokens attained 1 s ago count 500.
+    #[test]
+    fn program_aware_fairness_serves_the_least_attained_tenant() {
+        let las = Las {
+            w_service: 0.8,
+            w_wait: 0.2,
+            half_life_us: 1e6,
+        };
+        let mut q = queue(1.0, Fairness::GlobalStrict).with_program_aware(las);
+        q.attain(0, 1000.0, 0);
+        assert_eq!(q.attained(0, 1_000_000), 500.0);
+        q.enqueue_at(1, 0, 10, 1_000_000 - 100);
+        q.enqueue_at(1, 1, 11, 1_000_000 - 50);
+        assert_eq!(q.las_flow(1, 1_000_000), 1);
+        assert_eq!(q.dequeue_at(0.0, 1_000_000), Some(11));
+        assert_eq!(q.dequeue_at(0.0, 1_000_000), Some(10));
+        // Equal service and wait: 0.5·0.8 + 0.5·0.2 each, the first flow.
+        let mut q = queue(1.0, Fairness::GlobalStrict).with_program_aware(las);
+        q.enqueue_at(1, 2, 20, 0);
+        q.enqueue_at(1, 1, 21, 0);
+        assert_eq!(q.dequeue_at(0.0, 0), Some(21));
+    }
+
+    /// Soft-reflective ceilings by hand (5 bands): at s = 0.3 band 1's
+    /// ceiling r = 1 − 0.3/4 = 0.925 > s (open), band 4's r = 0.7 > s too;
+    /// at s = 0.7 band 1 (r 0.825) is open, bands 2 (r 0.65) and 3
+    /// (r 0.475) gated: together they open on one attempt in
+    /// round(0.7/0.3) = 2 (one shared tick per attempt; s = 0.6 would sit
+    /// on round(1.4999…) = 1 in floating point); at s ≥ 1 nothing opens.
+    #[test]
+    fn soft_reflective_ceilings() {
+        let mut q = queue(1.0, Fairness::GlobalStrict).with_soft_reflective();
+        for slot in 0..4 {
+            q.enqueue(3, 0, slot);
+        }
+        q.enqueue(2, 0, 9);
+        assert_eq!(q.dequeue_gated(0.3), Some(9));
+        // Bands 2 and 3 gated at 0.7: attempts 1, 3 open (period 2), 2, 4
+        // closed.
+        assert_eq!(q.dequeue_gated(0.7), Some(0));
+        assert_eq!(q.dequeue_gated(0.7), None);
+        assert_eq!(q.dequeue_gated(0.7), Some(1));
+        assert_eq!(q.dequeue_gated(0.7), None);
+        assert_eq!(q.dequeue_gated(1.0), None);
+        assert_eq!(q.dequeue_gated(0.3), Some(2));
+    }
 
     fn queue(usage_limit: f64, fairness: Fairness) -> BandQueue {
         BandQueue::new(3, usage_limit, None, None, false, fairness)

@@ -31,7 +31,7 @@ mod bands;
 mod eviction;
 mod tenants;
 
-pub use bands::{BandQueue, Enqueued, Fairness, BANDS, FIRST_SHEDDABLE};
+pub use bands::{BandQueue, Enqueued, Fairness, Las, BANDS, FIRST_SHEDDABLE};
 pub use eviction::Eviction;
 pub use tenants::TenantBudgets;
 

@@ -36,6 +36,8 @@ pub enum Style {
     Plain,
     /// A CDF: lines without markers, the legend at the lower right (empty there).
     Cdf,
+    /// Markers only (a scatter); the legend above them.
+    Points,
 }
 
 const WIDTH: u32 = 560;
@@ -142,12 +144,19 @@ pub fn lines(
         for (i, s) in series.iter().enumerate() {
             let c = colour(i);
             let pts = s.points.clone();
-            chart
-                .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
-                .label(s.name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
+            if style == Style::Points {
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
+            } else {
+                chart
+                    .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                    });
+            }
             if style == Style::Lines {
                 chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
             }

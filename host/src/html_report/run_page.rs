@@ -280,11 +280,17 @@ pub fn body(files: &RunFiles) -> Result<String, String> {
         escape(&files.report.display().to_string())
     ));
     let c = &report["cluster"];
-    let rows: Vec<Vec<String>> = SUMMARY_KEYS
-        .iter()
-        .filter(|k| c.get(**k).is_some())
-        .map(|k| vec![escape(k), num(&c[*k])])
-        .collect();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for k in SUMMARY_KEYS.iter().filter(|k| c.get(**k).is_some()) {
+        rows.push(vec![escape(k), num(&c[*k])]);
+        // The rejections by cause, one row each (reports before the split
+        // have no `rejected_by`).
+        if *k == "rejected_requests" {
+            for (cause, n) in c["rejected_by"].as_object().into_iter().flatten() {
+                rows.push(vec![format!("… rejected by {}", escape(cause)), num(n)]);
+            }
+        }
+    }
     s.push_str("<h2>Cluster</h2>\n");
     s.push_str(&table(&["metric", "value"], &rows));
 

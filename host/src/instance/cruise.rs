@@ -361,6 +361,7 @@ impl Instance {
             return;
         }
         if self.running.is_empty()
+            || self.lora.is_some() // (per-step adapter factors)
             || now > SAFE_TIME
             || self.running.len() > self.config.max_num_batched_tokens as usize
         {

@@ -43,6 +43,9 @@ impl Instance {
                 run.granted = 0;
                 let req = store.hot_mut(run.hot);
                 run.write_back(req);
+                if let Some(l) = self.lora.as_deref_mut() {
+                    l.unpin(req.adapter);
+                }
             }
             _ => return false,
         }

@@ -47,6 +47,7 @@ mod evict;
 mod kv;
 mod kv_offload;
 pub mod latency;
+pub mod lora;
 mod queue;
 mod remote_kv;
 mod signals;
@@ -264,6 +265,8 @@ pub struct Instance {
     remote_waiting: u32,
     /// Aggregated decode steps (see [`cruise`]).
     cruise: cruise::Cruise,
+    /// LoRA adapters (`None` without `[lora]`: one check per step).
+    lora: Option<Box<lora::Lora>>,
 }
 
 /// The optional [`VictimChoice`] (a newtype so the instance stays `Debug`).
@@ -458,7 +461,18 @@ impl Instance {
             reserved: Vec::new(),
             remote_waiting: 0,
             cruise: cruise::Cruise::default(),
+            lora: None,
         }
+    }
+
+    /// Serve LoRA adapters (before the first event).
+    pub fn set_lora(&mut self, config: lora::LoraConfig) {
+        self.lora = Some(Box::new(lora::Lora::new(config)));
+    }
+
+    /// The LoRA state (`None` without `[lora]`).
+    pub fn lora(&self) -> Option<&lora::Lora> {
+        self.lora.as_deref()
     }
 
     /// Index of this instance in the cluster.
@@ -619,10 +633,29 @@ impl Instance {
             self.kv.prefetch_next_free();
             self.finish_batch(now, store, obs);
         }
+        let load_done = match self.lora.as_deref_mut() {
+            None => None,
+            Some(l) => {
+                l.finish_due(now);
+                let head = self.waiting.peek().and_then(|s| store[s].adapter);
+                l.gate(now, head)
+            }
+        };
         let shape = self.form_batch(now, store, obs);
         if self.running.is_empty() {
             if self.waiting.is_empty() {
                 return; // idle until the next Queued
+            }
+            if let Some(at) = load_done {
+                // The head waits for its adapter: step when it is loaded.
+                self.step_pending = true;
+                q.push(
+                    at,
+                    Event::Step {
+                        instance: self.index,
+                    },
+                );
+                return;
             }
             // Everything was preempted: retry after an empty step.
             let dt = (self.latency.step_time(&BatchShape::default())
@@ -638,7 +671,11 @@ impl Instance {
             return;
         }
         // Blocks reloaded from the CPU tier while forming the batch delay it.
-        let dt = (self.latency.step_time(&shape) + self.kv.take_transfer_time()).max(1);
+        let mut base = self.latency.step_time(&shape);
+        if self.lora.is_some() {
+            base = self.lora_step_time(base, &shape, store);
+        }
+        let dt = (base + self.kv.take_transfer_time()).max(1);
         self.steps += 1;
         self.step_pending = true;
         q.push(
@@ -788,6 +825,9 @@ impl Instance {
     ) {
         let req = store.hot_mut(run.hot);
         run.write_back(req);
+        if let Some(l) = self.lora.as_deref_mut() {
+            l.unpin(req.adapter);
+        }
         let at = if run.generated > 0 {
             run.last_token_at + post
         } else {
@@ -918,6 +958,11 @@ impl Instance {
             // (it stays there if it has to wait longer).
             let h = store.promote(slot);
             let req = store.hot_mut(h);
+            if let Some(l) = self.lora.as_deref() {
+                if !l.is_resident(req.adapter) {
+                    break; // its adapter is not loaded: the queue waits
+                }
+            }
             let (cached, n) = if req.kv_held() == 0 {
                 self.kv.hash_prompt(req);
                 let target = req.input_len + req.generated;
@@ -945,6 +990,9 @@ impl Instance {
             req.state = RequestState::Running;
             req.computed = cached;
             req.granted = n;
+            if let Some(l) = self.lora.as_deref_mut() {
+                l.pin(req.adapter);
+            }
             // (A request whose prefill ran on another instance keeps the
             // scheduling time of that prefill.)
             if req.scheduled_at == UNSET {
@@ -1156,6 +1204,9 @@ impl Instance {
     ) {
         let req = store.hot_mut(run.hot);
         run.write_back(req);
+        if let Some(l) = self.lora.as_deref_mut() {
+            l.unpin(req.adapter);
+        }
         // It comes back and may hit its own blocks.
         self.kv.release_returning(req);
         req.computed = 0;
@@ -1165,6 +1216,28 @@ impl Instance {
         self.preemptions += 1;
         self.waiting.push_front(run.slot);
         obs.preempted(self.index, req, now);
+    }
+
+    /// `base` scaled by the LoRA factor of the batch just formed (rounded
+    /// to the nearest tick, at least 1; unchanged when the factor is 1).
+    #[cold]
+    fn lora_step_time(&mut self, base: Tick, shape: &BatchShape, store: &RequestStore) -> Tick {
+        let Some(l) = self.lora.as_deref_mut() else {
+            return base;
+        };
+        let adapters = self
+            .running
+            .iter()
+            .filter(|r| r.granted > 0)
+            .filter_map(|r| store.hot(r.hot).adapter);
+        let f = l.batch_factor(adapters, shape.prefill.requests > 0);
+        if !(f.is_finite() && f > 1.0) {
+            return base;
+        }
+        ((base as f64 * f)
+            .round()
+            .min(crate::engine::TIME_LIMIT as f64) as Tick)
+            .max(1)
     }
 
     /// The batch as the latency model sees it (granted requests only).
@@ -1427,6 +1500,14 @@ impl Instance {
         }
         if (!self.waiting.is_empty() || !self.running.is_empty()) && !self.step_pending {
             return Err("INV-8: work present but no step pending".into());
+        }
+        if let Some(l) = &self.lora {
+            l.check(
+                self.running
+                    .iter()
+                    .filter(|r| r.track != Track::Gone)
+                    .map(|r| store.hot(r.hot).adapter),
+            )?;
         }
         Ok(())
     }

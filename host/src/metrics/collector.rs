@@ -101,6 +101,18 @@ impl ResultsWriter {
     }
 }
 
+/// Something that sees every request once, at its end (completed, dropped,
+/// rejected) or at the end of the run (still in the system): the TraceV2
+/// export of `--trace-output` and replay's SimResult array. The collector
+/// calls each sink where it writes the per-request result line; a run
+/// without sinks pays one empty-vector check per request.
+pub trait RequestSink: std::fmt::Debug {
+    /// `req` left the system (or the run ended with it inside).
+    fn record(&mut self, req: &Request, tenants: &[String], clients: &[String]);
+    /// The run succeeded: write what is left (files are committed by the caller).
+    fn finish(&mut self) -> Result<(), String>;
+}
+
 /// Everything recorded during a run. Implements [`InstanceObserver`].
 #[derive(Debug)]
 pub struct Collector {
@@ -123,6 +135,10 @@ pub struct Collector {
     pub gateway: bool,
     /// The arrival/completion stream of `[saturation]`.
     pub saturation: Option<SaturationRecorder>,
+    /// Per-request sinks (TraceV2 export, SimResult array); empty by default.
+    pub sinks: Vec<Box<dyn RequestSink>>,
+    /// Per-adapter records of `[lora]` (result lines then carry `adapter`).
+    pub adapters: Option<Box<super::adapters::AdapterRecorder>>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -146,6 +162,8 @@ impl Collector {
             slo: None,
             gateway: false,
             saturation: None,
+            sinks: Vec::new(),
+            adapters: None,
         }
     }
 
@@ -175,6 +193,9 @@ impl Collector {
         }
         if let Some(s) = &mut self.saturation {
             s.arrived(req.id, req.arrival);
+        }
+        if let Some(a) = &mut self.adapters {
+            a.arrived(req);
         }
     }
 
@@ -225,10 +246,20 @@ impl Collector {
 
     /// Write the result line of a request (at its end, or at the end of the run).
     pub fn result_line(&mut self, req: &Request) {
+        for s in &mut self.sinks {
+            s.record(req, &self.tenant_names, &self.client_names);
+        }
         let Some(w) = self.results.as_mut() else {
             return;
         };
-        let line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
+        let mut line = result_json(req, &self.tenant_names, &self.client_names, self.gateway);
+        if let Some(a) = &self.adapters {
+            // `"adapter"` last: the id, or null for the base model.
+            line.pop();
+            line.push_str(",\"adapter\":");
+            line.push_str(&serde_json::Value::from(a.name_of(req)).to_string());
+            line.push('}');
+        }
         if let Err(e) = w.push(req.id, line) {
             self.write_error.get_or_insert(e);
         }
@@ -293,6 +324,9 @@ impl InstanceObserver for Collector {
         if let Some(s) = &mut self.stages {
             s.first_token(req, at);
         }
+        if let Some(a) = &mut self.adapters {
+            a.first_token(req, at);
+        }
     }
 
     #[inline]
@@ -331,6 +365,9 @@ impl InstanceObserver for Collector {
         }
         if let Some(s) = &mut self.saturation {
             s.completed(req.id, at, at - req.arrival);
+        }
+        if let Some(a) = &mut self.adapters {
+            a.completed(req);
         }
         self.finished.push((slot, true));
     }

@@ -5,8 +5,9 @@
 //! records of staged workloads ([`stages`]) and the time series
 //! ([`timeseries`], `output.timeseries_path`), SLO attainment and goodput
 //! ([`slo`], `[slo]`), post-hoc saturation verdicts ([`saturation`],
-//! `[saturation]`).
+//! `[saturation]`), per-adapter metrics of `[lora]` ([`adapters`]).
 
+pub mod adapters;
 mod collector;
 pub mod distribution;
 pub mod fitness;
@@ -17,7 +18,9 @@ pub mod saturation;
 pub mod slo;
 pub mod stages;
 pub mod timeseries;
+pub mod trace_export;
 
 pub use collector::{
-    class_index, result_json, ClassRecord, Collector, InstanceRecord, ResultsWriter, TenantRecord,
+    class_index, result_json, ClassRecord, Collector, InstanceRecord, RequestSink, ResultsWriter,
+    TenantRecord,
 };

@@ -233,6 +233,17 @@ pub fn build(
     let mut cm = Map::new();
     cm.insert("num_requests".into(), json!(outcome.arrived));
     cm.insert("rejected_requests".into(), json!(outcome.rejected));
+    let by = &outcome.rejected_by;
+    cm.insert(
+        "rejected_by".into(),
+        json!({
+            "admission": by.admission,
+            "filter": by.filter,
+            "gateway": by.gateway,
+            "tenant_budget": by.tenant_budget,
+            "no_routable_instance": by.no_instance,
+        }),
+    );
     cm.insert("still_in_pipeline".into(), json!(outcome.still_in_pipeline));
     if let Some(pd) = &outcome.pd {
         // A request received by transfer was injected once, at its prefill.
@@ -374,6 +385,9 @@ pub fn build(
     }
     if let Some(c) = &outcome.control {
         report["control"] = c.report(outcome.end_time, cluster.output_tokens);
+    }
+    if let Some(a) = &mut outcome.collector.adapters {
+        report["adapters"] = a.report(&outcome.instances, duration_s);
     }
     report
 }

@@ -34,6 +34,11 @@ pub enum PluginError {
     #[error("cannot load plugin {path}: its initialisation failed: {detail}")]
     InitFailed { path: PathBuf, detail: String },
 
+    /// A library declares something blis cannot honour (e.g. hooks on a
+    /// kind that never receives events).
+    #[error("cannot load plugin {path}: {detail}")]
+    BadDeclaration { path: PathBuf, detail: String },
+
     /// No loaded library offers a policy of that kind and name.
     #[error("unknown {kind} policy '{name}'{suggestion}.\n  Available {kind} policies: {available}.\n  Load more with --plugin PATH (see `blis plugins list`).")]
     UnknownPolicy {

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
-use blis_plugin_api::{abi_before_decider, abi_v0_1, PluginModRef};
+use blis_plugin_api::{abi_before_decider, abi_before_observer, abi_v0_1, PluginModRef};
 
 use super::PluginError;
 
@@ -12,8 +12,11 @@ use super::PluginError;
 pub(super) enum Module {
     /// ABI 0.2 (or a later, longer version of it).
     Current(PluginModRef),
+    /// ABI 0.2 as it was before the observer kind, turned into a current
+    /// root module whose `create_observer` refuses.
+    BeforeObserver(PluginModRef),
     /// ABI 0.2 as it was before the decider kind, turned into a current
-    /// root module whose `create_decider` refuses.
+    /// root module whose `create_decider` (and `create_observer`) refuse.
     BeforeDecider(PluginModRef),
     /// ABI 0.1.
     V0_1(abi_v0_1::PluginModRef),
@@ -23,8 +26,8 @@ pub(super) enum Module {
 ///
 /// abi_stable accepts a library whose root module and vtables are at least
 /// as long as the host's, so the library is checked against the current
-/// root module first, then against the 0.2 one before the decider kind,
-/// then against the 0.1 one.
+/// root module first, then against the 0.2 ones before the observer kind
+/// and before the decider kind, then against the 0.1 one.
 ///
 /// The library stays loaded for the rest of the process (policies created
 /// from it hold code pointers into it).
@@ -60,6 +63,11 @@ pub(super) fn load_root_module(path: &Path) -> Result<Module, PluginError> {
     match header.init_root_module::<PluginModRef>() {
         Ok(m) => Ok(Module::Current(m)),
         Err(current @ LibraryError::AbiInstability(_)) => {
+            if let Ok(m) = header.init_root_module::<abi_before_observer::PluginModRef>() {
+                if let Some(m) = m.into_current() {
+                    return Ok(Module::BeforeObserver(m));
+                }
+            }
             if let Ok(m) = header.init_root_module::<abi_before_decider::PluginModRef>() {
                 if let Some(m) = m.into_current() {
                     return Ok(Module::BeforeDecider(m));

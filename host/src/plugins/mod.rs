@@ -22,7 +22,7 @@ pub mod registry;
 
 pub use error::PluginError;
 pub use policy::{
-    AdmissionPolicy, AutoscalerPolicy, DeciderPolicy, FilterPolicy, PickerPolicy, PolicyLabel,
-    PreemptionPolicy, RouterPolicy, SchedulerPolicy, ScorerPolicy,
+    AdmissionPolicy, AutoscalerPolicy, DeciderPolicy, FilterPolicy, ObserverPolicy, PickerPolicy,
+    PolicyLabel, PreemptionPolicy, RouterPolicy, SchedulerPolicy, ScorerPolicy,
 };
 pub use registry::{LibraryEntry, Origin, Registry};

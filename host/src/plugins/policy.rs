@@ -4,8 +4,9 @@
 use abi_stable::std_types::{RResult, RSlice, RVec};
 use blis_plugin_api::{
     abi_v0_1, AbiVersion, AdmissionBox, AutoscalerBox, ClusterState, ClusterView, DeciderBox,
-    EventKind, FilterBox, Hooks, PdView, PickerBox, PolicyError, PreemptionBox, RequestEvent,
-    RequestView, RouterBox, RunningRequest, SchedulerBox, ScorerBox, SloClass as AbiSlo,
+    EventKind, FilterBox, Hooks, ObserverBox, PdView, PickerBox, PolicyError, PreemptionBox,
+    RequestEvent, RequestView, RouterBox, RunningRequest, SchedulerBox, ScorerBox,
+    SloClass as AbiSlo,
 };
 
 use super::PluginError;
@@ -47,6 +48,26 @@ impl PolicyLabel {
             })
         } else {
             self.bad(call, request, format!("returned an error: {}", e.message))
+        }
+    }
+
+    /// The result of an `on_run_end` call (no request to name).
+    fn run_end(&self, r: RResult<(), PolicyError>) -> Result<(), Box<PluginError>> {
+        match r {
+            RResult::ROk(()) => Ok(()),
+            RResult::RErr(e) => {
+                let what = if e.panicked {
+                    "panicked"
+                } else {
+                    "returned an error"
+                };
+                Err(Box::new(PluginError::InInstance {
+                    message: format!(
+                        "plugin {}: {} '{}' {what} in on_run_end at the end of the run: {}",
+                        self.library, self.kind, self.name, e.message
+                    ),
+                }))
+            }
         }
     }
 
@@ -120,6 +141,9 @@ macro_rules! lifecycle_methods {
             cluster: &ClusterState<'_>,
         ) -> Result<(), Box<PluginError>> {
             let r = self.obj.on_event(event, cluster);
+            if event.kind == EventKind::RUN_END {
+                return self.label.run_end(r);
+            }
             check(&self.label, "on_event", event.request.id, r)
         }
     };
@@ -373,6 +397,12 @@ impl ScorerPolicy {
         check(&self.label, "score_candidates", req.id, r)?;
         let n = cluster.candidates.len();
         self.checked(req.id, "score_candidates", n, "candidate")
+    }
+
+    /// The scores of the last call, as checked and clamped: per instance
+    /// after [`Self::score`], per candidate after [`Self::score_candidates`].
+    pub fn last_scores(&self) -> &[f64] {
+        self.buf.as_slice()
     }
 
     /// Check the count and values in `buf`, clamp them to [0, 1].
@@ -636,4 +666,14 @@ impl DeciderPolicy {
         let reason = self.obj.take_reason();
         (!reason.is_empty()).then(|| reason.into_string())
     }
+}
+
+policy_handle! {
+    /// An observer created by a plugin library (ABI 0.2, kind code 9): it
+    /// only receives the lifecycle events of its hooks and the end of the run.
+    ObserverPolicy(ObserverBox)
+}
+
+impl ObserverPolicy {
+    lifecycle_methods!();
 }

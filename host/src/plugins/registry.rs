@@ -8,9 +8,9 @@ use blis_plugin_api::{abi_v0_1, AbiVersion, Hooks, KindCode, PolicyKind, PolicyO
 
 use super::loader::{self, Module};
 use super::policy::{
-    AdmissionObj, AdmissionPolicy, AutoscalerPolicy, DeciderPolicy, FilterPolicy, PickerPolicy,
-    PolicyLabel, PreemptionPolicy, RouterObj, RouterPolicy, SchedulerPolicy, ScorerObj,
-    ScorerPolicy,
+    AdmissionObj, AdmissionPolicy, AutoscalerPolicy, DeciderPolicy, FilterPolicy, ObserverPolicy,
+    PickerPolicy, PolicyLabel, PreemptionPolicy, RouterObj, RouterPolicy, SchedulerPolicy,
+    ScorerObj, ScorerPolicy,
 };
 use super::PluginError;
 
@@ -62,6 +62,34 @@ pub fn std_reads_snapshots(kind: KindCode, name: &str) -> bool {
     )
 }
 
+/// Why a library's declared hooks cannot be honoured, if they cannot: a
+/// policy of a kind that never receives events (scheduler, preemption,
+/// autoscaler, decider) that declares hooks would silently never be
+/// called, and an observer without hooks would never be called at all.
+fn hooks_problem(lib: &LibraryEntry) -> Option<String> {
+    lib.policies.iter().find_map(|p| {
+        if !p.hooks.is_empty() && !p.kind.receives_events() {
+            Some(format!(
+                "{} '{}' declares HOOKS, but a {} never receives lifecycle events, so they would \
+                 never be called; remove HOOKS from it, or move the event handling to an observer \
+                 (kind observer) or to an admission, router, scorer, filter or picker policy",
+                p.kind.name(),
+                p.name,
+                p.kind.name()
+            ))
+        } else if p.hooks.is_empty() && p.kind == KindCode::OBSERVER {
+            Some(format!(
+                "observer '{}' declares no HOOKS, so it would never be called; set \
+                 `const HOOKS: Hooks = ...` to the events it handles (Hooks::RUN_END for the end of \
+                 the run)",
+                p.name
+            ))
+        } else {
+            None
+        }
+    })
+}
+
 /// One policy a library offers.
 #[derive(Clone, Debug)]
 pub struct PolicyEntry {
@@ -111,7 +139,11 @@ impl LibraryEntry {
     pub fn has_create_function(&self, kind: KindCode) -> bool {
         let m = match self.module {
             Module::Current(m) => m,
-            Module::BeforeDecider(_) if kind == KindCode::DECIDER => return false,
+            Module::BeforeObserver(_) if kind == KindCode::OBSERVER => return false,
+            Module::BeforeObserver(m) => m,
+            Module::BeforeDecider(_) if matches!(kind, KindCode::DECIDER | KindCode::OBSERVER) => {
+                return false
+            }
             Module::BeforeDecider(m) => m,
             Module::V0_1(_) => return kind.policy_kind().is_some(),
         };
@@ -123,6 +155,7 @@ impl LibraryEntry {
             KindCode::PREEMPTION => m.create_preemption().is_some(),
             KindCode::DECIDER => m.create_decider().is_some(),
             KindCode::AUTOSCALER => m.create_autoscaler().is_some(),
+            KindCode::OBSERVER => m.create_observer().is_some(),
             _ => false,
         }
     }
@@ -202,13 +235,17 @@ impl Registry {
 
     fn add_module(&mut self, module: Module, origin: Origin, sha256: Option<String>) -> usize {
         let info = match module {
-            Module::Current(m) | Module::BeforeDecider(m) => (m.describe())(),
+            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => {
+                (m.describe())()
+            }
             Module::V0_1(m) => (m.describe())(),
         };
         // A 0.2 library describes every policy (0.1 kinds included) with its
         // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
         let v2 = match module {
-            Module::Current(m) | Module::BeforeDecider(m) => m.describe_v2().map(|d| d()),
+            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => {
+                m.describe_v2().map(|d| d())
+            }
             Module::V0_1(_) => None,
         };
         let (abi, policies) = match v2 {
@@ -294,6 +331,13 @@ impl Registry {
         let module = loader::load_root_module(path)?;
         let sha256 = loader::sha256_hex(path);
         let idx = self.add_module(module, Origin::File(canonical), sha256);
+        if let Some(detail) = hooks_problem(&self.libraries[idx]) {
+            self.libraries.pop();
+            return Err(PluginError::BadDeclaration {
+                path: path.to_path_buf(),
+                detail,
+            });
+        }
         let name = self.libraries[idx].name.clone();
         let same: Vec<usize> = (0..idx)
             .filter(|&i| self.libraries[i].name == name)
@@ -440,9 +484,11 @@ impl Registry {
         let (lib, label) = self.locate(kind.into(), spec)?;
         let (name, params) = (RStr::from(label.name.as_str()), RStr::from(params_toml));
         let created = match lib.module {
-            Module::Current(m) | Module::BeforeDecider(m) => (m.create())(kind, name, params, seed)
-                .into_result()
-                .map(Created::Current),
+            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => {
+                (m.create())(kind, name, params, seed)
+                    .into_result()
+                    .map(Created::Current)
+            }
             Module::V0_1(m) => (m.create())(kind, name, params, seed)
                 .into_result()
                 .map(Created::V0_1),
@@ -456,7 +502,7 @@ impl Registry {
     /// The root module, if the library speaks ABI ≥ 0.2.
     fn current(lib: &LibraryEntry) -> Option<blis_plugin_api::PluginModRef> {
         match lib.module {
-            Module::Current(m) | Module::BeforeDecider(m) => Some(m),
+            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => Some(m),
             Module::V0_1(_) => None,
         }
     }
@@ -478,6 +524,9 @@ impl Registry {
             "the library has no preemption policies (ABI 0.1)";
         /// Create a picker (ABI 0.2).
         picker: PICKER, create_picker, PickerPolicy, "the library has no pickers (ABI 0.1)";
+        /// Create an observer (ABI 0.2, kind code 9).
+        observer: OBSERVER, create_observer, ObserverPolicy,
+            "the library has no observers (it predates the observer kind)";
     }
 
     /// Create an admission policy.

@@ -65,7 +65,9 @@ pub struct Summary {
     pub wall_s: f64,
 }
 
-/// Run one run into its folder; `Err` only if the result cannot be stored.
+/// Run one run into its folder; `Err` only if the result cannot be stored,
+/// `None` if `cancel` was set meanwhile (the run is not stored: it runs
+/// again when the sweep is resumed).
 fn run_into_folder(
     worker: usize,
     run: &PlannedRun,
@@ -73,14 +75,22 @@ fn run_into_folder(
     dir: &SweepDir,
     run_one: &RunFn,
     base: Option<&Path>,
-) -> Result<RunRow, String> {
+    cancel: Option<&AtomicBool>,
+) -> Result<Option<RunRow>, String> {
     let folder = dir.begin(worker, &run.id)?;
     let sets = with_outputs(run, in_base, &folder);
     let result = run_one(base, &sets);
-    dir.commit(worker, &run.id, &result)
+    if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+        let _ = std::fs::remove_dir_all(&folder);
+        return Ok(None);
+    }
+    dir.commit(worker, &run.id, &result).map(Some)
 }
 
-/// Run the runs of `runs` not in `done` on `jobs` threads; adds their rows to `done`.
+/// Run the runs of `runs` not in `done` on `jobs` threads; adds their rows
+/// to `done`. Once `cancel` is set no run starts, and runs that end are not
+/// stored ([`Summary::ran`] counts the stored ones).
+#[allow(clippy::too_many_arguments)]
 pub fn execute(
     plan: &Plan,
     runs: &[&PlannedRun],
@@ -89,6 +99,7 @@ pub fn execute(
     jobs: usize,
     progress: bool,
     run_one: &RunFn,
+    cancel: Option<&AtomicBool>,
 ) -> Result<Summary, String> {
     let started = Instant::now();
     let todo: Vec<&PlannedRun> = runs
@@ -127,7 +138,9 @@ pub fn execute(
                 s.spawn(move || {
                     let _staging = crate::output::register_temp_dir(&dir.worker_dir(worker));
                     let mut mine = Vec::new();
-                    while !stop.load(Ordering::Relaxed) {
+                    while !stop.load(Ordering::Relaxed)
+                        && !cancel.is_some_and(|c| c.load(Ordering::Relaxed))
+                    {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(run) = todo.get(i) else {
                             break;
@@ -139,8 +152,10 @@ pub fn execute(
                             dir,
                             run_one,
                             plan.base.as_deref(),
+                            cancel,
                         ) {
-                            Ok(row) => {
+                            Ok(None) => break,
+                            Ok(Some(row)) => {
                                 if row.error.is_some() {
                                     failed.fetch_add(1, Ordering::Relaxed);
                                 }
@@ -180,8 +195,9 @@ pub fn execute(
     if let Some(e) = fatal.into_inner().ok().flatten() {
         return Err(e);
     }
-    done.extend(rows.into_iter().flatten());
-    summary.ran = todo.len();
+    let rows: Vec<(String, RunRow)> = rows.into_iter().flatten().collect();
+    summary.ran = rows.len();
+    done.extend(rows);
     summary.failed = failed.load(Ordering::Relaxed);
     summary.wall_s = started.elapsed().as_secs_f64();
     Ok(summary)

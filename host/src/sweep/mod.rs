@@ -18,6 +18,7 @@ pub mod table;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use exec::{RunFn, Summary};
 pub use spec::{Plan, Shard};
@@ -29,6 +30,9 @@ use table::RunRow;
 pub enum SweepError {
     BadInput(String),
     Failed(String),
+    /// [`Options::cancel`] was set: the finished runs are stored and in the
+    /// tables; the others run when the sweep is resumed.
+    Cancelled,
 }
 
 /// Write `results.csv` and `results.jsonl` of `dir` from the rows of its
@@ -60,6 +64,8 @@ pub struct Options<'a> {
     pub jobs: usize,
     pub shard: Option<Shard>,
     pub progress: bool,
+    /// Stop starting runs once set (the Python package sets it on Ctrl-C).
+    pub cancel: Option<&'a AtomicBool>,
 }
 
 /// Run a sweep (or one shard of it) into `opts.out`, resuming what is there.
@@ -88,9 +94,13 @@ pub fn run(opts: &Options, run_one: &RunFn) -> Result<Summary, SweepError> {
         opts.jobs,
         opts.progress,
         run_one,
+        opts.cancel,
     )
     .map_err(SweepError::Failed)?;
     write_tables(&dir, &manifest, &finished).map_err(SweepError::Failed)?;
+    if opts.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+        return Err(SweepError::Cancelled);
+    }
     Ok(summary)
 }
 

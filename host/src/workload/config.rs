@@ -100,6 +100,10 @@ pub struct WorkloadConfig {
     /// evenly spaced, first arrival one interval after 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrival: Option<ArrivalSpec>,
+    /// TraceV2 trace to replay (`[workload.trace_v2]`: header, data,
+    /// session_mode, think_time_ms, think_time_dist).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_v2: Option<super::TraceV2Spec>,
     /// Multi-client spec (`[[workload.clients]]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<Vec<ClientSpec>>,
@@ -139,6 +143,7 @@ impl WorkloadConfig {
             arrival: None,
             clients: None,
             inference_perf: None,
+            trace_v2: None,
         }
     }
 
@@ -373,6 +378,25 @@ pub struct ClientSpec {
     /// `max_rounds` rounds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionSpec>,
+    /// LoRA adapter every request of the client runs with (an id of
+    /// `[lora].adapters`; default: the base model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    /// A popularity distribution of adapters instead of one `adapter`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter_mix: Option<AdapterMix>,
+}
+
+/// `adapter_mix`: each request (each session, for multi-turn clients)
+/// draws its adapter: the `k`-th id (1-based) with probability ∝ `1/k^s`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterMix {
+    /// Adapter ids, most popular first.
+    pub ids: Vec<String>,
+    /// Zipf exponent `s` ≥ 0 (default 1; 0 = uniform).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zipf_s: Option<f64>,
 }
 
 /// Activity window `[start_us, end_us)`, in µs of simulated time.

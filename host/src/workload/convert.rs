@@ -705,6 +705,8 @@ fn convert_client(
         tenant_id: c.tenant_id.clone().filter(|t| !t.is_empty()),
         windows: win,
         session,
+        adapter: None,
+        adapter_mix: None,
     })
 }
 
@@ -834,6 +836,8 @@ fn expand_cohort(
                 Some(ws.clone())
             },
             session: None,
+            adapter: None,
+            adapter_mix: None,
         });
     }
     Ok(())

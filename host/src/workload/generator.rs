@@ -31,6 +31,7 @@ const DOMAIN_PREFIX: u64 = 0x7072_6566_6978_0002;
 const DOMAIN_SESSION: u64 = 0x7365_7373_696f_0003;
 const DOMAIN_TRACE: u64 = 0x7472_6163_6500_0004;
 const DOMAIN_SPREAD: u64 = 0x7370_7265_6164_0005;
+const DOMAIN_ADAPTER: u64 = 0x6164_6170_7400_0006;
 
 /// Arrivals later than this (µs, about 146,000 years) end a client's stream.
 const MAX_TIME_US: f64 = crate::engine::TIME_LIMIT as f64;
@@ -80,6 +81,38 @@ pub(crate) struct ClientPlan {
     /// How many arrivals the client makes, and whether its arrival process
     /// decides when.
     pub schedule: Schedule,
+    /// The LoRA adapter of its requests.
+    pub adapter: AdapterPick,
+}
+
+/// How a client's requests get their LoRA adapter.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) enum AdapterPick {
+    /// The base model.
+    #[default]
+    Base,
+    /// Always this adapter.
+    One(u32),
+    /// Drawn per request (per session): `ids[k]` with probability
+    /// `cdf[k] − cdf[k−1]`.
+    Mix { ids: Vec<u32>, cdf: Vec<f64> },
+}
+
+impl AdapterPick {
+    /// Zipf popularity over `ids` (the `k`-th, 1-based, ∝ `1/k^s`).
+    pub(crate) fn zipf(ids: Vec<u32>, s: f64) -> AdapterPick {
+        let w: Vec<f64> = (1..=ids.len()).map(|k| (k as f64).powf(-s)).collect();
+        let total: f64 = w.iter().sum();
+        let mut acc = 0.0;
+        let cdf = w
+            .iter()
+            .map(|x| {
+                acc += x / total;
+                acc
+            })
+            .collect();
+        AdapterPick::Mix { ids, cdf }
+    }
 }
 
 /// How many arrivals a client makes and when.
@@ -148,6 +181,9 @@ struct ClientGen {
     arrivals: u64,
     /// Boxed: only spread clients pay for its stream.
     spread: Option<Box<SpreadState>>,
+    /// The adapter draws of an `adapter_mix` client (their own stream, so
+    /// adding a mix changes nothing else of the client's requests).
+    adapter_rng: Option<Box<ChaCha8Rng>>,
 }
 
 impl ClientGen {
@@ -157,7 +193,14 @@ impl ClientGen {
             Schedule::Spread { count, .. } => Some(Box::new(SpreadState::new(plan.seed, count))),
             _ => None,
         };
+        let adapter_rng = match plan.adapter {
+            AdapterPick::Mix { .. } => Some(Box::new(ChaCha8Rng::seed_from_u64(mix64(
+                plan.seed ^ DOMAIN_ADAPTER,
+            )))),
+            _ => None,
+        };
         ClientGen {
+            adapter_rng,
             plan,
             rng,
             clock: 0.0,
@@ -166,6 +209,20 @@ impl ClientGen {
             sessions_started: 0,
             arrivals: 0,
             spread,
+        }
+    }
+
+    /// The adapter of the client's next new request (or session).
+    fn draw_adapter(&mut self) -> Option<u32> {
+        match &self.plan.adapter {
+            AdapterPick::Base => None,
+            AdapterPick::One(a) => Some(*a),
+            AdapterPick::Mix { ids, cdf } => {
+                let rng = self.adapter_rng.as_mut().expect("mix stream");
+                let u: f64 = rng.random();
+                let k = cdf.partition_point(|&c| c <= u).min(ids.len() - 1);
+                Some(ids[k])
+            }
         }
     }
 
@@ -261,6 +318,8 @@ struct PendingRound {
     input_len: u32,
     output_len: u32,
     output_seed: u64,
+    /// The session's adapter (every round runs with it).
+    adapter: Option<u32>,
 }
 
 impl PartialEq for PendingRound {
@@ -382,6 +441,7 @@ impl Generator {
             req.slo_class = cl.plan.slo;
             req.session = Some((round.session, round.round));
             req.private_from = None;
+            req.adapter = round.adapter;
         }
         true
     }
@@ -393,6 +453,7 @@ impl Generator {
         req.client = ci;
         req.tenant = cl.plan.tenant;
         req.slo_class = cl.plan.slo;
+        req.adapter = cl.draw_adapter();
         match cl.plan.session {
             None => {
                 fill(&cl.plan, &mut cl.rng, req);
@@ -477,6 +538,7 @@ impl Generator {
             input_len: total as u32,
             output_len,
             output_seed,
+            adapter: req.adapter,
         };
         self.round_seq += 1;
         self.rounds.push(Reverse(pending));

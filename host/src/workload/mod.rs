@@ -23,6 +23,7 @@ mod generator;
 mod inference_perf;
 mod sampler;
 mod trace;
+mod trace_v2;
 
 #[cfg(test)]
 mod tests;
@@ -31,8 +32,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 pub use config::{
-    defaults, ArrivalProcess, ArrivalSpec, ClientSpec, ContextGrowth, GaussianLengths, LengthDist,
-    Preset, SessionSpec, Window, WorkloadConfig,
+    defaults, AdapterMix, ArrivalProcess, ArrivalSpec, ClientSpec, ContextGrowth, GaussianLengths,
+    LengthDist, Preset, SessionSpec, Window, WorkloadConfig,
 };
 pub use convert::convert_workload_spec;
 pub use generator::Footprint;
@@ -40,10 +41,11 @@ pub use inference_perf::{
     convert_inference_perf, InferencePerfSpec, SharedPrefixSpec, StageSpec, MAX_USERS,
 };
 pub use sampler::MAX_TOKENS;
+pub use trace_v2::{ReplayLedger, SessionMode, SharedLedger, ThinkTime, TraceV2Spec, FOLLOW_UP};
 
 use crate::engine::Tick;
 use crate::request::{Request, Segment, SloClass};
-use generator::{client_seed, prefix_seed, ClientPlan, Generator, Schedule};
+use generator::{client_seed, prefix_seed, AdapterPick, ClientPlan, Generator, Schedule};
 use sampler::{ArrivalSampler, LengthSampler};
 use trace::{TraceReplay, DEFAULT_TENANT};
 
@@ -91,6 +93,7 @@ enum Source {
     Empty,
     Generated(Box<Generator>),
     Trace(Box<TraceReplay>),
+    TraceV2(Box<trace_v2::TraceV2Replay>),
     List(VecDeque<Request>),
 }
 
@@ -103,9 +106,13 @@ pub struct Workload {
     yielded: u64,
     tenants: Vec<String>,
     clients: Vec<String>,
+    /// LoRA adapter names requests refer to (`Request::adapter`).
+    adapters: Vec<String>,
     /// Stage windows `[start, end)` of an inference-perf workload (empty otherwise).
     stages: Vec<(Tick, Tick)>,
     error: Option<WorkloadError>,
+    /// Content seed of each named prefix group → its name (for the TraceV2 export).
+    prefix_names: HashMap<u64, String>,
 }
 
 impl Workload {
@@ -119,6 +126,31 @@ impl Workload {
         base_dir: &Path,
     ) -> Result<Workload, WorkloadError> {
         let cap = config.num_requests.filter(|&n| n > 0);
+        if let Some(spec) = &config.trace_v2 {
+            if let Some(k) = other_source_keys(config, "trace_v2").first() {
+                return Err(cfg_err(format!(
+                    "`trace_v2` and `{k}` are both set: a TraceV2 trace gives every request; use exactly one workload source"
+                )));
+            }
+            if config.aggregate_rate.is_some() {
+                return Err(cfg_err(
+                    "`aggregate_rate` is set with `trace_v2`: arrival times come from the trace; remove aggregate_rate",
+                ));
+            }
+            let o = trace_v2::TraceV2Replay::open(spec, seed, base_dir, None)?;
+            let total = o.replay.total_rows();
+            return Ok(Workload {
+                cap: Some(cap.map_or(total, |c| c.min(total))),
+                source: Source::TraceV2(Box::new(o.replay)),
+                yielded: 0,
+                tenants: o.tenants,
+                clients: o.clients,
+                adapters: Vec::new(),
+                stages: Vec::new(),
+                error: None,
+                prefix_names: o.prefix_names.into_iter().collect(),
+            });
+        }
         if let Some(trace) = &config.trace {
             check_trace_exclusive(config)?;
             let (replay, tenants) = TraceReplay::open(&base_dir.join(trace), trace, seed, cap)?;
@@ -128,14 +160,17 @@ impl Workload {
                 yielded: 0,
                 tenants,
                 clients: vec!["trace".to_string()],
+                adapters: Vec::new(),
                 stages: Vec::new(),
                 error: None,
+                prefix_names: HashMap::new(),
             });
         }
         if let Some(ip) = &config.inference_perf {
             check_inference_perf_exclusive(config)?;
             let x = inference_perf::expand(ip)?;
-            let (mut plans, clients, tenants) = plan_clients(&x.clients, x.aggregate_rate, seed)?;
+            let (mut plans, clients, tenants, adapters) =
+                plan_clients(&x.clients, x.aggregate_rate, seed)?;
             for (plan, schedule) in plans.iter_mut().zip(x.schedules) {
                 plan.schedule = schedule;
             }
@@ -147,8 +182,10 @@ impl Workload {
                 yielded: 0,
                 tenants,
                 clients,
+                adapters,
                 stages: x.stages,
                 error: None,
+                prefix_names: prefix_names(&x.clients, seed),
             });
         }
         let rate = config.aggregate_rate.unwrap_or(defaults::RATE);
@@ -158,34 +195,44 @@ impl Workload {
             )));
         }
         let specs = client_specs(config)?;
-        let (plans, clients, tenants) = plan_clients(&specs, rate, seed)?;
+        let (plans, clients, tenants, adapters) = plan_clients(&specs, rate, seed)?;
         Ok(Workload {
             source: Source::Generated(Box::new(Generator::new(plans))),
             cap,
             yielded: 0,
             tenants,
             clients,
+            adapters,
             stages: Vec::new(),
             error: None,
+            prefix_names: prefix_names(&specs, seed),
         })
     }
 
     /// A workload replaying `requests` as given (sorted by arrival, stable;
     /// ids reassigned in that order). For tests and tools: it holds every
-    /// request in memory. Tenant and client names are synthesised
-    /// (`tenant-<i>`, `client-<i>`) up to the largest index used.
+    /// request in memory. Tenant, client and adapter names are synthesised
+    /// (`tenant-<i>`, `client-<i>`, `adapter-<i>`) up to the largest index
+    /// used.
     pub fn from_requests(mut requests: Vec<Request>) -> Workload {
         requests.sort_by_key(|r| r.arrival);
         let tenants = requests.iter().map(|r| r.tenant + 1).max().unwrap_or(0);
         let clients = requests.iter().map(|r| r.client + 1).max().unwrap_or(0);
+        let adapters = requests
+            .iter()
+            .filter_map(|r| r.adapter.map(|a| a + 1))
+            .max()
+            .unwrap_or(0);
         Workload {
             cap: Some(requests.len() as u64),
             source: Source::List(requests.into()),
             yielded: 0,
             tenants: (0..tenants).map(|i| format!("tenant-{i}")).collect(),
             clients: (0..clients).map(|i| format!("client-{i}")).collect(),
+            adapters: (0..adapters).map(|i| format!("adapter-{i}")).collect(),
             stages: Vec::new(),
             error: None,
+            prefix_names: HashMap::new(),
         }
     }
 
@@ -200,6 +247,7 @@ impl Workload {
             Source::Empty => None,
             Source::Generated(g) => g.peek_time(),
             Source::Trace(t) => t.peek_time(),
+            Source::TraceV2(t) => t.peek_time(),
             Source::List(l) => l.front().map(|r| r.arrival),
         }
     }
@@ -221,6 +269,7 @@ impl Workload {
                 }
                 got
             }
+            Source::TraceV2(t) => t.pop_into(req),
             Source::List(l) => match l.pop_front() {
                 Some(r) => {
                     req.arrival = r.arrival;
@@ -233,6 +282,7 @@ impl Workload {
                     req.tenant = r.tenant;
                     req.slo_class = r.slo_class;
                     req.session = r.session;
+                    req.adapter = r.adapter;
                     true
                 }
                 None => false,
@@ -252,9 +302,41 @@ impl Workload {
     pub fn on_finished(&mut self, req: &Request, at: Tick, completed: bool) {
         // Once the cap is reached no round can be yielded: end the session.
         let exhausted = self.cap.is_some_and(|c| self.yielded >= c);
-        if let Source::Generated(g) = &mut self.source {
-            g.on_finished(req, at, completed && !exhausted);
+        match &mut self.source {
+            Source::Generated(g) => g.on_finished(req, at, completed && !exhausted),
+            Source::TraceV2(t) => t.on_finished(req, at, completed && !exhausted),
+            _ => {}
         }
+    }
+
+    /// A TraceV2 replay: bound its closed-loop follow-ups by the run's
+    /// `horizon_us` (the trace's own rule otherwise).
+    pub fn set_horizon(&mut self, horizon_us: Option<Tick>) {
+        if let (Source::TraceV2(t), Some(h)) = (&mut self.source, horizon_us) {
+            t.set_session_horizon(h);
+        }
+    }
+
+    /// A TraceV2 replay's ledger (blis id → trace request id).
+    pub fn replay_ledger(&self) -> Option<SharedLedger> {
+        match &self.source {
+            Source::TraceV2(t) => Some(t.ledger()),
+            _ => None,
+        }
+    }
+
+    /// A TraceV2 replay: (rows injected from the file, closed-loop
+    /// sessions, rows replayed with a token count raised to 1).
+    pub fn replay_counts(&self) -> Option<(u64, usize, u64)> {
+        match &self.source {
+            Source::TraceV2(t) => Some((t.injected_rows(), t.session_count(), t.raised)),
+            _ => None,
+        }
+    }
+
+    /// Content seed of each named prefix group's shared prefix → its name.
+    pub fn prefix_group_names(&self) -> &HashMap<u64, String> {
+        &self.prefix_names
     }
 
     /// Stage windows `[start, end)` in ticks, in order, when the workload
@@ -266,6 +348,12 @@ impl Workload {
     /// Tenant names; `Request::tenant` indexes this list.
     pub fn tenant_names(&self) -> &[String] {
         &self.tenants
+    }
+
+    /// LoRA adapter names; `Request::adapter` indexes this list (in order
+    /// of first mention by the clients).
+    pub fn adapter_names(&self) -> &[String] {
+        &self.adapters
     }
 
     /// Client names in configuration order; `Request::client` indexes this list.
@@ -305,12 +393,51 @@ impl Workload {
     }
 }
 
+/// Content seed → name of every prefix group of `specs`.
+fn prefix_names(specs: &[ClientSpec], seed: u64) -> HashMap<u64, String> {
+    specs
+        .iter()
+        .filter_map(|s| s.prefix_group.as_ref())
+        .map(|g| (prefix_seed(seed, g), g.clone()))
+        .collect()
+}
+
+/// Each client's prefix group and its length (`None` for a client without
+/// one), in client order (`Request::client` indexes it): what `blis
+/// observe` records in a trace's `prefix_group` / `prefix_length` columns.
+/// A group's length is set by its first client (default 50), as the
+/// generator does. Empty for a CSV trace source.
+pub fn client_prefix_groups(
+    config: &WorkloadConfig,
+) -> Result<Vec<Option<(String, u32)>>, WorkloadError> {
+    let specs = if config.trace.is_some() || config.trace_v2.is_some() {
+        return Ok(Vec::new());
+    } else if let Some(ip) = &config.inference_perf {
+        inference_perf::expand(ip)?.clients
+    } else {
+        client_specs(config)?
+    };
+    let mut lengths: HashMap<&str, u32> = HashMap::new();
+    Ok(specs
+        .iter()
+        .map(|s| {
+            s.prefix_group.as_deref().map(|g| {
+                let len = *lengths
+                    .entry(g)
+                    .or_insert(s.prefix_length.unwrap_or(defaults::PREFIX_LENGTH));
+                (g.to_string(), len)
+            })
+        })
+        .collect())
+}
+
 /// The workload-source keys of `c` that are set, other than `source`
 /// (`trace` or `inference_perf`), in a fixed order.
 fn other_source_keys(c: &WorkloadConfig, source: &str) -> Vec<&'static str> {
     let mut others: Vec<&'static str> = Vec::new();
     for (key, set) in [
         ("trace", c.trace.is_some()),
+        ("trace_v2", c.trace_v2.is_some()),
         ("inference_perf", c.inference_perf.is_some()),
         ("clients", c.clients.is_some()),
         ("preset", c.preset.is_some()),
@@ -460,10 +587,12 @@ fn client_specs(c: &WorkloadConfig) -> Result<Vec<ClientSpec>, WorkloadError> {
         tenant_id: None,
         windows: None,
         session: None,
+        adapter: None,
+        adapter_mix: None,
     }])
 }
 
-type Planned = (Vec<ClientPlan>, Vec<String>, Vec<String>);
+type Planned = (Vec<ClientPlan>, Vec<String>, Vec<String>, Vec<String>);
 
 /// Validates every client and resolves rates, prefixes, tenants and streams.
 fn plan_clients(
@@ -477,6 +606,9 @@ fn plan_clients(
     let mut names: Vec<String> = Vec::with_capacity(specs.len());
     let mut tenants: Vec<String> = Vec::new();
     let mut tenant_idx: HashMap<String, u32> = HashMap::new();
+    let mut adapters: Vec<String> = Vec::new();
+    let mut adapter_idx: HashMap<String, u32> = HashMap::new();
+    let mut picks = Vec::with_capacity(specs.len());
     // group → (segment, id of the client that set it)
     let mut groups: HashMap<&str, (Segment, &str)> = HashMap::new();
     let mut fractions = Vec::with_capacity(specs.len());
@@ -591,6 +723,52 @@ fn plan_clients(
                 return Err(at("session max_rounds must be ≥ 1".into()));
             }
         }
+        let mut intern = |name: &str| -> Result<u32, WorkloadError> {
+            if name.is_empty() {
+                return Err(at("an adapter id is empty".into()));
+            }
+            Ok(match adapter_idx.get(name) {
+                Some(&a) => a,
+                None => {
+                    let a = adapters.len() as u32;
+                    adapters.push(name.to_string());
+                    adapter_idx.insert(name.to_string(), a);
+                    a
+                }
+            })
+        };
+        let pick = match (&s.adapter, &s.adapter_mix) {
+            (Some(_), Some(_)) => {
+                return Err(at(
+                    "adapter and adapter_mix are both given: give one adapter, or a mix".into(),
+                ))
+            }
+            (None, None) => AdapterPick::Base,
+            (Some(a), None) => AdapterPick::One(intern(a)?),
+            (None, Some(m)) => {
+                let zs = m.zipf_s.unwrap_or(1.0);
+                if !(zs.is_finite() && zs >= 0.0) {
+                    return Err(at(format!(
+                        "adapter_mix.zipf_s must be a finite number ≥ 0, got {zs}"
+                    )));
+                }
+                if m.ids.is_empty() {
+                    return Err(at(
+                        "adapter_mix.ids is empty: list the adapters to draw from".into(),
+                    ));
+                }
+                let mut ids = Vec::with_capacity(m.ids.len());
+                for id in &m.ids {
+                    let a = intern(id)?;
+                    if ids.contains(&a) {
+                        return Err(at(format!("adapter_mix.ids lists \"{id}\" twice")));
+                    }
+                    ids.push(a);
+                }
+                AdapterPick::zipf(ids, zs)
+            }
+        };
+        picks.push(pick);
         partial.push((
             arrival,
             input,
@@ -605,8 +783,8 @@ fn plan_clients(
     }
     let total: f64 = fractions.iter().sum();
     let mut plans = Vec::with_capacity(specs.len());
-    for (i, (arrival, input, output, prefix, slo, tenant, windows, session, cseed)) in
-        partial.into_iter().enumerate()
+    for (i, ((arrival, input, output, prefix, slo, tenant, windows, session, cseed), adapter)) in
+        partial.into_iter().zip(picks).enumerate()
     {
         let rate_per_us = aggregate_rate * (fractions[i] / total) / 1e6;
         let arrival = ArrivalSampler::new(&arrival, rate_per_us).map_err(|e| {
@@ -626,9 +804,10 @@ fn plan_clients(
             windows,
             session,
             schedule: Schedule::Unlimited,
+            adapter,
         });
     }
-    Ok((plans, names, tenants))
+    Ok((plans, names, tenants, adapters))
 }
 
 /// Sorts windows and merges overlapping or touching ones.

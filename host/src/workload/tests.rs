@@ -1028,3 +1028,69 @@ inference_perf:
     .to_string();
     assert!(e.contains("cohorts"), "{e}");
 }
+
+/// `adapter_mix` draws the `k`-th id with probability ∝ 1/k^s from its
+/// own stream: the requests are otherwise those of the same client without
+/// a mix; `adapter` gives every request one adapter; names are interned in
+/// order of first mention.
+#[test]
+fn adapter_mix_is_zipf_and_changes_nothing_else() {
+    let base = "[workload]\naggregate_rate = 50.0\nnum_requests = 40000\n[[workload.clients]]\nid = \"c\"\ninput = { type = \"constant\", value = 10 }\noutput = { type = \"exponential\", mean = 20 }\n";
+    let other = "[[workload.clients]]\nid = \"one\"\nrate_fraction = 0.0001\ninput = { type = \"constant\", value = 10 }\noutput = { type = \"constant\", value = 1 }\n";
+    let mixed = format!("{base}adapter_mix = {{ ids = [\"a\", \"b\", \"c\", \"d\"], zipf_s = 1.0 }}\n{other}adapter = \"b\"\n");
+    let mut plain = build(&format!("{base}{other}"), 3);
+    let mut w = build(&mixed, 3);
+    assert_eq!(w.adapter_names(), ["a", "b", "c", "d"]);
+    let got = take(&mut w, 40000);
+    let mine: Vec<&Request> = got.iter().filter(|r| r.client == 0).collect();
+    let want: Vec<Request> = take(&mut plain, 40000);
+    let want: Vec<&Request> = want.iter().filter(|r| r.client == 0).collect();
+    assert_eq!(mine.len(), want.len());
+    for (a, b) in mine.iter().zip(&want) {
+        assert_eq!(content(a), content(b));
+    }
+    let h: f64 = (1..=4).map(|k| 1.0 / k as f64).sum();
+    for k in 0..4u32 {
+        let n = mine.iter().filter(|r| r.adapter == Some(k)).count() as f64;
+        let p = 1.0 / (f64::from(k) + 1.0) / h;
+        within_2pct(&format!("adapter {k}"), n / mine.len() as f64, p);
+    }
+    let others: Vec<&Request> = got.iter().filter(|r| r.client == 1).collect();
+    assert!(others.iter().all(|r| r.adapter == Some(1)));
+    // zipf_s = 0 is uniform; both keys at once, or a bad exponent, are errors.
+    let e = build_err(&format!(
+        "{base}adapter = \"a\"\nadapter_mix = {{ ids = [\"a\"] }}\n"
+    ));
+    assert!(e.contains("adapter and adapter_mix are both given"), "{e}");
+    let e = build_err(&format!(
+        "{base}adapter_mix = {{ ids = [\"a\"], zipf_s = -1.0 }}\n"
+    ));
+    assert!(e.contains("zipf_s"), "{e}");
+}
+
+/// Every round of a multi-turn session runs with the adapter its first
+/// round drew.
+#[test]
+fn session_rounds_keep_their_adapter() {
+    let text = "[workload]\naggregate_rate = 50.0\nnum_requests = 3000\n[[workload.clients]]\nid = \"s\"\ninput = { type = \"constant\", value = 10 }\noutput = { type = \"constant\", value = 2 }\nsession = { max_rounds = 3 }\nadapter_mix = { ids = [\"a\", \"b\", \"c\"], zipf_s = 0.0 }\n";
+    let mut w = build(text, 5);
+    let mut first: std::collections::HashMap<u32, Option<u32>> = Default::default();
+    let mut rounds = 0;
+    while let Some(mut r) = Some(Request::default()) {
+        if !w.pop_into(&mut r) {
+            break;
+        }
+        let (sid, round) = r.session.unwrap();
+        assert!(r.adapter.is_some());
+        if round == 0 {
+            first.insert(sid, r.adapter);
+        } else {
+            rounds += 1;
+            assert_eq!(first[&sid], r.adapter, "session {sid} round {round}");
+        }
+        r.generated = r.output_len;
+        r.state = crate::request::RequestState::Completed;
+        w.on_finished(&r, r.arrival + 1000, true);
+    }
+    assert!(rounds > 1000, "{rounds} later rounds");
+}

@@ -458,6 +458,7 @@ impl TraceReplay {
         req.tenant = a.tenant;
         req.slo_class = a.slo;
         req.session = a.session;
+        req.adapter = None;
         // Hand the built prompt over and keep the recycled vector for the next row.
         std::mem::swap(&mut req.prompt, &mut self.prompt);
         self.read_ahead();

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use blis_plugin_api::{Admission, ClusterView, Params, PolicyDef, RequestView, SloClass};
+use blis_plugin_api::{Admission, ClusterView, Params, PolicyDef, RequestView, Rng, SloClass};
 use serde::Deserialize;
 
 /// Admit every request (the default).
@@ -291,6 +291,112 @@ impl Admission for GaieLegacy {
     }
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbabilisticParams {
+    #[serde(default = "d_qd")]
+    queue_depth_threshold: f64,
+    #[serde(default = "d_kv")]
+    kv_threshold: f64,
+    #[serde(default = "d_power")]
+    power: f64,
+    #[serde(default = "d_k")]
+    k: f64,
+}
+
+fn d_qd() -> f64 {
+    5.0
+}
+fn d_kv() -> f64 {
+    0.8
+}
+fn d_power() -> f64 {
+    5.0
+}
+fn d_k() -> f64 {
+    300.0
+}
+
+/// llm-d's `probabilistic-admitter`: a sheddable request (priority < 0) is
+/// rejected with probability min(sat^power · k, 1), sat the mean over
+/// instances of max(queue_depth / QD, kv_utilization / KV); every other
+/// request is admitted.
+pub struct Probabilistic {
+    qd: f64,
+    kv: f64,
+    power: f64,
+    k: f64,
+    rng: Rng,
+}
+
+impl PolicyDef for Probabilistic {
+    const NAME: &'static str = "probabilistic";
+    const SUMMARY: &'static str =
+        "reject sheddable classes with probability min(saturation^power · k, 1) (llm-d's probabilistic-admitter)";
+    const PARAMS_DOC: &'static str = "\
+queue_depth_threshold  (float > 0, default 5)  wait-queue depth QD that counts as full
+kv_threshold           (float in (0, 1], default 0.8)  KV utilisation KV that counts as full
+power                  (float ≥ 0, default 5)  exponent of the saturation
+k                      (float ≥ 0, default 300)  scale of the rejection probability
+Saturation = mean over instances of max(queue_depth / QD, kv_utilization / KV).
+A sheddable request (batch, sheddable, background) is rejected with probability
+min(saturation^power · k, 1), one seeded draw per sheddable request.";
+
+    fn create(params: Params<'_>, seed: u64) -> Result<Self, String> {
+        let p: ProbabilisticParams = params.parse()?;
+        if !(p.queue_depth_threshold.is_finite() && p.queue_depth_threshold > 0.0) {
+            return Err(format!(
+                "params.queue_depth_threshold = {}: must be a finite number > 0",
+                p.queue_depth_threshold
+            ));
+        }
+        if !(p.kv_threshold > 0.0 && p.kv_threshold <= 1.0) {
+            return Err(format!(
+                "params.kv_threshold = {}: must be in (0, 1]",
+                p.kv_threshold
+            ));
+        }
+        for (k, v) in [("power", p.power), ("k", p.k)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("params.{k} = {v}: must be a finite number ≥ 0"));
+            }
+        }
+        Ok(Probabilistic {
+            qd: p.queue_depth_threshold,
+            kv: p.kv_threshold,
+            power: p.power,
+            k: p.k,
+            rng: Rng::new(seed),
+        })
+    }
+}
+
+impl Probabilistic {
+    /// The rejection probability of a sheddable request.
+    fn reject_probability(&self, cluster: &ClusterView<'_>) -> f64 {
+        let snaps = cluster.instances();
+        if snaps.is_empty() {
+            return 0.0;
+        }
+        let sat = snaps
+            .iter()
+            .map(|s| (f64::from(s.queue_depth) / self.qd).max(s.kv_utilization / self.kv))
+            .sum::<f64>()
+            / snaps.len() as f64;
+        (sat.powf(self.power) * self.k).min(1.0)
+    }
+}
+
+impl Admission for Probabilistic {
+    fn admit(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>) -> bool {
+        if !request.slo_class.is_sheddable() {
+            return true;
+        }
+        let p = self.reject_probability(cluster);
+        self.rng.next_f64() >= p
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,11 +533,41 @@ mod tests {
 mod params_doc_tests {
     use super::*;
 
+    /// Queues 1 and 3 (QD 4, KV idle): saturation 0.5, probability
+    /// min(0.5^2 · 2, 1) = 0.5 with power 2, k 2; critical requests always
+    /// pass; at saturation ≥ 1 with k ≥ 1 every sheddable one is rejected;
+    /// the rejected share of 4000 draws is 0.5 within 3 %.
+    #[test]
+    fn probabilistic_rejects_sheddable_requests_with_the_llm_d_probability() {
+        use crate::testutil::{cluster, request, snap};
+        let params = "queue_depth_threshold = 4.0\npower = 2.0\nk = 2.0";
+        let mut a = Probabilistic::create(Params::new(params), 9).unwrap();
+        let snaps = [snap(1, 0, 0, 0.0), snap(3, 0, 0, 0.0)];
+        let c = cluster(0, &snaps);
+        assert_eq!(a.reject_probability(&c), 0.5);
+        let critical = RequestView {
+            slo_class: SloClass::CRITICAL,
+            ..request(0, 10, &[])
+        };
+        assert!((0..100).all(|_| a.admit(&critical, &c)));
+        let shed = RequestView {
+            slo_class: SloClass::SHEDDABLE,
+            ..request(1, 10, &[])
+        };
+        let rejected = (0..4000).filter(|_| !a.admit(&shed, &c)).count();
+        assert!((1880..2120).contains(&rejected), "{rejected}");
+        let full = [snap(4, 0, 0, 0.0), snap(8, 0, 0, 0.0)];
+        assert!((0..100).all(|_| !a.admit(&shed, &cluster(0, &full))));
+        assert!(Probabilistic::create(Params::new("k = -1.0"), 0).is_err());
+    }
+
     /// `PARAMS_DOC` documents exactly the keys of the params struct.
     #[test]
     fn params_docs_match_the_params_structs() {
         blis_plugin_api::check_params_doc::<TokenBucketParams>(TokenBucket::PARAMS_DOC).unwrap();
         blis_plugin_api::check_params_doc::<TierShedParams>(TierShed::PARAMS_DOC).unwrap();
         blis_plugin_api::check_params_doc::<GaieLegacyParams>(GaieLegacy::PARAMS_DOC).unwrap();
+        blis_plugin_api::check_params_doc::<ProbabilisticParams>(Probabilistic::PARAMS_DOC)
+            .unwrap();
     }
 }

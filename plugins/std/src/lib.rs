@@ -4,15 +4,17 @@
 //! `blis-plugin-api` only, exactly like a third-party plugin:
 //!
 //! * admission: `always-admit`, `token-bucket`, `reject-all`, and the
-//!   reference's load shedding `tier-shed`, `gaie-legacy` ([`admission`]);
+//!   reference's load shedding `tier-shed`, `gaie-legacy`, and llm-d's
+//!   `probabilistic` ([`admission`]);
 //! * routing: `round-robin`, `least-loaded`, `prefix-affinity`,
 //!   `always-busiest` ([`routing`]);
 //! * scorers for the host's weighted router: `prefix-affinity`,
 //!   `queue-depth`, `kv-utilization`, `load-balance`, and the reference's
-//!   newer `running-requests`, `load-aware`, `vllm-dp`, `active-requests`
-//!   ([`scorers`]), and `precise-prefix-cache`, `no-hit-lru`, which read
+//!   newer `running-requests`, `load-aware`, `vllm-dp`, `active-requests`,
+//!   llm-d's `waiting-queue` ([`scorers`]), and `precise-prefix-cache`, `no-hit-lru`, which read
 //!   the host's prefix-cache query ([`cache_scorers`]);
-//! * filters of a routing profile: `low-queue`, `low-kv-utilization`
+//! * filters of a routing profile: `low-queue`, `low-kv-utilization`,
+//!   `unsaturated` (llm-d's utilization-detector as a filter)
 //!   ([`filters`]);
 //! * pickers of a routing profile: `max-score`, `random`,
 //!   `weighted-random` ([`pickers`]);
@@ -40,21 +42,21 @@ pub mod routing;
 pub mod schedulers;
 pub mod scorers;
 
-use admission::{AlwaysAdmit, GaieLegacy, RejectAll, TierShed, TokenBucket};
+use admission::{AlwaysAdmit, GaieLegacy, Probabilistic, RejectAll, TierShed, TokenBucket};
 use autoscalers::KvSaturation;
 use cache_scorers::{NoHitLru, PrecisePrefixCache};
-use filters::{LowKvUtilization, LowQueue};
+use filters::{LowKvUtilization, LowQueue, Unsaturated};
 use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
 use schedulers::{Fcfs, PreemptLowestPriority, PreemptTail, PriorityFcfs, ReversePriority, Sjf};
 use scorers::{
     ActiveRequests, KvUtilization, LoadAware, LoadBalance, PrefixAffinityScorer, QueueDepth,
-    RunningRequests, VllmDp,
+    RunningRequests, VllmDp, WaitingQueue,
 };
 
 blis_plugin_api::export_plugin! {
     library: "blis-std",
-    admission: [AlwaysAdmit, TokenBucket, RejectAll, TierShed, GaieLegacy],
+    admission: [AlwaysAdmit, TokenBucket, RejectAll, TierShed, GaieLegacy, Probabilistic],
     routers: [RoundRobin, LeastLoaded, PrefixAffinityRouter, AlwaysBusiest],
     scorers: [
         PrefixAffinityScorer,
@@ -67,8 +69,9 @@ blis_plugin_api::export_plugin! {
         ActiveRequests,
         PrecisePrefixCache,
         NoHitLru,
+        WaitingQueue,
     ],
-    filters: [LowQueue, LowKvUtilization],
+    filters: [LowQueue, LowKvUtilization, Unsaturated],
     pickers: [MaxScore, RandomPick, WeightedRandom],
     schedulers: [Fcfs, PriorityFcfs, Sjf, ReversePriority],
     preemption: [PreemptTail, PreemptLowestPriority],

@@ -267,6 +267,34 @@ impl Scorer for RunningRequests {
     }
 }
 
+/// llm-d's `queue-scorer`: the waiting queue alone, min-max normalised over
+/// the scored instances, `(max − q) / (max − min)`, 1 for all when equal
+/// (blis's `queue-depth` min-maxes queue + batch + pending instead).
+pub struct WaitingQueue;
+
+impl PolicyDef for WaitingQueue {
+    const NAME: &'static str = "waiting-queue";
+    const SUMMARY: &'static str =
+        "min-max normalised wait-queue depth (llm-d's queue-scorer; shorter queue → higher score)";
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(WaitingQueue)
+    }
+}
+
+fn waiting(s: &InstanceSnapshot) -> u64 {
+    u64::from(s.queue_depth)
+}
+
+impl Scorer for WaitingQueue {
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        min_max_all(cluster, waiting, scores);
+    }
+    fn score_candidates(&mut self, _: &RequestView<'_>, c: &ClusterState<'_>, scores: &mut Scores) {
+        min_max_low_is_best(c, waiting, scores);
+    }
+}
+
 /// vLLM data-parallel load (the reference's `vllm-dp`): raw = 4·queue depth +
 /// batch size, min-max normalised, lower is better; 1 when equal.
 pub struct VllmDp;
@@ -478,6 +506,24 @@ mod head_scorer_tests {
 #[cfg(test)]
 mod params_doc_tests {
     use super::*;
+
+    /// llm-d's queue-scorer reads the wait queue only: queues 0, 4, 2 with
+    /// batches 9, 0, 0 score 1, 0, 0.5 (queue-depth would rank by 9, 4, 2).
+    #[test]
+    fn waiting_queue_min_maxes_the_wait_queue_only() {
+        use crate::testutil::{cluster, request, snap};
+        let snaps = [snap(0, 9, 1, 0.0), snap(4, 0, 0, 0.0), snap(2, 0, 0, 0.0)];
+        let c = cluster(0, &snaps);
+        let mut s = WaitingQueue::create(Params::new(""), 0).unwrap();
+        let mut out = Scores::new();
+        s.score(&request(0, 10, &[]), &c, &mut out);
+        assert_eq!(out.as_slice(), &[1.0, 0.0, 0.5]);
+        let equal = [snap(3, 0, 0, 0.0), snap(3, 5, 0, 0.0)];
+        let mut out = Scores::new();
+        s.score(&request(0, 10, &[]), &cluster(0, &equal), &mut out);
+        assert_eq!(out.as_slice(), &[1.0, 1.0]);
+        assert!(WaitingQueue::create(Params::new("x = 1"), 0).is_err());
+    }
 
     /// `PARAMS_DOC` documents exactly the keys of the params struct.
     #[test]

@@ -231,7 +231,7 @@ impl Cluster {
         let rv = request_view(req, &self.tenant_names);
         let Some(decode) = route_stage(&mut self.routing, &rv, t, snaps, info, prefix, &s.decode)?
         else {
-            return self.reject(t, slot);
+            return self.reject(t, slot, super::Reject::Filter);
         };
         let (input_len, output_len) = (req.input_len, req.output_len);
         let cached = if s.decider.needs_cache_query() {
@@ -281,7 +281,7 @@ impl Cluster {
                 &s.prefill,
             )?
             else {
-                return self.reject(t, slot);
+                return self.reject(t, slot, super::Reject::Filter);
             };
             // A leg an instance could never serve stays whole on its decode instance.
             if prefill != decode

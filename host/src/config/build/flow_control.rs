@@ -4,7 +4,7 @@
 use super::{one_of, Problems};
 use crate::config::bounds::MAX_DELAY_US;
 use crate::config::FlowControlSection;
-use crate::gateway::{BandQueue, Detector, Eviction, Fairness, Gateway, GatewayCounts};
+use crate::gateway::{BandQueue, Detector, Eviction, Fairness, Gateway, GatewayCounts, Las};
 
 /// The checked settings.
 pub(super) struct CheckedFlowControl {
@@ -14,6 +14,8 @@ pub(super) struct CheckedFlowControl {
     max_depth: Option<u64>,
     shedding: bool,
     fairness: Fairness,
+    las: Las,
+    soft_reflective: bool,
     ttl: Option<i64>,
     tick: i64,
     in_flight_eviction: bool,
@@ -108,13 +110,50 @@ pub(super) fn check(
     let fairness = match fc.fairness.as_str() {
         "global-strict" => Fairness::GlobalStrict,
         "round-robin" => Fairness::RoundRobin,
+        "program-aware" => Fairness::ProgramAware,
         other => {
             problems.error(one_of(
                 "flow_control.fairness",
                 other,
-                &["global-strict", "round-robin"],
+                &["global-strict", "round-robin", "program-aware"],
             ));
             Fairness::GlobalStrict
+        }
+    };
+    let las = Las {
+        w_service: fc.las_weight_service.unwrap_or(0.8),
+        w_wait: fc.las_weight_head_wait.unwrap_or(0.2),
+        half_life_us: fc.las_half_life_s.unwrap_or(60.0) * 1e6,
+    };
+    let las_keys = [
+        ("las_weight_service", fc.las_weight_service),
+        ("las_weight_head_wait", fc.las_weight_head_wait),
+        ("las_half_life_s", fc.las_half_life_s),
+    ];
+    for (key, v) in las_keys {
+        if let Some(v) = v {
+            if fairness != Fairness::ProgramAware {
+                problems.error(format!(
+                    "flow_control.{key} is given but flow_control.fairness = \"{}\"; it is used only by fairness = \"program-aware\"",
+                    fc.fairness
+                ));
+            } else if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
+                problems.error(format!(
+                    "flow_control.{key} = {v}: must be a finite number ≥ 0"
+                ));
+            }
+        }
+    }
+    let soft_reflective = match fc.usage_limit.as_deref() {
+        None | Some("linear") => false,
+        Some("soft-reflective") => true,
+        Some(other) => {
+            problems.error(one_of(
+                "flow_control.usage_limit",
+                other,
+                &["linear", "soft-reflective"],
+            ));
+            false
         }
     };
     Some(CheckedFlowControl {
@@ -124,6 +163,8 @@ pub(super) fn check(
         max_depth: fc.max_depth,
         shedding: fc.shedding,
         fairness,
+        las,
+        soft_reflective,
         ttl: fc.request_ttl_us,
         tick: fc.dispatch_tick_us,
         in_flight_eviction: fc.in_flight_eviction,
@@ -133,15 +174,22 @@ pub(super) fn check(
 impl CheckedFlowControl {
     /// The gateway for a workload with these tenant names.
     pub(super) fn create(self, tenant_names: &[String]) -> Gateway {
+        let mut queue = BandQueue::new(
+            tenant_names.len(),
+            self.usage_limit,
+            self.per_band_capacity,
+            self.max_depth,
+            self.shedding,
+            self.fairness,
+        );
+        if self.fairness == Fairness::ProgramAware {
+            queue = queue.with_program_aware(self.las);
+        }
+        if self.soft_reflective {
+            queue = queue.with_soft_reflective();
+        }
         Gateway {
-            queue: BandQueue::new(
-                tenant_names.len(),
-                self.usage_limit,
-                self.per_band_capacity,
-                self.max_depth,
-                self.shedding,
-                self.fairness,
-            ),
+            queue,
             detector: self.detector,
             ttl: self.ttl,
             tick: self.tick,

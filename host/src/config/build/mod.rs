@@ -9,7 +9,8 @@
 //! `pd_decider` for `pd.decider`, standard or plugin),
 //! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`), `output`,
 //! `slo` (`[slo]`), `flow_control` (`[flow_control]`), `saturation`
-//! (`[saturation]`) and `tenants` (`[tenants]`). Assembly runs in
+//! (`[saturation]`), `tenants` (`[tenants]`) and `lora` (`[lora]`).
+//! Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
 //! 1. **check** — every section validates its keys and derives what it can
@@ -26,6 +27,7 @@ mod freshness;
 mod instance;
 mod instance_policies;
 mod kv_offload;
+mod lora;
 mod model;
 mod output;
 mod pd_decider;
@@ -62,6 +64,8 @@ pub struct BuiltRun {
     /// Output files written to temporary files: commit them when the run
     /// succeeded ([`PendingOutput::commit`]); dropped, they are removed.
     pub outputs: Vec<PendingOutput>,
+    /// `model.calibration`: the profile applied (as written) and its SHA-256.
+    pub calibration: Option<(String, String)>,
 }
 
 /// Errors and notes collected while checking the sections.
@@ -127,6 +131,39 @@ fn check_top_level(run: &RunFile, problems: &mut Problems) -> Tick {
     }
 }
 
+/// The start-up note naming every policy of the run's pipeline, in the
+/// order a request meets them (plugins as `library::name`).
+fn pipeline_note(
+    run: &RunFile,
+    admission: &crate::plugins::AdmissionPolicy,
+    routing: &crate::cluster::Routing,
+    observers: &[crate::plugins::ObserverPolicy],
+) -> String {
+    let a = admission.label();
+    let mut parts = vec![
+        format!("admission {}::{}", a.library, a.name),
+        format!("routing: {}", routing.describe()),
+        format!(
+            "instance scheduler {}, preemption {}",
+            run.instance.scheduler, run.instance.preemption
+        ),
+    ];
+    if let Some(pd) = &run.pd {
+        parts.push(format!("P/D decider {}", pd.decider));
+    }
+    if let Some(a) = &run.autoscaler {
+        parts.push(format!("autoscaler {}", a.policy));
+    }
+    if !observers.is_empty() {
+        let names: Vec<String> = observers
+            .iter()
+            .map(|o| format!("{}::{}", o.label().library, o.label().name))
+            .collect();
+        parts.push(format!("observers {}", names.join(", ")));
+    }
+    format!("pipeline: {}", parts.join("; "))
+}
+
 /// Validate `run` and assemble everything. Plugin libraries are loaded
 /// into `registry` (relative paths against `base_dir`). With
 /// `open_outputs = false` (used by `blis validate`), no file is created.
@@ -136,8 +173,17 @@ pub fn build(
     registry: &mut Registry,
     open_outputs: bool,
 ) -> Result<BuiltRun, String> {
+    // An llm-d EndpointPickerConfig becomes the run's own sections first.
+    let expanded = super::epp_config::expand(run, base_dir)?;
+    let (run, epp_notes) = match &expanded {
+        Some((r, n)) => (r, n.clone()),
+        None => (run, Vec::new()),
+    };
     // ---- phase 1: check every section ----
-    let mut problems = Problems::default();
+    let mut problems = Problems {
+        notes: epp_notes,
+        ..Problems::default()
+    };
     let instance = instance::check(&run.instance, &mut problems);
     let kv_offload = kv_offload::check(&run.instance, &mut problems);
     let horizon = check_top_level(run, &mut problems);
@@ -150,6 +196,7 @@ pub fn build(
     let freshness = freshness::check(&run.routing, &mut problems);
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
+    let lora = lora::check(run, workload.as_ref(), &mut problems);
     let slo = slo::check(run.slo.as_ref(), &mut problems);
     let flow_control = flow_control::check(
         run.flow_control.as_ref(),
@@ -181,10 +228,11 @@ pub fn build(
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
+    let observers = policies::create_observers(run, registry)?;
     let n_instances = pools
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
-    let (instances, routing, pd) = match pools {
+    let (mut instances, routing, pd) = match pools {
         None => {
             let mut instances = instance.create(&run.instance, &model, kv_offload)?;
             instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
@@ -196,19 +244,21 @@ pub fn build(
             (instances, routing, Some(pd))
         }
     };
+    if let Some(l) = lora {
+        l.install(&mut instances);
+    }
     let control = match control {
         Some(c) => Some(c.create(run, registry, &instances)?),
         None => None,
     };
     notes.push(format!(
-        "{} instance(s), {} latency model, {} KV blocks each ({:?}), {} routing, {} admission",
+        "{} instance(s), {} latency model, {} KV blocks each ({:?})",
         n_instances,
         model.latency.model.name(),
         model.latency.total_kv_blocks,
         model.latency.kv_blocks_source,
-        routing.describe(),
-        run.admission.policy
     ));
+    notes.push(pipeline_note(run, &admission, &routing, &observers));
     let (mut collector, trace, mut outputs) =
         output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
     let timeseries = match timeseries.create(base_dir, open_outputs)? {
@@ -221,6 +271,11 @@ pub fn build(
     collector.slo = slo;
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
+    if run.lora.is_some() {
+        collector.adapters = Some(Box::new(crate::metrics::adapters::AdapterRecorder::new(
+            workload.adapter_names().to_vec(),
+        )));
+    }
     let gateway = flow_control.map(|f| f.create(workload.tenant_names()));
     let slots = instances.iter().map(|i| u64::from(i.config().max_num_seqs));
     let tenant_budgets = tenants::create(run, workload.tenant_names(), slots.sum(), &mut notes);
@@ -233,6 +288,7 @@ pub fn build(
             workload,
             admission,
             routing,
+            observers,
             admission_latency: run.admission.latency_us,
             routing_latency: run.routing.latency_us,
             freshness,
@@ -257,5 +313,6 @@ pub fn build(
         notes,
         warnings,
         outputs,
+        calibration: model.calibration.clone(),
     })
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{one_of, resolve, Problems};
 use crate::config::RunFile;
 use crate::instance::latency::{
-    build_latency, BuiltLatency, LatencyKind, LatencySetup, ModelConfig,
+    build_latency, BuiltLatency, KvBlocksSource, LatencyKind, LatencySetup, ModelConfig,
 };
 
 /// What `[model]` resolved to.
@@ -16,6 +16,8 @@ pub(super) struct CheckedModel {
     /// Context limit: `instance.max_model_len`, else the model's
     /// `max_position_embeddings` when known.
     pub max_model_len: Option<u32>,
+    /// `model.calibration`: the profile applied (as written) and its SHA-256.
+    pub calibration: Option<(String, String)>,
 }
 
 pub(super) fn check(
@@ -43,6 +45,16 @@ pub(super) fn check(
     ls.tp = model.tp;
     ls.alpha = model.alpha;
     ls.beta = model.beta.clone();
+    let calibration = match &model.calibration {
+        Some(p) => match calibrate(run, kind, &resolve(base_dir, p), &mut ls) {
+            Ok(hash) => Some((p.display().to_string(), hash)),
+            Err(e) => {
+                problems.error(format!("model.calibration: {e}"));
+                return None;
+            }
+        },
+        None => None,
+    };
     ls.dp = model.dp;
     ls.moe_comm_backend = model.moe_comm_backend.clone();
     ls.block_size = inst.block_size.max(1);
@@ -55,10 +67,20 @@ pub(super) fn check(
         }
         ls.gpu_memory_utilization = u;
     }
+    if let Some(l) = &run.lora {
+        ls.adapter_reserved_bytes = l.reserved_bytes(&model.name);
+    }
     let latency = match build_latency(&ls) {
         Ok(b) => {
             for w in &b.warnings {
                 problems.note(w.clone());
+            }
+            if ls.adapter_reserved_bytes > 0 && b.kv_blocks_source != KvBlocksSource::Derived {
+                problems.note(format!(
+                    "[lora]: {} bytes of adapter slots are not subtracted from the {:?} KV blocks \
+                     (only KV blocks derived from GPU memory reserve them)",
+                    ls.adapter_reserved_bytes, b.kv_blocks_source
+                ));
             }
             b
         }
@@ -77,5 +99,30 @@ pub(super) fn check(
     Some(CheckedModel {
         latency,
         max_model_len,
+        calibration,
     })
+}
+
+/// Apply a calibration profile's coefficients to `ls` (after checking it
+/// fits the run's latency model, model and GPU); returns its SHA-256.
+fn calibrate(
+    run: &RunFile,
+    kind: LatencyKind,
+    path: &Path,
+    ls: &mut LatencySetup,
+) -> Result<String, String> {
+    if run.model.alpha.is_some() || run.model.beta.is_some() {
+        return Err(format!(
+            "{} gives the coefficients, and so do model.alpha/model.beta; keep one of them",
+            path.display()
+        ));
+    }
+    let loaded = crate::fit::profile::load(path)?;
+    let hardware = ls.hardware.clone().unwrap_or_default();
+    loaded
+        .profile
+        .check_applies(path, kind.name(), &run.model.name, &hardware)?;
+    ls.alpha = Some(loaded.profile.coefficients.alpha);
+    ls.beta = loaded.profile.coefficients.beta.clone();
+    Ok(loaded.sha256)
 }

@@ -133,6 +133,61 @@ impl CheckedOutput {
         }
         let opened = outputs::open(run, base_dir, self.trace)?;
         collector.results = opened.results;
+        collector.sinks = trace_sinks(run, base_dir, workload)?;
         Ok((collector, opened.trace, opened.pending))
     }
+}
+
+/// The TraceV2 export (`output.trace_v2`) and the SimResult array
+/// (`output.sim_results_path`), as per-request sinks of the collector.
+fn trace_sinks(
+    run: &RunFile,
+    base_dir: &Path,
+    workload: &Workload,
+) -> Result<Vec<Box<dyn crate::metrics::RequestSink>>, String> {
+    use crate::metrics::trace_export::{SimResults, TraceExport};
+    let mut sinks: Vec<Box<dyn crate::metrics::RequestSink>> = Vec::new();
+    let ledger = workload.replay_ledger();
+    if let Some(p) = &run.output.trace_v2 {
+        let w = &run.workload;
+        let clients = w.clients.as_deref().unwrap_or(&[]);
+        let (sessions, accumulate) = match &ledger {
+            Some(_) => (
+                workload.replay_counts().is_some_and(|c| c.1 > 0)
+                    || w.trace_v2.as_ref().is_some_and(|t| {
+                        t.session_mode != Some(crate::workload::SessionMode::ClosedLoop)
+                    }),
+                false,
+            ),
+            None => (
+                clients.iter().any(|c| c.session.is_some())
+                    || w.inference_perf.is_some()
+                    || w.trace.is_some(),
+                clients.iter().any(|c| {
+                    c.session.is_some_and(|s| {
+                        s.context_growth == crate::workload::ContextGrowth::Accumulate
+                    })
+                }),
+            ),
+        };
+        let export = TraceExport::create(
+            &crate::config::resolve(base_dir, p),
+            run.seed,
+            workload.prefix_group_names().clone(),
+            sessions,
+            accumulate,
+            ledger.clone(),
+        )?;
+        sinks.push(Box::new(export));
+    }
+    if let Some(p) = &run.output.sim_results_path {
+        let Some(l) = ledger else {
+            return Err("output.sim_results_path needs a [workload.trace_v2] workload (SimResult entries are keyed by trace request_id)".into());
+        };
+        sinks.push(Box::new(SimResults::create(
+            &crate::config::resolve(base_dir, p),
+            l,
+        )?));
+    }
+    Ok(sinks)
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::{derive_seed, resolve, Problems};
 use crate::cluster::Routing;
 use crate::config::{RoutingSection, RunFile};
-use crate::plugins::{AdmissionPolicy, Registry};
+use crate::plugins::{AdmissionPolicy, ObserverPolicy, Registry};
 
 /// The scorer profile of `policy = "weighted"` when none is given.
 const DEFAULT_PROFILE: [(&str, f64); 3] = [
@@ -34,6 +34,19 @@ pub(super) fn check(run: &RunFile, problems: &mut Problems) -> RoutingPlan {
 pub(super) fn check_routing(routing: &RoutingSection, problems: &mut Problems) -> RoutingPlan {
     for e in super::routing_profiles::check(routing) {
         problems.error(e);
+    }
+    match routing.tie_break.as_deref() {
+        None | Some("lowest-index") => {}
+        Some("random") if routing.policy == "weighted" => {}
+        Some("random") => problems.error(format!(
+            "routing.tie_break = \"random\" is given but routing.policy = \"{}\"; it is used only by policy = \"weighted\" (a profile's picker has its own tie_break)",
+            routing.policy
+        )),
+        Some(other) => problems.error(super::one_of(
+            "routing.tie_break",
+            other,
+            &["lowest-index", "random"],
+        )),
     }
     if routing.policy == "pipeline" {
         return RoutingPlan::Pipeline;
@@ -77,6 +90,18 @@ pub(super) fn check_routing(routing: &RoutingSection, problems: &mut Problems) -
     RoutingPlan::Weighted(scorers)
 }
 
+/// The host's LoRA-affinity scorer of the weighted policy (the plugin
+/// views carry no adapter state, so the host scores it; see
+/// `cluster::routing`).
+pub(super) const LORA_AFFINITY: &str = "lora-affinity";
+
+impl RoutingPlan {
+    /// Whether the weighted policy names `lora-affinity`.
+    fn uses_lora_affinity(&self) -> bool {
+        matches!(self, RoutingPlan::Weighted(s) if s.iter().any(|(n, _, _)| n == LORA_AFFINITY))
+    }
+}
+
 /// A policy's params table as the TOML text handed to the plugin.
 pub(super) fn params_text(t: &toml::Table) -> String {
     if t.is_empty() {
@@ -106,6 +131,12 @@ impl RoutingPlan {
                 derive_seed(run.seed, "admission"),
             )
             .map_err(|e| e.to_string())?;
+        if run.lora.is_none() && self.uses_lora_affinity() {
+            return Err(format!(
+                "routing.scorers: '{LORA_AFFINITY}' scores LoRA adapter residency, but the run file has no [lora] section; \
+                 declare the adapters in [lora] or remove the scorer"
+            ));
+        }
         let routing = self.create_routing(&run.routing, run.seed, registry)?;
         Ok((admission, routing))
     }
@@ -121,7 +152,17 @@ impl RoutingPlan {
         Ok(match self {
             RoutingPlan::Weighted(scorers) => {
                 let mut v = Vec::new();
+                let mut lora = None;
                 for (i, (name, w, params)) in scorers.iter().enumerate() {
+                    if name == LORA_AFFINITY {
+                        if !params.is_empty() {
+                            return Err(format!(
+                                "routing.scorers[{i}] ('{LORA_AFFINITY}') takes no params"
+                            ));
+                        }
+                        lora = Some(*w + lora.unwrap_or(0.0));
+                        continue;
+                    }
                     let s = registry
                         .scorer(
                             name,
@@ -131,7 +172,12 @@ impl RoutingPlan {
                         .map_err(|e| e.to_string())?;
                     v.push((s, *w));
                 }
-                Routing::weighted(v)
+                let tie = (section.tie_break.as_deref() == Some("random"))
+                    .then(|| blis_plugin_api::Rng::new(derive_seed(seed, "routing/tie_break")));
+                match lora {
+                    None => Routing::weighted(v, tie),
+                    Some(w) => Routing::weighted_with_lora_affinity(v, w, tie),
+                }
             }
             RoutingPlan::Pipeline => super::routing_profiles::create(section, registry, seed)?,
             RoutingPlan::Router => Routing::Single(
@@ -145,4 +191,25 @@ impl RoutingPlan {
             ),
         })
     }
+}
+
+/// Create the observers of `[[observers]]` (libraries already loaded), each
+/// seeded from the run seed and its position.
+pub(super) fn create_observers(
+    run: &RunFile,
+    registry: &Registry,
+) -> Result<Vec<ObserverPolicy>, String> {
+    run.observers
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            registry
+                .observer(
+                    &o.name,
+                    &params_text(&o.params),
+                    derive_seed(run.seed, &format!("observer/{i}/{}", o.name)),
+                )
+                .map_err(|e| format!("observers[{i}]: {e}"))
+        })
+        .collect()
 }

@@ -8,7 +8,8 @@ use crate::workload::Workload;
 
 pub(super) fn check(run: &RunFile, base_dir: &Path, problems: &mut Problems) -> Option<Workload> {
     match Workload::new(&run.workload, run.seed, base_dir) {
-        Ok(w) => {
+        Ok(mut w) => {
+            w.set_horizon(run.horizon_us);
             if w.planned_requests().is_none() && run.horizon_us.is_none() {
                 problems
                     .error("the workload is unbounded: set workload.num_requests or horizon_us");

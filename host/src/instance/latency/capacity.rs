@@ -93,6 +93,21 @@ pub fn derive_total_kv_blocks(
     block_size: u32,
     utilization: f64,
 ) -> Result<u64, LatencyError> {
+    derive_total_kv_blocks_reserving(m, gpu, tp, dp, block_size, utilization, 0)
+}
+
+/// [`derive_total_kv_blocks`] with `reserved_bytes` of HBM set aside per
+/// DP rank (LoRA adapter slots: `loraGiB = reserved / 2^30`, added to the
+/// overhead after the non-torch memory).
+pub fn derive_total_kv_blocks_reserving(
+    m: &ModelConfig,
+    gpu: &GpuSpec,
+    tp: u32,
+    dp: u32,
+    block_size: u32,
+    utilization: f64,
+    reserved_bytes: u64,
+) -> Result<u64, LatencyError> {
     let mut problems = m.problems();
     problems.extend(m.moe_problems());
     if tp == 0 {
@@ -168,7 +183,8 @@ pub fn derive_total_kv_blocks(
     let weights = weight_bytes(m) as f64 / GIB;
     let activations = if m.is_moe() { 8.0 } else { 5.5 };
     let non_torch = if tp == 1 { 0.15 } else { 0.6 } * tpf;
-    let overhead = weights + activations + non_torch;
+    let lora = reserved_bytes as f64 / GIB;
+    let overhead = weights + activations + non_torch + lora;
     let blocks = if overhead < available {
         ((available - overhead) * GIB) as u64 / per_block
     } else {
@@ -179,7 +195,7 @@ pub fn derive_total_kv_blocks(
         let min_tp = if per_gpu > 0.0 {
             format!(
                 "; at least TP {} might fit",
-                ((weights + activations) / per_gpu).ceil()
+                ((weights + activations + lora) / per_gpu).ceil()
             )
         } else {
             String::new()

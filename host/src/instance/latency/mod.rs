@@ -44,7 +44,10 @@ mod roofline_v1;
 mod setup;
 mod trained_physics;
 
-pub use capacity::{derive_total_kv_blocks, kv_bytes_per_token as kv_bytes_per_token_at_tp};
+pub use capacity::{
+    derive_total_kv_blocks, derive_total_kv_blocks_reserving,
+    kv_bytes_per_token as kv_bytes_per_token_at_tp,
+};
 pub use coefficients::{
     calibrated_setups, coefficient_entries, default_hardware, lookup_entry,
     lookup_linear_coefficients, CoefficientEntry, DefaultHardware,
@@ -281,6 +284,16 @@ impl LatencyModel {
         match self {
             LatencyModel::TrainedPhysics(m) => round_tick(m.alpha[1]),
             _ => 0,
+        }
+    }
+
+    /// The beta coefficients the model uses: trained-physics' eleven slots,
+    /// the linear `[beta0, beta1, beta2]`; `None` for the rooflines.
+    pub fn beta(&self) -> Option<&[f64]> {
+        match self {
+            LatencyModel::TrainedPhysics(m) => Some(m.beta()),
+            LatencyModel::Linear(m) => Some(&m.beta),
+            LatencyModel::Roofline(_) | LatencyModel::RooflineV1(_) => None,
         }
     }
 

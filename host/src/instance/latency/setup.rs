@@ -23,12 +23,12 @@
 //!    `roofline-v1`, the calibrated entry's count rescaled from block size 16
 //!    to `block_size` (`⌊blocks · 16 / block_size⌋`), else the February
 //!    derivation ([`derive_total_kv_blocks_v1`]); for `trained-physics` and
-//!    `roofline`, the HEAD derivation ([`derive_total_kv_blocks`]).
+//!    `roofline`, the HEAD derivation ([`derive_total_kv_blocks`](super::capacity::derive_total_kv_blocks)).
 
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use super::capacity::derive_total_kv_blocks;
+use super::capacity::derive_total_kv_blocks_reserving;
 use super::coefficients::{calibrated_setups, default_hardware, lookup_entry, CoefficientEntry};
 use super::gpu::{bundled_gpu_names, bundled_gpu_names_v1, hardware_file_names, GpuSpec};
 use super::kv_v1::{derive_total_kv_blocks_v1, DEFAULT_GPU_MEMORY_UTILIZATION};
@@ -129,6 +129,9 @@ pub struct LatencySetup {
     pub total_kv_blocks: Option<u64>,
     /// Fraction of GPU memory the KV derivation may use.
     pub gpu_memory_utilization: f64,
+    /// HBM bytes reserved for LoRA adapter slots, subtracted when KV blocks
+    /// are derived by the HEAD rules (0 without `[lora]`).
+    pub adapter_reserved_bytes: u64,
 }
 
 impl LatencySetup {
@@ -150,6 +153,7 @@ impl LatencySetup {
             block_size: 16,
             total_kv_blocks: None,
             gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
+            adapter_reserved_bytes: 0,
         }
     }
 }
@@ -358,7 +362,15 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
             let blocks = derive_total_kv_blocks_v1(&config, &gpu, tp, setup.block_size, util)?;
             (blocks, KvBlocksSource::DerivedV1)
         } else {
-            let blocks = derive_total_kv_blocks(&config, &gpu, tp, dp, setup.block_size, util)?;
+            let blocks = derive_total_kv_blocks_reserving(
+                &config,
+                &gpu,
+                tp,
+                dp,
+                setup.block_size,
+                util,
+                setup.adapter_reserved_bytes,
+            )?;
             (blocks, KvBlocksSource::Derived)
         }
     };

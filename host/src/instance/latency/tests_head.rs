@@ -705,3 +705,37 @@ fn prefill_attention_sum_is_exact() {
     assert_eq!(p.prompt_attention2, 256 * 2304 + 300 * 900);
     assert_eq!((p.requests, p.new_tokens, p.context_tokens), (2, 556, 256));
 }
+
+/// `[lora]` reserves `adapter_capacity × footprint_bytes_per_rank × max
+/// rank` of HBM: 4 slots × 4096000 B × rank 16 = 262144000 B, exactly 100
+/// KV blocks of qwen3-14b at TP 1 (16 tokens × 163840 B = 2621440 B per
+/// block), so the derived 15909 blocks become 15809.
+#[test]
+fn lora_reservation_reduces_derived_kv_blocks_exactly() {
+    let lora: crate::config::LoraSection = toml::from_str(
+        r#"
+        adapter_capacity = 4
+        footprint_bytes_per_rank = 4096000
+        adapters = [{ id = "a", rank = 8 }, { id = "b", rank = 16 }]
+        "#,
+    )
+    .unwrap();
+    let reserved = lora.reserved_bytes("qwen3-14b");
+    assert_eq!(reserved, 262_144_000);
+    let q = ModelConfig::bundled("qwen3-14b").unwrap();
+    assert_eq!(kv_bytes_per_token_at_tp(&q, 1) * 16.0, 2_621_440.0);
+    let plain = derive_total_kv_blocks(&q, &h100(), 1, 1, 16, 0.9).unwrap();
+    let with = derive_total_kv_blocks_reserving(&q, &h100(), 1, 1, 16, 0.9, reserved).unwrap();
+    assert_eq!(plain, 15909);
+    assert_eq!(with, 15809);
+    // Through the latency setup (roofline: no calibrated KV count).
+    let mut ls = LatencySetup::new(LatencyKind::Roofline, "qwen3-14b");
+    ls.hardware = Some("H100".into());
+    ls.tp = Some(1);
+    let base = build_latency(&ls).unwrap();
+    ls.adapter_reserved_bytes = reserved;
+    let reserving = build_latency(&ls).unwrap();
+    assert_eq!(base.kv_blocks_source, KvBlocksSource::Derived);
+    assert_eq!(base.total_kv_blocks, plain);
+    assert_eq!(reserving.total_kv_blocks, 15809);
+}

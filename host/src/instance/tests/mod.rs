@@ -6,5 +6,6 @@
 mod harness;
 mod kv_cache;
 mod kv_offload;
+mod lora;
 mod props;
 mod timeline;

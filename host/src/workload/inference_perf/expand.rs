@@ -144,6 +144,8 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
                 tenant_id: Some(group),
                 windows: None,
                 session: None,
+                adapter: None,
+                adapter_mix: None,
             };
             let schedule = if sp.enable_multi_turn_chat {
                 let max_rounds = u32::try_from(share).map_err(|_| {

@@ -1,0 +1,188 @@
+//! llm-d Router `EndpointPickerConfig` files (llm-d-router.md), read as the
+//! llm-d loader reads them and turned, once, into blis's own sections:
+//! `[routing]` (a `weighted` or `pipeline` profile, `[routing.freshness]`
+//! from the data layer), `[admission]` (the legacy admission controller or
+//! an admitter), `[flow_control]` (gate `flowControl`) and `[pd]` (the
+//! disagg/pd profile handlers over the run file's `[[pools]]`). Nothing of
+//! llm-d's vocabulary reaches the simulation.
+//!
+//! `[routing] epp_config = "FILE.yaml"` (or `blis run --epp-config`) applies
+//! the file at build time ([`expand`]); `blis convert epp-config` prints the
+//! same sections as TOML ([`convert`]): one code path, [`plan`].
+//!
+//! Modules: `schema` (the document, strict), `catalogue` (every llm-d
+//! plugin type), `loader` (llm-d's validation and defaulting), `routing`
+//! (profiles and handlers), `sections` (admission, flow control, data
+//! layer, the other plugins).
+
+mod catalogue;
+mod loader;
+mod routing;
+mod schema;
+mod sections;
+
+use std::path::Path;
+
+use super::{FlowControlSection, PdSection, RoutingSection, RunFile};
+
+pub use catalogue::{TypeInfo, TYPES};
+
+/// Notes collected while mapping (each says what happened to something).
+#[derive(Default)]
+pub struct Out {
+    pub notes: Vec<String>,
+}
+
+impl Out {
+    fn note(&mut self, n: String) {
+        if !self.notes.contains(&n) {
+            self.notes.push(n);
+        }
+    }
+}
+
+/// The blis sections an EPP config becomes.
+pub struct Plan {
+    /// `[routing]` keys (policy, scorers or profiles, tie_break, freshness).
+    pub routing: toml::Table,
+    pub admission: toml::Table,
+    pub flow_control: Option<toml::Table>,
+    /// `[pd]` keys (decider, prefix_threshold, stage routings).
+    pub pd: Option<toml::Table>,
+    pub notes: Vec<String>,
+}
+
+/// Load `text` as llm-d does and map it. `pools`: whether the run file
+/// declares `[[pools]]` (`None` when converting without a run file).
+pub fn plan(text: &str, pools: Option<bool>) -> Result<Plan, String> {
+    let l = loader::load(text)?;
+    let mut out = Out {
+        notes: l.notes.clone(),
+    };
+    let h = routing::handler_plan(&l, pools, &mut out)?;
+    let admission = sections::admission(&l, &mut out)?;
+    let flow_control = sections::flow_control(&l, &mut out)?;
+    let interval =
+        sections::scrape_interval_us(&l, schema::refresh_flag(text).as_deref(), &mut out)?;
+    sections::other_plugins(&l, &mut out)?;
+    let mut routing = h.routing;
+    let mut fresh = toml::Table::new();
+    for k in ["queue_depth_us", "batch_size_us", "kv_utilization_us"] {
+        fresh.insert(k.into(), toml::Value::Integer(interval));
+    }
+    routing.insert("freshness".into(), toml::Value::Table(fresh));
+    Ok(Plan {
+        routing,
+        admission,
+        flow_control,
+        pd: h.pd,
+        notes: out.notes,
+    })
+}
+
+/// `blis convert epp-config`: the sections as TOML text, and the notes.
+pub fn convert(text: &str) -> Result<(String, Vec<String>), String> {
+    let mut p = plan(text, None)?;
+    let mut root = toml::Table::new();
+    root.insert("admission".into(), toml::Value::Table(p.admission));
+    root.insert("routing".into(), toml::Value::Table(p.routing));
+    if let Some(fc) = p.flow_control {
+        root.insert("flow_control".into(), toml::Value::Table(fc));
+    }
+    if let Some(pd) = p.pd {
+        p.notes.push(
+            "the [pd] section needs the run file's [[pools]] (roles prefill, decode or both)"
+                .into(),
+        );
+        root.insert("pd".into(), toml::Value::Table(pd));
+    }
+    let text = toml::to_string(&root).map_err(|e| e.to_string())?;
+    Ok((text, p.notes))
+}
+
+fn section<S: serde::de::DeserializeOwned>(t: toml::Table, what: &str) -> Result<S, String> {
+    toml::Value::Table(t)
+        .try_into()
+        .map_err(|e: toml::de::Error| {
+            format!("internal: the {what} made from the EPP config does not parse: {e}")
+        })
+}
+
+/// Apply `run.routing.epp_config` (relative to `base_dir`): the run file
+/// with its routing, admission, flow control and P/D routing replaced by
+/// the EPP config's, and the notes. `None` without an EPP config.
+pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<String>)>, String> {
+    let Some(rel) = &run.routing.epp_config else {
+        return Ok(None);
+    };
+    let path = super::build::resolve(base_dir, rel);
+    let label = format!("routing.epp_config = {}", path.display());
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!("{label}: cannot read it: {e}\n  Give the path of an llm-d EndpointPickerConfig YAML (relative to the run file).")
+    })?;
+    let plan = plan(&text, Some(!run.pools.is_empty())).map_err(|e| format!("{label}: {e}"))?;
+    let mut notes: Vec<String> = plan
+        .notes
+        .iter()
+        .map(|n| format!("{}: {n}", path.display()))
+        .collect();
+    let mut out = run.clone();
+    let keep = &run.routing;
+    if keep.policy != RoutingSection::default().policy
+        || !keep.scorers.is_empty()
+        || !keep.profiles.is_empty()
+    {
+        notes.push(format!(
+            "{label} replaces the run file's routing policy \"{}\"",
+            keep.policy
+        ));
+    }
+    let mut routing: RoutingSection = section(plan.routing, "[routing]")?;
+    routing.latency_us = keep.latency_us;
+    routing.snapshot_refresh_interval_us = keep.snapshot_refresh_interval_us;
+    routing.cache_signal_delay_us = keep.cache_signal_delay_us;
+    if keep.freshness.is_some() {
+        notes.push(format!("{label}: the run file's [routing.freshness] is kept in place of the EPP config's scrape interval"));
+        routing.freshness = keep.freshness.clone();
+    }
+    routing.epp_config = None;
+    out.routing = routing;
+    if run.admission.policy != "always-admit" {
+        notes.push(format!("{label} replaces the run file's admission policy \"{}\" (llm-d's admission is the EPP's)", run.admission.policy));
+    }
+    let adm: super::AdmissionSection = section(plan.admission, "[admission]")?;
+    out.admission.policy = adm.policy;
+    out.admission.params = adm.params;
+    out.flow_control = match plan.flow_control {
+        Some(fc) => Some(section::<FlowControlSection>(fc, "[flow_control]")?),
+        None => {
+            if run.flow_control.is_some() {
+                notes.push(format!("{label}: the run file's [flow_control] is dropped: the EPP config's feature gate flowControl is off"));
+            }
+            None
+        }
+    };
+    let mut pd_table: toml::Table = toml::Table::try_from(run.pd.clone().unwrap_or_default())
+        .map_err(|e| format!("internal: [pd] does not serialise: {e}"))?;
+    for k in [
+        "decider",
+        "decider_params",
+        "prefix_threshold",
+        "prefill_routing",
+        "decode_routing",
+    ] {
+        pd_table.remove(k);
+    }
+    match plan.pd {
+        Some(pd) => {
+            pd_table.extend(pd);
+            out.pd = Some(section::<PdSection>(pd_table, "[pd]")?);
+        }
+        None if !run.pools.is_empty() => {
+            notes.push(format!("{label}: one scheduling profile: requests are not disaggregated (pd.decider = \"never\")"));
+            out.pd = Some(section::<PdSection>(pd_table, "[pd]")?);
+        }
+        None => {}
+    }
+    Ok(Some((out, notes)))
+}

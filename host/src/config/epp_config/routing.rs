@@ -1,0 +1,535 @@
+//! Scheduling profiles and profile handlers → blis routing: one profile
+//! becomes `[routing]` (the `weighted` policy when it is scorers and a
+//! max-score pick, else a `pipeline` profile); the disagg/pd handlers become
+//! `[pd]` with a routing section per stage over the run file's pools by
+//! role. Every llm-d plugin is mapped, stated as having no simulated effect
+//! (with the reason), or refused.
+
+use serde_yaml_ng::Value;
+use toml::Value as T;
+
+use super::loader::{param_str, Loaded, Plugin, Profile};
+use super::Out;
+
+/// Where a profile runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stage {
+    /// The only profile (single, data-parallel, header handlers).
+    Single,
+    Prefill,
+    Decode,
+}
+
+fn int(p: &Value, key: &str) -> Option<i64> {
+    p.get(key).and_then(Value::as_i64)
+}
+
+fn num(p: &Value, key: &str) -> Option<f64> {
+    // Integers are numbers too (`queueDepthThreshold: 8`).
+    p.get(key).and_then(Value::as_f64)
+}
+
+fn table(pairs: &[(&str, T)]) -> toml::Table {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+fn unsupported(p: &Plugin, why: &str) -> String {
+    format!(
+        "plugin '{}' ({}): blis does not simulate this yet: {why}. Remove it from the profile to run the rest (see the llm-d table in README.md)",
+        p.name, p.info.ty
+    )
+}
+
+/// A scorer's blis form, or none when its score is the same for every
+/// instance in a simulation (with the reason).
+enum ScorerMap {
+    Blis(&'static str, toml::Table),
+    Constant(&'static str),
+}
+
+fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String> {
+    let params = &p.params;
+    Ok(match p.info.ty {
+        "queue-scorer" => ScorerMap::Blis("waiting-queue", toml::Table::new()),
+        "kv-cache-utilization-scorer" => ScorerMap::Blis("kv-utilization", toml::Table::new()),
+        "running-requests-size-scorer" => ScorerMap::Blis("running-requests", toml::Table::new()),
+        "load-aware-scorer" => {
+            let raw = params.get("threshold").map(|v| {
+                v.as_i64()
+                    .map(i128::from)
+                    .or(v.as_u64().map(i128::from))
+                    .unwrap_or(0)
+            });
+            let t = match raw {
+                None => 128,
+                Some(t) if t <= 0 => {
+                    out.note(format!("plugin '{}' (load-aware-scorer): threshold {t} ≤ 0 means 128 in llm-d", p.name));
+                    128
+                }
+                Some(t) if t > i128::from(u32::MAX) => {
+                    return Err(format!(
+                        "plugin '{}' (load-aware-scorer): threshold {t} is beyond what blis's load-aware scorer takes (at most {}); a queue that deep is never reached, so use a smaller threshold",
+                        p.name,
+                        u32::MAX
+                    ))
+                }
+                Some(t) => t as i64,
+            };
+            ScorerMap::Blis("load-aware", table(&[("threshold", T::Integer(t))]))
+        }
+        "active-request-scorer" => {
+            let idle = int(params, "idleThreshold").unwrap_or(0);
+            let busy = num(params, "maxBusyScore").unwrap_or(1.0);
+            if idle != 0 || busy != 1.0 {
+                return Err(unsupported(p, "idleThreshold ≠ 0 or maxBusyScore ≠ 1 (blis's active-requests is llm-d's scorer with the defaults)"));
+            }
+            if params.get("requestTimeout").is_some() {
+                out.note(format!("plugin '{}' (active-request-scorer): requestTimeout is ignored by llm-d too", p.name));
+            }
+            ScorerMap::Blis("active-requests", toml::Table::new())
+        }
+        "prefix-cache-scorer" => {
+            if num(params, "matchLengthWeight").is_some_and(|w| w > 0.0) {
+                return Err(unsupported(p, "matchLengthWeight > 0 (the match-length term)"));
+            }
+            let producer = param_str(params, "prefixMatchInfoProducerName").unwrap_or("");
+            prefix_scorer(l, p, producer, out)?
+        }
+        "precise-prefix-cache-scorer" => {
+            out.note(format!(
+                "plugin '{}' (precise-prefix-cache-scorer): blis's precise-prefix-cache (the engine's KV cache read live; blis min-max normalises the matched blocks where llm-d scores matched/total)",
+                p.name
+            ));
+            ScorerMap::Blis("precise-prefix-cache", toml::Table::new())
+        }
+        "no-hit-lru-scorer" => {
+            let lru = int(params, "lruSize").unwrap_or(1024);
+            out.note(format!(
+                "plugin '{}' (no-hit-lru-scorer): blis's no-hit-lru (warm = some instance holds a prefix block in its KV cache; llm-d asks its prefix producer); its LRU holds every instance, which is llm-d's lruSize {lru} whenever the cluster has at most {lru} instances",
+                p.name
+            ));
+            ScorerMap::Blis("no-hit-lru", toml::Table::new())
+        }
+        "topology-affinity-scorer" => ScorerMap::Constant(
+            "blis instances carry no topology labels, so every candidate shares no level with the peer and scores 0",
+        ),
+        "header-label-affinity-scorer" => ScorerMap::Constant(
+            "blis requests carry no such header and instances no such label, so every candidate scores 0",
+        ),
+        "mm-embeddings-cache-scorer" => ScorerMap::Constant(
+            "blis workloads have no multimodal items, so every candidate scores 0",
+        ),
+        "context-length-aware" => ScorerMap::Constant(
+            "blis instances carry no context-length-range label, so every candidate scores 0.5",
+        ),
+        "endpoint-attribute-scorer" => ScorerMap::Constant(
+            "blis produces no such endpoint attribute (no DCGM GPU metrics), so every candidate has the same score",
+        ),
+        "lora-affinity-scorer" => {
+            return Err(unsupported(p, "LoRA adapters are another helper's issue; blis's lora-affinity policy has not landed here"))
+        }
+        "token-load-scorer" => return Err(unsupported(p, "in-flight uncached-token counts")),
+        "session-affinity-scorer" => return Err(unsupported(p, "session → instance binding")),
+        "latency-scorer" => return Err(unsupported(p, "the predicted-latency family")),
+        other => return Err(format!("plugin '{}' ({other}): not a scorer", p.name)),
+    })
+}
+
+/// `prefix-cache-scorer` over the producer named `producer` ("" = the
+/// default approximate index).
+fn prefix_scorer(
+    l: &Loaded,
+    p: &Plugin,
+    producer: &str,
+    out: &mut Out,
+) -> Result<ScorerMap, String> {
+    let prod = if producer.is_empty() {
+        l.plugins
+            .iter()
+            .find(|q| q.info.ty == "approx-prefix-cache-producer")
+    } else {
+        match l.plugins.iter().find(|q| q.name == producer) {
+            Some(q) => Some(q),
+            None => {
+                return Err(format!(
+                    "plugin '{}' (prefix-cache-scorer): prefixMatchInfoProducerName '{producer}' names no plugin (no default producer found for missing data key PrefixCacheMatchInfo/{producer})",
+                    p.name
+                ))
+            }
+        }
+    };
+    let ty = prod.map_or("approx-prefix-cache-producer", |q| q.info.ty);
+    Ok(match ty {
+        "approx-prefix-cache-producer" => {
+            let lru = prod
+                .and_then(|q| int(&q.params, "lruCapacityPerServer"))
+                .unwrap_or(31250);
+            if lru < 1 {
+                return Err(format!(
+                    "plugin '{}' (approx-prefix-cache-producer): lruCapacityPerServer {lru} must be ≥ 1",
+                    prod.map_or("approx-prefix-cache-producer", |q| q.name.as_str())
+                ));
+            }
+            out.note(format!(
+                "plugin '{}' (prefix-cache-scorer): blis's prefix-affinity, a router-side index of each instance's prompts with llm-d's lruCapacityPerServer {lru} (blis indexes the run's KV blocks, default 16 tokens, where llm-d hashes blocks of at least 64 tokens)",
+                p.name
+            ));
+            ScorerMap::Blis("prefix-affinity", table(&[("capacity", T::Integer(lru))]))
+        }
+        "precise-prefix-cache-producer" => {
+            out.note(format!(
+                "plugin '{}' (prefix-cache-scorer on {producer}): blis's precise-prefix-cache, the engine's KV cache as KV events report it (blis min-max normalises the matched blocks where llm-d scores matched/total)",
+                p.name
+            ));
+            ScorerMap::Blis("precise-prefix-cache", toml::Table::new())
+        }
+        "burst-prefix-cache-producer" => {
+            out.note(format!(
+                "plugin '{}' (prefix-cache-scorer on {producer}): simulated as blis's prefix-affinity (the router-side prefix index); the burst producer's co-location window has no simulated effect",
+                p.name
+            ));
+            ScorerMap::Blis("prefix-affinity", toml::Table::new())
+        }
+        other => {
+            return Err(format!(
+                "plugin '{}' (prefix-cache-scorer): prefixMatchInfoProducerName '{producer}' is a {other}, which produces no prefix match info",
+                p.name
+            ))
+        }
+    })
+}
+
+/// A filter's effect: a blis filter, removed by the stage's pool (role
+/// filters) or none in a simulation (with the reason), or refused.
+enum FilterMap {
+    Blis(&'static str, toml::Table),
+    NoEffect(String),
+}
+
+fn map_filter(
+    p: &Plugin,
+    stage: Stage,
+    pools: Option<bool>,
+    out: &mut Out,
+) -> Result<FilterMap, String> {
+    if p.info.ty == "utilization-detector" {
+        let qd = num(&p.params, "queueDepthThreshold").unwrap_or(5.0);
+        let kv = num(&p.params, "kvCacheUtilThreshold").unwrap_or(0.8);
+        let h = num(&p.params, "headroom").unwrap_or(0.0);
+        out.note(format!(
+            "plugin '{}' (utilization-detector) as a filter: blis's unsaturated (queue < {qd}·(1 + {h}), kv < {kv}·(1 + {h}), all when none); its 200 ms staleness rule never applies to blis's 50 ms scrape",
+            p.name
+        ));
+        return Ok(FilterMap::Blis(
+            "unsaturated",
+            table(&[
+                ("queue_depth_threshold", T::Float(qd)),
+                ("kv_threshold", T::Float(kv)),
+                ("headroom", T::Float(h)),
+            ]),
+        ));
+    }
+    Ok(FilterMap::NoEffect(match (p.info.ty, stage) {
+        ("decode-filter", Stage::Decode) => "the decode stage routes over the decode and both pools (llm-d's role labels are blis's pool roles)".into(),
+        ("prefill-filter", Stage::Prefill) => "the prefill stage routes over the prefill and both pools (llm-d's role labels are blis's pool roles)".into(),
+        ("decode-filter", Stage::Single) if pools != Some(true) => "blis instances outside [[pools]] carry no role label, which decode-filter keeps: it keeps every instance".into(),
+        ("decode-filter", Stage::Single) => "blis routes whole requests over the decode and both pools, which decode-filter keeps".into(),
+        ("prefill-filter" | "encode-filter", _) | ("decode-filter", Stage::Prefill) => {
+            return Err(format!(
+                "plugin '{}' ({}) in a {} profile: it would drop every candidate of that stage (blis's pool roles are the role labels)",
+                p.name,
+                p.info.ty,
+                match stage { Stage::Single => "single", Stage::Prefill => "prefill", Stage::Decode => "decode" }
+            ))
+        }
+        ("topology-affinity-filter", _) => "blis instances carry no topology labels, so no candidate shares a level with the peer and the filter keeps them all".into(),
+        ("context-length-aware", _) => "blis instances carry no context-length-range label, and unlabelled endpoints are kept".into(),
+        ("endpoint-attribute-filter", _) => {
+            let pass = param_str(&p.params, "onMissing").unwrap_or("Pass") == "Pass";
+            let fallback = p.params.get("fallbackOnEmpty").and_then(Value::as_bool).unwrap_or(false);
+            if !(pass || fallback) {
+                return Err(unsupported(p, "blis produces no such attribute, so onMissing would drop every instance (set onMissing: Pass or fallbackOnEmpty: true)"));
+            }
+            "blis produces no such endpoint attribute (no DCGM GPU metrics), so every instance passes (onMissing: Pass / fallbackOnEmpty)".into()
+        }
+        _ => return Err(unsupported(p, "this filter's signal")),
+    }))
+}
+
+/// One profile as a blis routing section (a table of `RoutingSection`).
+pub fn profile_routing(
+    l: &Loaded,
+    prof: &Profile,
+    stage: Stage,
+    pools: Option<bool>,
+    out: &mut Out,
+) -> Result<toml::Table, String> {
+    let ctx = |m: String| format!("schedulingProfiles[{}]: {m}", prof.name);
+    let mut filters = Vec::new();
+    for &f in &prof.filters {
+        let p = &l.plugins[f];
+        match map_filter(p, stage, pools, out).map_err(ctx)? {
+            FilterMap::NoEffect(why) => out.note(format!(
+                "plugin '{}' ({}): no simulated effect: {why}",
+                p.name, p.info.ty
+            )),
+            FilterMap::Blis(name, params) => {
+                let mut t = table(&[("name", T::String(name.into()))]);
+                t.insert("params".into(), T::Table(params));
+                filters.push(T::Table(t));
+            }
+        }
+    }
+    let picker = &l.plugins[prof.picker];
+    let k = int(&picker.params, "maxNumOfEndpoints").unwrap_or(1);
+    if k > 1 {
+        out.note(format!(
+            "plugin '{}' ({}): maxNumOfEndpoints {k}: the extra endpoints are Envoy fallbacks; blis routes to the first",
+            picker.name, picker.info.ty
+        ));
+    }
+    let max_score = picker.info.ty == "max-score-picker";
+    let mut scorers = Vec::new();
+    for &(s, w) in &prof.scorers {
+        let p = &l.plugins[s];
+        match map_scorer(l, p, out).map_err(ctx)? {
+            ScorerMap::Blis(name, params) => scorers.push((name, w, params)),
+            ScorerMap::Constant(why) => {
+                if !max_score && !why.contains("scores 0") {
+                    return Err(ctx(unsupported(
+                        p,
+                        &format!(
+                            "{why}; a constant score shifts the totals {} draws from",
+                            picker.info.ty
+                        ),
+                    )));
+                }
+                out.note(format!(
+                    "plugin '{}' ({}): no simulated effect: {why}",
+                    p.name, p.info.ty
+                ));
+            }
+        }
+    }
+    let scorer_tables: Vec<T> = scorers
+        .iter()
+        .map(|(n, w, params)| {
+            let mut t = table(&[("name", T::String(n.to_string())), ("weight", T::Float(*w))]);
+            if !params.is_empty() {
+                t.insert("params".into(), T::Table(params.clone()));
+            }
+            T::Table(t)
+        })
+        .collect();
+    let any_weight = scorers.iter().any(|(_, w, _)| *w > 0.0);
+    if max_score && any_weight && filters.is_empty() {
+        // Scorers and llm-d's max-score pick (ties uniformly random): the
+        // host's weighted policy, whose normalised weights rank alike.
+        return Ok(table(&[
+            ("policy", T::String("weighted".into())),
+            ("tie_break", T::String("random".into())),
+            ("scorers", T::Array(scorer_tables)),
+        ]));
+    }
+    let (pname, pparams) = match picker.info.ty {
+        "max-score-picker" => (
+            "max-score",
+            table(&[("tie_break", T::String("random".into()))]),
+        ),
+        "random-picker" => ("random", toml::Table::new()),
+        _ => ("weighted-random", toml::Table::new()),
+    };
+    let mut pk = table(&[("name", T::String(pname.into()))]);
+    if !pparams.is_empty() {
+        pk.insert("params".into(), T::Table(pparams));
+    }
+    let mut profile = table(&[("name", T::String(prof.name.clone()))]);
+    if !filters.is_empty() {
+        profile.insert("filters".into(), T::Array(filters));
+    }
+    if !scorer_tables.is_empty() {
+        profile.insert("scorers".into(), T::Array(scorer_tables));
+    }
+    profile.insert("picker".into(), T::Table(pk));
+    Ok(table(&[
+        ("policy", T::String("pipeline".into())),
+        ("profile_handler", T::String("single-profile".into())),
+        ("profiles", T::Array(vec![T::Table(profile)])),
+    ]))
+}
+
+/// The handler's plan: `[routing]`, and `[pd]` keys for disaggregation.
+pub struct HandlerPlan {
+    pub routing: toml::Table,
+    pub pd: Option<toml::Table>,
+}
+
+fn profile<'a>(l: &'a Loaded, name: &str) -> Option<&'a Profile> {
+    l.profiles.iter().find(|p| p.name == name)
+}
+
+/// Map the profile handler and its profiles.
+pub fn handler_plan(l: &Loaded, pools: Option<bool>, out: &mut Out) -> Result<HandlerPlan, String> {
+    let h = &l.plugins[l.handler];
+    let single = |prof: &Profile, out: &mut Out| -> Result<HandlerPlan, String> {
+        Ok(HandlerPlan {
+            routing: profile_routing(l, prof, Stage::Single, pools, out)?,
+            pd: None,
+        })
+    };
+    match h.info.ty {
+        "single-profile-handler" => single(&l.profiles[0], out),
+        "data-parallel-profile-handler" => {
+            if l.profiles.len() != 1 {
+                return Err(format!("plugin '{}' (data-parallel-profile-handler) runs exactly one profile, and the configuration has {}", h.name, l.profiles.len()));
+            }
+            out.note(format!("plugin '{}' (data-parallel-profile-handler): single-profile routing; its x-data-parallel-host-port header and port rewrite have no simulated effect (blis routes to the instance itself)", h.name));
+            single(&l.profiles[0], out)
+        }
+        "header-profile-handler" => {
+            if l.profiles.len() == 1 {
+                return single(&l.profiles[0], out);
+            }
+            let header = param_str(&h.params, "headerName").unwrap_or("EPP-Profile");
+            let default = param_str(&h.params, "defaultProfile").unwrap_or("decode");
+            let Some(prof) = profile(l, default) else {
+                return Err(format!("plugin '{}' (header-profile-handler): blis requests carry no {header} header, so every request asks for defaultProfile '{default}', which is not a profile: llm-d would refuse them all (429)", h.name));
+            };
+            out.note(format!("plugin '{}' (header-profile-handler): blis requests carry no {header} header, so every request runs defaultProfile '{default}'", h.name));
+            single(prof, out)
+        }
+        "disagg-profile-handler" | "pd-profile-handler" => disagg(l, h, pools, out),
+        other => Err(format!(
+            "plugin '{}' ({other}) is not a profile handler",
+            h.name
+        )),
+    }
+}
+
+fn disagg(
+    l: &Loaded,
+    h: &Plugin,
+    pools: Option<bool>,
+    out: &mut Out,
+) -> Result<HandlerPlan, String> {
+    let pd_handler = h.info.ty == "pd-profile-handler";
+    let nested = |stage: &str| {
+        h.params
+            .get("profiles")
+            .and_then(|p| p.get(stage))
+            .and_then(Value::as_str)
+    };
+    let flat = |key: &str| param_str(&h.params, key);
+    let decode_name = nested("decode")
+        .or(flat("decodeProfile"))
+        .unwrap_or("decode");
+    let prefill_name = nested("prefill")
+        .or(flat("prefillProfile"))
+        .unwrap_or("prefill");
+    let encode_name = nested("encode")
+        .or(flat("encodeProfile"))
+        .unwrap_or("encode");
+    let Some(decode) = profile(l, decode_name) else {
+        return Err(format!("plugin '{}' ({}): no scheduling profile named '{decode_name}' (the decode profile): every request would fail", h.name, h.info.ty));
+    };
+    if pools == Some(false) {
+        return Err(format!(
+            "plugin '{}' ({}) disaggregates over prefill and decode endpoints, but the run file declares no [[pools]]: add pools with role = \"prefill\" and role = \"decode\" (or \"both\")",
+            h.name, h.info.ty
+        ));
+    }
+    let prefill_first = param_str(&h.params, "stageOrder") == Some("prefill-first");
+    let deps = super::loader::dependencies(h);
+    let decider_of = |stage: &str| {
+        deps.iter()
+            .find(|(_, s)| *s == stage)
+            .and_then(|(n, _)| l.plugin(n))
+            .map(|i| &l.plugins[i])
+    };
+    // The encode stage.
+    if let Some(enc) = profile(l, encode_name) {
+        match decider_of("encode").map(|d| d.info.ty) {
+            None if !prefill_first => out.note(format!("schedulingProfiles[{}]: no encode decider, so llm-d skips the encode stage", enc.name)),
+            Some("always-disagg-multimodal-decider") => out.note(format!(
+                "schedulingProfiles[{}]: no simulated effect: the encode decider always-disagg-multimodal-decider approves only requests with image, video or audio content, and blis workloads have none, so the encode stage never runs",
+                enc.name
+            )),
+            _ => return Err(format!("schedulingProfiles[{}]: blis does not simulate an encode stage that runs (only multimodal-gated encode, which blis workloads never trigger)", enc.name)),
+        }
+    }
+    let mut pd = toml::Table::new();
+    let prefill = profile(l, prefill_name);
+    let decider = match (prefill, decider_of("prefill")) {
+        (None, _) => {
+            out.note(format!(
+                "plugin '{}' ({}): no '{prefill_name}' profile: no request is disaggregated",
+                h.name, h.info.ty
+            ));
+            "never".to_string()
+        }
+        (Some(_), _) if prefill_first => {
+            out.note(format!("plugin '{}' (disagg-profile-handler): stageOrder prefill-first runs prefill for every request: blis's decider always (blis chooses the decode instance first; without topology signals the order does not change either choice's signals beyond the one request)", h.name));
+            "always".to_string()
+        }
+        (Some(p), None) => {
+            out.note(format!("schedulingProfiles[{}]: no prefill decider, so llm-d never runs the prefill stage: blis's decider never", p.name));
+            "never".to_string()
+        }
+        (Some(_), Some(d)) => {
+            match d.info.ty {
+                "prefix-based-pd-decider" => {
+                    let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
+                    let pt = int(&d.params, "promptTokens").unwrap_or(0);
+                    if n == 0 {
+                        out.note(format!("plugin '{}' (prefix-based-pd-decider): nonCachedTokens 0 never disaggregates: blis's decider never", d.name));
+                        "never".to_string()
+                    } else {
+                        if pt > n {
+                            return Err(unsupported(d, "promptTokens above nonCachedTokens (a prompt-length floor of its own)"));
+                        }
+                        pd.insert("prefix_threshold".into(), T::Integer(n - 1));
+                        out.note(format!(
+                        "plugin '{}' (prefix-based-pd-decider): blis's prefix-threshold: disaggregate when the prompt tokens not cached on the chosen decode instance are ≥ {n} (llm-d's ≥; prefix_threshold = {}: blis's >); blis reads the decode instance's KV cache where llm-d reads its approximate prefix index",
+                        d.name,
+                        n - 1
+                    ));
+                        "prefix-threshold".to_string()
+                    }
+                }
+                "always-disagg-pd-decider" => "always".to_string(),
+                "always-disagg-multimodal-decider" => {
+                    out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the prefill decider: blis workloads have no multimodal content, so it never disaggregates", d.name));
+                    "never".to_string()
+                }
+                other => return Err(format!("plugin '{}' ({other}) is not a decider", d.name)),
+            }
+        }
+    };
+    if pd_handler && flat("primaryPort").is_some() {
+        out.note(format!("plugin '{}' (pd-profile-handler): primaryPort has no simulated effect (a port rewrite)", h.name));
+    }
+    let decode_routing = profile_routing(l, decode, Stage::Decode, pools, out)?;
+    pd.insert("decider".into(), T::String(decider));
+    if let Some(p) = prefill {
+        pd.insert(
+            "prefill_routing".into(),
+            T::Table(profile_routing(l, p, Stage::Prefill, pools, out)?),
+        );
+    }
+    pd.insert("decode_routing".into(), T::Table(decode_routing.clone()));
+    for p in &l.profiles {
+        if ![decode_name, prefill_name, encode_name].contains(&p.name.as_str()) {
+            out.note(format!(
+                "schedulingProfiles[{}]: {} never runs a profile of that name",
+                p.name, h.info.ty
+            ));
+        }
+    }
+    Ok(HandlerPlan {
+        routing: decode_routing,
+        pd: Some(pd),
+    })
+}

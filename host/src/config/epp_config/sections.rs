@@ -1,0 +1,412 @@
+//! The sections around the profiles: admission (llm-d's fixed legacy
+//! controller and its admitters) → `[admission]`, `flowControl` → blis's
+//! gateway `[flow_control]`, the data layer → `[routing.freshness]`, and
+//! the plugins outside every profile (producers, parsers, sources), each
+//! stated with its effect.
+
+use serde_yaml_ng::Value;
+use toml::Value as T;
+
+use super::catalogue::kind;
+use super::loader::{param_str, Loaded, Plugin};
+use super::schema;
+use super::Out;
+
+fn num(p: &Value, key: &str) -> Option<f64> {
+    p.get(key).and_then(Value::as_f64)
+}
+
+fn unsupported(p: &Plugin, why: &str) -> String {
+    format!(
+        "plugin '{}' ({}): blis does not simulate this yet: {why} (see the llm-d table in README.md)",
+        p.name, p.info.ty
+    )
+}
+
+/// `utilization-detector` thresholds (validated as llm-d does).
+fn utilization(p: &Plugin) -> Result<(f64, f64), String> {
+    let qd = num(&p.params, "queueDepthThreshold").unwrap_or(5.0);
+    let kv = num(&p.params, "kvCacheUtilThreshold").unwrap_or(0.8);
+    if qd <= 0.0 {
+        return Err(format!("failed to create plugin '{}' (type: utilization-detector): queueDepthThreshold must be > 0", p.name));
+    }
+    if !(kv > 0.0 && kv <= 1.0) {
+        return Err(format!("failed to create plugin '{}' (type: utilization-detector): kvCacheUtilThreshold must be in (0, 1]", p.name));
+    }
+    Ok((qd, kv))
+}
+
+/// `[admission]`: llm-d's admission controller (legacy when the gate is
+/// off) and its admitters.
+pub fn admission(l: &Loaded, out: &mut Out) -> Result<toml::Table, String> {
+    let det = &l.plugins[l.detector];
+    let admitters: Vec<&Plugin> = l
+        .plugins
+        .iter()
+        .filter(|p| p.info.is(kind::ADMITTER))
+        .collect();
+    if admitters.len() > 1 {
+        return Err(format!(
+            "admitters {}: blis runs one admission policy; more than one admitter is not simulated yet",
+            admitters.iter().map(|p| format!("'{}'", p.name)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let legacy = if l.flow_control_gate {
+        None
+    } else {
+        match det.info.ty {
+            "utilization-detector" => Some(utilization(det)?),
+            _ => return Err(unsupported(det, "the legacy admission controller over a concurrency detector (blis's gaie-legacy reads queue and KV utilisation)")),
+        }
+    };
+    let mut t = toml::Table::new();
+    match (admitters.first(), legacy) {
+        (None, Some((qd, kv))) => {
+            out.note(format!(
+                "admission: llm-d's legacy admission controller (gate flowControl off) over '{}': blis's gaie-legacy, rejecting sheddable requests (priority < 0: batch, sheddable, background) while the mean of max(queue/{qd}, kv/{kv}) is ≥ 1",
+                det.name
+            ));
+            t.insert("policy".into(), T::String("gaie-legacy".into()));
+            let mut p = toml::Table::new();
+            p.insert("queue_depth_threshold".into(), T::Float(qd));
+            p.insert("kv_threshold".into(), T::Float(kv));
+            t.insert("params".into(), T::Table(p));
+        }
+        (None, None) => {
+            t.insert("policy".into(), T::String("always-admit".into()));
+        }
+        (Some(a), legacy) => match a.info.ty {
+            "probabilistic-admitter" => {
+                let qd = num(&a.params, "queueDepthThreshold").unwrap_or(5.0);
+                let kv = num(&a.params, "kvCacheUtilThreshold").unwrap_or(0.8);
+                let power = num(&a.params, "power").unwrap_or(5.0);
+                let k = num(&a.params, "k").unwrap_or(300.0);
+                if let Some((lqd, lkv)) = legacy {
+                    // The legacy controller rejects a sheddable request when its
+                    // saturation is ≥ 1; the admitter's saturation is at least as
+                    // high when its thresholds are lower, and rejects surely then.
+                    if !(qd <= lqd && kv <= lkv && power > 0.0 && k >= 1.0) {
+                        return Err(unsupported(a, "an admitter alongside a legacy controller with lower thresholds than the admitter's (blis runs one admission policy)"));
+                    }
+                    out.note(format!("admission: llm-d's legacy controller over '{}' (thresholds {lqd}, {lkv}) rejects only what '{}' rejects surely (its thresholds {qd}, {kv} are lower): blis runs the admitter alone", det.name, a.name));
+                }
+                t.insert("policy".into(), T::String("probabilistic".into()));
+                let mut p = toml::Table::new();
+                p.insert("queue_depth_threshold".into(), T::Float(qd));
+                p.insert("kv_threshold".into(), T::Float(kv));
+                p.insert("power".into(), T::Float(power));
+                p.insert("k".into(), T::Float(k));
+                t.insert("params".into(), T::Table(p));
+            }
+            _ => return Err(unsupported(a, "the predicted-latency family")),
+        },
+    }
+    Ok(t)
+}
+
+/// The saturation detector as `[flow_control]` keys.
+fn detector_keys(l: &Loaded, fc: &mut toml::Table) -> Result<(), String> {
+    let det = &l.plugins[l.detector];
+    match det.info.ty {
+        "utilization-detector" => {
+            let (qd, kv) = utilization(det)?;
+            fc.insert(
+                "saturation_detector".into(),
+                T::String("utilization".into()),
+            );
+            fc.insert("queue_depth_threshold".into(), T::Float(qd));
+            fc.insert("kv_cache_util_threshold".into(), T::Float(kv));
+        }
+        _ => {
+            let mode = param_str(&det.params, "concurrencyMode").unwrap_or("requests");
+            if mode != "requests" {
+                return Err(unsupported(
+                    det,
+                    &format!(
+                        "concurrencyMode {mode} (blis's concurrency detector counts requests)"
+                    ),
+                ));
+            }
+            let max = num(&det.params, "maxConcurrency").unwrap_or(100.0);
+            fc.insert(
+                "saturation_detector".into(),
+                T::String("concurrency".into()),
+            );
+            fc.insert("max_concurrency".into(), T::Float(max));
+        }
+    }
+    Ok(())
+}
+
+/// `flowControl` (gate on) → `[flow_control]`.
+pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, String> {
+    if !l.flow_control_gate {
+        return Ok(None);
+    }
+    let f = &l.flow_control;
+    let mut fc = toml::Table::new();
+    detector_keys(l, &mut fc)?;
+    fc.insert("dispatch_tick_us".into(), T::Integer(1000));
+    // TTL: 60 s by default, "0s" = none.
+    let ttl = match &f.default_request_ttl {
+        Some(d) => schema::duration_us(d, "flowControl.defaultRequestTTL")?,
+        None => 60_000_000,
+    };
+    if ttl > 0 {
+        fc.insert("request_ttl_us".into(), T::Integer(ttl));
+    }
+    if f.no_endpoint_request_ttl.is_some() {
+        out.note("flowControl.noEndpointRequestTTL: no simulated effect: a blis pool is never empty of endpoints".into());
+    }
+    if let Some(v) = &f.max_requests {
+        let n = schema::quantity(v, "flowControl.maxRequests")?;
+        if n > 0 {
+            fc.insert("max_depth".into(), T::Integer(n));
+        }
+    }
+    if f.max_bytes.is_some() {
+        out.note(
+            "flowControl.maxBytes: no simulated effect: blis requests have no body size".into(),
+        );
+    }
+    // Bands: llm-d's integer priorities; blis's bands are the SLO classes.
+    let mut bands: Vec<&schema::Band> = f.priority_bands.iter().collect();
+    bands.extend(f.default_priority_band.iter());
+    bands.extend(f.default_negative_priority_band.iter());
+    let mut capacity: Option<i64> = None;
+    let mut fairness: Option<&str> = None;
+    for b in &bands {
+        let cap = match &b.max_requests {
+            Some(v) => schema::quantity(v, "flowControl band maxRequests")?,
+            None => 0,
+        };
+        let cap = if cap == 0 { 5000 } else { cap };
+        if capacity.is_some_and(|c| c != cap) {
+            return Err("flowControl: bands with different maxRequests are not simulated yet (blis's per_band_capacity is one value)".into());
+        }
+        capacity = Some(cap);
+        let fair = policy_type(
+            l,
+            b.fairness_policy_ref.as_deref(),
+            "global-strict-fairness-policy",
+        );
+        if fairness.is_some_and(|x| x != fair) {
+            return Err("flowControl: bands with different fairness policies are not simulated yet (blis's fairness is one setting)".into());
+        }
+        fairness = Some(fair);
+        let order = policy_type(l, b.ordering_policy_ref.as_deref(), "fcfs-ordering-policy");
+        if order != "fcfs-ordering-policy" {
+            return Err(format!("flowControl: ordering policy {order}: blis's gateway orders each flow first come, first served; {order} is not simulated yet"));
+        }
+        if b.max_bytes.is_some() {
+            out.note(
+                "flowControl band maxBytes: no simulated effect: blis requests have no body size"
+                    .into(),
+            );
+        }
+    }
+    fc.insert(
+        "per_band_capacity".into(),
+        T::Integer(capacity.unwrap_or(5000)),
+    );
+    let fairness = fairness.unwrap_or("global-strict-fairness-policy");
+    let blis_fairness = match fairness {
+        "global-strict-fairness-policy" => "global-strict",
+        "round-robin-fairness-policy" => "round-robin",
+        "program-aware-fairness" => {
+            let r = bands
+                .iter()
+                .find_map(|b| b.fairness_policy_ref.as_deref())
+                .unwrap_or("");
+            if let Some(p) = l.plugin(r).map(|i| &l.plugins[i]) {
+                if param_str(&p.params, "strategy").is_some_and(|s| s != "las") {
+                    return Err(unsupported(p, "a strategy other than las"));
+                }
+                for (k, key) in [
+                    ("lasWeightService", "las_weight_service"),
+                    ("lasWeightHeadWait", "las_weight_head_wait"),
+                    ("lasHalfLifeSeconds", "las_half_life_s"),
+                ] {
+                    if let Some(v) = num(&p.params, k) {
+                        fc.insert(key.into(), T::Float(v));
+                    }
+                }
+                out.note(format!("plugin '{}' (program-aware-fairness): blis's program-aware fairness: per tenant (llm-d's fairness ID), attained service = input + 2 × output tokens of completed requests, halved every lasHalfLifeSeconds; evictionTtlSeconds/evictionSweepSeconds (idle-flow clean-up) have no simulated effect", p.name));
+            }
+            "program-aware"
+        }
+        other => {
+            return Err(format!(
+                "flowControl: fairness policy {other} is not simulated yet"
+            ))
+        }
+    };
+    fc.insert("fairness".into(), T::String(blis_fairness.into()));
+    if !f.priority_bands.is_empty() {
+        out.note(format!(
+            "flowControl.priorityBands (priorities {}): blis's gateway has one band per SLO class of the workload (critical 4, standard 3, batch −1, sheddable −2, background −3), so requests are banded by their class's priority",
+            f.priority_bands.iter().map(|b| b.priority.unwrap_or(0).to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    // Usage limit.
+    let ul = policy_type(
+        l,
+        f.usage_limit_policy_plugin_ref.as_deref(),
+        "static-usage-limit-policy",
+    );
+    let ul_plugin = f
+        .usage_limit_policy_plugin_ref
+        .as_deref()
+        .and_then(|n| l.plugin(n))
+        .map(|i| &l.plugins[i]);
+    match ul {
+        "static-usage-limit-policy" => {
+            let t = ul_plugin
+                .and_then(|p| num(&p.params, "threshold"))
+                .unwrap_or(1.0);
+            if !(t > 0.0 && t <= 1.0) {
+                return Err("static-usage-limit-policy: threshold must be in (0, 1]".into());
+            }
+            if t != 1.0 {
+                return Err(format!("static-usage-limit-policy threshold {t}: blis spreads band ceilings linearly down to usage_limit_threshold; a flat ceiling below 1 is not simulated yet"));
+            }
+        }
+        "priority-holdback-policy" => {
+            let p = ul_plugin.expect("a named usage-limit policy");
+            let min = num(&p.params, "minCeiling").ok_or_else(|| format!("failed to create plugin '{}' (type: priority-holdback-policy): minCeiling is required", p.name))?;
+            let max = num(&p.params, "maxCeiling").unwrap_or(1.0);
+            let shape = param_str(&p.params, "shape").unwrap_or("linear");
+            let domain = param_str(&p.params, "domain").unwrap_or("rank");
+            if !((0.0..1.0).contains(&min) && max > 0.0 && max <= 1.0) || min >= max {
+                return Err(format!("failed to create plugin '{}' (type: priority-holdback-policy): need 0 ≤ minCeiling < maxCeiling ≤ 1", p.name));
+            }
+            if max != 1.0 || shape != "linear" || domain != "rank" {
+                return Err(unsupported(
+                    p,
+                    "only shape linear, domain rank, maxCeiling 1 (blis's linear band ceilings)",
+                ));
+            }
+            fc.insert("usage_limit_threshold".into(), T::Float(min));
+            out.note(format!("plugin '{}' (priority-holdback-policy): blis's band ceilings, linear by rank from 1 down to {min} (usage_limit_threshold)", p.name));
+        }
+        "soft-reflective-ceiling-policy" => {
+            fc.insert("usage_limit".into(), T::String("soft-reflective".into()));
+            out.note("soft-reflective-ceiling-policy: blis's soft-reflective band ceilings over its five SLO-class bands".into());
+        }
+        other => {
+            return Err(format!(
+                "flowControl.usageLimitPolicyPluginRef: {other} is not simulated yet"
+            ))
+        }
+    }
+    if f.enable_eviction == Some(true) {
+        fc.insert("in_flight_eviction".into(), T::Boolean(true));
+    }
+    out.note("flowControl (gate on): blis's gateway queue, dispatching at most one request per 1 ms cycle while the saturation is below the band's ceiling".into());
+    Ok(Some(fc))
+}
+
+/// The type of the flow-control policy `r` names (default `dflt`).
+fn policy_type<'a>(l: &'a Loaded, r: Option<&str>, dflt: &'a str) -> &'a str {
+    match r.and_then(|n| l.plugin(n)) {
+        Some(i) => l.plugins[i].info.ty,
+        None => dflt,
+    }
+}
+
+/// The data layer's scrape interval → `[routing.freshness]` (µs).
+pub fn scrape_interval_us(
+    l: &Loaded,
+    refresh_flag: Option<&str>,
+    out: &mut Out,
+) -> Result<i64, String> {
+    let base = match refresh_flag {
+        Some(s) => schema::duration_us(s, "router.epp.flags.refresh-metrics-interval")?.max(50_000),
+        None => 50_000,
+    };
+    // A metrics source's own `interval` runs every max(1, round(I/base)) ticks.
+    let mut interval = base;
+    if let Some(src) = l
+        .plugins
+        .iter()
+        .find(|p| p.info.ty == "metrics-data-source")
+    {
+        if let Some(s) = param_str(&src.params, "interval") {
+            let i = schema::duration_us(s, &format!("plugin '{}' interval", src.name))?;
+            let ticks = ((i as f64 / base as f64).round() as i64).max(1);
+            interval = ticks * base.min(i.max(50_000));
+        }
+    }
+    let opt_out = l
+        .data_layer
+        .as_ref()
+        .is_some_and(|d| d.inject_defaults == Some(false))
+        && !l.plugins.iter().any(|p| p.info.ty == "metrics-data-source");
+    if let Some(i) = l
+        .data_layer
+        .as_ref()
+        .and_then(|d| d.cross_replica_sync_interval.as_deref())
+    {
+        out.note(format!("dataLayer.crossReplicaSyncInterval {i}: no simulated effect: blis runs one EPP replica"));
+    }
+    if opt_out {
+        out.note("dataLayer.injectDefaults false without a metrics-data-source: llm-d scrapes no model-server metrics, so its queue and KV scores see zeros; blis keeps the 50 ms scrape (it has no metric-less mode)".into());
+    }
+    out.note(format!(
+        "dataLayer: model-server metrics scraped every {} ms: blis's [routing.freshness] queue_depth_us = batch_size_us = kv_utilization_us = {interval}",
+        interval / 1000
+    ));
+    Ok(interval)
+}
+
+/// Notes for every plugin no profile slot or section reads.
+pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
+    for p in &l.plugins {
+        if p.auto {
+            continue;
+        }
+        let note = match p.info.ty {
+            "approx-prefix-cache-producer" => "its index feeds prefix-cache-scorer (blis's prefix-affinity keeps its own)",
+            "precise-prefix-cache-producer" => "its KV-event index is blis's live prefix-cache query of each instance's KV cache (KV events arrive as the engine emits them: routing.cache_signal_delay_us = 0)",
+            "burst-prefix-cache-producer" => "no simulated effect: its co-location window (its scorer is blis's prefix index)",
+            "token-producer" | "tokenizer" => "no simulated effect: blis requests carry their true token counts",
+            "inflight-load-producer" => "no simulated effect: blis counts in-flight requests exactly",
+            "mm-embeddings-cache-producer" => "no simulated effect: blis workloads have no multimodal items",
+            "session-id-producer" => "no simulated effect on its own (no session plugin reads it)",
+            "metrics-data-source" | "core-metrics-extractor" => "the model-server metrics: the scrape interval of [routing.freshness]",
+            "models-data-source" | "models-data-extractor" => "no simulated effect: no plugin reads the model list",
+            "endpoint-notification-source" | "k8s-notification-source" => "no simulated effect: blis's endpoints are the run file's instances",
+            "dcgm-data-source" | "dcgm-extractor" => "no simulated effect: blis simulates no DCGM GPU metrics",
+            "topology-extractor" => "no simulated effect: blis instances have no topology labels",
+            "file-discovery" => "no simulated effect: blis's endpoints are the run file's instances (and no InferenceObjectives: priorities come from the workload's SLO classes)",
+            "disagg-headers-handler" | "prefill-header-handler" => "no simulated effect: it writes routing headers (the disagg handler does so itself)",
+            "request-attribute-reporter" | "destination-endpoint-served-verifier" => "no simulated effect: response metadata only",
+            "agent-identity" => "no simulated effect: blis requests carry no agent headers (the fairness ID is the workload's tenant)",
+            "disaggregatedset-rollout-screener" => "no simulated effect: blis instances have no DisaggregatedSet revision",
+            "p2p-source-producer" => "no simulated effect: it only writes a header naming a better-cached peer; routing is unchanged",
+            "sheddable-eviction-filter" | "priority-then-time-eviction-order-policy" => "built into the gateway's in-flight eviction (flowControl.enableEviction)",
+            "single-profile-handler" | "data-parallel-profile-handler" | "header-profile-handler" | "disagg-profile-handler" | "pd-profile-handler" => continue,
+            _ if p.info.is(kind::PARSER) => "no simulated effect: parsers move request bytes (blis requests are already parsed)",
+            _ if p.info.is(kind::DECIDER | kind::ADMITTER | kind::FAIRNESS | kind::ORDERING | kind::USAGE_LIMIT | kind::DETECTOR) => continue,
+            _ if p.info.is(kind::FILTER | kind::SCORER | kind::PICKER) => {
+                if !l.profiles.iter().any(|pr| pr.filters.contains(&idx(l, p)) || pr.scorers.iter().any(|s| s.0 == idx(l, p)) || pr.picker == idx(l, p)) {
+                    "no simulated effect: no scheduling profile uses it"
+                } else {
+                    continue;
+                }
+            }
+            _ => "no simulated effect",
+        };
+        out.note(format!("plugin '{}' ({}): {note}", p.name, p.info.ty));
+    }
+    let passthrough_only =
+        l.parsers.len() == 1 && l.plugins[l.parsers[0]].info.ty == "passthrough-parser";
+    if passthrough_only {
+        return Err("requestHandler.parsers is passthrough-parser alone: llm-d then sees no prompt (no prefix scores, no token counts), which blis does not simulate yet".into());
+    }
+    Ok(())
+}
+
+fn idx(l: &Loaded, p: &Plugin) -> usize {
+    l.plugin(&p.name).unwrap_or(usize::MAX)
+}

@@ -1,0 +1,168 @@
+//! The simulator in the loop: each measured deployment's run file parsed
+//! once, then run in-process with candidate coefficients, many at a time on
+//! threads, its report read for the measured metrics.
+//!
+//! An evaluation writes the coefficients into the parsed [`RunFile`]'s
+//! `[model]` (`alpha`, `beta`) and builds and runs it exactly as `blis run`
+//! would, without output files. Building is a small part of a run: the
+//! trace or generator and the cluster must be fresh for every run anyway.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use super::params::Coefficients;
+use crate::cluster::Cluster;
+use crate::config::{self, RunFile, Source};
+use crate::instance::latency::LatencyModel;
+use crate::metrics::report;
+use crate::plugins::Registry;
+
+/// One measured deployment: a run file of the table, parsed once.
+pub struct Experiment {
+    /// The run file as the table writes it.
+    pub name: String,
+    pub path: PathBuf,
+    /// The line of the first table row naming it.
+    pub line: u64,
+    run: RunFile,
+    base_dir: PathBuf,
+    /// Model name, GPU and TP as the run resolved them.
+    pub model: String,
+    pub hardware: String,
+    pub tp: u32,
+    /// The model config file, when the run file names one.
+    pub model_config: Option<PathBuf>,
+    /// The latency model's name and coefficients as the run file gives them.
+    pub latency_model: &'static str,
+    pub start: Coefficients,
+    /// Requests the run plans (a guess at its cost, to start long runs first).
+    pub planned: u64,
+}
+
+impl Experiment {
+    /// Read, parse and build `path` once (checking it and reading its
+    /// starting coefficients). Errors name the table's line.
+    pub fn load(name: &str, path: &Path, line: u64, table: &str) -> Result<Experiment, String> {
+        let at = |m: String| format!("{table}, line {line} (run file {name}): {m}");
+        let source = Source::read(path).map_err(at)?;
+        let mut run = config::parse(&source).map_err(at)?;
+        let mut registry = Registry::standard();
+        let built = config::build(&run, &source.base_dir, &mut registry, false).map_err(at)?;
+        let planned = built.setup.workload.planned_requests().unwrap_or(u64::MAX);
+        let labels = &built.setup.labels;
+        let (model, hardware, tp) = (labels.model.clone(), labels.gpu.clone(), labels.tp);
+        let latency: &LatencyModel = built
+            .setup
+            .instances
+            .first()
+            .map(|i| i.latency_model())
+            .ok_or_else(|| at("the run has no instance at the start".into()))?;
+        let latency_model = latency.name();
+        // Keep the run file's beta length: trained-physics reads 7–8 betas
+        // differently from 9–11.
+        let beta = latency.beta().map(|b| {
+            let n = run
+                .model
+                .beta
+                .as_ref()
+                .map_or(b.len(), Vec::len)
+                .min(b.len());
+            b[..n].to_vec()
+        });
+        let start = Coefficients {
+            alpha: *latency.alpha(),
+            beta,
+        };
+        // The coefficients come from the fit from now on.
+        run.model.calibration = None;
+        let model_config = run
+            .model
+            .config_path
+            .as_ref()
+            .map(|p| config_path(&source.base_dir, p));
+        Ok(Experiment {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            line,
+            run,
+            base_dir: source.base_dir,
+            model,
+            hardware,
+            tp,
+            model_config,
+            latency_model,
+            start,
+            planned,
+        })
+    }
+
+    /// Run the deployment with `c` and return its JSON report.
+    pub fn simulate(&self, c: &Coefficients) -> Result<Value, String> {
+        let mut run = self.run.clone();
+        run.model.alpha = Some(c.alpha);
+        run.model.beta = c.beta.clone();
+        let mut registry = Registry::standard();
+        let built = config::build(&run, &self.base_dir, &mut registry, false)?;
+        let fitness = built.fitness_weights.clone();
+        let mut outcome = Cluster::new(built.setup)
+            .run(|_, _| {})
+            .map_err(|e| e.to_string())?;
+        if let Some(e) = &outcome.workload_error {
+            return Err(format!("the workload stopped early: {e}"));
+        }
+        Ok(report::build(&mut outcome, fitness.as_ref()))
+    }
+}
+
+fn config_path(base: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// Run every `(experiment, coefficients)` job on up to `jobs` threads,
+/// the longest planned runs first; results in job order.
+pub fn run_all(
+    experiments: &[Experiment],
+    jobs_list: &[(usize, &Coefficients)],
+    jobs: usize,
+) -> Vec<Result<Value, String>> {
+    let n = jobs_list.len();
+    let results: Mutex<Vec<Option<Result<Value, String>>>> = Mutex::new(vec![None; n]);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(experiments[jobs_list[i].0].planned));
+    let next = AtomicUsize::new(0);
+    let threads = jobs.clamp(1, n.max(1));
+    let work = || loop {
+        let k = next.fetch_add(1, Ordering::Relaxed);
+        if k >= n {
+            break;
+        }
+        let i = order[k];
+        let (e, c) = jobs_list[i];
+        let r = experiments[e].simulate(c);
+        if let Ok(mut v) = results.lock() {
+            v[i] = Some(r);
+        }
+    };
+    if threads == 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(work);
+            }
+        });
+    }
+    results
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("the run did not finish".into())))
+        .collect()
+}

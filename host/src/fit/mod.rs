@@ -1,0 +1,538 @@
+//! `blis calibrate fit`: the latency model's coefficients fitted to a
+//! user's measurements, with the simulator in the loop.
+//!
+//! * [`table`] — the measurements table (`run_file,metric,value`);
+//! * [`eval`] — each run file parsed once, simulated in-process with
+//!   candidate coefficients, on threads;
+//! * [`params`] — which coefficients move, their bounds, the optimiser's
+//!   coordinates;
+//! * [`search`] — the minimisation: Nelder–Mead (argmin) on the weighted
+//!   MAPE, first over one factor per coefficient family, then over every
+//!   coefficient; the held-out folds; the uncertainty (a bootstrap over the
+//!   experiments of the fit linearised at its optimum);
+//! * [`profile`] — the profile written, read back by
+//!   `[model] calibration = "PROFILE.toml"`;
+//! * [`html`] — `--html`: measured against predicted, before and after.
+//!
+//! Input errors (table, run files, flags, a fit that cannot improve) exit 2
+//! before anything is written; the profile and the page are written
+//! atomically through [`crate::output`].
+
+pub mod eval;
+pub mod html;
+pub mod params;
+pub mod profile;
+pub mod search;
+pub mod table;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::json;
+
+use eval::Experiment;
+use params::Space;
+use search::{Objective, Progress};
+use table::Row;
+
+/// `blis calibrate fit` flags.
+#[derive(Debug, Args, Clone)]
+pub struct FitArgs {
+    /// The calibration profile to write (TOML).
+    #[arg(long, value_name = "PROFILE.toml")]
+    pub out: PathBuf,
+    /// Measurements: a CSV table with header `run_file,metric,value`
+    /// (`run_file` relative to the table; `metric` a report field such as
+    /// `ttft_mean_ms` or `stages[0].e2e_p90_ms`).
+    #[arg(long, value_name = "M.csv")]
+    pub measurements: PathBuf,
+    /// Coefficients to fit, comma separated: `alpha`, `beta`, `alpha[i]`,
+    /// `beta[i]` (default: every nonzero coefficient of the latency model).
+    #[arg(long, value_name = "LIST")]
+    pub fit: Option<String>,
+    /// Bounds of one coefficient, `NAME=LO:HI` (repeatable; default
+    /// start/20 to start·20).
+    #[arg(long = "bounds", value_name = "NAME=LO:HI")]
+    pub bounds: Vec<String>,
+    /// Weight of a metric in the objective, `METRIC=W` (repeatable; default 1;
+    /// a bare field such as `ttft_mean_ms` also weighs it in every stage).
+    #[arg(long = "weight", value_name = "METRIC=W")]
+    pub weights: Vec<String>,
+    /// Held-out folds by experiment (run file): each fold is predicted by a
+    /// fit on the others (0 = none; at least 2 otherwise).
+    #[arg(long, default_value_t = 0)]
+    pub holdout: u32,
+    /// Seed of the fold assignment and the bootstrap.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulations run at once (default: every core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Nelder–Mead iterations of the second stage (every coefficient on its
+    /// own; the first stage moves each family by one factor).
+    #[arg(long, default_value_t = 60)]
+    pub iterations: u64,
+    /// Also write an HTML page: measured against predicted per experiment
+    /// and metric, before and after, held-out points marked.
+    #[arg(long, value_name = "fit.html")]
+    pub html: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Why a fit stopped: bad input (exit 2) or a failure while running (exit 1).
+#[derive(Debug)]
+pub enum FitError {
+    Input(String),
+    Runtime(String),
+}
+
+/// One table row's figures after the fit.
+#[derive(Clone, Debug)]
+pub struct RowResult {
+    pub start: f64,
+    pub fitted: f64,
+    /// Predicted by the fold's fit that did not see this row's experiment.
+    pub heldout: Option<f64>,
+    pub fold: Option<usize>,
+}
+
+/// Parse `METRIC=W` weights.
+fn parse_weights(list: &[String]) -> Result<BTreeMap<String, f64>, String> {
+    let mut out = BTreeMap::new();
+    for w in list {
+        let (m, v) = w
+            .split_once('=')
+            .ok_or_else(|| format!("--weight {w}: write METRIC=W, e.g. ttft_mean_ms=2"))?;
+        let m = m.trim();
+        if table::Metric::parse(m).is_err() && !table::stage_metrics().iter().any(|s| s == m) {
+            return Err(format!(
+                "--weight {w}: {}",
+                table::Metric::parse(m).unwrap_err()
+            ));
+        }
+        let v: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| format!("--weight {w}: the weight must be a number ≥ 0"))?;
+        out.insert(m.to_string(), v);
+    }
+    Ok(out)
+}
+
+/// The weight of a row's metric.
+fn weight_of(weights: &BTreeMap<String, f64>, m: &table::Metric) -> f64 {
+    weights
+        .get(&m.name())
+        .or_else(|| weights.get(&m.field))
+        .copied()
+        .unwrap_or(1.0)
+}
+
+/// Run `blis calibrate fit`; returns the summary printed on stdout.
+pub fn fit_command(args: &FitArgs) -> Result<String, FitError> {
+    run_fit(args).map(|o| o.summary)
+}
+
+/// What a fit produced (the profile and page are written already).
+pub struct Outcome {
+    /// The JSON summary for stdout.
+    pub summary: String,
+    pub profile: profile::Profile,
+    pub rows: Vec<Row>,
+    /// Per row: start, fitted and held-out predictions.
+    pub results: Vec<RowResult>,
+}
+
+/// Fit, write the profile (and page), and return everything.
+pub fn run_fit(args: &FitArgs) -> Result<Outcome, FitError> {
+    let input = FitError::Input;
+    let rows = table::read(&args.measurements).map_err(input)?;
+    let table_name = args.measurements.display().to_string();
+    let weights = parse_weights(&args.weights).map_err(FitError::Input)?;
+    let row_weights: Vec<f64> = rows
+        .iter()
+        .map(|r| weight_of(&weights, &r.metric))
+        .collect();
+    if row_weights.iter().all(|w| *w == 0.0) {
+        return Err(FitError::Input(
+            "every measurement has weight 0 (--weight); give some metric a weight > 0".into(),
+        ));
+    }
+
+    // Each distinct run file once, in table order.
+    let mut experiments: Vec<Experiment> = Vec::new();
+    let mut row_exp: Vec<usize> = Vec::new();
+    for r in &rows {
+        let i = match experiments.iter().position(|e| e.path == r.path) {
+            Some(i) => i,
+            None => {
+                experiments.push(
+                    Experiment::load(&r.run_file, &r.path, r.line, &table_name)
+                        .map_err(FitError::Input)?,
+                );
+                experiments.len() - 1
+            }
+        };
+        row_exp.push(i);
+    }
+    let first = &experiments[0];
+    for e in &experiments[1..] {
+        if e.latency_model != first.latency_model {
+            return Err(FitError::Input(format!(
+                "{table_name}: run file {} (line {}) uses the {} latency model and {} (line {}) uses {}; \
+                 one profile fits one latency model",
+                first.name, first.line, first.latency_model, e.name, e.line, e.latency_model
+            )));
+        }
+        if e.start != first.start {
+            return Err(FitError::Input(format!(
+                "{table_name}: run files {} (line {}) and {} (line {}) start from different coefficients \
+                 (model.alpha/model.beta or a calibration); a fit starts from one set",
+                first.name, first.line, e.name, e.line
+            )));
+        }
+    }
+    let space = Space::new(
+        first.start.clone(),
+        args.fit.as_deref(),
+        &args.bounds,
+        first.latency_model,
+    )
+    .map_err(FitError::Input)?;
+    if args.holdout == 1 || args.holdout as usize > experiments.len() {
+        return Err(FitError::Input(format!(
+            "--holdout {}: folds are by experiment; give 0 (none) or 2 to {} (the run files of the table)",
+            args.holdout,
+            experiments.len()
+        )));
+    }
+
+    // Inputs (hashed into the profile; outputs must not overwrite them).
+    let mut inputs: Vec<(String, PathBuf)> =
+        vec![("the measurements table".into(), args.measurements.clone())];
+    for e in &experiments {
+        inputs.push((format!("run file {}", e.name), e.path.clone()));
+        if let Some(c) = &e.model_config {
+            inputs.push((format!("model config {}", c.display()), c.clone()));
+        }
+    }
+    let mut outputs: Vec<(&str, PathBuf)> = vec![("--out", args.out.clone())];
+    if let Some(h) = &args.html {
+        outputs.push(("--html", h.clone()));
+    }
+    let problems = crate::output::check_paths(&outputs, &inputs);
+    if !problems.is_empty() {
+        return Err(FitError::Input(problems.join("\n")));
+    }
+
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    if jobs == 0 {
+        return Err(FitError::Input("--jobs must be ≥ 1".into()));
+    }
+    let progress = Progress::new(!args.quiet, !args.quiet && std::io::stderr().is_terminal());
+    let all: Vec<usize> = (0..rows.len()).collect();
+    let objective = Objective {
+        experiments: &experiments,
+        rows: &rows,
+        row_exp: &row_exp,
+        weights: &row_weights,
+        space: &space,
+        jobs,
+        table: &table_name,
+        progress: &progress,
+    };
+
+    // The start: every row must be readable from its run's report.
+    let start_pred = objective.predict(&all, &vec![0.0; space.fitted.len()])?;
+    let start_err = search::mape(&rows, &row_weights, &all, &start_pred);
+    progress.note(&format!(
+        "{} measurements of {} run files; start: weighted MAPE {:.3} %; fitting {}",
+        rows.len(),
+        experiments.len(),
+        start_err,
+        space
+            .fitted
+            .iter()
+            .map(params::Fitted::name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+
+    let best = search::fit(&objective, &all, args.iterations, "fit")?;
+    let fitted_pred = objective.predict(&all, &best)?;
+    let train_err = search::mape(&rows, &row_weights, &all, &fitted_pred);
+    if train_err >= start_err * (1.0 - 1e-9) {
+        return Err(FitError::Input(format!(
+            "the fit cannot improve on its start: weighted MAPE {start_err:.4} % at the start and \
+             {train_err:.4} % after {} simulations. The measured metrics may not depend on the \
+             fitted coefficients ({}); fit others (--fit) or measure metrics they change. No profile written.",
+            progress.evaluations(),
+            space
+                .fitted
+                .iter()
+                .map(params::Fitted::name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+
+    // Held-out folds by experiment.
+    let mut heldout: Vec<Option<f64>> = vec![None; rows.len()];
+    let mut fold_of_row: Vec<Option<usize>> = vec![None; rows.len()];
+    if args.holdout >= 2 {
+        let folds = search::folds(experiments.len(), args.holdout as usize, args.seed);
+        for k in 0..args.holdout as usize {
+            let train: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&r| folds[row_exp[r]] != k)
+                .collect();
+            let test: Vec<usize> = all
+                .iter()
+                .copied()
+                .filter(|&r| folds[row_exp[r]] == k)
+                .collect();
+            if test.is_empty() || train.is_empty() {
+                continue;
+            }
+            let x = search::fit(
+                &objective,
+                &train,
+                args.iterations,
+                &format!("fold {}/{}", k + 1, args.holdout),
+            )?;
+            let pred = objective.predict(&test, &x)?;
+            for &r in &test {
+                heldout[r] = Some(pred[r]);
+                fold_of_row[r] = Some(k);
+            }
+        }
+    }
+
+    // Uncertainty: bootstrap over experiments of the linearised fit.
+    let unc = search::uncertainty(&objective, &all, &best, &fitted_pred, args.seed)?;
+
+    let results: Vec<RowResult> = (0..rows.len())
+        .map(|r| RowResult {
+            start: start_pred[r],
+            fitted: fitted_pred[r],
+            heldout: heldout[r],
+            fold: fold_of_row[r],
+        })
+        .collect();
+    let prof = build_profile(BuildInputs {
+        args,
+        rows: &rows,
+        experiments: &experiments,
+        weights: &row_weights,
+        weights_given: &weights,
+        space: &space,
+        best: &best,
+        unc: &unc,
+        results: &results,
+        inputs: &inputs,
+        evaluations: progress.evaluations(),
+    })
+    .map_err(FitError::Input)?;
+    let text = format!(
+        "# blis calibration profile: written by `blis calibrate fit`; apply with\n\
+         # [model] calibration = \"{}\" in a run file.\n{}",
+        args.out
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        toml::to_string(&prof).map_err(|e| FitError::Runtime(e.to_string()))?
+    );
+    let page = args.html.as_ref().map(|_| {
+        html::page(
+            &rows,
+            &experiments,
+            &row_exp,
+            &results,
+            &prof,
+            &args.out.display().to_string(),
+        )
+    });
+    write_file(&args.out, text.as_bytes()).map_err(FitError::Runtime)?;
+    if let (Some(path), Some(page)) = (&args.html, page) {
+        write_file(path, page.as_bytes()).map_err(FitError::Runtime)?;
+    }
+    progress.finish(&format!(
+        "wrote {}: weighted MAPE {:.3} % → {:.3} % (train){}; {} simulations",
+        args.out.display(),
+        start_err,
+        train_err,
+        prof.error
+            .heldout_mape
+            .map_or(String::new(), |h| format!(", {h:.3} % held out")),
+        progress.evaluations()
+    ));
+    let fitted: serde_json::Map<String, serde_json::Value> = prof
+        .fitted
+        .iter()
+        .map(|f| (f.name.clone(), json!(f.value)))
+        .collect();
+    let summary = json!({
+        "profile": args.out.display().to_string(),
+        "latency_model": prof.latency_model,
+        "start_mape": prof.error.start_mape,
+        "train_mape": prof.error.train_mape,
+        "heldout_mape": prof.error.heldout_mape,
+        "fitted": fitted,
+        "evaluations": prof.fit.evaluations,
+    });
+    let summary =
+        serde_json::to_string_pretty(&summary).map_err(|e| FitError::Runtime(e.to_string()))?;
+    Ok(Outcome {
+        summary,
+        profile: prof,
+        rows,
+        results,
+    })
+}
+
+/// Write `bytes` to `path` atomically.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let (mut file, pending) = crate::output::PendingOutput::create(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    file.write_all(bytes)
+        .and_then(|_| file.flush())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    drop(file);
+    pending
+        .commit()
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+struct BuildInputs<'a> {
+    args: &'a FitArgs,
+    rows: &'a [Row],
+    experiments: &'a [Experiment],
+    weights: &'a [f64],
+    weights_given: &'a BTreeMap<String, f64>,
+    space: &'a Space,
+    best: &'a [f64],
+    unc: &'a [search::Uncertainty],
+    results: &'a [RowResult],
+    inputs: &'a [(String, PathBuf)],
+    evaluations: u64,
+}
+
+fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
+    let (coeffs, _) = b.space.at(b.best);
+    let all: Vec<usize> = (0..b.rows.len()).collect();
+    let col = |f: fn(&RowResult) -> Option<f64>| -> Vec<f64> {
+        b.results.iter().map(|r| f(r).unwrap_or(f64::NAN)).collect()
+    };
+    let start = col(|r| Some(r.start));
+    let fitted = col(|r| Some(r.fitted));
+    let held = col(|r| r.heldout);
+    let any_held = b.results.iter().any(|r| r.heldout.is_some());
+    let held_rows: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&r| b.results[r].heldout.is_some())
+        .collect();
+    let mut per_metric = BTreeMap::new();
+    let mut names: Vec<String> = b.rows.iter().map(|r| r.metric.name()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let rs: Vec<usize> = all
+            .iter()
+            .copied()
+            .filter(|&r| b.rows[r].metric.name() == name)
+            .collect();
+        let hr: Vec<usize> = rs
+            .iter()
+            .copied()
+            .filter(|&r| b.results[r].heldout.is_some())
+            .collect();
+        let ones = vec![1.0; b.rows.len()];
+        per_metric.insert(
+            name,
+            profile::MetricError {
+                rows: rs.len() as u64,
+                start_mape: search::mape(b.rows, &ones, &rs, &start),
+                train_mape: search::mape(b.rows, &ones, &rs, &fitted),
+                heldout_mape: (!hr.is_empty()).then(|| search::mape(b.rows, &ones, &hr, &held)),
+            },
+        );
+    }
+    let mut deployments: Vec<profile::Deployment> = b
+        .experiments
+        .iter()
+        .map(|e| profile::Deployment {
+            model: e.model.clone(),
+            hardware: e.hardware.clone(),
+            tp: e.tp,
+        })
+        .collect();
+    deployments.sort();
+    deployments.dedup();
+    let mut inputs = Vec::new();
+    for (role, path) in b.inputs {
+        inputs.push(profile::Input {
+            role: role.clone(),
+            path: path.display().to_string(),
+            sha256: profile::sha256_file(path)?,
+        });
+    }
+    let fitted_list = b
+        .space
+        .fitted
+        .iter()
+        .zip(b.unc)
+        .zip(b.best)
+        .map(|((f, u), &x)| {
+            let value = f.start * x.exp();
+            let value = value.clamp(f.lo, f.hi);
+            profile::FittedCoefficient {
+                name: f.name(),
+                start: f.start,
+                value,
+                bounds: [f.lo, f.hi],
+                std: u.std,
+                interval_95: u.interval,
+                identifiable: u.identifiable,
+                note: u.note.clone(),
+            }
+        })
+        .collect();
+    Ok(profile::Profile {
+        blis_calibration_profile: profile::FORMAT,
+        blis_version: env!("CARGO_PKG_VERSION").to_string(),
+        created: profile::now_utc(),
+        latency_model: b.experiments[0].latency_model.to_string(),
+        coefficients: profile::Coefficients {
+            alpha: coeffs.alpha,
+            beta: coeffs.beta,
+        },
+        deployments,
+        fitted: fitted_list,
+        error: profile::Errors {
+            start_mape: search::mape(b.rows, b.weights, &all, &start),
+            train_mape: search::mape(b.rows, b.weights, &all, &fitted),
+            heldout_mape: any_held.then(|| search::mape(b.rows, b.weights, &held_rows, &held)),
+            per_metric,
+        },
+        fit: profile::Settings {
+            objective: "weighted mean absolute percentage error (%) over the table's rows".into(),
+            method: "Nelder-Mead (argmin) on log-factors: one factor per coefficient family, then every coefficient".into(),
+            seed: b.args.seed,
+            holdout_folds: b.args.holdout,
+            evaluations: b.evaluations,
+            weights: b.weights_given.clone(),
+        },
+        inputs,
+    })
+}

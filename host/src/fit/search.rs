@@ -1,0 +1,614 @@
+//! The minimisation of `blis calibrate fit` and what it reports.
+//!
+//! **Objective.** The weighted mean absolute percentage error over the
+//! table's rows, `100 · Σ wᵢ |predᵢ − measᵢ| / measᵢ / Σ wᵢ`, where a
+//! prediction is the metric in the report of the row's run file simulated
+//! with the candidate coefficients (every run file of the rows at once, on
+//! threads).
+//!
+//! **Method.** Nelder–Mead from argmin, on the coordinates of
+//! [`super::params`] (log-factors of the starting values). Nelder–Mead
+//! needs no gradient (a simulation's metrics are piecewise constant at the
+//! scale of a tick), is deterministic, and converges in few evaluations in
+//! the handful of dimensions a latency model has. It runs in two stages:
+//! first one factor per coefficient family (every alpha by one factor,
+//! every beta by another), which is what most miscalibration is and costs
+//! few simulations; then every coefficient on its own from there.
+//!
+//! **Uncertainty.** At the optimum, the relative residuals' Jacobian in the
+//! coordinates is taken by finite differences (one simulation set per
+//! coefficient). The experiments are resampled with replacement and the
+//! linearised weighted least-squares step is solved for each resample; a
+//! coefficient's standard deviation and 95 % interval are those of the
+//! resampled steps. A coefficient the metrics do not determine (the
+//! Jacobian's columns are (nearly) dependent: pivoted Cholesky drops it) is
+//! marked not identifiable.
+
+use std::cell::Cell;
+use std::sync::Mutex;
+
+use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
+use argmin::solver::neldermead::NelderMead;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::eval::{run_all, Experiment};
+use super::params::Space;
+use super::table::Row;
+use super::FitError;
+
+/// Progress on stderr: a spinner with the current error on a terminal,
+/// otherwise a line at each stage's end.
+pub struct Progress {
+    enabled: bool,
+    bar: Option<indicatif::ProgressBar>,
+    evals: Mutex<u64>,
+}
+
+impl Progress {
+    pub fn new(enabled: bool, terminal: bool) -> Progress {
+        let bar = (enabled && terminal).then(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            b
+        });
+        Progress {
+            enabled,
+            bar,
+            evals: Mutex::new(0),
+        }
+    }
+
+    /// A line on stderr (above the spinner).
+    pub fn note(&self, line: &str) {
+        if !self.enabled {
+            return;
+        }
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn evaluated(&self, stage: &str, current: f64, best: f64) {
+        let n = self.evaluations_add();
+        if let Some(b) = &self.bar {
+            b.set_message(format!(
+                "{stage}: simulation set {n}, error {current:.3} %, best {best:.3} %"
+            ));
+            b.tick();
+        }
+    }
+
+    fn evaluations_add(&self) -> u64 {
+        match self.evals.lock() {
+            Ok(mut n) => {
+                *n += 1;
+                *n
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// Simulation sets run so far (one per candidate coefficient vector).
+    pub fn evaluations(&self) -> u64 {
+        self.evals.lock().map_or(0, |n| *n)
+    }
+
+    pub fn finish(&self, line: &str) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+        if self.enabled {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// Everything an evaluation needs.
+pub struct Objective<'a> {
+    pub experiments: &'a [Experiment],
+    pub rows: &'a [Row],
+    pub row_exp: &'a [usize],
+    pub weights: &'a [f64],
+    pub space: &'a Space,
+    pub jobs: usize,
+    pub table: &'a str,
+    pub progress: &'a Progress,
+}
+
+impl Objective<'_> {
+    /// The experiments some of `rows` name, in order.
+    fn experiments_of(&self, rows: &[usize]) -> Vec<usize> {
+        let mut e: Vec<usize> = rows.iter().map(|&r| self.row_exp[r]).collect();
+        e.sort_unstable();
+        e.dedup();
+        e
+    }
+
+    /// Predictions of `rows` at each of `xs` (one simulation of each
+    /// experiment per point, all at once). A run that fails or lacks a
+    /// metric is an error naming the table row.
+    pub fn predict_many(&self, rows: &[usize], xs: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, FitError> {
+        let exps = self.experiments_of(rows);
+        let coeffs: Vec<_> = xs.iter().map(|x| self.space.at(x).0).collect();
+        let jobs: Vec<(usize, &super::params::Coefficients)> = coeffs
+            .iter()
+            .flat_map(|c| exps.iter().map(move |&e| (e, c)))
+            .collect();
+        let reports = run_all(self.experiments, &jobs, self.jobs);
+        let mut out = Vec::with_capacity(xs.len());
+        for (p, _) in xs.iter().enumerate() {
+            let mut pred = vec![f64::NAN; self.rows.len()];
+            for &r in rows {
+                let row = &self.rows[r];
+                let k = exps.iter().position(|&e| e == self.row_exp[r]).unwrap_or(0);
+                let report = match &reports[p * exps.len() + k] {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Err(FitError::Runtime(format!(
+                            "{}, line {} (run file {}): the run failed: {e}",
+                            self.table, row.line, row.run_file
+                        )))
+                    }
+                };
+                pred[r] = row.metric.read(report).ok_or_else(|| {
+                    FitError::Input(format!(
+                        "{}, line {}: the report of run file {} has no value for {} \
+                         (no such stage, or no request completed); measure a metric the run reports",
+                        self.table,
+                        row.line,
+                        row.run_file,
+                        row.metric.name()
+                    ))
+                })?;
+            }
+            out.push(pred);
+        }
+        Ok(out)
+    }
+
+    /// Predictions of `rows` at `x` (other rows NaN).
+    pub fn predict(&self, rows: &[usize], x: &[f64]) -> Result<Vec<f64>, FitError> {
+        let mut v = self.predict_many(rows, &[x.to_vec()])?;
+        Ok(v.pop().unwrap_or_default())
+    }
+}
+
+/// Weighted MAPE (%) of `pred` over `rows`.
+pub fn mape(rows: &[Row], weights: &[f64], idx: &[usize], pred: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0, 0.0);
+    for &r in idx {
+        let w = weights[r];
+        num += w * ((pred[r] - rows[r].value) / rows[r].value).abs();
+        den += w;
+    }
+    if den > 0.0 {
+        100.0 * num / den
+    } else {
+        0.0
+    }
+}
+
+/// The cost argmin minimises: the weighted MAPE of `rows` at a point of the
+/// stage's coordinates (mapped to the full coordinates by `expand`), plus a
+/// penalty outside the bounds. A failed simulation costs +∞ and is kept to
+/// be reported.
+struct Stage<'a, 'o> {
+    obj: &'a Objective<'o>,
+    rows: &'a [usize],
+    expand: &'a dyn Fn(&[f64]) -> Vec<f64>,
+    name: &'a str,
+    best: Cell<f64>,
+    failure: Mutex<Option<FitError>>,
+}
+
+impl CostFunction for Stage<'_, '_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+
+    fn cost(&self, p: &Vec<f64>) -> Result<f64, ArgminError> {
+        let x = (self.expand)(p);
+        let (_, outside) = self.obj.space.at(&x);
+        let value = match self.obj.predict(self.rows, &x) {
+            Ok(pred) => mape(self.obj.rows, self.obj.weights, self.rows, &pred) + 1e3 * outside,
+            Err(e) => {
+                if let Ok(mut f) = self.failure.lock() {
+                    f.get_or_insert(e);
+                }
+                f64::INFINITY
+            }
+        };
+        if value < self.best.get() {
+            self.best.set(value);
+        }
+        self.obj
+            .progress
+            .evaluated(self.name, value, self.best.get());
+        Ok(value)
+    }
+}
+
+/// Nelder–Mead over `dim` coordinates from `x0` with an initial simplex of
+/// `step` along each axis, at most `iters` iterations.
+fn nelder_mead(
+    stage: Stage,
+    x0: Vec<f64>,
+    step: f64,
+    iters: u64,
+) -> Result<(Vec<f64>, f64), FitError> {
+    let mut simplex = vec![x0.clone()];
+    for i in 0..x0.len() {
+        let mut v = x0.clone();
+        // Towards smaller values first for even axes, larger for odd: the
+        // simplex straddles the start.
+        v[i] += if i % 2 == 0 { -step } else { step };
+        simplex.push(v);
+    }
+    let solver = NelderMead::new(simplex)
+        .with_sd_tolerance(1e-3)
+        .map_err(|e| FitError::Runtime(e.to_string()))?;
+    let res = Executor::new(&stage, solver)
+        .configure(|s| s.max_iters(iters))
+        .run();
+    if let Some(e) = stage.failure.lock().ok().and_then(|mut f| f.take()) {
+        return Err(e);
+    }
+    let res = res.map_err(|e| FitError::Runtime(format!("the optimiser failed: {e}")))?;
+    let state = res.state();
+    let best = state.get_best_param().cloned().unwrap_or(x0);
+    Ok((best, state.get_best_cost()))
+}
+
+impl CostFunction for &Stage<'_, '_> {
+    type Param = Vec<f64>;
+    type Output = f64;
+    fn cost(&self, p: &Vec<f64>) -> Result<f64, ArgminError> {
+        (**self).cost(p)
+    }
+}
+
+/// Fit the coordinates on `rows` from the start (0): the family stage,
+/// then every coefficient for at most `iters` iterations. Returns the best
+/// coordinates.
+pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<Vec<f64>, FitError> {
+    let n = obj.space.fitted.len();
+    let (fams, member) = obj.space.groups();
+    let mut x = vec![0.0; n];
+    let mut best_cost = f64::INFINITY;
+    if fams.len() < n {
+        let member2 = member.clone();
+        let expand = move |g: &[f64]| -> Vec<f64> { member2.iter().map(|&m| g[m]).collect() };
+        let name = format!("{label}, stage 1 (one factor per family)");
+        let stage = Stage {
+            obj,
+            rows,
+            expand: &expand,
+            name: &name,
+            best: Cell::new(f64::INFINITY),
+            failure: Mutex::new(None),
+        };
+        let (g, c) = nelder_mead(stage, vec![0.0; fams.len()], 0.3, 40)?;
+        x = expand(&g);
+        best_cost = c;
+        obj.progress.note(&format!(
+            "{name}: weighted MAPE {c:.3} % ({})",
+            fams.iter()
+                .zip(&g)
+                .map(|(f, v)| format!("{} ×{:.4}", f.name(), v.exp()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if iters > 0 {
+        let base = x.clone();
+        let ident = |p: &[f64]| p.to_vec();
+        let name = format!("{label}, stage 2 (every coefficient)");
+        let stage = Stage {
+            obj,
+            rows,
+            expand: &ident,
+            name: &name,
+            best: Cell::new(f64::INFINITY),
+            failure: Mutex::new(None),
+        };
+        let (x2, c2) = nelder_mead(stage, base, 0.1, iters)?;
+        obj.progress
+            .note(&format!("{name}: weighted MAPE {c2:.3} %"));
+        if c2 <= best_cost {
+            x = x2;
+        }
+    }
+    Ok(x)
+}
+
+/// Fold of each of `n` experiments: a seeded shuffle dealt round-robin.
+pub fn folds(n: usize, k: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for i in (1..n).rev() {
+        let j = rng.random_range(0..=i);
+        order.swap(i, j);
+    }
+    let mut fold = vec![0; n];
+    for (pos, &e) in order.iter().enumerate() {
+        fold[e] = pos % k;
+    }
+    fold
+}
+
+/// A fitted coefficient's uncertainty.
+#[derive(Clone, Debug)]
+pub struct Uncertainty {
+    /// Bootstrap standard deviation (coefficient units).
+    pub std: f64,
+    /// Bootstrap 95 % interval (coefficient units).
+    pub interval: [f64; 2],
+    pub identifiable: bool,
+    pub note: String,
+}
+
+/// Resamples of the bootstrap.
+const BOOTSTRAP: usize = 400;
+/// Finite-difference step in log units (≈ 2 %).
+const STEP: f64 = 0.02;
+
+/// The uncertainty of each fitted coefficient at `best` (see the module
+/// docs).
+pub fn uncertainty(
+    obj: &Objective,
+    rows: &[usize],
+    best: &[f64],
+    pred: &[f64],
+    seed: u64,
+) -> Result<Vec<Uncertainty>, FitError> {
+    let n = best.len();
+    let points: Vec<Vec<f64>> = (0..n)
+        .map(|p| {
+            let mut x = best.to_vec();
+            x[p] += STEP;
+            x
+        })
+        .collect();
+    obj.progress.note(&format!(
+        "uncertainty: {n} simulation sets for the Jacobian, {BOOTSTRAP} bootstrap resamples of the experiments"
+    ));
+    let shifted = obj.predict_many(rows, &points)?;
+    for _ in 0..n {
+        obj.progress.evaluated("uncertainty", f64::NAN, f64::NAN);
+    }
+    // Relative residuals and their derivatives, per row.
+    let m = rows.len();
+    let mut res = vec![0.0; m];
+    let mut jac = vec![vec![0.0; n]; m];
+    for (i, &r) in rows.iter().enumerate() {
+        let meas = obj.rows[r].value;
+        res[i] = (pred[r] - meas) / meas;
+        for p in 0..n {
+            jac[i][p] = (shifted[p][r] - pred[r]) / meas / STEP;
+        }
+    }
+    let w: Vec<f64> = rows.iter().map(|&r| obj.weights[r]).collect();
+    let exp_of: Vec<usize> = rows.iter().map(|&r| obj.row_exp[r]).collect();
+    let mut exps = exp_of.clone();
+    exps.sort_unstable();
+    exps.dedup();
+
+    let counts_all = vec![1.0; m];
+    let (full, kept) = solve_step(&jac, &res, &w, &counts_all, None);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_b007);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(BOOTSTRAP); n];
+    for _ in 0..BOOTSTRAP {
+        let mut mult = vec![0.0; exps.len()];
+        for _ in 0..exps.len() {
+            mult[rng.random_range(0..exps.len())] += 1.0;
+        }
+        let counts: Vec<f64> = exp_of
+            .iter()
+            .map(|e| mult[exps.iter().position(|x| x == e).unwrap_or(0)])
+            .collect();
+        let (d, _) = solve_step(&jac, &res, &w, &counts, Some(&kept));
+        for p in 0..n {
+            samples[p].push(d[p] - full[p]);
+        }
+    }
+    let mut out = Vec::with_capacity(n);
+    for (p, f) in obj.space.fitted.iter().enumerate() {
+        let value = (f.start * best[p].exp()).clamp(f.lo, f.hi);
+        let col_norm = jac.iter().map(|row| row[p] * row[p]).sum::<f64>().sqrt();
+        if !kept[p] {
+            out.push(Uncertainty {
+                std: f64::INFINITY,
+                interval: [f.lo, f.hi],
+                identifiable: false,
+                note: if col_norm < 1e-9 {
+                    "the measured metrics do not change with it".into()
+                } else {
+                    "the measured metrics change with it only as they change with other fitted coefficients (collinear)".into()
+                },
+            });
+            continue;
+        }
+        let mut vals: Vec<f64> = samples[p]
+            .iter()
+            .map(|d| (value * d.exp()).clamp(f.lo, f.hi))
+            .collect();
+        vals.sort_by(f64::total_cmp);
+        let mean = vals.iter().sum::<f64>() / vals.len() as f64;
+        let var =
+            vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (vals.len() - 1).max(1) as f64;
+        let q = |t: f64| vals[((vals.len() - 1) as f64 * t).round() as usize];
+        let std = var.sqrt();
+        let loose = std > 0.5 * value;
+        out.push(Uncertainty {
+            std,
+            interval: [q(0.025), q(0.975)],
+            identifiable: !loose,
+            note: if loose {
+                "weakly determined: its bootstrap spread exceeds half its value".into()
+            } else {
+                String::new()
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// The weighted least-squares step `δ` minimising
+/// `Σ cᵢ wᵢ (rᵢ + Jᵢ·δ)²` (cᵢ the resample's multiplicity), by pivoted
+/// Cholesky of the normal equations: coordinates whose pivot falls below a
+/// relative tolerance are dropped (δ = 0) and reported `false`. With `only`,
+/// the kept set is fixed (a bootstrap resample uses the full data's).
+fn solve_step(
+    jac: &[Vec<f64>],
+    res: &[f64],
+    w: &[f64],
+    counts: &[f64],
+    only: Option<&[bool]>,
+) -> (Vec<f64>, Vec<bool>) {
+    let n = jac.first().map_or(0, Vec::len);
+    let mut a = vec![vec![0.0; n]; n];
+    let mut b = vec![0.0; n];
+    for (i, row) in jac.iter().enumerate() {
+        let c = counts[i] * w[i];
+        if c == 0.0 {
+            continue;
+        }
+        for p in 0..n {
+            b[p] -= c * row[p] * res[i];
+            for q in 0..n {
+                a[p][q] += c * row[p] * row[q];
+            }
+        }
+    }
+    let max_diag = (0..n).map(|p| a[p][p]).fold(0.0, f64::max);
+    let tol = max_diag * 1e-8 + 1e-300;
+    // Rank by symmetric elimination with diagonal pivoting (pivoted
+    // Cholesky): a coordinate whose remaining diagonal (its Schur
+    // complement) is below the tolerance is (nearly) a combination of the
+    // kept ones.
+    let mut kept = vec![false; n];
+    match only {
+        Some(o) => kept.copy_from_slice(o),
+        None => {
+            let mut sc = a.clone();
+            loop {
+                let piv = (0..n)
+                    .filter(|&p| !kept[p])
+                    .max_by(|&x, &y| sc[x][x].total_cmp(&sc[y][y]));
+                let Some(p) = piv else { break };
+                if sc[p][p] <= tol {
+                    break;
+                }
+                kept[p] = true;
+                let d = sc[p][p];
+                for q in 0..n {
+                    for r in 0..n {
+                        if !kept[q] && !kept[r] {
+                            sc[q][r] -= sc[q][p] * sc[p][r] / d;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let order: Vec<usize> = (0..n).filter(|&p| kept[p]).collect();
+    // Solve the kept subsystem directly (Gaussian elimination, it is small).
+    let k = order.len();
+    let mut m = vec![vec![0.0; k + 1]; k];
+    for (i, &p) in order.iter().enumerate() {
+        for (j, &q) in order.iter().enumerate() {
+            m[i][j] = a[p][q];
+        }
+        m[i][k] = b[p];
+        m[i][i] += tol;
+    }
+    for c in 0..k {
+        let piv = (c..k)
+            .max_by(|&x, &y| m[x][c].abs().total_cmp(&m[y][c].abs()))
+            .unwrap_or(c);
+        m.swap(c, piv);
+        let d = m[c][c];
+        if d.abs() < 1e-300 {
+            continue;
+        }
+        let pivot_row = m[c].clone();
+        for (r, row) in m.iter_mut().enumerate() {
+            if r != c {
+                let f = row[c] / d;
+                if f != 0.0 {
+                    for (x, p) in row.iter_mut().zip(&pivot_row).skip(c) {
+                        *x -= f * p;
+                    }
+                }
+            }
+        }
+    }
+    let mut delta = vec![0.0; n];
+    for (i, &p) in order.iter().enumerate() {
+        if m[i][i].abs() > 1e-300 {
+            delta[p] = m[i][k] / m[i][i];
+        }
+    }
+    (delta, kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_are_balanced_and_seeded() {
+        let f = folds(15, 5, 7);
+        for k in 0..5 {
+            assert_eq!(f.iter().filter(|&&x| x == k).count(), 3);
+        }
+        assert_eq!(f, folds(15, 5, 7));
+        assert_ne!(f, folds(15, 5, 8));
+    }
+
+    #[test]
+    fn least_squares_step_and_rank() {
+        // r = J·x_true − y with J = [[1, 0], [0, 2], [1, 1]]: residuals at 0
+        // are −y; the step recovers x_true exactly.
+        let jac = vec![vec![1.0, 0.0], vec![0.0, 2.0], vec![1.0, 1.0]];
+        let x_true = [0.5, -0.25];
+        let res: Vec<f64> = jac
+            .iter()
+            .map(|r| -(r[0] * x_true[0] + r[1] * x_true[1]))
+            .collect();
+        let (d, kept) = solve_step(&jac, &res, &[1.0; 3], &[1.0; 3], None);
+        assert_eq!(kept, [true, true]);
+        assert!(
+            (d[0] - 0.5).abs() < 1e-6 && (d[1] + 0.25).abs() < 1e-6,
+            "{d:?}"
+        );
+        // Two identical columns: one is dropped.
+        let jac = vec![vec![1.0, 1.0], vec![2.0, 2.0]];
+        let (d, kept) = solve_step(&jac, &[-1.0, -2.0], &[1.0; 2], &[1.0; 2], None);
+        assert_eq!(kept.iter().filter(|k| **k).count(), 1);
+        assert!((d[0] + d[1] - 1.0).abs() < 1e-6, "{d:?}");
+        // A zero column is dropped.
+        let jac = vec![vec![1.0, 0.0], vec![3.0, 0.0]];
+        let (_, kept) = solve_step(&jac, &[-1.0, -3.0], &[1.0; 2], &[1.0; 2], None);
+        assert_eq!(kept, [true, false]);
+    }
+
+    #[test]
+    fn mape_weights_rows() {
+        let row = |v: f64| Row {
+            line: 2,
+            run_file: "a".into(),
+            path: "a".into(),
+            metric: super::super::table::Metric::parse("ttft_mean_ms").unwrap(),
+            value: v,
+        };
+        let rows = vec![row(10.0), row(20.0)];
+        // 10 % and 50 % errors, weights 1 and 3: (10 + 150) / 4 = 40 %.
+        let m = mape(&rows, &[1.0, 3.0], &[0, 1], &[11.0, 30.0]);
+        assert!((m - 40.0).abs() < 1e-9, "{m}");
+    }
+}

@@ -1,0 +1,142 @@
+//! Synthetic recovery: measurements made by blis itself with known
+//! coefficients (β ×1.3, α ×0.7 of the defaults) plus noise; the fit from
+//! the defaults must predict held-out experiments within 2 % of the truth
+//! and bracket every true coefficient with its reported interval.
+
+use std::path::Path;
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::eval::Experiment;
+use super::params::Coefficients;
+use super::{run_fit, FitArgs};
+use crate::instance::latency::{ITER29_ALPHA, ITER29_BETA};
+
+/// Small deployments of three models (two dense families, two TP degrees)
+/// and loads, so the betas' basis functions differ between experiments.
+const EXPERIMENTS: [(&str, u32, f64, u32, u32); 4] = [
+    ("qwen2.5-7b-instruct", 1, 6.0, 300, 60),
+    ("qwen2.5-7b-instruct", 1, 14.0, 900, 30),
+    ("llama-3.1-8b-instruct", 1, 8.0, 150, 120),
+    ("qwen3-14b", 2, 10.0, 500, 50),
+];
+
+pub(super) fn write_runs(dir: &Path, requests: u32) -> Vec<String> {
+    let mut names = Vec::new();
+    for (i, (model, tp, rate, question, output)) in EXPERIMENTS.iter().enumerate() {
+        let name = format!("e{i}.toml");
+        std::fs::write(
+            dir.join(&name),
+            format!(
+                "seed = {}\n[model]\nname = \"{model}\"\nhardware = \"H100\"\ntp = {tp}\n\
+                 [instance]\ncount = 1\n[workload]\nnum_requests = {requests}\n\
+                 [workload.inference_perf]\nstages = [{{ rate = {rate}, duration = 60 }}]\n\
+                 [workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 3\n\
+                 num_users_per_system_prompt = 2\nsystem_prompt_len = 100\n\
+                 question_len = {question}\noutput_len = {output}\n",
+                i + 1
+            ),
+        )
+        .unwrap();
+        names.push(name);
+    }
+    names
+}
+
+fn truth() -> Coefficients {
+    Coefficients {
+        alpha: ITER29_ALPHA.map(|a| a * 0.7),
+        beta: Some(ITER29_BETA.iter().map(|b| b * 1.3).collect()),
+    }
+}
+
+const METRICS: [&str; 4] = ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms", "e2e_p90_ms"];
+
+#[test]
+fn synthetic_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = write_runs(dir.path(), 60);
+    let truth = truth();
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut csv = String::from("run_file,metric,value\n");
+    // Noise-free truth per (run file, metric), to judge held-out predictions.
+    let mut exact = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let e = Experiment::load(n, &dir.path().join(n), i as u64 + 2, "m.csv").unwrap();
+        let report = e.simulate(&truth).unwrap();
+        for m in METRICS {
+            let v = report["cluster"][m].as_f64().unwrap();
+            exact.push(v);
+            // ±0.5 % uniform measurement noise.
+            let noisy = v * (1.0 + rng.random_range(-0.005..0.005));
+            csv.push_str(&format!("{n},{m},{noisy}\n"));
+        }
+    }
+    std::fs::write(dir.path().join("m.csv"), csv).unwrap();
+    let args = FitArgs {
+        out: dir.path().join("p.toml"),
+        measurements: dir.path().join("m.csv"),
+        fit: None,
+        bounds: vec![],
+        weights: vec![],
+        holdout: 4,
+        seed: 3,
+        jobs: None,
+        iterations: 15,
+        html: Some(dir.path().join("fit.html")),
+        quiet: true,
+    };
+    let out = run_fit(&args).unwrap();
+    let p = &out.profile;
+    assert!(p.error.train_mape < 1.0, "{}", p.error.train_mape);
+    assert!(p.error.start_mape > 10.0, "{}", p.error.start_mape);
+    // Held-out predictions against the noise-free truth.
+    for (i, r) in out.rows.iter().enumerate() {
+        let h = out.results[i]
+            .heldout
+            .expect("every experiment is held out once");
+        let err = (h - exact[i]).abs() / exact[i];
+        assert!(
+            err < 0.02,
+            "{} {}: held out {h}, truth {}",
+            r.run_file,
+            r.metric.name(),
+            exact[i]
+        );
+    }
+    // Every true coefficient inside its interval; the MoE-only terms
+    // (beta[7] interleaved MoE, beta[10] MoE dispatch) are not identifiable
+    // from dense models.
+    let t = truth.beta.clone().unwrap();
+    for f in &p.fitted {
+        let (fam, idx) = f.name.split_once('[').unwrap();
+        let idx: usize = idx.trim_end_matches(']').parse().unwrap();
+        let tv = if fam == "alpha" {
+            truth.alpha[idx]
+        } else {
+            t[idx]
+        };
+        assert!(
+            f.interval_95[0] <= tv && tv <= f.interval_95[1],
+            "{}: truth {tv} outside [{}, {}] (fitted {})",
+            f.name,
+            f.interval_95[0],
+            f.interval_95[1],
+            f.value
+        );
+        if f.name == "beta[7]" || f.name == "beta[10]" {
+            assert!(!f.identifiable, "{}", f.name);
+            assert_eq!(f.note, "the measured metrics do not change with it");
+        }
+    }
+    // The profile written is the one returned, and the page marks held-out points.
+    let text = std::fs::read_to_string(&args.out).unwrap();
+    let read: super::profile::Profile = toml::from_str(&text).unwrap();
+    assert_eq!(&read, p);
+    let html = std::fs::read_to_string(dir.path().join("fit.html")).unwrap();
+    assert!(
+        html.contains("data-series=\"start|fitted|held out\""),
+        "held-out series"
+    );
+}

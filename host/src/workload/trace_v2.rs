@@ -1,0 +1,872 @@
+//! `[workload.trace_v2]`: requests from a TraceV2 trace (spec
+//! `workload-head.md` §2.4), the workload source of `blis replay`.
+//!
+//! The trace is read once, before the run, into a compact per-row table
+//! (about 40 bytes a row; a TraceV2 file need not be sorted — observe
+//! writes completion order — so it cannot be streamed in arrival order).
+//!
+//! * **Tokens**: a row's prompt is its group's prefix (fixed by the first
+//!   row of the group with `prefix_length` > 0; blis content segments,
+//!   seeded from the run seed and the group name) followed by `n` fresh
+//!   tokens, `n = server_input_tokens` when > 0 and the row has no prefix
+//!   group, else `input_tokens`; the output is `output_tokens` (a row with
+//!   0 output tokens, or an empty prompt, is replayed with 1: blis requests
+//!   compute at least one token — counted in a note).
+//! * **Injection time**: `send_time_us` if > 0, else `arrival_time_us`.
+//!   Send times are rebased (spec quirk 1, blis's decision): the minimum
+//!   over rows with a send time of `send − arrival` is subtracted, so an
+//!   observe trace (epoch send times) starts near 0 and a generated one
+//!   (send = arrival) is unchanged.
+//! * **Session mode** `fixed` (default): every row at its injection time.
+//!   `closed-loop`: round 0 of each session at its injection time, round
+//!   k+1 at round k's completion + think time, unless past `horizon_us`;
+//!   rounds must be exactly 0, 1, 2, … per session; a round
+//!   that is not completed ends its session.
+//! * **Think time** (closed-loop): `think_time_dist`, or `think_time_ms`;
+//!   else the recorded `think_time_us` of rounds 1… when any of the
+//!   session's is nonzero; else the gap before the round — blis's decision
+//!   on quirk 10: measured from the previous round's recorded end
+//!   (`last_chunk_time_us`, same time base as the send) when it has one,
+//!   so the gap does not include its service time; the raw arrival gap
+//!   otherwise; clamped at 0.
+//! * **Context growth**: with the header's `session_context_growth:
+//!   accumulate`, a session keeps one growing prompt (round 0's prompt,
+//!   then each round's output actually generated and the next round's `n`
+//!   new tokens); a round's prompt is the whole buffer. Memory: one
+//!   segment list per active session, two segments per round (linear in
+//!   rounds), freed when the session ends.
+//! * **Horizon** (blis's decision on quirk 20): `horizon_us` if set; else
+//!   none — the trace bounds the run (every row, and at most its recorded
+//!   rounds per session), so it runs until every request finished. The
+//!   reference's default, 2 × the largest injection time (600 s when 0),
+//!   cuts off the tail of any trace whose last requests take longer than
+//!   the trace is long; give it as `--horizon` to reproduce it.
+//!
+//! Every blis request is noted in a shared [`ReplayLedger`] (blis id →
+//! trace `request_id`, or a follow-up), which the SimResult writer reads.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use rand_distr::Distribution;
+use serde::{Deserialize, Serialize};
+
+use super::generator::prefix_seed;
+use super::sampler::MAX_TOKENS;
+use super::WorkloadError;
+use crate::engine::{Tick, NEVER};
+use crate::request::{Request, Segment, SloClass};
+use crate::trace_v2::{
+    read_header, SessionContextGrowth, TraceHeader, TraceReader, TraceRecord, TraceV2Error,
+};
+
+/// `session_mode` of `[workload.trace_v2]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionMode {
+    /// Every row at its injection time.
+    #[default]
+    Fixed,
+    /// Session rounds after round 0 follow completions plus think time.
+    ClosedLoop,
+}
+
+/// `[workload.trace_v2]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceV2Spec {
+    /// Header YAML, relative to the run file's folder.
+    pub header: String,
+    /// Data CSV, relative to the run file's folder.
+    pub data: String,
+    /// `fixed` (default) or `closed-loop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_mode: Option<SessionMode>,
+    /// Constant think time, ms (closed-loop only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time_ms: Option<f64>,
+    /// Think-time distribution: `lognormal:mu=M,sigma=S[,min=T][,max=T]` or
+    /// `constant:value=T` (T in us, ms or s; bare = ms); closed-loop only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time_dist: Option<String>,
+}
+
+/// Follow-up marker in [`ReplayLedger::ids`].
+pub const FOLLOW_UP: u64 = u64::MAX;
+
+/// What replay injected, for the SimResult array and the replayed trace.
+#[derive(Debug, Default)]
+pub struct ReplayLedger {
+    /// blis request id → trace `request_id` ([`FOLLOW_UP`] for closed-loop
+    /// follow-up rounds).
+    pub ids: Vec<u64>,
+    /// Trace `request_id` → `model`, for rows that name one.
+    pub models: HashMap<u64, String>,
+    /// The trace's header.
+    pub header: Option<TraceHeader>,
+}
+
+/// The ledger, shared between the source and the writers.
+pub type SharedLedger = Arc<Mutex<ReplayLedger>>;
+
+/// A think-time sampler (spec §4.6).
+#[derive(Clone, Debug)]
+pub enum ThinkTime {
+    Constant(u64),
+    LogNormal {
+        dist: rand_distr::LogNormal<f64>,
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+}
+
+fn parse_duration_us(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("us") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e6)
+    } else {
+        (s, 1e3)
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * mult)
+}
+
+impl ThinkTime {
+    /// Parse a `--think-time-dist` string.
+    pub fn parse(s: &str) -> Result<ThinkTime, String> {
+        let (kind, rest) = s.split_once(':').ok_or_else(|| {
+            format!(
+                "\"{s}\": expected `lognormal:mu=M,sigma=S[,min=T][,max=T]` or `constant:value=T`"
+            )
+        })?;
+        let mut kv: Vec<(&str, &str)> = Vec::new();
+        for part in rest.split(',') {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("\"{part}\" in \"{s}\" is not key=value"))?;
+            let k = k.trim();
+            if kv.iter().any(|(x, _)| *x == k) {
+                return Err(format!("key {k} appears twice in \"{s}\""));
+            }
+            kv.push((k, v.trim()));
+        }
+        let get = |k: &str| kv.iter().find(|(x, _)| *x == k).map(|(_, v)| *v);
+        let allowed: &[&str] = match kind.trim() {
+            "constant" => &["value"],
+            "lognormal" => &["mu", "sigma", "min", "max"],
+            other => {
+                return Err(format!(
+                    "unknown think-time distribution \"{other}\" (lognormal or constant)"
+                ))
+            }
+        };
+        if let Some((k, _)) = kv.iter().find(|(k, _)| !allowed.contains(k)) {
+            return Err(format!(
+                "unknown key {k} in \"{s}\" (accepted: {})",
+                allowed.join(", ")
+            ));
+        }
+        let dur = |k: &str| -> Result<Option<f64>, String> {
+            get(k)
+                .map(|v| {
+                    parse_duration_us(v).ok_or_else(|| {
+                        format!(
+                            "{k}={v}: not a duration ≥ 0 (a number with us, ms or s; bare = ms)"
+                        )
+                    })
+                })
+                .transpose()
+        };
+        if kind.trim() == "constant" {
+            let v = dur("value")?.ok_or_else(|| format!("\"{s}\": constant needs value=T"))?;
+            return Ok(ThinkTime::Constant(v.round() as u64));
+        }
+        let num = |k: &str| -> Result<f64, String> {
+            let v = get(k).ok_or_else(|| format!("\"{s}\": lognormal needs {k}"))?;
+            v.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("{k}={v} is not a number"))
+        };
+        let mu = num("mu")?;
+        let sigma = num("sigma")?;
+        if sigma <= 0.0 {
+            return Err(format!("sigma={sigma}: must be > 0"));
+        }
+        let dist = rand_distr::LogNormal::new(mu + 1e6f64.ln(), sigma)
+            .map_err(|e| format!("\"{s}\": {e}"))?;
+        Ok(ThinkTime::LogNormal {
+            dist,
+            min: dur("min")?,
+            max: dur("max")?,
+        })
+    }
+
+    fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
+        match self {
+            ThinkTime::Constant(v) => *v,
+            ThinkTime::LogNormal { dist, min, max } => {
+                let mut x = dist.sample(rng);
+                if let Some(m) = min {
+                    x = x.max(*m);
+                }
+                if let Some(m) = max {
+                    x = x.min(*m);
+                }
+                x.round().min(i64::MAX as f64) as u64
+            }
+        }
+    }
+}
+
+const NO_IDX: u32 = u32::MAX;
+
+/// One injected row.
+#[derive(Clone, Copy, Debug)]
+struct Row {
+    inject: Tick,
+    trace_id: u64,
+    n: u32,
+    output: u32,
+    prefix: u32,
+    tenant: u32,
+    client: u32,
+    session: u32,
+    round: u32,
+    file_idx: u32,
+    slo: SloClass,
+}
+
+/// A follow-up round's lengths and think time (closed-loop).
+#[derive(Clone, Copy, Debug)]
+struct RoundSpec {
+    n: u32,
+    output: u32,
+    /// Recorded think time or gap, µs (when no flag overrides).
+    think: u64,
+}
+
+/// A closed-loop session.
+#[derive(Clone, Copy, Debug)]
+struct SessionPlan {
+    /// Index of round 1 in the arena.
+    first: u32,
+    /// Follow-up rounds (max_rounds − 1).
+    follow_ups: u32,
+    prefix: u32,
+    tenant: u32,
+    client: u32,
+    slo: SloClass,
+    file_idx: u32,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Pending {
+    at: Tick,
+    seq: u64,
+    session: u32,
+    round: u32,
+    /// The output actually generated by the previous round (accumulate).
+    prev_out: (u64, u32),
+}
+
+/// The TraceV2 workload source.
+#[derive(Debug)]
+pub struct TraceV2Replay {
+    rows: Vec<Row>,
+    next: usize,
+    prefixes: Vec<Segment>,
+    sessions: Vec<SessionPlan>,
+    rounds: Vec<RoundSpec>,
+    pending: BinaryHeap<Reverse<Pending>>,
+    seq: u64,
+    /// Accumulate buffers of active sessions.
+    buffers: HashMap<u32, Vec<Segment>>,
+    closed_loop: bool,
+    accumulate: bool,
+    think: Option<ThinkTime>,
+    session_horizon: Tick,
+    seed: u64,
+    ledger: SharedLedger,
+    /// Rows whose prompt or output was raised to 1 token.
+    pub raised: u64,
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+const DOMAIN_ROW: u64 = 0x7472_7632_726f_7701;
+const DOMAIN_OUT: u64 = 0x7472_7632_6f75_7402;
+const DOMAIN_THINK: u64 = 0x7472_7632_7468_6b03;
+
+fn seg_seed(seed: u64, domain: u64, a: u64, b: u64) -> u64 {
+    mix(mix(mix(seed ^ domain) ^ a) ^ b)
+}
+
+fn v2err(e: TraceV2Error) -> WorkloadError {
+    match e {
+        TraceV2Error::Row {
+            file,
+            line,
+            message,
+        } => WorkloadError::Trace {
+            file,
+            line,
+            message,
+        },
+        TraceV2Error::Header { file, message } | TraceV2Error::Io { file, message } => {
+            WorkloadError::File { file, message }
+        }
+    }
+}
+
+/// A row as read, before sorting.
+struct Raw {
+    line: u64,
+    trace_id: u64,
+    arrival: i64,
+    send: i64,
+    last_chunk: i64,
+    think: u64,
+    n: u32,
+    output: u32,
+    prefix: u32,
+    tenant: u32,
+    client: u32,
+    session: u32,
+    round: u64,
+    slo: SloClass,
+}
+
+fn intern(names: &mut Vec<String>, idx: &mut HashMap<String, u32>, name: &str) -> u32 {
+    if let Some(&i) = idx.get(name) {
+        return i;
+    }
+    let i = names.len() as u32;
+    names.push(name.to_string());
+    idx.insert(name.to_string(), i);
+    i
+}
+
+/// What [`TraceV2Replay::open`] returns besides the source.
+pub(crate) struct Opened {
+    pub replay: TraceV2Replay,
+    pub tenants: Vec<String>,
+    pub clients: Vec<String>,
+    pub prefix_names: Vec<(u64, String)>,
+}
+
+impl TraceV2Replay {
+    /// Read and check the trace. `base_dir` resolves relative paths;
+    /// `horizon` is the run's `horizon_us`.
+    pub(crate) fn open(
+        spec: &TraceV2Spec,
+        seed: u64,
+        base_dir: &Path,
+        horizon: Option<Tick>,
+    ) -> Result<Opened, WorkloadError> {
+        let mode = spec.session_mode.unwrap_or_default();
+        let closed_loop = mode == SessionMode::ClosedLoop;
+        let cfg = |m: String| WorkloadError::Config(format!("trace_v2: {m}"));
+        if !closed_loop && (spec.think_time_ms.is_some() || spec.think_time_dist.is_some()) {
+            let k = if spec.think_time_ms.is_some() {
+                "think_time_ms"
+            } else {
+                "think_time_dist"
+            };
+            return Err(cfg(format!(
+                "{k} is set but session_mode is fixed: think times apply only with session_mode = \"closed-loop\""
+            )));
+        }
+        let think = match (spec.think_time_ms, &spec.think_time_dist) {
+            (Some(_), Some(_)) => {
+                return Err(cfg(
+                    "think_time_ms and think_time_dist are both set; give one".into(),
+                ))
+            }
+            (Some(ms), None) => {
+                if !(ms.is_finite() && ms >= 0.0) {
+                    return Err(cfg(format!("think_time_ms = {ms}: must be a number ≥ 0")));
+                }
+                Some(ThinkTime::Constant((ms * 1e3).round() as u64))
+            }
+            (None, Some(d)) => {
+                Some(ThinkTime::parse(d).map_err(|e| cfg(format!("think_time_dist: {e}")))?)
+            }
+            (None, None) => None,
+        };
+        let header = read_header(&base_dir.join(&spec.header)).map_err(v2err)?;
+        let accumulate = header.session_context_growth == Some(SessionContextGrowth::Accumulate);
+        let mut reader = TraceReader::open(&base_dir.join(&spec.data)).map_err(v2err)?;
+        let file = reader.file().to_string();
+        let row_err = |line: u64, message: String| WorkloadError::Trace {
+            file: file.clone(),
+            line,
+            message,
+        };
+        let mut rec = TraceRecord::default();
+        let mut raws: Vec<Raw> = Vec::new();
+        let (mut tenants, mut tenant_idx) = (Vec::new(), HashMap::new());
+        let (mut clients, mut client_idx) = (Vec::new(), HashMap::new());
+        let (mut groups, mut group_idx): (Vec<String>, HashMap<String, u32>) =
+            (Vec::new(), HashMap::new());
+        let mut group_len: Vec<u32> = Vec::new();
+        let (mut sessions, mut session_idx): (Vec<String>, HashMap<String, u32>) =
+            (Vec::new(), HashMap::new());
+        let mut models = HashMap::new();
+        let mut raised = 0u64;
+        let max = u64::from(MAX_TOKENS);
+        while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
+            let slo = SloClass::parse(&rec.slo_class).ok_or_else(|| {
+                row_err(line, format!(
+                    "column slo_class: unknown class \"{}\" (accepted: critical, standard, batch, sheddable, background, or empty)",
+                    rec.slo_class
+                ))
+            })?;
+            let tenant = intern(
+                &mut tenants,
+                &mut tenant_idx,
+                if rec.tenant_id.is_empty() {
+                    super::trace::DEFAULT_TENANT
+                } else {
+                    &rec.tenant_id
+                },
+            );
+            let client = intern(&mut clients, &mut client_idx, &rec.client_id);
+            let prefix = if rec.prefix_group.is_empty() {
+                NO_IDX
+            } else {
+                let g = intern(&mut groups, &mut group_idx, &rec.prefix_group);
+                if g as usize == group_len.len() {
+                    group_len.push(0);
+                }
+                if group_len[g as usize] == 0 && rec.prefix_length > 0 {
+                    if rec.prefix_length > max {
+                        return Err(row_err(
+                            line,
+                            format!("column prefix_length: {} exceeds {max}", rec.prefix_length),
+                        ));
+                    }
+                    group_len[g as usize] = rec.prefix_length as u32;
+                }
+                g
+            };
+            let n = if rec.server_input_tokens > 0 && rec.prefix_group.is_empty() {
+                rec.server_input_tokens
+            } else {
+                rec.input_tokens
+            };
+            for (col, v) in [("input_tokens", n), ("output_tokens", rec.output_tokens)] {
+                if v > max {
+                    return Err(row_err(line, format!("column {col}: {v} exceeds {max}")));
+                }
+            }
+            let session = if rec.session_id.is_empty() {
+                NO_IDX
+            } else {
+                intern(&mut sessions, &mut session_idx, &rec.session_id)
+            };
+            if !rec.model.is_empty() {
+                models.insert(rec.request_id, rec.model.clone());
+            }
+            let mut output = rec.output_tokens as u32;
+            if output == 0 {
+                output = 1;
+                raised += 1;
+            }
+            raws.push(Raw {
+                line,
+                trace_id: rec.request_id,
+                arrival: rec.arrival_time_us,
+                send: rec.send_time_us,
+                last_chunk: rec.last_chunk_time_us,
+                think: rec.think_time_us,
+                n: n as u32,
+                output,
+                prefix,
+                tenant,
+                client,
+                session,
+                round: rec.round_index,
+                slo,
+            });
+        }
+        if raws.len() >= NO_IDX as usize {
+            return Err(WorkloadError::File {
+                file,
+                message: format!("{} rows: more than a replay holds", raws.len()),
+            });
+        }
+        let prefixes: Vec<Segment> = groups
+            .iter()
+            .zip(&group_len)
+            .map(|(g, &len)| Segment {
+                seed: prefix_seed(seed, g),
+                len,
+            })
+            .collect();
+        // Rebase send times (quirk 1).
+        let offset = raws
+            .iter()
+            .filter(|r| r.send > 0)
+            .map(|r| r.send.saturating_sub(r.arrival))
+            .min()
+            .unwrap_or(0)
+            .max(0);
+        let inject_of = |r: &Raw| -> i64 {
+            if r.send > 0 {
+                r.send - offset
+            } else {
+                r.arrival
+            }
+        };
+        for r in &mut raws {
+            if r.n == 0 && (r.prefix == NO_IDX || prefixes[r.prefix as usize].len == 0) {
+                r.n = 1;
+                raised += 1;
+            }
+        }
+        for r in &raws {
+            if inject_of(r) < 0 {
+                return Err(row_err(
+                    r.line,
+                    format!(
+                        "the injection time is negative ({} µs): arrival_time_us and send_time_us must be ≥ 0",
+                        inject_of(r)
+                    ),
+                ));
+            }
+        }
+        let mk_row = |i: usize, r: &Raw| Row {
+            inject: inject_of(r),
+            trace_id: r.trace_id,
+            n: r.n,
+            output: r.output,
+            prefix: r.prefix,
+            tenant: r.tenant,
+            client: r.client,
+            session: r.session,
+            round: r.round.min(u64::from(u32::MAX - 1)) as u32,
+            file_idx: i as u32,
+            slo: r.slo,
+        };
+        let mut rows: Vec<Row> = Vec::with_capacity(raws.len());
+        let mut plans: Vec<SessionPlan> = Vec::new();
+        let mut arena: Vec<RoundSpec> = Vec::new();
+        if !closed_loop {
+            for (i, r) in raws.iter().enumerate() {
+                rows.push(mk_row(i, r));
+            }
+        } else {
+            // Group each session's rows, in order of first appearance.
+            let mut members: Vec<Vec<u32>> = vec![Vec::new(); sessions.len()];
+            for (i, r) in raws.iter().enumerate() {
+                if r.session == NO_IDX {
+                    rows.push(mk_row(i, r));
+                } else {
+                    members[r.session as usize].push(i as u32);
+                }
+            }
+            for (s, m) in members.iter_mut().enumerate() {
+                m.sort_by_key(|&i| (raws[i as usize].round, i));
+                for (k, &i) in m.iter().enumerate() {
+                    let r = &raws[i as usize];
+                    if r.round != k as u64 {
+                        return Err(row_err(
+                            r.line,
+                            format!(
+                                "column round_index: session \"{}\" has rounds {} — in closed-loop mode a session's rounds must be exactly 0, 1, 2, … (round {k} expected)",
+                                sessions[s],
+                                m.iter()
+                                    .map(|&j| raws[j as usize].round.to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                            ),
+                        ));
+                    }
+                }
+                let r0 = &raws[m[0] as usize];
+                let mut row0 = mk_row(m[0] as usize, r0);
+                row0.session = plans.len() as u32;
+                rows.push(row0);
+                let recorded = m[1..].iter().any(|&i| raws[i as usize].think > 0);
+                let first = arena.len() as u32;
+                for w in m.windows(2) {
+                    let (p, c) = (&raws[w[0] as usize], &raws[w[1] as usize]);
+                    let think = if recorded {
+                        c.think
+                    } else if p.last_chunk > 0 && c.send > 0 {
+                        (c.send - p.last_chunk).max(0) as u64
+                    } else if p.last_chunk > 0 && p.send <= 0 {
+                        (c.arrival - p.last_chunk).max(0) as u64
+                    } else {
+                        (c.arrival - p.arrival).max(0) as u64
+                    };
+                    arena.push(RoundSpec {
+                        n: c.n,
+                        output: c.output,
+                        think,
+                    });
+                }
+                plans.push(SessionPlan {
+                    first,
+                    follow_ups: (m.len() - 1) as u32,
+                    prefix: r0.prefix,
+                    tenant: r0.tenant,
+                    client: r0.client,
+                    slo: r0.slo,
+                    file_idx: m[0],
+                });
+            }
+        }
+        rows.sort_by_key(|r| (r.inject, r.file_idx));
+        let session_horizon = horizon.unwrap_or(NEVER);
+        let prefix_names = groups
+            .iter()
+            .zip(&prefixes)
+            .map(|(g, s)| (s.seed, g.clone()))
+            .collect();
+        if tenants.is_empty() {
+            tenants.push(super::trace::DEFAULT_TENANT.to_string());
+        }
+        let ledger = Arc::new(Mutex::new(ReplayLedger {
+            ids: Vec::with_capacity(rows.len()),
+            models,
+            header: Some(header),
+        }));
+        Ok(Opened {
+            replay: TraceV2Replay {
+                rows,
+                next: 0,
+                prefixes,
+                sessions: plans,
+                rounds: arena,
+                pending: BinaryHeap::new(),
+                seq: 0,
+                buffers: HashMap::new(),
+                closed_loop,
+                accumulate,
+                think,
+                session_horizon,
+                seed,
+                ledger,
+                raised,
+            },
+            tenants,
+            clients,
+            prefix_names,
+        })
+    }
+
+    /// Bound follow-ups by the run's `horizon_us` instead of the trace's rule.
+    pub(crate) fn set_session_horizon(&mut self, h: Tick) {
+        self.session_horizon = h;
+    }
+
+    /// Rows in the file (the most requests the replay yields).
+    pub fn total_rows(&self) -> u64 {
+        self.rows.len() as u64 + self.rounds.len() as u64
+    }
+
+    /// The ledger the writers read.
+    pub fn ledger(&self) -> SharedLedger {
+        Arc::clone(&self.ledger)
+    }
+
+    /// Rows injected from the file (closed-loop follow-ups not included).
+    pub fn injected_rows(&self) -> u64 {
+        self.rows.len() as u64
+    }
+
+    /// Closed-loop sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub(crate) fn peek_time(&self) -> Option<Tick> {
+        let a = self.rows.get(self.next).map(|r| r.inject);
+        let b = self.pending.peek().map(|p| p.0.at);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn note(&self, trace_id: u64) {
+        if let Ok(mut l) = self.ledger.lock() {
+            l.ids.push(trace_id);
+        }
+    }
+
+    pub(crate) fn pop_into(&mut self, req: &mut Request) -> bool {
+        let row_t = self.rows.get(self.next).map(|r| r.inject);
+        let fu_t = self.pending.peek().map(|p| p.0.at);
+        // A follow-up goes first when it is due no later than the next row.
+        let take_follow_up = match (row_t, fu_t) {
+            (Some(a), Some(b)) => b <= a,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        if take_follow_up {
+            let Reverse(p) = self.pending.pop().expect("peeked");
+            self.emit_follow_up(p, req);
+            self.note(FOLLOW_UP);
+            return true;
+        }
+        let Some(&row) = self.rows.get(self.next) else {
+            return false;
+        };
+        self.next += 1;
+        req.arrival = row.inject;
+        req.prompt.clear();
+        let mut len = 0u32;
+        if row.prefix != NO_IDX {
+            let p = self.prefixes[row.prefix as usize];
+            if p.len > 0 {
+                req.prompt.push(p);
+                len += p.len;
+            }
+        }
+        if row.n > 0 {
+            req.prompt.push(Segment {
+                seed: seg_seed(self.seed, DOMAIN_ROW, u64::from(row.file_idx), 0),
+                len: row.n,
+            });
+        }
+        req.input_len = len + row.n;
+        req.output_len = row.output;
+        req.output_seed = seg_seed(self.seed, DOMAIN_OUT, u64::from(row.file_idx), 0);
+        req.client = row.client;
+        req.tenant = row.tenant;
+        req.slo_class = row.slo;
+        let in_session = row.session != NO_IDX;
+        req.session = in_session.then_some((row.session, row.round));
+        // Content past the prefix is this row's alone unless a later round
+        // of its session may repeat it.
+        req.private_from = if in_session { None } else { Some(len) };
+        if self.closed_loop && in_session && self.accumulate {
+            self.buffers.insert(row.session, req.prompt.clone());
+        }
+        self.note(row.trace_id);
+        true
+    }
+
+    fn emit_follow_up(&mut self, p: Pending, req: &mut Request) {
+        let plan = self.sessions[p.session as usize];
+        let spec = self.rounds[(plan.first + p.round - 1) as usize];
+        let fresh = Segment {
+            seed: seg_seed(
+                self.seed,
+                DOMAIN_ROW,
+                u64::from(plan.file_idx) | (1 << 40),
+                (u64::from(p.session) << 32) | u64::from(p.round),
+            ),
+            len: spec.n,
+        };
+        req.prompt.clear();
+        if self.accumulate {
+            let buf = self.buffers.entry(p.session).or_default();
+            if p.prev_out.1 > 0 {
+                buf.push(Segment {
+                    seed: p.prev_out.0,
+                    len: p.prev_out.1,
+                });
+            }
+            if fresh.len > 0 {
+                buf.push(fresh);
+            }
+            req.prompt.extend_from_slice(buf);
+        } else {
+            if plan.prefix != NO_IDX {
+                let s = self.prefixes[plan.prefix as usize];
+                if s.len > 0 {
+                    req.prompt.push(s);
+                }
+            }
+            if fresh.len > 0 {
+                req.prompt.push(fresh);
+            }
+        }
+        let total: u64 = req.prompt.iter().map(|s| u64::from(s.len)).sum();
+        req.input_len = total.clamp(1, u64::from(MAX_TOKENS) * 2) as u32;
+        if req.prompt.is_empty() {
+            req.prompt.push(fresh);
+            req.prompt[0].len = 1;
+        }
+        req.arrival = p.at;
+        req.output_len = spec.output;
+        req.output_seed = seg_seed(
+            self.seed,
+            DOMAIN_OUT,
+            u64::from(plan.file_idx) | (1 << 40),
+            (u64::from(p.session) << 32) | u64::from(p.round),
+        );
+        req.client = plan.client;
+        req.tenant = plan.tenant;
+        req.slo_class = plan.slo;
+        req.session = Some((p.session, p.round));
+        req.private_from = None;
+    }
+
+    /// A request ended at `at` (`completed` false: rejected or dropped).
+    pub(crate) fn on_finished(&mut self, req: &Request, at: Tick, completed: bool) {
+        if !self.closed_loop {
+            return;
+        }
+        let Some((sid, round)) = req.session else {
+            return;
+        };
+        let Some(&plan) = self.sessions.get(sid as usize) else {
+            return;
+        };
+        let next = round + 1;
+        if !completed || next > plan.follow_ups {
+            self.buffers.remove(&sid);
+            return;
+        }
+        let spec = self.rounds[(plan.first + next - 1) as usize];
+        let think = match &self.think {
+            Some(t) => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seg_seed(
+                    self.seed,
+                    DOMAIN_THINK,
+                    u64::from(sid),
+                    u64::from(next),
+                ));
+                t.sample(&mut rng)
+            }
+            None => spec.think,
+        };
+        let t = at.saturating_add(think.min(i64::MAX as u64) as Tick);
+        if t > self.session_horizon {
+            self.buffers.remove(&sid);
+            return;
+        }
+        // The output the client actually saw (a forced completion emits fewer).
+        let seen = if req.generated > 0 && req.generated < req.output_len {
+            req.generated
+        } else {
+            req.output_len
+        };
+        self.pending.push(Reverse(Pending {
+            at: t,
+            seq: self.seq,
+            session: sid,
+            round: next,
+            prev_out: (req.output_seed, seen),
+        }));
+        self.seq += 1;
+    }
+}

@@ -1,0 +1,338 @@
+//! `blis._native`: the PyO3 extension module under the `blis` Python package
+//! (`blis/__init__.py` is the public face). Each function goes through the
+//! library entry points `blis run` and `blis sweep` use
+//! ([`blis_host::cli::load_run`] + [`blis_host::cli::simulate_with`],
+//! [`blis_host::cli::sweep_in_process`]), so a report is byte for byte the
+//! one the command prints.
+//!
+//! A simulation runs on its own thread with the GIL released; the calling
+//! thread waits for it and checks Python's signals every 50 ms, so Ctrl-C
+//! sets the run's cancel flag (polled by the cluster loop every 65,536
+//! events) and the `KeyboardInterrupt` is raised once the run has stopped.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use blis_host::cli::{self, Failure, Notice, RunArgs};
+use blis_host::config::Source;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+create_exception!(
+    blis,
+    Error,
+    PyException,
+    "Base class of the errors blis raises."
+);
+create_exception!(
+    blis,
+    InputError,
+    Error,
+    "Bad input (run file, overrides, sweep file, plugin library): nothing ran. The message is blis's, naming the file and key."
+);
+create_exception!(
+    blis,
+    RunError,
+    Error,
+    "A run failed while running (a plugin panicked or returned something invalid, an output file could not be written)."
+);
+
+/// How often the waiting thread checks Python's signals.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// Stack of the simulation thread (the `blis` binary's main thread has 8 MiB).
+const STACK_BYTES: usize = 8 << 20;
+
+/// A blis failure as the Python exception of its kind: exit code 2 (bad
+/// input) is `InputError`, anything else `RunError`.
+fn raise(f: Failure) -> PyErr {
+    if f.code == 2 {
+        InputError::new_err(f.message)
+    } else {
+        RunError::new_err(f.message)
+    }
+}
+
+/// Run `work` on a thread of its own with the GIL released; the calling
+/// thread checks Python's signals meanwhile. A signal handler that raises
+/// (Ctrl-C: `KeyboardInterrupt`) sets the flag handed to `work`, and its
+/// exception is returned once `work` has returned.
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce(Arc<AtomicBool>) -> T + Send,
+) -> PyResult<T> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let mut interrupt: Option<PyErr> = None;
+    let joined = py.detach(|| {
+        std::thread::scope(|s| {
+            let (done, finished) = mpsc::channel::<()>();
+            let flag = Arc::clone(&cancel);
+            let handle = std::thread::Builder::new()
+                .name("blis-run".into())
+                .stack_size(STACK_BYTES)
+                .spawn_scoped(s, move || {
+                    let out = work(flag);
+                    let _ = done.send(());
+                    out
+                })?;
+            // Ends when the thread sends, or drops the sender by panicking.
+            while let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(SIGNAL_POLL) {
+                if interrupt.is_none() {
+                    if let Err(e) = Python::attach(|py| py.check_signals()) {
+                        interrupt = Some(e);
+                        cancel.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            Ok::<_, std::io::Error>(handle.join())
+        })
+    });
+    if let Some(e) = interrupt {
+        return Err(e);
+    }
+    match joined {
+        Err(e) => Err(RunError::new_err(format!(
+            "cannot start a thread for the run: {e}"
+        ))),
+        Ok(Err(panic)) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            Err(RunError::new_err(format!("blis panicked: {what}")))
+        }
+        Ok(Ok(out)) => Ok(out),
+    }
+}
+
+/// A Python value as a TOML value (`where_` names it in a mistake).
+fn to_toml(v: &Bound<'_, PyAny>, where_: &str) -> PyResult<toml::Value> {
+    // bool before int: Python's bool is an int.
+    if v.is_instance_of::<PyBool>() {
+        return Ok(toml::Value::Boolean(v.extract()?));
+    }
+    if v.is_instance_of::<PyInt>() {
+        return v.extract::<i64>().map(toml::Value::Integer).map_err(|_| {
+            InputError::new_err(format!(
+                "{where_}: {v} does not fit a TOML integer (64-bit signed)"
+            ))
+        });
+    }
+    if v.is_instance_of::<PyFloat>() {
+        return Ok(toml::Value::Float(v.extract()?));
+    }
+    if v.is_instance_of::<PyString>() {
+        return Ok(toml::Value::String(v.extract()?));
+    }
+    if let Ok(d) = v.cast::<PyDict>() {
+        return to_table(d, where_).map(toml::Value::Table);
+    }
+    if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+        let mut items = Vec::new();
+        for (i, item) in v.try_iter()?.enumerate() {
+            items.push(to_toml(&item?, &format!("{where_}[{i}]"))?);
+        }
+        return Ok(toml::Value::Array(items));
+    }
+    if let Ok(p) = v.extract::<PathBuf>() {
+        return Ok(toml::Value::String(p.display().to_string()));
+    }
+    let kind = v.get_type().name()?;
+    Err(InputError::new_err(format!(
+        "{where_}: a {kind} has no TOML value; give a bool, int, float, str, path, list or dict"
+    )))
+}
+
+/// A Python dict (string keys) as a TOML table.
+fn to_table(d: &Bound<'_, PyDict>, where_: &str) -> PyResult<toml::Table> {
+    let mut t = toml::Table::new();
+    for (k, v) in d.iter() {
+        let key: String = k
+            .extract()
+            .map_err(|_| InputError::new_err(format!("{where_}: the key {k} is not a string")))?;
+        let inner = if where_.is_empty() {
+            key.clone()
+        } else {
+            format!("{where_}.{key}")
+        };
+        t.insert(key, to_toml(&v, &inner)?);
+    }
+    Ok(t)
+}
+
+/// A dict as the text of a TOML file (run file or sweep file).
+#[pyfunction]
+fn table_to_toml(table: &Bound<'_, PyDict>) -> PyResult<String> {
+    let t = to_table(table, "")?;
+    toml::to_string(&t)
+        .map_err(|e| InputError::new_err(format!("cannot write the table as TOML: {e}")))
+}
+
+/// Overrides as `--set` arguments: a dict of dotted keys and values, or
+/// `KEY=VALUE` strings as the command line takes them.
+fn set_args(overrides: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let Some(o) = overrides else {
+        return Ok(Vec::new());
+    };
+    if let Ok(d) = o.cast::<PyDict>() {
+        let mut sets = Vec::new();
+        for (k, v) in d.iter() {
+            let key: String = k.extract().map_err(|_| {
+                InputError::new_err(format!("overrides: the key {k} is not a string"))
+            })?;
+            let value = to_toml(&v, &format!("overrides[{key:?}]"))?;
+            sets.push(format!("{key}={value}"));
+        }
+        return Ok(sets);
+    }
+    if o.is_instance_of::<PyString>() {
+        return Err(InputError::new_err(
+            "overrides: give a dict {\"section.key\": value} or a list of \"section.key=value\" strings, not one string",
+        ));
+    }
+    o.try_iter()
+        .and_then(|it| it.map(|s| s?.extract::<String>()).collect())
+        .map_err(|_| {
+            InputError::new_err(
+                "overrides: give a dict {\"section.key\": value} or a list of \"section.key=value\" strings",
+            )
+        })
+}
+
+/// The output keys that can be captured, with their file names.
+const CAPTURES: [(&str, &str); 3] = [
+    ("results", "results.jsonl"),
+    ("timeseries", "timeseries.jsonl"),
+    ("trace", "trace.jsonl"),
+];
+
+/// One run. Returns the report's text, the setup's notices as `(kind,
+/// text)` and, per captured output, its name and file: the run file's own
+/// path for it if it sets one, else a file in `capture_dir`.
+#[pyfunction]
+#[pyo3(signature = (run_file=None, run_text=None, overrides=None, plugins=Vec::new(), capture=Vec::new(), capture_dir=None))]
+#[allow(clippy::type_complexity)]
+fn run(
+    py: Python<'_>,
+    run_file: Option<PathBuf>,
+    run_text: Option<String>,
+    overrides: Option<&Bound<'_, PyAny>>,
+    plugins: Vec<PathBuf>,
+    capture: Vec<String>,
+    capture_dir: Option<PathBuf>,
+) -> PyResult<(String, Vec<(String, String)>, Vec<(String, PathBuf)>)> {
+    let args = RunArgs {
+        run_file,
+        sets: set_args(overrides)?,
+        plugins,
+        quiet: true,
+        ..RunArgs::default()
+    };
+    let loaded = match run_text {
+        Some(text) => {
+            let base_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            let source = Source {
+                name: "<run table>".into(),
+                base_dir,
+                text,
+            };
+            cli::load_run_from(source, &args)
+        }
+        None => cli::load_run(&args),
+    };
+    let (mut run, source) = loaded.map_err(raise)?;
+    let mut captured = Vec::new();
+    for name in &capture {
+        let Some((_, file)) = CAPTURES.iter().find(|(n, _)| n == name) else {
+            return Err(InputError::new_err(format!(
+                "cannot capture '{name}': results, timeseries or trace"
+            )));
+        };
+        let o = &mut run.output;
+        let slot = match name.as_str() {
+            "results" => &mut o.results_path,
+            "timeseries" => &mut o.timeseries_path,
+            _ => &mut o.trace_path,
+        };
+        if slot.is_none() {
+            let Some(dir) = &capture_dir else {
+                return Err(InputError::new_err("capture needs capture_dir"));
+            };
+            *slot = Some(dir.join(file));
+        }
+        let p = slot.as_deref().unwrap_or(Path::new(""));
+        let resolved = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            source.base_dir.join(p)
+        };
+        captured.push((name.clone(), resolved));
+    }
+    let mut notices = Vec::new();
+    let done = interruptible(py, |cancel| {
+        cli::simulate_with(&run, &source, false, Some(cancel), |kind, text| {
+            let kind = match kind {
+                Notice::Note => "note",
+                Notice::Warning => "warning",
+            };
+            notices.push((kind.to_string(), text.to_string()));
+        })
+    })?
+    .map_err(raise)?;
+    Ok((done.report, notices, captured))
+}
+
+/// One sweep into `out` (resumed if it holds the same sweep). Returns the
+/// summary: planned, skipped, ran, failed, wall_s.
+#[pyfunction]
+#[pyo3(signature = (sweep_file, out, jobs=None, shard=None))]
+fn sweep<'py>(
+    py: Python<'py>,
+    sweep_file: PathBuf,
+    out: PathBuf,
+    jobs: Option<usize>,
+    shard: Option<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let shard = shard
+        .map(|s| {
+            s.parse()
+                .map_err(|e: String| InputError::new_err(format!("shard {s:?}: {e}")))
+        })
+        .transpose()?;
+    let s = interruptible(py, |cancel| {
+        cli::sweep_in_process(&sweep_file, &out, jobs, shard, false, Some(cancel))
+    })?
+    .map_err(raise)?;
+    let d = PyDict::new(py);
+    d.set_item("planned", s.planned)?;
+    d.set_item("skipped", s.skipped)?;
+    d.set_item("ran", s.ran)?;
+    d.set_item("failed", s.failed)?;
+    d.set_item("wall_s", s.wall_s)?;
+    Ok(d)
+}
+
+/// `blis --version`: the program version and the plugin ABI it loads.
+#[pyfunction]
+fn version() -> String {
+    cli::version()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("InputError", py.get_type::<InputError>())?;
+    m.add("RunError", py.get_type::<RunError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(table_to_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! `blis calibrate fit` through the real binary: bad input (exit 2, the
+//! table row named), a profile written and applied by `[model] calibration`
+//! (the report names it and its hash), and profiles that do not apply.
+
+use serde_json::Value;
+
+use crate::util::{run_bad, TestDir};
+
+/// A small run of `model` (60 requests).
+fn run_file(model: &str, rate: f64) -> String {
+    format!(
+        "seed = 5\n[model]\nname = \"{model}\"\nhardware = \"H100\"\n[instance]\ncount = 1\n\
+         [workload]\nnum_requests = 40\n[workload.inference_perf]\n\
+         stages = [{{ rate = {rate}, duration = 20 }}, {{ rate = {rate}, duration = 20 }}]\n\
+         [workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 2\n\
+         num_users_per_system_prompt = 2\nsystem_prompt_len = 50\nquestion_len = 200\noutput_len = 40\n"
+    )
+}
+
+fn report(dir: &TestDir, args: &[&str]) -> Value {
+    let o = dir.blis().args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "blis {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn bad_tables_name_the_row() {
+    let dir = TestDir::new("calibrate_fit_bad_tables");
+    dir.write("a.toml", &run_file("qwen2.5-7b-instruct", 4.0));
+    let fit = |table: &str, body: &str| -> String {
+        dir.write(table, &format!("run_file,metric,value\n{body}"));
+        run_bad(
+            &dir,
+            &[
+                "calibrate",
+                "fit",
+                "--measurements",
+                table,
+                "--out",
+                "p.toml",
+                "--quiet",
+            ],
+        )
+    };
+    let e = fit("m1.csv", "a.toml,ttft_mean_ms,20\na.toml,ttft_average,3\n");
+    assert!(
+        e.contains("m1.csv, line 3: unknown metric 'ttft_average'"),
+        "{e}"
+    );
+    assert!(e.contains("ttft_p99_ms") && e.contains("stages[i]"), "{e}");
+    for (v, what) in [("0", "0"), ("-4", "-4"), ("NaN", "NaN")] {
+        let e = fit(
+            "m2.csv",
+            &format!("a.toml,e2e_mean_ms,800\na.toml,ttft_mean_ms,{v}\n"),
+        );
+        assert!(
+            e.contains(&format!(
+                "m2.csv, line 3: value {what} of ttft_mean_ms must be a finite number > 0"
+            )),
+            "{e}"
+        );
+    }
+    dir.write("broken.toml", "[model]\nname = \"no-such-model\"\n");
+    let e = fit(
+        "m3.csv",
+        "a.toml,ttft_mean_ms,20\nbroken.toml,ttft_mean_ms,20\n",
+    );
+    assert!(e.contains("m3.csv, line 3 (run file broken.toml)"), "{e}");
+    assert!(e.contains("no-such-model"), "{e}");
+    let e = fit("m4.csv", "missing.toml,ttft_mean_ms,20\n");
+    assert!(e.contains("m4.csv, line 2 (run file missing.toml)"), "{e}");
+    // A stage the run does not have: found at the start, before any fit.
+    let e = fit("m5.csv", "a.toml,stages[7].ttft_mean_ms,20\n");
+    assert!(
+        e.contains("m5.csv, line 2") && e.contains("stages[7].ttft_mean_ms"),
+        "{e}"
+    );
+    assert!(!dir.path().join("p.toml").exists());
+}
+
+#[test]
+fn a_fit_that_cannot_improve_says_so() {
+    let dir = TestDir::new("calibrate_fit_no_improvement");
+    dir.write("a.toml", &run_file("qwen2.5-7b-instruct", 4.0));
+    // alpha[1] is trained-physics' post-decode overhead: it changes E2E,
+    // never TTFT.
+    dir.write("m.csv", "run_file,metric,value\na.toml,ttft_mean_ms,1000\n");
+    let e = run_bad(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--fit",
+            "alpha[1]",
+            "--iterations",
+            "3",
+            "--quiet",
+        ],
+    );
+    assert!(e.contains("cannot improve on its start"), "{e}");
+    assert!(
+        e.contains(" % at the start and ") && e.contains(" % after "),
+        "both errors: {e}"
+    );
+    assert!(!dir.path().join("p.toml").exists());
+    // Flags are checked too.
+    let e = run_bad(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--fit",
+            "beta[1]",
+        ],
+    );
+    assert!(e.contains("it is 0 at the start"), "{e}");
+    let e = run_bad(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "m.csv",
+        ],
+    );
+    assert!(e.contains("overwrite the input"), "{e}");
+}
+
+#[test]
+fn a_profile_is_written_applied_and_checked() {
+    let dir = TestDir::new("calibrate_fit_profile");
+    dir.write("a.toml", &run_file("qwen2.5-7b-instruct", 4.0));
+    dir.write("b.toml", &run_file("qwen2.5-7b-instruct", 8.0));
+    // Measurements 20 % slower than the defaults give.
+    let mut csv = String::from("run_file,metric,value\n");
+    for f in ["a.toml", "b.toml"] {
+        let r = report(&dir, &["run", f, "--quiet"]);
+        for m in ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"] {
+            csv.push_str(&format!(
+                "{f},{m},{}\n",
+                r["cluster"][m].as_f64().unwrap() * 1.2
+            ));
+        }
+    }
+    dir.write("m.csv", &csv);
+    let summary = report(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--iterations",
+            "4",
+            "--jobs",
+            "2",
+            "--html",
+            "fit.html",
+        ],
+    );
+    assert!(summary["train_mape"].as_f64().unwrap() < summary["start_mape"].as_f64().unwrap());
+    let profile = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
+    let p: toml::Table = profile.parse().unwrap();
+    assert_eq!(p["latency_model"].as_str(), Some("trained-physics"));
+    assert!(
+        p["inputs"].as_array().unwrap().len() >= 3,
+        "table and two run files"
+    );
+    assert!(std::fs::read_to_string(dir.path().join("fit.html"))
+        .unwrap()
+        .contains("data-plot=\"error-ttft_mean_ms\""));
+
+    // Applied: the report names the profile and its SHA-256, and the run
+    // is slower than without it.
+    let base = report(&dir, &["run", "a.toml", "--quiet"]);
+    let cal = report(
+        &dir,
+        &[
+            "run",
+            "a.toml",
+            "--quiet",
+            "--set",
+            "model.calibration=\"p.toml\"",
+        ],
+    );
+    assert_eq!(cal["calibration"]["profile"], "p.toml");
+    let sha = cal["calibration"]["sha256"].as_str().unwrap();
+    assert_eq!(sha.len(), 64);
+    assert!(base.get("calibration").is_none());
+    assert!(
+        cal["cluster"]["e2e_mean_ms"].as_f64().unwrap()
+            > base["cluster"]["e2e_mean_ms"].as_f64().unwrap() * 1.1
+    );
+
+    // Another model, another GPU, another latency model: errors naming it.
+    dir.write("other.toml", &run_file("qwen3-14b", 4.0));
+    let e = run_bad(
+        &dir,
+        &["run", "other.toml", "--set", "model.calibration=\"p.toml\""],
+    );
+    assert!(e.contains("not model qwen3-14b"), "{e}");
+    let e = run_bad(
+        &dir,
+        &[
+            "run",
+            "a.toml",
+            "--set",
+            "model.calibration=\"p.toml\"",
+            "--set",
+            "model.hardware=\"A100-80\"",
+        ],
+    );
+    assert!(e.contains("on GPU A100-80"), "{e}");
+    let e = run_bad(
+        &dir,
+        &[
+            "run",
+            "a.toml",
+            "--set",
+            "model.calibration=\"p.toml\"",
+            "--set",
+            "model.latency_model=\"roofline\"",
+        ],
+    );
+    assert!(
+        e.contains("fitted for the trained-physics latency model"),
+        "{e}"
+    );
+}

@@ -1,0 +1,394 @@
+//! llm-d Router EndpointPickerConfig files through the real `blis`:
+//! `blis run BASE --epp-config FILE` on the 19 files the llm-d Router ships
+//! (`tests/data/llm-d-router-configs/`, copied unchanged), the loader's own
+//! validation table (llm-d-router.md §1.6), the default profile against
+//! the `weighted` policy, `convert` against `run`, and the hardening cases.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::examples::check_conservation;
+use crate::util::{run_bad, TestDir};
+
+/// Four instances, a chat workload with some sheddable traffic.
+const BASE: &str = "seed = 7
+[instance]
+count = 4
+[workload]
+aggregate_rate = 30.0
+num_requests = 240
+[[workload.clients]]
+id = \"chat\"
+rate_fraction = 0.75
+slo_class = \"standard\"
+arrival = { process = \"poisson\" }
+input = { type = \"gaussian\", mean = 256, std_dev = 64, min = 16, max = 1024 }
+output = { type = \"gaussian\", mean = 64, std_dev = 16, min = 8, max = 256 }
+prefix_group = \"sys\"
+prefix_length = 512
+[[workload.clients]]
+id = \"batch\"
+rate_fraction = 0.25
+slo_class = \"sheddable\"
+arrival = { process = \"poisson\" }
+input = { type = \"gaussian\", mean = 512, std_dev = 64, min = 16, max = 1024 }
+output = { type = \"gaussian\", mean = 32, std_dev = 8, min = 8, max = 128 }
+";
+
+/// The same workload on a prefill pool and a decode pool.
+fn base_pd() -> String {
+    let (head, rest) = BASE.split_once("[workload]").unwrap();
+    format!(
+        "{}[[pools]]\nname = \"prefill\"\nrole = \"prefill\"\ninstances = 2\n\
+         [[pools]]\nname = \"decode\"\nrole = \"decode\"\ninstances = 2\n[workload]{rest}",
+        head.replace("[instance]\ncount = 4\n", "")
+    )
+}
+
+fn configs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/llm-d-router-configs")
+}
+
+/// The P/D and encode files need a base with pools.
+fn needs_pools(file: &str) -> bool {
+    file.starts_with("pd-") || file.starts_with("sim-pd") || file.starts_with("sim-e-")
+}
+
+fn run_ok(dir: &TestDir, args: &[&str]) -> (Value, String) {
+    let out = dir
+        .blis()
+        .args(args)
+        .arg("--quiet")
+        .output()
+        .expect("run blis");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "blis {args:?}: {stderr}");
+    (
+        serde_json::from_slice(&out.stdout).expect("one JSON report"),
+        stderr,
+    )
+}
+
+/// Every shipped file runs (exit 0, requests conserved), except the one
+/// the llm-d loader itself refuses, which names the misspelt parameter.
+/// No note says a plugin was "ignored" or "not converted".
+#[test]
+fn the_shipped_configurations_run_unchanged() {
+    let dir = TestDir::new("llm_d_shipped_configurations_run_unchanged");
+    dir.write("base.toml", BASE);
+    dir.write("base-pd.toml", &base_pd());
+    let mut files: Vec<String> = std::fs::read_dir(configs())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 19, "{files:?}");
+    for f in &files {
+        let path = configs().join(f);
+        let path = path.to_str().unwrap();
+        let base = if needs_pools(f) {
+            "base-pd.toml"
+        } else {
+            "base.toml"
+        };
+        if f == "epp-mm-embeddings-cache-config.yaml" {
+            let e = run_bad(&dir, &["run", base, "--epp-config", path]);
+            assert!(
+                e.contains("cacheSizeInMB")
+                    && e.contains("unknown field")
+                    && e.contains("cacheSizeInMBPerServer"),
+                "{e}"
+            );
+            continue;
+        }
+        let (report, stderr) = run_ok(&dir, &["run", base, "--epp-config", path]);
+        check_conservation(&report, f);
+        for bad in ["ignored", "NOT converted", "not simulated"] {
+            assert!(
+                !stderr
+                    .lines()
+                    .any(|l| l.contains(bad) && l.contains("plugin '")),
+                "{f}: a note says {bad}:\n{stderr}"
+            );
+        }
+    }
+}
+
+/// llm-d's default profile (queue 2, kv 2, prefix 3, max-score picker with
+/// random ties, the 50 ms scrape, the legacy admission) is blis's
+/// `weighted` policy with those scorers: the reports are byte-identical.
+#[test]
+fn the_default_profile_routes_exactly_like_weighted() {
+    let dir = TestDir::new("llm_d_default_profile_routes_like_weighted");
+    // llm-d-router.md §1.5, as a file.
+    let default = r#"apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: prefix-cache-scorer
+- type: metrics-data-source
+- type: core-metrics-extractor
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+    weight: 2
+  - pluginRef: kv-cache-utilization-scorer
+    weight: 2
+  - pluginRef: prefix-cache-scorer
+    weight: 3
+dataLayer:
+  sources:
+  - pluginRef: metrics-data-source
+    extractors:
+    - pluginRef: core-metrics-extractor
+"#;
+    dir.write("default.yaml", default);
+    dir.write("base.toml", BASE);
+    let weighted = format!(
+        "{BASE}[admission]\npolicy = \"gaie-legacy\"\nparams = {{ queue_depth_threshold = 5.0, kv_threshold = 0.8 }}\n\
+         [routing]\npolicy = \"weighted\"\ntie_break = \"random\"\n\
+         scorers = [{{ name = \"waiting-queue\", weight = 2.0 }}, {{ name = \"kv-utilization\", weight = 2.0 }}, \
+         {{ name = \"prefix-affinity\", weight = 3.0, params = {{ capacity = 31250 }} }}]\n\
+         [routing.freshness]\nqueue_depth_us = 50000\nbatch_size_us = 50000\nkv_utilization_us = 50000\n"
+    );
+    dir.write("weighted.toml", &weighted);
+    let epp = dir
+        .blis()
+        .args([
+            "run",
+            "base.toml",
+            "--epp-config",
+            "default.yaml",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    let w = dir
+        .blis()
+        .args(["run", "weighted.toml", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        epp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&epp.stderr)
+    );
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    assert!(epp.stdout == w.stdout, "the reports differ");
+    // The same file in the run file (relative to it) and through --set.
+    dir.write(
+        "in-file.toml",
+        &BASE.replace(
+            "[workload]",
+            "[routing]\nepp_config = \"default.yaml\"\n[workload]",
+        ),
+    );
+    let f = dir
+        .blis()
+        .args(["run", "in-file.toml", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        f.stdout == w.stdout,
+        "{}",
+        String::from_utf8_lossy(&f.stderr)
+    );
+    let s = dir
+        .blis()
+        .args([
+            "run",
+            "base.toml",
+            "--set",
+            "routing.epp_config=default.yaml",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        s.stdout == w.stdout,
+        "{}",
+        String::from_utf8_lossy(&s.stderr)
+    );
+    // Random ties matter: lowest-index ties route differently.
+    dir.write(
+        "lowest.toml",
+        &weighted.replace("tie_break = \"random\"\n", ""),
+    );
+    let l = dir
+        .blis()
+        .args(["run", "lowest.toml", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(l.stdout != w.stdout, "tie-breaking made no difference");
+}
+
+/// `blis convert epp-config` prints the sections `--epp-config` applies:
+/// the converted TOML appended to the base gives the same report.
+#[test]
+fn convert_prints_what_run_applies() {
+    let dir = TestDir::new("llm_d_convert_prints_what_run_applies");
+    for (file, base) in [
+        ("epp-estimate-prefix-cache-config.yaml", BASE.to_string()),
+        ("sim-pd-epp-config.yaml", base_pd()),
+        ("probabilistic-admitter-epp-config.yaml", BASE.to_string()),
+    ] {
+        let path = configs().join(file);
+        let out = dir
+            .blis()
+            .args(["convert", "epp-config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let toml_text = String::from_utf8(out.stdout).unwrap();
+        dir.write("converted.toml", &format!("{base}{toml_text}\n"));
+        dir.write("base.toml", &base);
+        let (a, _) = run_ok(&dir, &["run", "converted.toml"]);
+        let (b, _) = run_ok(
+            &dir,
+            &["run", "base.toml", "--epp-config", path.to_str().unwrap()],
+        );
+        assert_eq!(a, b, "{file}");
+    }
+}
+
+fn epp(body: &str) -> String {
+    format!("apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\n{body}")
+}
+
+/// Each invalid case of llm-d's loader test table is refused (exit 2) with
+/// the loader's reason; each valid structural case is accepted.
+#[test]
+fn the_loader_table_is_enforced() {
+    let dir = TestDir::new("llm_d_loader_table");
+    dir.write("base.toml", BASE);
+    let invalid: &[(&str, String, &str)] = &[
+        ("errorBadYaml", epp("plugins:\n- just-a-string\n"), "failed to decode"),
+        ("errorBadPluginReference", epp("plugins:\n- name: x\n"), "plugin 'x' is missing a type"),
+        ("errorBadPluginReferencePlugin", epp("plugins:\n- type: no-such-type\n"), "plugin type 'no-such-type' is not registered"),
+        ("errorBadPluginJSON", epp("plugins:\n- type: load-aware-scorer\n  parameters:\n    threshold: \"many\"\n"), "parameter threshold: expected an integer"),
+        ("errorUnknownFeatureGate", epp("featureGates:\n- unknown-gate\n"), "feature gate 'unknown-gate' is unknown or unregistered"),
+        ("errorBadFeatureGate", epp("featureGates:\n- flowControl=qwerty\n"), "qwerty is not a valid value for the feature gate flowControl"),
+        ("errorNoProfileName", epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- plugins:\n  - pluginRef: queue-scorer\n"), "schedulingProfiles[0] is missing a name"),
+        ("errorBadProfilePlugin", epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: a\n  plugins:\n  - weight: 1\n"), "is missing a 'pluginRef'"),
+        ("errorBadProfilePluginRef", epp("schedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: nope\n"), "references undefined plugin 'nope'"),
+        ("errorDuplicatePlugin", epp("plugins:\n- type: queue-scorer\n- type: queue-scorer\n"), "duplicate plugin name 'queue-scorer'"),
+        ("errorDuplicateProfile", epp("plugins:\n- type: single-profile-handler\nschedulingProfiles:\n- name: a\n- name: a\n"), "duplicate name 'a'"),
+        ("errorTwoPickers", epp("plugins:\n- type: max-score-picker\n- type: random-picker\nschedulingProfiles:\n- name: a\n  plugins:\n  - pluginRef: max-score-picker\n  - pluginRef: random-picker\n"), "already have a registered picker plugin"),
+        ("errorTwoProfileHandlers", epp("plugins:\n- type: single-profile-handler\n- type: data-parallel-profile-handler\n"), "multiple profile handlers found ('single-profile-handler', 'data-parallel-profile-handler'); only one is allowed"),
+        ("errorNoProfileHandlers", epp("schedulingProfiles:\n- name: a\n- name: b\n"), "no profile handler configured"),
+        ("errorMultiProfilesUseSingleProfileHandler", epp("plugins:\n- type: single-profile-handler\nschedulingProfiles:\n- name: a\n- name: b\n"), "SingleProfileHandler cannot support multiple scheduling profiles"),
+        ("errorPluginsRefedInLoop", epp("plugins:\n- type: disagg-profile-handler\n  name: h\n  parameters:\n    deciders:\n      prefill: h\n"), "cycle detected: graph is not a DAG"),
+        ("errorBadSourceReference", epp("dataLayer:\n  sources:\n  - pluginRef: nowhere\n"), "the plugin nowhere is not registered"),
+        ("errorBadExtractorReference", epp("plugins:\n- type: metrics-data-source\n- type: core-metrics-extractor\ndataLayer:\n  sources:\n  - pluginRef: metrics-data-source\n    extractors:\n    - core-metrics-extractor\n"), "failed to decode"),
+        ("errorFlowControlMissingPlugin", epp("featureGates:\n- flowControl\nflowControl:\n  usageLimitPolicyPluginRef: nope\n"), "plugin \"nope\" not found"),
+        ("errorFlowControlWrongPluginType", epp("featureGates:\n- flowControl\nplugins:\n- type: queue-scorer\nflowControl:\n  usageLimitPolicyPluginRef: queue-scorer\n"), "plugin \"queue-scorer\" does not implement UsageLimitPolicy"),
+        ("errorParserWrongPluginType", epp("plugins:\n- type: queue-scorer\nrequestHandler:\n  parsers:\n  - pluginRef: queue-scorer\n"), "the plugin \"queue-scorer\" is not a parser plugin"),
+        ("errorParserWrongPluginName", epp("requestHandler:\n  parsers:\n  - pluginRef: no-parser\n"), "parser references undefined plugin 'no-parser'"),
+        ("removed gate dataLayer", epp("featureGates:\n- dataLayer\n"), "feature gate 'dataLayer' is unknown"),
+        ("GAIE data:", epp("data: {}\n"), "unknown field `data`"),
+        ("removed low-queue-filter", epp("plugins:\n- type: low-queue-filter\n"), "plugin type 'low-queue-filter' is not registered"),
+        ("a blis policy name", epp("plugins:\n- type: queue-depth\n"), "plugin type 'queue-depth' is not registered"),
+        ("strict parameters", epp("plugins:\n- type: prefix-cache-scorer\n  parameters:\n    maxPrefixBlocksToMatch: 4\n"), "unknown field \"maxPrefixBlocksToMatch\""),
+        ("old pd threshold", epp("plugins:\n- type: pd-profile-handler\n  parameters:\n    threshold: 10\n"), "unknown field \"threshold\""),
+        ("duplicate band", epp("featureGates:\n- flowControl\nflowControl:\n  priorityBands:\n  - priority: 1\n  - priority: 1\n"), "duplicate priority level 1"),
+        ("negative band bytes", epp("featureGates:\n- flowControl\nflowControl:\n  priorityBands:\n  - priority: 1\n    maxBytes: -5\n"), "MaxBytes must be non-negative"),
+        ("empty detector ref", epp("flowControl:\n  saturationDetector:\n    pluginRef: \"\"\n"), "saturation detector plugin reference is empty"),
+        ("undefined detector", epp("flowControl:\n  saturationDetector:\n    pluginRef: nope\n"), "saturation detector references undefined plugin 'nope'"),
+        ("detector of the wrong kind", epp("plugins:\n- type: queue-scorer\nflowControl:\n  saturationDetector:\n    pluginRef: queue-scorer\n"), "is not a fwkfc.SaturationDetector"),
+        ("unknown decider", epp("plugins:\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      prefill: nope\n"), "dependency on the unregistered plugin nope"),
+        ("prefill-first with a decider", epp("plugins:\n- type: always-disagg-pd-decider\n- type: disagg-profile-handler\n  parameters:\n    stageOrder: prefill-first\n    deciders:\n      prefill: always-disagg-pd-decider\n"), "prefill decider is not supported in prefill-first stage order"),
+        ("wrong kind", epp("apiVersion: llm-d.ai/v1alpha1\n").replace("kind: EndpointPickerConfig\napiVersion: llm-d.ai/v1alpha1\n", "kind: Other\n"), "expected EndpointPickerConfig"),
+        ("wrong api group", "apiVersion: v1\nkind: EndpointPickerConfig\n".into(), "apiVersion: v1"),
+    ];
+    for (case, yaml, reason) in invalid {
+        let f = dir.write("bad.yaml", yaml);
+        let e = run_bad(
+            &dir,
+            &["validate", "base.toml", "--epp-config", f.to_str().unwrap()],
+        );
+        assert!(e.contains(reason), "{case}: expected {reason:?} in:\n{e}");
+        assert!(
+            e.contains("routing.epp_config"),
+            "{case}: names the key:\n{e}"
+        );
+    }
+    let valid: &[(&str, String)] = &[
+        ("successDeprecatedText", "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n    weight: 50\n".into()),
+        ("successConfigText", epp("featureGates:\n- flowControl\nplugins:\n- type: queue-scorer\n- name: kv\n  type: kv-cache-utilization-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n    weight: 50\n  - pluginRef: kv\n")),
+        ("successNoProfilesText", epp("featureGates:\n- flowControl=false\nplugins:\n- type: queue-scorer\n- type: random-picker\n")),
+        ("successWithNoProfileHandlers / NoWeight / PickerBeforeScorer", epp("plugins:\n- type: max-score-picker\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: max-score-picker\n  - pluginRef: queue-scorer\n")),
+        ("successFlowControlConfig", epp("featureGates:\n- flowControl\nplugins:\n- type: queue-scorer\nflowControl:\n  maxBytes: 1Gi\n  maxRequests: 2k\n  defaultRequestTTL: 30s\n  noEndpointRequestTTL: 0s\n  priorityBands:\n  - priority: 100\n    maxRequests: 100\n  defaultPriorityBand:\n    maxRequests: 100\n")),
+        ("successflowControlConfigDisabled", epp("plugins:\n- type: queue-scorer\nflowControl:\n  maxRequests: 10\n  defaultRequestTTL: 5s\n")),
+        ("successMultipleParsers / ExplicitPassthrough", epp("plugins:\n- type: queue-scorer\n- name: oa\n  type: openai-parser\nrequestHandler:\n  parsers:\n  - pluginRef: oa\n  - pluginRef: passthrough-parser\n")),
+        ("successDataLayerOptOut", epp("plugins:\n- type: queue-scorer\ndataLayer:\n  injectDefaults: false\n")),
+        ("successDataLayerExplicitConfig", epp("plugins:\n- type: queue-scorer\n- type: metrics-data-source\n  parameters:\n    interval: 100ms\n- type: core-metrics-extractor\ndataLayer:\n  sources:\n  - pluginRef: metrics-data-source\n    extractors:\n    - pluginRef: core-metrics-extractor\n")),
+        ("successDeprecatedTopLevelSaturationDetector / Parser", epp("plugins:\n- type: queue-scorer\n- type: utilization-detector\n  parameters:\n    queueDepthThreshold: 8\n- type: openai-parser\nsaturationDetector:\n  pluginRef: utilization-detector\nparser:\n  pluginRef: openai-parser\n")),
+        ("empty text", String::new()),
+        ("Helm router: wrapper", "router:\n  epp:\n    pluginsConfigFile: custom.yaml\n    pluginsCustomConfig:\n      custom.yaml: |\n        apiVersion: llm-d.ai/v1alpha1\n        kind: EndpointPickerConfig\n        plugins:\n        - type: queue-scorer\n".into()),
+    ];
+    for (case, yaml) in valid {
+        let f = dir.write("good.yaml", yaml);
+        let out = dir
+            .blis()
+            .args(["validate", "base.toml", "--epp-config", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{case}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Weights and thresholds blis cannot rank by are refused by the
+/// converter, naming the plugin and the value (hardening defect 15).
+#[test]
+fn unusable_weights_and_thresholds_are_refused() {
+    let dir = TestDir::new("llm_d_unusable_weights");
+    dir.write("base.toml", BASE);
+    for (weight, shown) in [(".nan", "NaN"), ("-2", "-2"), (".inf", "inf")] {
+        let f = dir.write(
+            "w.yaml",
+            &epp(&format!("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n    weight: {weight}\n")),
+        );
+        for cmd in [
+            vec!["convert", "epp-config", f.to_str().unwrap()],
+            vec!["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+        ] {
+            let e = run_bad(&dir, &cmd);
+            assert!(
+                e.contains("'queue-scorer'") && e.contains(&format!("weight {shown}")),
+                "{weight}: {e}"
+            );
+        }
+    }
+    let f = dir.write("t.yaml", &epp("plugins:\n- type: load-aware-scorer\n  parameters:\n    threshold: 9223372036854775807\n"));
+    let e = run_bad(&dir, &["convert", "epp-config", f.to_str().unwrap()]);
+    assert!(
+        e.contains("'load-aware-scorer'") && e.contains("9223372036854775807"),
+        "{e}"
+    );
+    // A type blis cannot simulate yet is refused by name, never dropped.
+    let f = dir.write(
+        "s.yaml",
+        &epp("plugins:\n- type: session-affinity-scorer\n"),
+    );
+    let e = run_bad(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("'session-affinity-scorer'") && e.contains("does not simulate this yet"),
+        "{e}"
+    );
+}

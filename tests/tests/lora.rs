@@ -1,0 +1,150 @@
+//! LoRA adapters through the real `blis`: bad `[lora]` input refused with
+//! exit 2 naming the key, and a run whose report and results file agree on
+//! the per-adapter figures.
+
+use crate::util::{run_bad, TestDir};
+
+/// A small valid LoRA run file; `extra` is appended (later keys of the
+/// same tables must not repeat earlier ones).
+fn run_file(lora: &str, client: &str) -> String {
+    format!(
+        r#"seed = 7
+[model]
+name = "qwen3-14b"
+hardware = "H100"
+tp = 1
+[instance]
+count = 2
+[workload]
+aggregate_rate = 20.0
+num_requests = 60
+[[workload.clients]]
+id = "c"
+input = {{ type = "constant", value = 64 }}
+output = {{ type = "constant", value = 8 }}
+{client}
+[lora]
+adapter_capacity = 2
+{lora}
+"#
+    )
+}
+
+const ADAPTERS: &str = r#"[[lora.adapters]]
+id = "a"
+rank = 8
+[[lora.adapters]]
+id = "b"
+rank = 16
+"#;
+
+#[test]
+fn bad_lora_input_names_the_key() {
+    let dir = TestDir::new("lora_bad_input");
+    let cases = [
+        (
+            "base",
+            run_file(
+                "[[lora.adapters]]\nid = \"a\"\nrank = 8\nbase_model = \"llama-3.1-8b\"\n",
+                "adapter = \"a\"",
+            ),
+            "lora.adapters[0].base_model",
+        ),
+        (
+            "rank",
+            run_file(
+                "[[lora.adapters]]\nid = \"a\"\nrank = 0\n",
+                "adapter = \"a\"",
+            ),
+            "lora.adapters[0].rank = 0",
+        ),
+        (
+            "unknown",
+            run_file(ADAPTERS, "adapter = \"zz\""),
+            "workload.clients[0].adapter = \"zz\"",
+        ),
+        (
+            "unknown_mix",
+            run_file(ADAPTERS, "adapter_mix = { ids = [\"a\", \"q\"] }"),
+            "workload.clients[0].adapter_mix.ids[1] = \"q\"",
+        ),
+    ];
+    for (name, text, key) in cases {
+        let p = dir.write(&format!("{name}.toml"), &text);
+        let e = run_bad(&dir, &["run", p.to_str().unwrap()]);
+        assert!(e.contains(key), "{name}: expected {key} in:\n{e}");
+    }
+    // Capacity 0 with adapters declared.
+    let text = run_file(ADAPTERS, "adapter = \"a\"")
+        .replace("adapter_capacity = 2", "adapter_capacity = 0");
+    let p = dir.write("capacity.toml", &text);
+    let e = run_bad(&dir, &["run", p.to_str().unwrap()]);
+    assert!(e.contains("lora.adapter_capacity = 0"), "{e}");
+    // An adapter without [lora].
+    let text = run_file(ADAPTERS, "adapter = \"a\"");
+    let text = &text[..text.find("[lora]").unwrap()];
+    let p = dir.write("nolora.toml", text);
+    let e = run_bad(&dir, &["run", p.to_str().unwrap()]);
+    assert!(e.contains("workload.clients[0].adapter = \"a\""), "{e}");
+    assert!(e.contains("no [lora]"), "{e}");
+}
+
+/// The report's `adapters` section agrees with the results file: request
+/// counts, completions, output tokens and TTFT percentiles (R-7, as the
+/// report computes them) recomputed per adapter from the result lines.
+#[test]
+fn adapter_section_matches_the_results_file() {
+    let dir = TestDir::new("lora_report_vs_results");
+    let mut text = run_file(
+        ADAPTERS,
+        "adapter_mix = { ids = [\"a\", \"b\"], zipf_s = 1.0 }",
+    );
+    text.push_str("[output]\nresults_path = \"results.jsonl\"\n");
+    let p = dir.write("run.toml", &text);
+    let o = dir
+        .blis()
+        .args(["run", p.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 60);
+    let adapters = report["adapters"].as_object().expect("adapters section");
+    let mut total_loads = 0;
+    for id in ["a", "b"] {
+        let mine: Vec<&serde_json::Value> = lines.iter().filter(|l| l["adapter"] == id).collect();
+        let a = &adapters[id];
+        assert_eq!(a["num_requests"], mine.len() as u64, "{id}");
+        let done: Vec<_> = mine.iter().filter(|l| l["status"] == "completed").collect();
+        assert_eq!(a["completed_requests"], done.len() as u64, "{id}");
+        assert_eq!(a["total_output_tokens"], 8 * done.len() as u64, "{id}");
+        let mut ttft: Vec<f64> = mine.iter().filter_map(|l| l["ttft_ms"].as_f64()).collect();
+        ttft.sort_by(f64::total_cmp);
+        let r7 = |p: f64| {
+            let h = (ttft.len() - 1) as f64 * p;
+            let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
+            ttft[lo] + (h - h.floor()) * (ttft[hi] - ttft[lo])
+        };
+        let close = |x: &serde_json::Value, y: f64| (x.as_f64().unwrap() - y).abs() < 1e-9;
+        assert!(close(&a["ttft_p50_ms"], r7(0.5)), "{id}: {a}");
+        assert!(close(&a["ttft_p99_ms"], r7(0.99)), "{id}: {a}");
+        let loads = a["load_count"].as_u64().unwrap();
+        assert!(loads >= 1, "{id}: {a}");
+        total_loads += loads;
+    }
+    // Capacity 2 with two adapters: each instance loads each adapter at
+    // most once and never evicts.
+    assert!(total_loads <= 4, "{report}");
+    for id in ["a", "b"] {
+        assert_eq!(adapters[id]["eviction_count"], 0);
+    }
+    // Every line names its adapter (the mix draws only a and b).
+    assert!(lines
+        .iter()
+        .all(|l| l["adapter"] == "a" || l["adapter"] == "b"));
+}

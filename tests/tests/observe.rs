@@ -1,0 +1,463 @@
+//! `blis observe` end to end: against llama.cpp's OpenAI-compatible server
+//! (a real engine: tokenisation, SSE streaming) when `BLIS_TEST_LLAMA_URL`
+//! names one — `.ci/run` starts it (tests/llama/) — and, always, against a
+//! dead port and a tiny local server slower than `--timeout` that also
+//! serves vLLM-style `/metrics` counters.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use blis_host::trace_v2::{
+    read_header, KvMetricsSource, TraceHeader, TraceMode, TraceReader, TraceRecord, TraceStatus,
+};
+use serde_json::Value;
+
+use crate::util::{run_bad, TestDir};
+
+/// The llama.cpp server's URL and model alias, or `None` (the caller
+/// prints that it skipped).
+fn llama() -> Option<(String, String)> {
+    let url = std::env::var("BLIS_TEST_LLAMA_URL").ok()?;
+    let model = std::env::var("BLIS_TEST_LLAMA_MODEL").unwrap_or_else(|_| "tiny".into());
+    Some((url, model))
+}
+
+fn skip_without_llama(test: &str) -> Option<(String, String)> {
+    let s = llama();
+    if s.is_none() {
+        eprintln!(
+            "skipped {test}: BLIS_TEST_LLAMA_URL is not set (.ci/run installs and starts llama.cpp's server; see tests/llama/README.md)"
+        );
+    }
+    s
+}
+
+fn rows(path: &Path) -> Vec<TraceRecord> {
+    TraceReader::open(path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|r| r.unwrap_or_else(|e| panic!("{e}")))
+        .collect()
+}
+
+/// `request_id → [(chunk_index, timestamp_us)]` of an ITL CSV.
+fn itl(path: &Path) -> BTreeMap<u64, Vec<(u64, i64)>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("request_id,chunk_index,timestamp_us"));
+    let mut out: BTreeMap<u64, Vec<(u64, i64)>> = BTreeMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), 3, "{l}");
+        out.entry(f[0].parse().unwrap())
+            .or_default()
+            .push((f[1].parse().unwrap(), f[2].parse().unwrap()));
+    }
+    out
+}
+
+/// Run `blis observe` in `dir` with `args`; returns (exit code, stdout, stderr).
+fn observe(dir: &TestDir, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = dir
+        .blis()
+        .arg("observe")
+        .args(args)
+        .output()
+        .expect("run blis");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn header(dir: &TestDir) -> TraceHeader {
+    read_header(&dir.path().join("t.yaml")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const OUT: [&str; 4] = ["--trace-header", "t.yaml", "--trace-data", "t.csv"];
+
+#[test]
+fn observe_records_the_llama_cpp_server_streaming_with_itl() {
+    let Some((url, model)) = skip_without_llama("observe_records_the_llama_cpp_server") else {
+        return;
+    };
+    let dir = TestDir::new("observe-llama-stream");
+    let mut args = vec![
+        "--server-url",
+        &url,
+        "--model",
+        &model,
+        "--num-requests",
+        "12",
+        "--rate",
+        "20",
+        "--prompt-tokens",
+        "40",
+        "--output-tokens",
+        "8",
+        "--set",
+        "workload.prompt_tokens_stdev=0",
+        "--set",
+        "workload.output_tokens_stdev=0",
+        "--warmup-requests",
+        "2",
+        "--record-itl",
+        "--scrape-kv-metrics",
+        "--quiet",
+    ];
+    args.extend(OUT);
+    let (code, stdout, stderr) = observe(&dir, &args);
+    assert_eq!(code, Some(0), "{stderr}");
+    // llama.cpp has no /metrics: the documented fallback is no block and a warning.
+    assert!(
+        stderr.contains("--scrape-kv-metrics: no observed_kv_metrics"),
+        "{stderr}"
+    );
+    let h = header(&dir);
+    assert_eq!(h.mode, TraceMode::Real);
+    assert_eq!(h.time_unit, "us");
+    assert_eq!(h.warm_up_requests, 2);
+    assert!(h.created_at.is_some());
+    assert_eq!(h.server.as_ref().unwrap().model, model);
+    assert!(h.observed_kv_metrics.is_none());
+    let rs = rows(&dir.path().join("t.csv"));
+    // Warm-up dispatches 0 and 1 are not recorded.
+    let mut ids: Vec<u64> = rs.iter().map(|r| r.request_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (2..12).collect::<Vec<u64>>());
+    let chunks = itl(&dir.path().join("t.itl.csv"));
+    assert_eq!(chunks.len(), 10);
+    for r in &rs {
+        assert_eq!(r.status, TraceStatus::Ok, "{r:?}");
+        assert!(r.streaming);
+        let ttft = r.first_chunk_time_us - r.send_time_us;
+        let e2e = r.last_chunk_time_us - r.send_time_us;
+        assert!(ttft > 0 && e2e >= ttft, "{r:?}");
+        assert_eq!(r.x_request_id.len(), 36);
+        // min_tokens = max_tokens: the server generates the planned length;
+        // without a usage chunk the tokens are the chunks before the final
+        // (finish-reason) chunk.
+        assert!(r.output_tokens > 0);
+        assert_eq!(r.num_chunks, r.output_tokens + 1, "{r:?}");
+        assert_eq!(r.finish_reason, "length");
+        let c = &chunks[&r.request_id];
+        assert_eq!(c.len() as u64, r.num_chunks, "ITL rows = chunks");
+        assert!(c.iter().enumerate().all(|(i, &(k, _))| k == i as u64));
+        assert_eq!(c[0].1, r.first_chunk_time_us);
+        assert_eq!(c[c.len() - 1].1, r.last_chunk_time_us);
+        assert!(c.windows(2).all(|w| w[1].1 >= w[0].1));
+    }
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["ok"], 10);
+    assert_eq!(s["completed"], 10);
+    assert_eq!(s["dispatched"], 12);
+    assert!(s["ttft_ms"]["mean"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(s["itl_ms"]["p99"].as_f64().unwrap() > 0.0, "{s}");
+}
+
+#[test]
+fn observe_chat_non_streaming_and_sessions_on_the_llama_cpp_server() {
+    let Some((url, model)) = skip_without_llama("observe_chat_non_streaming_and_sessions") else {
+        return;
+    };
+    let dir = TestDir::new("observe-llama-chat");
+    let run = dir.write(
+        "run.toml",
+        r#"seed = 7
+[workload]
+aggregate_rate = 100.0
+num_requests = 6
+[[workload.clients]]
+id = "chat"
+arrival = { process = "constant" }
+windows = [{ start_us = 0, end_us = 25000 }]
+input = { type = "constant", value = 20 }
+output = { type = "constant", value = 4 }
+prefix_group = "system"
+prefix_length = 10
+slo_class = "critical"
+tenant_id = "acme"
+session = { max_rounds = 3, think_time_us = 20000 }
+"#,
+    );
+    let run = run.to_str().unwrap();
+    let mut args = vec![
+        run,
+        "--server-url",
+        &url,
+        "--model",
+        &model,
+        "--api-format",
+        "chat",
+        "--no-streaming",
+        "--quiet",
+    ];
+    args.extend(OUT);
+    let (code, _stdout, stderr) = observe(&dir, &args);
+    assert_eq!(code, Some(0), "{stderr}");
+    let mut rs = rows(&dir.path().join("t.csv"));
+    assert_eq!(rs.len(), 6);
+    rs.sort_by_key(|r| (r.session_id.clone(), r.round_index));
+    for r in &rs {
+        assert_eq!(r.status, TraceStatus::Ok, "{r:?}");
+        assert!(!r.streaming);
+        assert_eq!(r.num_chunks, 1);
+        // min_tokens = 4 holds (this server's chat usage may count a few
+        // tokens past max_tokens).
+        assert!(r.output_tokens >= 4, "{r:?}");
+        assert!(r.server_input_tokens > 0);
+        assert_eq!((r.slo_class.as_str(), r.vllm_priority), ("critical", 0));
+        assert_eq!(
+            (r.tenant_id.as_str(), r.client_id.as_str()),
+            ("acme", "chat")
+        );
+        assert_eq!((r.prefix_group.as_str(), r.prefix_length), ("system", 10));
+        assert!(!r.session_id.is_empty());
+    }
+    // Two sessions of three rounds: later rounds carry the earlier context
+    // (longer prompts at the server) and a recorded think time ≥ 20 ms.
+    let mut sessions: BTreeMap<&str, Vec<&TraceRecord>> = BTreeMap::new();
+    for r in &rs {
+        sessions.entry(&r.session_id).or_default().push(r);
+    }
+    assert_eq!(sessions.len(), 2);
+    for rounds in sessions.values() {
+        let k: Vec<u64> = rounds.iter().map(|r| r.round_index).collect();
+        assert_eq!(k, [0, 1, 2]);
+        for w in rounds.windows(2) {
+            assert!(w[1].server_input_tokens > w[0].server_input_tokens);
+            assert!(w[1].think_time_us >= 20_000, "{:?}", w[1]);
+            assert!(w[1].send_time_us >= w[0].last_chunk_time_us);
+        }
+    }
+}
+
+#[test]
+fn observe_of_a_dead_port_records_error_rows_and_a_summary() {
+    let dir = TestDir::new("observe-dead-port");
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let mut args = vec![
+        "--server-url",
+        &url,
+        "--model",
+        "m",
+        "--num-requests",
+        "4",
+        "--rate",
+        "200",
+        "--prompt-tokens",
+        "8",
+        "--quiet",
+        "--record-itl",
+    ];
+    args.extend(OUT);
+    let (code, stdout, stderr) = observe(&dir, &args);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("calibration request"), "{stderr}");
+    let rs = rows(&dir.path().join("t.csv"));
+    assert_eq!(rs.len(), 4);
+    for r in &rs {
+        assert_eq!(r.status, TraceStatus::Error, "{r:?}");
+        assert!(!r.error_message.is_empty());
+        assert_eq!((r.num_chunks, r.first_chunk_time_us), (0, 0));
+        assert!(r.send_time_us > 0);
+    }
+    // No ok request: the ITL CSV has its header only.
+    assert!(itl(&dir.path().join("t.itl.csv")).is_empty());
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!((s["ok"].as_u64(), s["error"].as_u64()), (Some(0), Some(4)));
+    assert_eq!(s["completed"], 0);
+    assert!(s["ttft_ms"].is_null());
+}
+
+/// A local server, bounded in time, that answers `GET /metrics` with vLLM
+/// prefix-cache counters (10/20, then 25/50 on later scrapes) and holds
+/// every other request `hold` without answering.
+fn slow_server(hold: Duration) -> (String, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    l.set_nonblocking(true).unwrap();
+    let h = std::thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(30);
+        let mut scrapes = 0;
+        let mut held: Vec<std::thread::JoinHandle<()>> = Vec::new();
+        while Instant::now() < end && held.len() < 16 && scrapes < 2 {
+            let mut s: TcpStream = match l.accept() {
+                Ok((s, _)) => s,
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+            };
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut buf = [0u8; 4096];
+            let n = s.read(&mut buf).unwrap_or(0);
+            if buf[..n].starts_with(b"GET /metrics") {
+                let (h, q) = if scrapes == 0 { (10, 20) } else { (25, 50) };
+                scrapes += 1;
+                let body = format!(
+                    "# TYPE vllm:gpu_prefix_cache_hits counter\nvllm:gpu_prefix_cache_hits_total{{model_name=\"m\"}} {h}\nvllm:gpu_prefix_cache_queries_total{{model_name=\"m\"}} {q}\n"
+                );
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                continue;
+            }
+            held.push(std::thread::spawn(move || {
+                std::thread::sleep(hold);
+                drop(s);
+            }));
+        }
+        for t in held {
+            let _ = t.join();
+        }
+    });
+    (url, h)
+}
+
+#[test]
+fn observe_of_a_server_slower_than_the_timeout_records_timeout_rows() {
+    let dir = TestDir::new("observe-timeout");
+    let (url, server) = slow_server(Duration::from_secs(3));
+    let mut args = vec![
+        "--server-url",
+        &url,
+        "--model",
+        "m",
+        "--num-requests",
+        "3",
+        "--rate",
+        "100",
+        "--timeout",
+        "0.4",
+        "--scrape-kv-metrics",
+        "--vllm-commit",
+        "abc123",
+        "--quiet",
+    ];
+    args.extend(OUT);
+    let (code, stdout, stderr) = observe(&dir, &args);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rs = rows(&dir.path().join("t.csv"));
+    assert_eq!(rs.len(), 3);
+    for r in &rs {
+        assert_eq!(r.status, TraceStatus::Timeout, "{r:?}");
+        assert!(!r.error_message.is_empty());
+    }
+    let s: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(s["timeout"], 3);
+    // The vLLM counters moved by 15 hits over 30 queries.
+    let kv = header(&dir)
+        .observed_kv_metrics
+        .expect("observed_kv_metrics");
+    assert_eq!(kv.source, KvMetricsSource::GpuPrefixCacheFallback);
+    assert_eq!(
+        (kv.block_hits, kv.block_queries, kv.hit_rate),
+        (15.0, 30.0, 0.5)
+    );
+    assert_eq!(kv.vllm_commit.as_deref(), Some("abc123"));
+    server.join().unwrap();
+}
+
+#[test]
+fn observe_refuses_bad_input() {
+    let dir = TestDir::new("observe-bad");
+    let run = dir.write("run.toml", "[workload]\nnum_requests = 3\n");
+    let e = run_bad(
+        &dir,
+        &[
+            "observe",
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--think-time-ms",
+            "5",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+        ],
+    );
+    assert!(
+        e.contains("--think-time-ms") && e.contains("--concurrency"),
+        "{e}"
+    );
+    let e = run_bad(
+        &dir,
+        &[
+            "observe",
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--timeout",
+            "0",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+        ],
+    );
+    assert!(e.contains("--timeout"), "{e}");
+    let e = run_bad(
+        &dir,
+        &[
+            "observe",
+            run.to_str().unwrap(),
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "run.toml",
+        ],
+    );
+    assert!(
+        e.contains("--trace-data") && e.contains("the run file"),
+        "{e}"
+    );
+    let e = run_bad(
+        &dir,
+        &[
+            "observe",
+            "--server-url",
+            "127.0.0.1:9",
+            "--model",
+            "m",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+        ],
+    );
+    assert!(e.contains("http://"), "{e}");
+    // Nothing was sent, nothing written.
+    assert!(!dir.path().join("t.csv").exists());
+}
+
+#[test]
+fn the_example_run_file_is_valid() {
+    let dir = TestDir::new("observe-example-valid");
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/observe-replay-calibrate/llama-cpp.toml");
+    let o = dir
+        .blis()
+        .arg("validate")
+        .arg(&run)
+        .output()
+        .expect("run blis");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
