@@ -162,7 +162,7 @@ pub fn simulate_with(
         };
         b.set_style(
             indicatif::ProgressStyle::with_template(template)
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
     });

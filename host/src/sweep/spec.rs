@@ -357,7 +357,9 @@ impl Plan {
                 let mine = keys(&axis);
                 if let Some(k) = keys(other).iter().find(|k| {
                     mine.iter().any(|m| {
-                        m == *k || m.starts_with(&format!("{k}.")) || k.starts_with(&format!("{m}."))
+                        m == *k
+                            || m.starts_with(&format!("{k}."))
+                            || k.starts_with(&format!("{m}."))
                     })
                 }) {
                     return Err(format!(
@@ -501,7 +503,11 @@ impl Plan {
 }
 
 /// The run-file keys naming a file a run reads (besides `plugins[].path`).
-const INPUT_KEYS: [&str; 3] = ["workload.trace", "model.config_path", "model.hardware_config"];
+const INPUT_KEYS: [&str; 3] = [
+    "workload.trace",
+    "model.config_path",
+    "model.hardware_config",
+];
 
 /// One line per file the runs read (the keys of [`INPUT_KEYS`] and
 /// `plugins[].path`, in the base or set by any run): its path and a hash of
