@@ -68,8 +68,7 @@ fn blocks(text: &str) -> Vec<Block> {
             let mut j = start;
             while j < lines.len() {
                 let t = lines[j].trim_start();
-                if t.starts_with(&"`".repeat(fence_len)) && t.trim_matches('`').trim().is_empty()
-                {
+                if t.starts_with(&"`".repeat(fence_len)) && t.trim_matches('`').trim().is_empty() {
                     break;
                 }
                 j += 1;
@@ -208,10 +207,9 @@ fn check_chapter(file: &str) {
         snapshot(&dir.path().join(t), &mut tracked);
     }
     let blis_dir = artifacts().blis().parent().unwrap().to_path_buf();
-    let path_var = std::env::join_paths(
-        std::iter::once(blis_dir)
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path_var = std::env::join_paths(std::iter::once(blis_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
     .unwrap();
     let jq = have_jq();
     let mut failures = Vec::new();
@@ -280,7 +278,9 @@ fn check_chapter(file: &str) {
         }
         for e in std::fs::read_dir(dir.path()).unwrap() {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            if !TRACKED.iter().any(|t| t.split('/').next() == Some(name.as_str()))
+            if !TRACKED
+                .iter()
+                .any(|t| t.split('/').next() == Some(name.as_str()))
                 && !SCRATCH_DIRS.contains(&name.as_str())
                 && !name.ends_with(".html")
             {
@@ -401,7 +401,10 @@ fn book_readme_quickstart_is_the_books() {
     let (rb, cb) = (blocks(&readme), blocks(&chapter));
     let quick = rb
         .iter()
-        .position(|b| b.text.contains("examples/weighted-routing.toml --routing-policy round-robin"))
+        .position(|b| {
+            b.text
+                .contains("examples/weighted-routing.toml --routing-policy round-robin")
+        })
         .expect("the README's quickstart");
     let first = cb.iter().position(|b| has(b, "checked")).unwrap();
     assert_eq!(rb[quick].text, cb[first].text, "the quickstart's commands");

@@ -698,10 +698,9 @@ fn the_manifest_command_writes_its_outputs_into_the_current_folder() {
     assert!(!cmd.contains("output.results_path"), "{cmd}");
     std::fs::create_dir_all(dir.path().join("replay")).unwrap();
     let blis_dir = artifacts().blis().parent().unwrap().to_path_buf();
-    let path = std::env::join_paths(
-        std::iter::once(blis_dir)
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(blis_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
     .unwrap();
     let o = std::process::Command::new("sh")
         .args(["-c", &format!("{cmd} --quiet")])
