@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use abi_stable::std_types::{RStr, RString};
+use abi_stable::std_types::RStr;
 use blis_plugin_api::{abi_v0_1, AbiVersion, Hooks, KindCode, PolicyKind, PolicyObject, ABI_0_1};
 
 use super::loader::{self, Module};
@@ -587,7 +587,7 @@ impl Registry {
                         PolicyKind::Scorer => PolicyObject::Scorer(p.into_scorer()),
                     })
                 })
-                .map_err(RString::from),
+                .map_err(abi_stable::std_types::RString::from),
         };
         match created {
             Ok(obj) => Ok((label, obj)),
