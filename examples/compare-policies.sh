@@ -2,14 +2,19 @@
 # Run several routing policies on one workload and print a small table:
 # TTFT p99, E2E p99, throughput and mean counterfactual regret.
 # Usage: examples/compare-policies.sh [RUN_FILE] [BLIS]
-# (defaults: examples/weighted-routing.toml and target/release/blis).
+# (defaults: examples/weighted-routing.toml, and target/release/blis if it
+# was built, else the blis on PATH). It writes only into a temporary folder.
 # Needs only bash, grep, sed and awk: the report's cluster block comes first,
 # one field per line, so the first match of a field is the cluster's.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 run_file="${1:-$here/weighted-routing.toml}"
 blis="${2:-$here/../target/release/blis}"
-[ -x "$blis" ] || { echo "build blis first: cargo build --release -p blis-host" >&2; exit 2; }
+if [ -z "${2:-}" ] && [ ! -x "$blis" ]; then blis="$(command -v blis || true)"; fi
+[ -n "$blis" ] && [ -x "$blis" ] || {
+  echo "build blis first: cargo build --release -p blis-host (or cargo install --path host)" >&2
+  exit 2
+}
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 field() { grep -m1 "\"$1\":" "$tmp/report.json" | sed -e 's/.*: *//' -e 's/,$//'; }

@@ -87,3 +87,7 @@ mod lora;
 // llm-d Router EndpointPickerConfig files run unchanged (`--epp-config`):
 // the 19 shipped files, the loader's validation table, equivalences.
 mod llm_d;
+
+// The book (docs/src): every `sh,checked` block runs against the real blis
+// and prints what the book quotes; no command writes into the tracked tree.
+mod book;

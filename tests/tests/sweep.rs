@@ -551,7 +551,7 @@ fn html_report_of_the_example_sweep() {
     let run_plots = plots(&read(&dir.path().join("run.html")));
     assert!(run_plots
         .iter()
-        .any(|(id, s)| id == "ttft-cdf" && s == &["all (n=300)"]));
+        .any(|(id, s)| id == "ttft-cdf" && s == &["all (n=800)"]));
     assert!(run_plots
         .iter()
         .any(|(id, s)| id == "regret-histogram" && s == &["regret"]));
@@ -669,4 +669,62 @@ fn slurm_array_and_merge_when_sbatch_is_available() {
         read(&dir.path().join("local/results.csv")),
         read(&dir.path().join("merged/results.csv"))
     );
+}
+
+/// Issue 33 item 24: the manifest's command reproduces a run — the same
+/// report — and writes the run's output files into the current folder,
+/// never beside the base run file (which may be a tracked example).
+#[test]
+fn the_manifest_command_writes_its_outputs_into_the_current_folder() {
+    let dir = TestDir::new("manifest_command_outputs");
+    std::fs::create_dir_all(dir.path().join("base")).unwrap();
+    dir.write(
+        "base/base.toml",
+        &format!("{BASE}[output]\ntrace_path = \"base-trace.jsonl\"\n"),
+    );
+    dir.write(
+        "sweep.toml",
+        "base = \"base/base.toml\"\nseeds = [3]\n[set]\n\"output.results_path\" = \"results.jsonl\"\n\
+         [[axis]]\nkey = \"workload.aggregate_rate\"\nname = \"rate\"\nvalues = [50.0]\n",
+    );
+    ok(&dir, &["sweep", "sweep.toml", "--out", "out", "--quiet"]);
+    let manifest: Value = serde_json::from_str(&read(&dir.path().join("out/sweep.json"))).unwrap();
+    let run = &manifest["runs"][0];
+    let cmd = run["command"].as_str().unwrap();
+    assert!(
+        cmd.ends_with(" --results-path results.jsonl --trace-path trace.jsonl"),
+        "{cmd}"
+    );
+    assert!(!cmd.contains("output.results_path"), "{cmd}");
+    std::fs::create_dir_all(dir.path().join("replay")).unwrap();
+    let blis_dir = artifacts().blis().parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(std::iter::once(blis_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let o = std::process::Command::new("sh")
+        .args(["-c", &format!("{cmd} --quiet")])
+        .current_dir(dir.path().join("replay"))
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+    let id = run["id"].as_str().unwrap();
+    let stored = dir.path().join("out/runs").join(id);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        read(&stored.join("report.json"))
+    );
+    for f in ["results.jsonl", "trace.jsonl"] {
+        assert_eq!(
+            read(&dir.path().join("replay").join(f)),
+            read(&stored.join(f)),
+            "{f}"
+        );
+    }
+    let beside: Vec<_> = std::fs::read_dir(dir.path().join("base"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    eqnice!(vec!["base.toml".to_string()], beside);
 }

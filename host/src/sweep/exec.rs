@@ -19,14 +19,14 @@ pub type RunFn<'a> =
     dyn Fn(Option<&Path>, &[(String, toml::Value)]) -> Result<String, String> + Sync + 'a;
 
 /// Output-path keys a run file may set; in a sweep each points into the run's folder.
-const OUTPUT_FILES: [(&str, &str); 3] = [
+pub(crate) const OUTPUT_FILES: [(&str, &str); 3] = [
     ("output.results_path", "results.jsonl"),
     ("output.trace_path", "trace.jsonl"),
     ("output.timeseries_path", "timeseries.jsonl"),
 ];
 
 /// The output keys the base run file sets (read once per sweep).
-fn base_outputs(plan: &Plan) -> Vec<&'static str> {
+pub(crate) fn base_outputs(plan: &Plan) -> Vec<&'static str> {
     let base: toml::Table = plan.base_text.parse().unwrap_or_default();
     OUTPUT_FILES
         .iter()

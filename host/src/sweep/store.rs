@@ -62,21 +62,37 @@ fn shell_word(s: &str) -> String {
     }
 }
 
-/// The `blis run` command line that reproduces a run (without output paths).
-pub fn command_line(plan: &Plan, run: &PlannedRun) -> String {
+/// The `blis run` command line that reproduces a run. The output files the
+/// sweep wrote into the run's folder (`in_base`: those the base run file
+/// sets; or set by the sweep) go to the current folder, by the flags
+/// (`--results-path results.jsonl` …), so running the command never writes
+/// beside the base run file.
+pub fn command_line(plan: &Plan, run: &PlannedRun, in_base: &[&str]) -> String {
+    let outputs = super::exec::OUTPUT_FILES;
     let mut words = vec!["blis".to_string(), "run".to_string()];
     if let Some(b) = &plan.base {
         words.push(shell_word(&b.display().to_string()));
     }
     for (k, v) in &run.sets {
+        if outputs.iter().any(|(key, _)| key == k) {
+            continue;
+        }
         words.push("--set".into());
         words.push(shell_word(&format!("{k}={}", super::spec::toml_text(v))));
+    }
+    for (key, file) in outputs {
+        if in_base.contains(&key) || run.sets.iter().any(|(k, _)| k == key) {
+            let name = key.trim_start_matches("output.").trim_end_matches("_path");
+            words.push(format!("--{name}-path"));
+            words.push(file.to_string());
+        }
     }
     words.join(" ")
 }
 
 /// The manifest of a plan: everything `merge` and the report need.
 pub fn manifest(plan: &Plan) -> Value {
+    let in_base = super::exec::base_outputs(plan);
     let runs: Vec<Value> = plan
         .runs
         .iter()
@@ -90,7 +106,7 @@ pub fn manifest(plan: &Plan) -> Value {
                 "id": r.id,
                 "axes": axes,
                 "seed": r.seed,
-                "command": command_line(plan, r),
+                "command": command_line(plan, r, &in_base),
             })
         })
         .collect();
