@@ -164,6 +164,11 @@ pub struct Request {
     /// run with `[lora]` checks against `[lora].adapters`); `None` = the
     /// base model. A trace replay sets it from its `adapter` column.
     pub adapter: Option<u32>,
+    /// Base model the request asks for: an index into the workload's model
+    /// names ([`crate::workload::Workload::model_names`]); `None` = the
+    /// run's default model (`[model].name`). A client's `model` or a trace
+    /// row's `model` column sets it.
+    pub model: Option<u32>,
 
     // ---- lifecycle (cluster and instance) ----
     pub state: RequestState,

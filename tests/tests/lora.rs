@@ -1,6 +1,7 @@
 //! LoRA adapters through the real `blis`: bad `[lora]` input refused with
 //! exit 2 naming the key, and a run whose report and results file agree on
-//! the per-adapter figures.
+//! the per-adapter figures, and the `adapter`/`model` columns of TraceV2
+//! written by `--trace-output` and carried back into requests by replay.
 
 use crate::util::{run_bad, TestDir};
 
@@ -147,4 +148,134 @@ fn adapter_section_matches_the_results_file() {
     assert!(lines
         .iter()
         .all(|l| l["adapter"] == "a" || l["adapter"] == "b"));
+}
+
+/// `--trace-output` writes each request's adapter and model; replaying the
+/// trace carries both back into the requests: the same adapters section,
+/// the same cluster block, and a replayed trace with the same columns.
+#[test]
+fn trace_output_and_replay_carry_adapter_and_model() {
+    let dir = TestDir::new("lora_trace_round_trip");
+    let text = run_file(
+        ADAPTERS,
+        "adapter_mix = { ids = [\"a\", \"b\"], zipf_s = 1.0 }\nmodel = \"qwen3-14b\"",
+    );
+    let p = dir.write("run.toml", &text);
+    let p = p.to_str().unwrap();
+    let o = dir
+        .blis()
+        .args([
+            "run",
+            p,
+            "--trace-output",
+            "gen",
+            "--results-path",
+            "run.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let csv = std::fs::read_to_string(dir.path().join("gen.csv")).unwrap();
+    let mut rows = csv.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let (ca, cm) = (col("adapter"), col("model"));
+    let results = std::fs::read_to_string(dir.path().join("run.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rows: Vec<Vec<&str>> = rows.map(|r| r.split(',').collect()).collect();
+    assert_eq!(rows.len(), 60);
+    for (r, l) in rows.iter().zip(&lines) {
+        assert_eq!(r[0], l["id"].to_string(), "rows in id order");
+        assert_eq!(r[ca], l["adapter"].as_str().unwrap(), "{r:?} {l}");
+        assert_eq!(r[cm], "qwen3-14b");
+    }
+    assert!(rows.iter().any(|r| r[ca] == "a") && rows.iter().any(|r| r[ca] == "b"));
+    let o = dir
+        .blis()
+        .args([
+            "replay",
+            "--trace-header",
+            "gen.yaml",
+            "--trace-data",
+            "gen.csv",
+            p,
+            "--trace-output",
+            "again",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rep: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        run["adapters"], rep["adapters"],
+        "per-adapter figures reproduced"
+    );
+    assert_eq!(run["cluster"], rep["cluster"]);
+    let again = std::fs::read_to_string(dir.path().join("again.csv")).unwrap();
+    let mut again = again.lines();
+    let head2: Vec<&str> = again.next().unwrap().split(',').collect();
+    // (A fixed-mode replay adds `think_time_us` after them.)
+    assert_eq!(head, head2[..head.len()], "the same columns first");
+    for (r, a) in rows.iter().zip(again) {
+        let a: Vec<&str> = a.split(',').collect();
+        assert_eq!((r[ca], r[cm]), (a[ca], a[cm]), "{r:?} {a:?}");
+    }
+}
+
+/// A trace naming an adapter that `[lora]` does not declare: exit 2 naming
+/// the trace's data file and column.
+#[test]
+fn replayed_unknown_adapter_names_the_trace_column() {
+    let dir = TestDir::new("lora_trace_unknown_adapter");
+    let text = run_file(ADAPTERS, "adapter = \"a\"");
+    let p = dir.write("run.toml", &text);
+    let p = p.to_str().unwrap();
+    let o = dir
+        .blis()
+        .args(["run", p, "--trace-output", "gen"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(dir.path().join("gen.csv")).unwrap();
+    let mut out = String::new();
+    for (i, l) in csv.lines().enumerate() {
+        if i == 1 {
+            // The adapter column is the last one (no session column).
+            let cut = l.rfind(',').unwrap();
+            out.push_str(&format!("{},zz\n", &l[..cut]));
+        } else {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    dir.write("bad.csv", &out);
+    let e = run_bad(
+        &dir,
+        &[
+            "replay",
+            "--trace-header",
+            "gen.yaml",
+            "--trace-data",
+            "bad.csv",
+            p,
+        ],
+    );
+    assert!(e.contains("bad.csv (column adapter) = \"zz\""), "{e}");
+}
+
+/// A client naming a model no instance serves: exit 2 naming the key.
+#[test]
+fn unknown_client_model_names_the_key() {
+    let dir = TestDir::new("lora_unknown_model");
+    let text = run_file(ADAPTERS, "adapter = \"a\"\nmodel = \"llama-3.1-8b\"");
+    let p = dir.write("run.toml", &text);
+    let e = run_bad(&dir, &["run", p.to_str().unwrap()]);
+    assert!(
+        e.contains("workload.clients[0].model = \"llama-3.1-8b\""),
+        "{e}"
+    );
 }

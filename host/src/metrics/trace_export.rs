@@ -15,7 +15,10 @@
 //! token seen; `num_chunks` 0; status `ok` when completed, else
 //! `incomplete` (blis has no per-request timeout, so it never writes
 //! `timeout`); `think_time_us` (written when the workload has sessions) =
-//! a round's arrival − the previous round's completion.
+//! a round's arrival − the previous round's completion; `model` = the
+//! model the request named (empty: the default model); `adapter` (written
+//! when the workload names adapters) = its LoRA adapter (empty: the base
+//! model).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
@@ -43,6 +46,8 @@ pub struct TraceExport {
     last_end: HashMap<u32, Tick>,
     ledger: Option<SharedLedger>,
     error: Option<String>,
+    adapters: Vec<String>,
+    models: Vec<String>,
 }
 
 impl std::fmt::Debug for TraceExport {
@@ -57,7 +62,10 @@ impl TraceExport {
     /// Open `P.yaml` / `P.csv` for prefix `prefix`. `ledger` is set for a
     /// replay (mode `replayed`); `sessions`: the workload has sessions (the
     /// `think_time_us` column is written); `accumulate`: their prompts
-    /// accumulate.
+    /// accumulate; `adapters` and `models`: the workload's adapter and
+    /// model names (`Request::adapter`, `Request::model` index them; the
+    /// `adapter` column is written when there are adapters).
+    #[allow(clippy::too_many_arguments)]
     pub fn create(
         prefix: &Path,
         seed: u64,
@@ -65,9 +73,12 @@ impl TraceExport {
         sessions: bool,
         accumulate: bool,
         ledger: Option<SharedLedger>,
+        adapters: Vec<String>,
+        models: Vec<String>,
     ) -> Result<TraceExport, String> {
         let (hp, dp) = prefix_paths(prefix);
         let columns = TraceColumns {
+            adapter: !adapters.is_empty(),
             think_time_us: sessions,
             ..TraceColumns::default()
         };
@@ -101,6 +112,8 @@ impl TraceExport {
             last_end: HashMap::new(),
             ledger,
             error: None,
+            adapters,
+            models,
         })
     }
 
@@ -135,6 +148,12 @@ impl TraceExport {
             },
             ..TraceRecord::default()
         };
+        if let Some(a) = req.adapter.and_then(|a| self.adapters.get(a as usize)) {
+            r.adapter.clone_from(a);
+        }
+        if let Some(m) = req.model.and_then(|m| self.models.get(m as usize)) {
+            r.model.clone_from(m);
+        }
         if req.first_token_at >= 0 {
             r.first_chunk_time_us = req.first_token_at;
             r.last_chunk_time_us = if req.state == RequestState::Completed {
@@ -200,11 +219,6 @@ impl RequestSink for TraceExport {
                 // place without a row.
                 if trace_id != FOLLOW_UP {
                     r.request_id = trace_id;
-                    if let Ok(l) = l.lock() {
-                        if let Some(m) = l.models.get(&trace_id) {
-                            r.model = m.clone();
-                        }
-                    }
                 }
                 r.think_time_us = if trace_id == FOLLOW_UP {
                     u64::MAX

@@ -385,6 +385,10 @@ pub struct ClientSpec {
     /// A popularity distribution of adapters instead of one `adapter`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter_mix: Option<AdapterMix>,
+    /// Base model the client's requests ask for (the name of a model some
+    /// pool serves; default: the run's `[model].name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// `adapter_mix`: each request (each session, for multi-turn clients)

@@ -707,6 +707,7 @@ fn convert_client(
         session,
         adapter: None,
         adapter_mix: None,
+        model: None,
     })
 }
 
@@ -838,6 +839,7 @@ fn expand_cohort(
             session: None,
             adapter: None,
             adapter_mix: None,
+            model: None,
         });
     }
     Ok(())

@@ -83,6 +83,8 @@ pub(crate) struct ClientPlan {
     pub schedule: Schedule,
     /// The LoRA adapter of its requests.
     pub adapter: AdapterPick,
+    /// The model its requests ask for (`None`: the run's default model).
+    pub model: Option<u32>,
 }
 
 /// How a client's requests get their LoRA adapter.
@@ -442,6 +444,7 @@ impl Generator {
             req.session = Some((round.session, round.round));
             req.private_from = None;
             req.adapter = round.adapter;
+            req.model = cl.plan.model;
         }
         true
     }
@@ -454,6 +457,7 @@ impl Generator {
         req.tenant = cl.plan.tenant;
         req.slo_class = cl.plan.slo;
         req.adapter = cl.draw_adapter();
+        req.model = cl.plan.model;
         match cl.plan.session {
             None => {
                 fill(&cl.plan, &mut cl.rng, req);

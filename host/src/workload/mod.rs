@@ -108,6 +108,8 @@ pub struct Workload {
     clients: Vec<String>,
     /// LoRA adapter names requests refer to (`Request::adapter`).
     adapters: Vec<String>,
+    /// Model names requests refer to (`Request::model`).
+    models: Vec<String>,
     /// Stage windows `[start, end)` of an inference-perf workload (empty otherwise).
     stages: Vec<(Tick, Tick)>,
     error: Option<WorkloadError>,
@@ -145,7 +147,8 @@ impl Workload {
                 yielded: 0,
                 tenants: o.tenants,
                 clients: o.clients,
-                adapters: Vec::new(),
+                adapters: o.adapters,
+                models: o.models,
                 stages: Vec::new(),
                 error: None,
                 prefix_names: o.prefix_names.into_iter().collect(),
@@ -161,6 +164,7 @@ impl Workload {
                 tenants,
                 clients: vec!["trace".to_string()],
                 adapters: Vec::new(),
+                models: Vec::new(),
                 stages: Vec::new(),
                 error: None,
                 prefix_names: HashMap::new(),
@@ -169,7 +173,7 @@ impl Workload {
         if let Some(ip) = &config.inference_perf {
             check_inference_perf_exclusive(config)?;
             let x = inference_perf::expand(ip)?;
-            let (mut plans, clients, tenants, adapters) =
+            let (mut plans, clients, tenants, adapters, models) =
                 plan_clients(&x.clients, x.aggregate_rate, seed)?;
             for (plan, schedule) in plans.iter_mut().zip(x.schedules) {
                 plan.schedule = schedule;
@@ -183,6 +187,7 @@ impl Workload {
                 tenants,
                 clients,
                 adapters,
+                models,
                 stages: x.stages,
                 error: None,
                 prefix_names: prefix_names(&x.clients, seed),
@@ -195,7 +200,7 @@ impl Workload {
             )));
         }
         let specs = client_specs(config)?;
-        let (plans, clients, tenants, adapters) = plan_clients(&specs, rate, seed)?;
+        let (plans, clients, tenants, adapters, models) = plan_clients(&specs, rate, seed)?;
         Ok(Workload {
             source: Source::Generated(Box::new(Generator::new(plans))),
             cap,
@@ -203,6 +208,7 @@ impl Workload {
             tenants,
             clients,
             adapters,
+            models,
             stages: Vec::new(),
             error: None,
             prefix_names: prefix_names(&specs, seed),
@@ -223,6 +229,11 @@ impl Workload {
             .filter_map(|r| r.adapter.map(|a| a + 1))
             .max()
             .unwrap_or(0);
+        let models = requests
+            .iter()
+            .filter_map(|r| r.model.map(|a| a + 1))
+            .max()
+            .unwrap_or(0);
         Workload {
             cap: Some(requests.len() as u64),
             source: Source::List(requests.into()),
@@ -230,6 +241,7 @@ impl Workload {
             tenants: (0..tenants).map(|i| format!("tenant-{i}")).collect(),
             clients: (0..clients).map(|i| format!("client-{i}")).collect(),
             adapters: (0..adapters).map(|i| format!("adapter-{i}")).collect(),
+            models: (0..models).map(|i| format!("model-{i}")).collect(),
             stages: Vec::new(),
             error: None,
             prefix_names: HashMap::new(),
@@ -283,6 +295,7 @@ impl Workload {
                     req.slo_class = r.slo_class;
                     req.session = r.session;
                     req.adapter = r.adapter;
+                    req.model = r.model;
                     true
                 }
                 None => false,
@@ -351,9 +364,15 @@ impl Workload {
     }
 
     /// LoRA adapter names; `Request::adapter` indexes this list (in order
-    /// of first mention by the clients).
+    /// of first mention by the clients, or by a trace's `adapter` column).
     pub fn adapter_names(&self) -> &[String] {
         &self.adapters
+    }
+
+    /// Model names; `Request::model` indexes this list (in order of first
+    /// mention by the clients, or by a trace's `model` column).
+    pub fn model_names(&self) -> &[String] {
+        &self.models
     }
 
     /// Client names in configuration order; `Request::client` indexes this list.
@@ -589,10 +608,18 @@ fn client_specs(c: &WorkloadConfig) -> Result<Vec<ClientSpec>, WorkloadError> {
         session: None,
         adapter: None,
         adapter_mix: None,
+        model: None,
     }])
 }
 
-type Planned = (Vec<ClientPlan>, Vec<String>, Vec<String>, Vec<String>);
+/// Plans, client names, tenant names, adapter names, model names.
+type Planned = (
+    Vec<ClientPlan>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+);
 
 /// Validates every client and resolves rates, prefixes, tenants and streams.
 fn plan_clients(
@@ -609,6 +636,8 @@ fn plan_clients(
     let mut adapters: Vec<String> = Vec::new();
     let mut adapter_idx: HashMap<String, u32> = HashMap::new();
     let mut picks = Vec::with_capacity(specs.len());
+    let mut models: Vec<String> = Vec::new();
+    let mut client_models: Vec<Option<u32>> = Vec::with_capacity(specs.len());
     // group → (segment, id of the client that set it)
     let mut groups: HashMap<&str, (Segment, &str)> = HashMap::new();
     let mut fractions = Vec::with_capacity(specs.len());
@@ -769,6 +798,17 @@ fn plan_clients(
             }
         };
         picks.push(pick);
+        client_models.push(match s.model.as_deref() {
+            None => None,
+            Some("") => return Err(at("model is empty: name a served model, or omit it".into())),
+            Some(m) => Some(match models.iter().position(|x| x == m) {
+                Some(k) => k as u32,
+                None => {
+                    models.push(m.to_string());
+                    (models.len() - 1) as u32
+                }
+            }),
+        });
         partial.push((
             arrival,
             input,
@@ -805,9 +845,10 @@ fn plan_clients(
             session,
             schedule: Schedule::Unlimited,
             adapter,
+            model: client_models[i],
         });
     }
-    Ok((plans, names, tenants, adapters))
+    Ok((plans, names, tenants, adapters, models))
 }
 
 /// Sorts windows and merges overlapping or touching ones.

@@ -459,6 +459,7 @@ impl TraceReplay {
         req.slo_class = a.slo;
         req.session = a.session;
         req.adapter = None;
+        req.model = None;
         // Hand the built prompt over and keep the recycled vector for the next row.
         std::mem::swap(&mut req.prompt, &mut self.prompt);
         self.read_ahead();

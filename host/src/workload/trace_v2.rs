@@ -42,6 +42,12 @@
 //!   cuts off the tail of any trace whose last requests take longer than
 //!   the trace is long; give it as `--horizon` to reproduce it.
 //!
+//! * **Adapter and model**: a row's `adapter` and `model` columns (empty:
+//!   the base model, the default model) become `Request::adapter` and
+//!   `Request::model`, indices into the names in order of first mention
+//!   (`Workload::adapter_names`, `Workload::model_names`); a closed-loop
+//!   follow-up round takes its own row's.
+//!
 //! Every blis request is noted in a shared [`ReplayLedger`] (blis id →
 //! trace `request_id`, or a follow-up), which the SimResult writer reads.
 
@@ -243,6 +249,10 @@ struct Row {
     round: u32,
     file_idx: u32,
     slo: SloClass,
+    /// Index into the adapter names (`NO_IDX`: the base model).
+    adapter: u32,
+    /// Index into the model names (`NO_IDX`: the default model).
+    model: u32,
 }
 
 /// A follow-up round's lengths and think time (closed-loop).
@@ -250,6 +260,8 @@ struct Row {
 struct RoundSpec {
     n: u32,
     output: u32,
+    adapter: u32,
+    model: u32,
     /// Recorded think time or gap, µs (when no flag overrides).
     think: u64,
 }
@@ -348,6 +360,8 @@ struct Raw {
     session: u32,
     round: u64,
     slo: SloClass,
+    adapter: u32,
+    model: u32,
 }
 
 fn intern(names: &mut Vec<String>, idx: &mut HashMap<String, u32>, name: &str) -> u32 {
@@ -366,6 +380,10 @@ pub(crate) struct Opened {
     pub tenants: Vec<String>,
     pub clients: Vec<String>,
     pub prefix_names: Vec<(u64, String)>,
+    /// Adapter names of the `adapter` column, in order of first mention.
+    pub adapters: Vec<String>,
+    /// Model names of the `model` column, in order of first mention.
+    pub models: Vec<String>,
 }
 
 impl TraceV2Replay {
@@ -426,6 +444,8 @@ impl TraceV2Replay {
         let (mut sessions, mut session_idx): (Vec<String>, HashMap<String, u32>) =
             (Vec::new(), HashMap::new());
         let mut models = HashMap::new();
+        let (mut adapters, mut adapter_idx) = (Vec::new(), HashMap::new());
+        let (mut model_names, mut model_idx) = (Vec::new(), HashMap::new());
         let mut raised = 0u64;
         let max = u64::from(MAX_TOKENS);
         while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
@@ -478,9 +498,17 @@ impl TraceV2Replay {
             } else {
                 intern(&mut sessions, &mut session_idx, &rec.session_id)
             };
-            if !rec.model.is_empty() {
+            let model = if rec.model.is_empty() {
+                NO_IDX
+            } else {
                 models.insert(rec.request_id, rec.model.clone());
-            }
+                intern(&mut model_names, &mut model_idx, &rec.model)
+            };
+            let adapter = if rec.adapter.is_empty() {
+                NO_IDX
+            } else {
+                intern(&mut adapters, &mut adapter_idx, &rec.adapter)
+            };
             let mut output = rec.output_tokens as u32;
             if output == 0 {
                 output = 1;
@@ -501,6 +529,8 @@ impl TraceV2Replay {
                 session,
                 round: rec.round_index,
                 slo,
+                adapter,
+                model,
             });
         }
         if raws.len() >= NO_IDX as usize {
@@ -561,6 +591,8 @@ impl TraceV2Replay {
             round: r.round.min(u64::from(u32::MAX - 1)) as u32,
             file_idx: i as u32,
             slo: r.slo,
+            adapter: r.adapter,
+            model: r.model,
         };
         let mut rows: Vec<Row> = Vec::with_capacity(raws.len());
         let mut plans: Vec<SessionPlan> = Vec::new();
@@ -617,6 +649,8 @@ impl TraceV2Replay {
                     arena.push(RoundSpec {
                         n: c.n,
                         output: c.output,
+                        adapter: c.adapter,
+                        model: c.model,
                         think,
                     });
                 }
@@ -667,6 +701,8 @@ impl TraceV2Replay {
             tenants,
             clients,
             prefix_names,
+            adapters,
+            models: model_names,
         })
     }
 
@@ -751,6 +787,8 @@ impl TraceV2Replay {
         req.client = row.client;
         req.tenant = row.tenant;
         req.slo_class = row.slo;
+        req.adapter = (row.adapter != NO_IDX).then_some(row.adapter);
+        req.model = (row.model != NO_IDX).then_some(row.model);
         let in_session = row.session != NO_IDX;
         req.session = in_session.then_some((row.session, row.round));
         // Content past the prefix is this row's alone unless a later round
@@ -816,6 +854,8 @@ impl TraceV2Replay {
         req.client = plan.client;
         req.tenant = plan.tenant;
         req.slo_class = plan.slo;
+        req.adapter = (spec.adapter != NO_IDX).then_some(spec.adapter);
+        req.model = (spec.model != NO_IDX).then_some(spec.model);
         req.session = Some((p.session, p.round));
         req.private_from = None;
     }

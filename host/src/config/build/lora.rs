@@ -25,7 +25,10 @@ fn client_key(run: &RunFile, name: &str) -> String {
             }
         }
     }
-    "workload".to_string()
+    match &run.workload.trace_v2 {
+        Some(t) => format!("{} (column adapter)", t.data),
+        None => "workload".to_string(),
+    }
 }
 
 /// Check `[lora]`; `None` without it (or when it is invalid).

@@ -9,7 +9,8 @@
 //! `pd_decider` for `pd.decider`, standard or plugin),
 //! `control` (`[[node_pools]]`, `[lifecycle]`, `[autoscaler]`), `output`,
 //! `slo` (`[slo]`), `flow_control` (`[flow_control]`), `saturation`
-//! (`[saturation]`), `tenants` (`[tenants]`) and `lora` (`[lora]`).
+//! (`[saturation]`), `tenants` (`[tenants]`), `lora` (`[lora]`) and
+//! `models` (the served models against the models requests name).
 //! Assembly runs in
 //! two phases so that a user sees every mistake at once:
 //!
@@ -29,6 +30,7 @@ mod instance_policies;
 mod kv_offload;
 mod lora;
 mod model;
+mod models;
 mod output;
 mod pd_decider;
 mod policies;
@@ -194,6 +196,7 @@ pub fn build(
     let model = model::check(run, base_dir, &mut problems);
     let workload = workload::check(run, base_dir, &mut problems);
     let lora = lora::check(run, workload.as_ref(), &mut problems);
+    models::check(run, workload.as_ref(), &mut problems);
     let slo = slo::check(run.slo.as_ref(), &mut problems);
     let flow_control = flow_control::check(
         run.flow_control.as_ref(),

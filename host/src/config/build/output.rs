@@ -177,6 +177,8 @@ fn trace_sinks(
             sessions,
             accumulate,
             ledger.clone(),
+            workload.adapter_names().to_vec(),
+            workload.model_names().to_vec(),
         )?;
         sinks.push(Box::new(export));
     }
