@@ -94,6 +94,7 @@ pub const REPORT_BLOCKS: &[&str] = &[
     "saturation",
     "adapters",
     "calibration",
+    "models",
 ];
 
 /// Whether `name` is (or may be) a column of a report in the table.
