@@ -6,11 +6,9 @@
 //! after a scale-up, and a grid too large to plan. Each through the real
 //! `blis`.
 
-use std::process::Output;
-
 use serde_json::Value;
 
-use crate::util::{artifacts, run_bad, TestDir};
+use crate::util::{artifacts, run_bad, run_ok as ok, TestDir};
 
 /// A small linear-model run (2 instances, 20 requests).
 const BASE: &str = r#"
@@ -30,16 +28,6 @@ output_tokens = 20
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(dir: &TestDir, args: &[&str]) -> Output {
-    let o = dir.blis().args(args).output().expect("run blis");
-    assert!(
-        o.status.success(),
-        "blis {args:?} failed: {}",
-        text(&o.stderr)
-    );
-    o
 }
 
 fn report(dir: &TestDir, args: &[&str]) -> Value {
