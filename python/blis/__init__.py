@@ -7,10 +7,13 @@ parameter sweeps in-process, and get the reports as Python objects.
     >>> r = blis.run("examples/prefix-affinity.toml", results=True)
     >>> r.results      # one row per request: a pandas DataFrame (a list of dicts without pandas)
     >>> blis.sweep("examples/sweeps/policies-vs-rate.toml", jobs=2)   # the tidy table
+    >>> blis.replay("t.yaml", "t.csv", "examples/single-instance.toml")  # a TraceV2 trace
+    >>> fit = blis.calibrate_fit("measurements.csv", out="profile.toml")  # fitted coefficients
 
-Each call goes through the code ``blis run`` and ``blis sweep`` use, so the
-report is the one the command prints for the same run file and ``--set``
-overrides. The simulation runs with the GIL released (Python threads run
+Each call goes through the code ``blis run``, ``blis sweep``, ``blis
+replay`` and ``blis calibrate fit`` use, so the report is the one the
+command prints for the same run file, flags and ``--set`` overrides, and a
+profile the one it writes. The simulation runs with the GIL released (Python threads run
 runs in parallel); Ctrl-C stops it and raises ``KeyboardInterrupt``.
 Errors: :class:`InputError` for bad input (nothing ran), :class:`RunError`
 for a run that failed while running; both carry blis's message.
@@ -32,8 +35,11 @@ from ._native import Error, InputError, RunError
 __all__ = [
     "run",
     "sweep",
+    "replay",
+    "calibrate_fit",
     "version",
     "Report",
+    "FitResult",
     "Error",
     "InputError",
     "RunError",
@@ -74,6 +80,29 @@ class Report(dict):
         self.results = None
         self.timeseries = None
         self.trace = None
+
+
+class FitResult(dict):
+    """What ``blis.calibrate_fit`` did: the summary ``blis calibrate fit``
+    prints (a ``dict``: ``profile``, ``latency_model``, ``start_mape``,
+    ``train_mape``, ``heldout_mape``, ``fitted`` {coefficient: value},
+    ``evaluations``), plus
+
+    * ``profile`` — the profile written to ``out``, as a dict (the TOML's
+      tables: ``coefficients``, ``fitted``, ``error``, ``inputs``…),
+    * ``rows`` — one row per measurement: ``line``, ``run_file``,
+      ``metric``, ``measured``, ``start``, ``fitted``, ``heldout`` (None
+      without ``holdout``), ``fold``; a pandas DataFrame, or a list of dicts
+      without pandas (or with ``as_frame=False``).
+    """
+
+    profile: Dict[str, Any]
+    rows: Any
+
+    def __init__(self, summary: Mapping[str, Any], profile: Dict[str, Any], rows: Any):
+        super().__init__(summary)
+        self.profile = profile
+        self.rows = rows
 
 
 def version() -> str:
@@ -154,12 +183,7 @@ def run(
     :class:`RunError` (the run failed), ``KeyboardInterrupt`` (Ctrl-C; the
     run stops within a few milliseconds of simulation).
     """
-    run_path: Optional[str] = None
-    run_text: Optional[str] = None
-    if isinstance(run_file, Mapping):
-        run_text = _native.table_to_toml(dict(run_file))
-    elif run_file is not None:
-        run_path = os.fspath(run_file)
+    run_path, run_text = _run_source(run_file)
     capture = [
         name
         for name, wanted in (("results", results), ("timeseries", timeseries), ("trace", trace))
@@ -234,3 +258,195 @@ def sweep(
             stacklevel=2,
         )
     return _table(rows, as_frame)
+
+
+def _run_source(run_file) -> Tuple[Optional[str], Optional[str]]:
+    """(path, text) of a run file given as a path, a dict or None."""
+    if isinstance(run_file, Mapping):
+        return None, _native.table_to_toml(dict(run_file))
+    if run_file is not None:
+        return os.fspath(run_file), None
+    return None, None
+
+
+def _opt_path(p: Optional[PathLike]) -> Optional[str]:
+    return None if p is None else os.fspath(p)
+
+
+def _pairs(value, sep: str, what: str, fmt) -> List[str]:
+    """A dict as ``KEY{sep}VALUE`` strings (``fmt`` writes the value), or a
+    list of such strings as they are."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [f"{k}{sep}{fmt(v)}" for k, v in value.items()]
+    if isinstance(value, str):
+        return [value]
+    try:
+        return [str(v) for v in value]
+    except TypeError:
+        raise InputError(f"{what}: give a dict or a list of strings, not a {type(value).__name__}") from None
+
+
+def _scorers(value) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}:{w}" for k, w in value.items())
+    raise InputError(
+        "routing_scorers: give \"name:weight,...\" or a dict {name: weight}, "
+        f"not a {type(value).__name__}"
+    )
+
+
+def replay(
+    trace_header: PathLike,
+    trace_data: PathLike,
+    run_file: Union[PathLike, Mapping[str, Any], None] = None,
+    *,
+    session_mode: str = "fixed",
+    think_time_ms: Optional[float] = None,
+    think_time_dist: Optional[str] = None,
+    seed: Optional[int] = None,
+    model: Optional[str] = None,
+    num_instances: Optional[int] = None,
+    horizon: Optional[int] = None,
+    admission_policy: Optional[str] = None,
+    routing_policy: Optional[str] = None,
+    routing_scorers: Union[str, Mapping[str, float], None] = None,
+    plugins: Optional[Sequence[PathLike]] = None,
+    results_path: Optional[PathLike] = None,
+    metrics_path: Optional[PathLike] = None,
+    trace_output: Optional[PathLike] = None,
+    overrides: Optional[Overrides] = None,
+    results: bool = False,
+    as_frame: Optional[bool] = None,
+) -> Report:
+    """Replay a TraceV2 trace (header YAML + data CSV) on the cluster of a
+    run file and return the JSON report as a :class:`Report`, as ``blis
+    replay --trace-header H --trace-data D [RUN_FILE] [flags]`` prints it.
+
+    ``run_file``: the cluster (model, instances, pools, policies, plugins) as
+    a path, a dict (the run file's table) or None for the built-in scenario's
+    cluster; its ``[workload]`` is replaced by the trace.
+
+    The keywords are the command's flags: ``session_mode`` (``"fixed"``:
+    every row at its injection time, or ``"closed-loop"``: session rounds
+    follow completions plus think time), ``think_time_ms`` /
+    ``think_time_dist`` (closed-loop only), ``seed`` (of the token content),
+    ``model``, ``num_instances``, ``horizon`` (µs), ``admission_policy``,
+    ``routing_policy``, ``routing_scorers`` (``"name:weight,..."`` or a dict
+    {name: weight}), ``plugins`` (``--plugin``), ``results_path`` (the
+    SimResult JSON array ``blis calibrate`` reads), ``metrics_path`` (the
+    aggregate metrics JSON), ``trace_output`` (P: the replayed trace as
+    P.yaml + P.csv); ``overrides`` are ``--set``s, as in :func:`run`.
+
+    ``results``: also return the SimResult array (one entry per completed
+    trace row, by request_id) as ``Report.results`` — a DataFrame, or a list
+    of dicts (see ``as_frame`` in :func:`run`); it is ``results_path``'s
+    content when that is given, else read from a temporary file.
+
+    Raises :class:`InputError` (bad flag, run file or trace: the message
+    names the file, line and column; nothing ran), :class:`RunError`,
+    ``KeyboardInterrupt`` (Ctrl-C stops the replay).
+    """
+    run_path, run_text = _run_source(run_file)
+    plugin_paths = [os.fspath(p) for p in plugins or []]
+    with tempfile.TemporaryDirectory(prefix="blis-replay-") as tmp:
+        sim_path = _opt_path(results_path)
+        if results and sim_path is None:
+            sim_path = os.path.join(tmp, "sim-results.json")
+        text, notices = _native.replay(
+            os.fspath(trace_header),
+            os.fspath(trace_data),
+            run_file=run_path,
+            run_text=run_text,
+            session_mode=session_mode,
+            think_time_ms=think_time_ms,
+            think_time_dist=think_time_dist,
+            seed=seed,
+            model=model,
+            num_instances=num_instances,
+            horizon=horizon,
+            admission_policy=admission_policy,
+            routing_policy=routing_policy,
+            routing_scorers=_scorers(routing_scorers),
+            plugins=plugin_paths,
+            results_path=sim_path,
+            metrics_path=_opt_path(metrics_path),
+            trace_output=_opt_path(trace_output),
+            overrides=overrides,
+        )
+        _emit(notices)
+        report = Report(json.loads(text))
+        if results:
+            with open(sim_path, encoding="utf-8") as f:
+                report.results = _table(json.load(f), as_frame)
+    return report
+
+
+def calibrate_fit(
+    measurements: PathLike,
+    out: PathLike,
+    *,
+    fit: Union[str, Sequence[str], None] = None,
+    bounds: Union[Mapping[str, Tuple[float, float]], Sequence[str], None] = None,
+    weights: Union[Mapping[str, float], Sequence[str], None] = None,
+    holdout: int = 0,
+    seed: int = 1,
+    jobs: Optional[int] = None,
+    iterations: int = 60,
+    html: Optional[PathLike] = None,
+    quiet: bool = True,
+    as_frame: Optional[bool] = None,
+) -> FitResult:
+    """Fit the latency model's coefficients to measurements with the
+    simulator in the loop, write the calibration profile ``out`` (apply it
+    with ``[model] calibration = "PROFILE.toml"``), and return a
+    :class:`FitResult`, as ``blis calibrate fit --measurements M --out P
+    [flags]``.
+
+    ``measurements``: a CSV table with header ``run_file,metric,value``
+    (``run_file`` relative to the table; ``metric`` a report field such as
+    ``ttft_mean_ms`` or ``stages[0].e2e_p90_ms``).
+
+    The keywords are the command's flags: ``fit`` (coefficients to fit,
+    ``"alpha,beta[1]"`` or a list of names; default every nonzero
+    coefficient), ``bounds`` ({name: (lo, hi)} or ``"NAME=LO:HI"``
+    strings), ``weights`` ({metric: w} or ``"METRIC=W"`` strings),
+    ``holdout`` (folds by run file; 0 = none), ``seed`` (folds and
+    bootstrap), ``jobs`` (simulations at once; default every core),
+    ``iterations`` (Nelder–Mead iterations of the second stage), ``html``
+    (also write the page of measured against predicted). ``quiet=False``
+    shows the progress on stderr, as the command does.
+
+    Raises :class:`InputError` (bad table, run file, flag, or a fit that
+    cannot improve: nothing written; the message names the table's line),
+    :class:`RunError`, ``KeyboardInterrupt`` (Ctrl-C stops the simulations;
+    nothing is written).
+    """
+    if fit is not None and not isinstance(fit, str):
+        fit = ",".join(fit)
+
+    def _bound(v) -> str:
+        if isinstance(v, str):
+            return v
+        lo, hi = v
+        return f"{lo}:{hi}"
+
+    summary, profile, rows = _native.calibrate_fit(
+        os.fspath(measurements),
+        os.fspath(out),
+        fit=fit,
+        bounds=_pairs(bounds, "=", "bounds", _bound),
+        weights=_pairs(weights, "=", "weights", str),
+        holdout=holdout,
+        seed=seed,
+        jobs=jobs,
+        iterations=iterations,
+        html=_opt_path(html),
+        quiet=quiet,
+    )
+    names = ("line", "run_file", "metric", "measured", "start", "fitted", "heldout", "fold")
+    table = [dict(zip(names, row)) for row in rows]
+    return FitResult(json.loads(summary), profile, _table(table, as_frame))

@@ -9,7 +9,7 @@ class Error(Exception):
     """Base class of the errors blis raises."""
 
 class InputError(Error):
-    """Bad input (run file, overrides, sweep file, plugin library): nothing ran."""
+    """Bad input (run file, overrides, sweep file, trace, measurements table, plugin library): nothing ran."""
 
 class RunError(Error):
     """A run failed while running (a plugin failed, an output file could not be written)."""
@@ -31,6 +31,49 @@ def sweep(
     shard: Optional[str] = None,
 ) -> Dict[str, Union[int, float]]:
     """One sweep into out: its summary (planned, skipped, ran, failed, wall_s)."""
+
+def replay(
+    trace_header: Union[str, os.PathLike[str]],
+    trace_data: Union[str, os.PathLike[str]],
+    run_file: Optional[Union[str, os.PathLike[str]]] = None,
+    run_text: Optional[str] = None,
+    session_mode: str = "fixed",
+    think_time_ms: Optional[float] = None,
+    think_time_dist: Optional[str] = None,
+    seed: Optional[int] = None,
+    model: Optional[str] = None,
+    num_instances: Optional[int] = None,
+    horizon: Optional[int] = None,
+    admission_policy: Optional[str] = None,
+    routing_policy: Optional[str] = None,
+    routing_scorers: Optional[str] = None,
+    plugins: Sequence[Union[str, os.PathLike[str]]] = ...,
+    results_path: Optional[Union[str, os.PathLike[str]]] = None,
+    metrics_path: Optional[Union[str, os.PathLike[str]]] = None,
+    trace_output: Optional[Union[str, os.PathLike[str]]] = None,
+    overrides: Optional[Union[Mapping[str, Any], Sequence[str]]] = None,
+) -> Tuple[str, List[Tuple[str, str]]]:
+    """One replay, as blis replay: (report text, [(kind, notice)])."""
+
+def calibrate_fit(
+    measurements: Union[str, os.PathLike[str]],
+    out: Union[str, os.PathLike[str]],
+    fit: Optional[str] = None,
+    bounds: Sequence[str] = ...,
+    weights: Sequence[str] = ...,
+    holdout: int = 0,
+    seed: int = 1,
+    jobs: Optional[int] = None,
+    iterations: int = 60,
+    html: Optional[Union[str, os.PathLike[str]]] = None,
+    quiet: bool = True,
+) -> Tuple[
+    str,
+    Dict[str, Any],
+    List[Tuple[int, str, str, float, float, float, Optional[float], Optional[int]]],
+]:
+    """blis calibrate fit: (summary text, the profile's tables, one tuple per
+    table row: line, run_file, metric, measured, start, fitted, heldout, fold)."""
 
 def table_to_toml(table: Mapping[str, Any]) -> str:
     """A dict as the text of a TOML file."""

@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use blis_host::cli::{self, Failure, Notice, RunArgs};
+use blis_host::cli::{self, Failure, Notice, ReplayArgs, RunArgs};
 use blis_host::config::Source;
+use blis_host::fit::{self, FitArgs, FitError};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -32,7 +33,7 @@ create_exception!(
     blis,
     InputError,
     Error,
-    "Bad input (run file, overrides, sweep file, plugin library): nothing ran. The message is blis's, naming the file and key."
+    "Bad input (run file, overrides, sweep file, trace, measurements table, plugin library): nothing ran. The message is blis's, naming the file and key."
 );
 create_exception!(
     blis,
@@ -148,6 +149,33 @@ fn to_toml(v: &Bound<'_, PyAny>, where_: &str) -> PyResult<toml::Value> {
     )))
 }
 
+/// A TOML value as a Python object (a dict, list, str, int, float or bool;
+/// a date-time as its TOML text). Floats keep ±inf and NaN, which JSON
+/// cannot carry.
+fn from_toml(py: Python<'_>, v: &toml::Value) -> PyResult<Py<PyAny>> {
+    Ok(match v {
+        toml::Value::String(s) => s.into_pyobject(py)?.into_any().unbind(),
+        toml::Value::Integer(i) => i.into_pyobject(py)?.into_any().unbind(),
+        toml::Value::Float(f) => f.into_pyobject(py)?.into_any().unbind(),
+        toml::Value::Boolean(b) => PyBool::new(py, *b).to_owned().into_any().unbind(),
+        toml::Value::Datetime(d) => d.to_string().into_pyobject(py)?.into_any().unbind(),
+        toml::Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(from_toml(py, item)?)?;
+            }
+            list.into_any().unbind()
+        }
+        toml::Value::Table(t) => {
+            let d = PyDict::new(py);
+            for (k, item) in t {
+                d.set_item(k, from_toml(py, item)?)?;
+            }
+            d.into_any().unbind()
+        }
+    })
+}
+
 /// A Python dict (string keys) as a TOML table.
 fn to_table(d: &Bound<'_, PyDict>, where_: &str) -> PyResult<toml::Table> {
     let mut t = toml::Table::new();
@@ -234,15 +262,7 @@ fn run(
         ..RunArgs::default()
     };
     let loaded = match run_text {
-        Some(text) => {
-            let base_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            let source = Source {
-                name: "<run table>".into(),
-                base_dir,
-                text,
-            };
-            cli::load_run_from(source, &args)
-        }
+        Some(text) => cli::load_run_from(table_source(text), &args),
         None => cli::load_run(&args),
     };
     let (mut run, source) = loaded.map_err(raise)?;
@@ -276,15 +296,178 @@ fn run(
     let mut notices = Vec::new();
     let done = interruptible(py, |cancel| {
         cli::simulate_with(&run, &source, false, Some(cancel), |kind, text| {
-            let kind = match kind {
-                Notice::Note => "note",
-                Notice::Warning => "warning",
-            };
-            notices.push((kind.to_string(), text.to_string()));
+            notices.push(notice_pair(kind, text));
         })
     })?
     .map_err(raise)?;
     Ok((done.report, notices, captured))
+}
+
+/// A notice of the setup as `(kind, text)`.
+fn notice_pair(kind: Notice, text: &str) -> (String, String) {
+    let kind = match kind {
+        Notice::Note => "note",
+        Notice::Warning => "warning",
+    };
+    (kind.to_string(), text.to_string())
+}
+
+/// The run file given as text (a Python dict): relative paths in it are
+/// against the current folder.
+fn table_source(text: String) -> Source {
+    Source {
+        name: "<run table>".into(),
+        base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        text,
+    }
+}
+
+/// One replay of a TraceV2 trace, as `blis replay`: the flags are its
+/// flags (`overrides` its `--set`s). Returns the report's text and the
+/// setup's notices as `(kind, text)`.
+#[pyfunction]
+#[pyo3(signature = (
+    trace_header, trace_data, run_file=None, run_text=None, session_mode="fixed".to_string(),
+    think_time_ms=None, think_time_dist=None, seed=None, model=None, num_instances=None,
+    horizon=None, admission_policy=None, routing_policy=None, routing_scorers=None,
+    plugins=Vec::new(), results_path=None, metrics_path=None, trace_output=None, overrides=None
+))]
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    py: Python<'_>,
+    trace_header: PathBuf,
+    trace_data: PathBuf,
+    run_file: Option<PathBuf>,
+    run_text: Option<String>,
+    session_mode: String,
+    think_time_ms: Option<f64>,
+    think_time_dist: Option<String>,
+    seed: Option<u64>,
+    model: Option<String>,
+    num_instances: Option<u32>,
+    horizon: Option<i64>,
+    admission_policy: Option<String>,
+    routing_policy: Option<String>,
+    routing_scorers: Option<String>,
+    plugins: Vec<PathBuf>,
+    results_path: Option<PathBuf>,
+    metrics_path: Option<PathBuf>,
+    trace_output: Option<PathBuf>,
+    overrides: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(String, Vec<(String, String)>)> {
+    let args = ReplayArgs {
+        trace_header,
+        trace_data,
+        run_file,
+        session_mode,
+        think_time_ms,
+        think_time_dist,
+        seed,
+        model,
+        num_instances,
+        horizon,
+        admission_policy,
+        routing_policy,
+        routing_scorers,
+        plugins,
+        results_path,
+        metrics_path,
+        trace_output,
+        sets: set_args(overrides)?,
+        quiet: true,
+    };
+    let mut notices = Vec::new();
+    let note = |n: &str| notices.push(notice_pair(Notice::Note, n));
+    let (run, source) = match run_text {
+        Some(text) => cli::load_replay_from(table_source(text), &args, note),
+        None => cli::load_replay(&args, note),
+    }
+    .map_err(raise)?;
+    let done = interruptible(py, |cancel| {
+        cli::simulate_with(&run, &source, false, Some(cancel), |kind, text| {
+            notices.push(notice_pair(kind, text));
+        })
+    })?
+    .map_err(raise)?;
+    Ok((done.report, notices))
+}
+
+/// One row of the measurements table after a fit: line, run file, metric,
+/// measured value, start / fitted / held-out predictions, fold.
+type FitRow = (
+    u64,
+    String,
+    String,
+    f64,
+    f64,
+    f64,
+    Option<f64>,
+    Option<usize>,
+);
+
+/// `blis calibrate fit`: fit, write the profile (and page). Returns the
+/// summary the command prints, the profile as Python objects (what the
+/// TOML file holds: a dict of its tables), and one tuple per table row.
+#[pyfunction]
+#[pyo3(signature = (
+    measurements, out, fit=None, bounds=Vec::new(), weights=Vec::new(), holdout=0, seed=1,
+    jobs=None, iterations=60, html=None, quiet=true
+))]
+#[allow(clippy::too_many_arguments)]
+fn calibrate_fit(
+    py: Python<'_>,
+    measurements: PathBuf,
+    out: PathBuf,
+    fit: Option<String>,
+    bounds: Vec<String>,
+    weights: Vec<String>,
+    holdout: u32,
+    seed: u64,
+    jobs: Option<usize>,
+    iterations: u64,
+    html: Option<PathBuf>,
+    quiet: bool,
+) -> PyResult<(String, Py<PyAny>, Vec<FitRow>)> {
+    let args = FitArgs {
+        out,
+        measurements,
+        fit,
+        bounds,
+        weights,
+        holdout,
+        seed,
+        jobs,
+        iterations,
+        html,
+        quiet,
+    };
+    let outcome = interruptible(py, |cancel| fit::run_fit_with(&args, Some(cancel)))?.map_err(
+        |e| match e {
+            FitError::Input(m) => InputError::new_err(m),
+            FitError::Runtime(m) => RunError::new_err(m),
+        },
+    )?;
+    let profile = toml::Value::try_from(&outcome.profile)
+        .map_err(|e| RunError::new_err(format!("cannot give the profile as a table: {e}")))
+        .and_then(|v| from_toml(py, &v))?;
+    let rows = outcome
+        .rows
+        .iter()
+        .zip(&outcome.results)
+        .map(|(row, r)| {
+            (
+                row.line,
+                row.run_file.clone(),
+                row.metric.name(),
+                row.value,
+                r.start,
+                r.fitted,
+                r.heldout,
+                r.fold,
+            )
+        })
+        .collect();
+    Ok((outcome.summary, profile, rows))
 }
 
 /// One sweep into `out` (resumed if it holds the same sweep). Returns the
@@ -332,6 +515,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate_fit, m)?)?;
     m.add_function(wrap_pyfunction!(table_to_toml, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())

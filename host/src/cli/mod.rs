@@ -19,6 +19,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 pub use commands::usage;
 pub use commands::{dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated};
 pub use load::{load_run, load_run_from};
+pub use replay::{load_replay, load_replay_from, ReplayArgs};
 pub use sweep::sweep_in_process;
 
 /// `blis --version`: the program version and the plugin ABI it loads.

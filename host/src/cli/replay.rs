@@ -5,6 +5,10 @@
 //! `[workload.trace_v2]` (`workload::TraceV2Spec`), so a replay is
 //! exactly `blis run` of that run file: every plugin kind works, and the
 //! report on stdout is blis's usual JSON.
+//!
+//! [`load_replay`] / [`load_replay_from`] build that run file from the
+//! flags without running it (the Python package's `blis.replay` runs it
+//! with [`super::simulate_with`]); [`replay`] is the command.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -13,7 +17,7 @@ use clap::Args;
 
 use super::commands::{simulate, usage, Failure};
 use crate::config::overrides::{self, Edit};
-use crate::config::{self, Source};
+use crate::config::{self, RunFile, Source};
 
 /// `blis replay` flags.
 #[derive(Debug, Args)]
@@ -93,6 +97,39 @@ fn absolute(p: &Path) -> String {
 
 /// Check the flags, build the run file and run it.
 pub fn replay(args: &ReplayArgs) -> Result<String, Failure> {
+    let (run, source) = load_replay(args, |n| eprintln!("note: {n}"))?;
+    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let done = simulate(&run, &source, progress, |n| eprintln!("note: {n}"))?;
+    eprintln!(
+        "replayed {} requests, {:.3} s of simulated time, {} events",
+        done.arrived,
+        done.simulated_us as f64 / 1e6,
+        done.events
+    );
+    Ok(done.report)
+}
+
+/// The run `blis replay ARGS` simulates: the run file (or the built-in
+/// scenario) with its `[workload]` replaced by the trace and the flags
+/// applied. Notes about it go to `note`.
+pub fn load_replay(
+    args: &ReplayArgs,
+    note: impl FnMut(&str),
+) -> Result<(RunFile, Source), Failure> {
+    let source = match &args.run_file {
+        Some(p) => Source::read(p).map_err(usage)?,
+        None => Source::builtin(),
+    };
+    load_replay_from(source, args, note)
+}
+
+/// [`load_replay`] with the run file's text already read (`args.run_file`
+/// is not used): the Python package's run files given as tables.
+pub fn load_replay_from(
+    source: Source,
+    args: &ReplayArgs,
+    mut note: impl FnMut(&str),
+) -> Result<(RunFile, Source), Failure> {
     let closed = match args.session_mode.as_str() {
         "fixed" => false,
         "closed-loop" => true,
@@ -128,18 +165,14 @@ pub fn replay(args: &ReplayArgs) -> Result<String, Failure> {
         crate::workload::ThinkTime::parse(d)
             .map_err(|e| usage(format!("--think-time-dist: {e}")))?;
     }
-    let source = match &args.run_file {
-        Some(p) => Source::read(p).map_err(usage)?,
-        None => Source::builtin(),
-    };
     // The file must be valid on its own first (its own messages).
     config::parse(&source).map_err(usage)?;
     let mut table: toml::Table = source
         .text
         .parse()
         .map_err(|e: toml::de::Error| usage(e.to_string()))?;
-    if table.remove("workload").is_some() && args.run_file.is_some() {
-        eprintln!("note: the trace replaces the run file's [workload]");
+    if table.remove("workload").is_some() && source.file().is_some() {
+        note("the trace replaces the run file's [workload]");
     }
     let mut edits = Vec::new();
     let mut set = |path: &str, v: toml::Value| edits.push(Edit::Set(path.to_string(), v));
@@ -199,13 +232,5 @@ pub fn replay(args: &ReplayArgs) -> Result<String, Failure> {
         edits.push(Edit::Push("plugins".into(), t));
     }
     let run = overrides::apply(&source, table, &edits).map_err(usage)?;
-    let progress = !args.quiet && std::io::stderr().is_terminal();
-    let done = simulate(&run, &source, progress, |n| eprintln!("note: {n}"))?;
-    eprintln!(
-        "replayed {} requests, {:.3} s of simulated time, {} events",
-        done.arrived,
-        done.simulated_us as f64 / 1e6,
-        done.events
-    );
-    Ok(done.report)
+    Ok((run, source))
 }

@@ -8,8 +8,8 @@
 //! trace or generator and the cluster must be fresh for every run anyway.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -101,15 +101,26 @@ impl Experiment {
 
     /// Run the deployment with `c` and return its JSON report.
     pub fn simulate(&self, c: &Coefficients) -> Result<Value, String> {
+        self.simulate_with(c, None)
+    }
+
+    /// [`Experiment::simulate`], stopped (an error) once `cancel` is set.
+    pub fn simulate_with(
+        &self,
+        c: &Coefficients,
+        cancel: Option<&Arc<AtomicBool>>,
+    ) -> Result<Value, String> {
         let mut run = self.run.clone();
         run.model.alpha = Some(c.alpha);
         run.model.beta = c.beta.clone();
         let mut registry = Registry::standard();
         let built = config::build(&run, &self.base_dir, &mut registry, false)?;
         let fitness = built.fitness_weights.clone();
-        let mut outcome = Cluster::new(built.setup)
-            .run(|_, _| {})
-            .map_err(|e| e.to_string())?;
+        let mut cluster = Cluster::new(built.setup);
+        if let Some(flag) = cancel {
+            cluster = cluster.cancel_on(Arc::clone(flag));
+        }
+        let mut outcome = cluster.run(|_, _| {}).map_err(|e| e.to_string())?;
         if let Some(e) = &outcome.workload_error {
             return Err(format!("the workload stopped early: {e}"));
         }
@@ -126,11 +137,13 @@ fn config_path(base: &Path, p: &Path) -> PathBuf {
 }
 
 /// Run every `(experiment, coefficients)` job on up to `jobs` threads,
-/// the longest planned runs first; results in job order.
+/// the longest planned runs first; results in job order. Once `cancel` is
+/// set, running simulations stop and the others do not start (errors).
 pub fn run_all(
     experiments: &[Experiment],
     jobs_list: &[(usize, &Coefficients)],
     jobs: usize,
+    cancel: Option<&Arc<AtomicBool>>,
 ) -> Vec<Result<Value, String>> {
     let n = jobs_list.len();
     let results: Mutex<Vec<Option<Result<Value, String>>>> = Mutex::new(vec![None; n]);
@@ -145,7 +158,11 @@ pub fn run_all(
         }
         let i = order[k];
         let (e, c) = jobs_list[i];
-        let r = experiments[e].simulate(c);
+        let r = if cancel.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            Err(crate::cluster::RunError::Cancelled.to_string())
+        } else {
+            experiments[e].simulate_with(c, cancel)
+        };
         if let Ok(mut v) = results.lock() {
             v[i] = Some(r);
         }

@@ -30,6 +30,8 @@ mod tests;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use clap::Args;
 use serde_json::json;
@@ -153,6 +155,13 @@ pub struct Outcome {
 
 /// Fit, write the profile (and page), and return everything.
 pub fn run_fit(args: &FitArgs) -> Result<Outcome, FitError> {
+    run_fit_with(args, None)
+}
+
+/// [`run_fit`] stopped once `cancel` is set: the simulations running stop,
+/// no other starts, and the fit fails ([`FitError::Runtime`]) with nothing
+/// written. For embedding blis (the Python package's `calibrate_fit`).
+pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<Outcome, FitError> {
     let input = FitError::Input;
     let rows = table::read(&args.measurements).map_err(input)?;
     let table_name = args.measurements.display().to_string();
@@ -250,6 +259,7 @@ pub fn run_fit(args: &FitArgs) -> Result<Outcome, FitError> {
         jobs,
         table: &table_name,
         progress: &progress,
+        cancel,
     };
 
     // The start: every row must be readable from its run's report.

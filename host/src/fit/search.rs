@@ -27,6 +27,9 @@
 use std::cell::Cell;
 use std::sync::Mutex;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use argmin::core::{CostFunction, Error as ArgminError, Executor, State};
 use argmin::solver::neldermead::NelderMead;
 use rand::{RngExt, SeedableRng};
@@ -118,6 +121,8 @@ pub struct Objective<'a> {
     pub jobs: usize,
     pub table: &'a str,
     pub progress: &'a Progress,
+    /// Stops every simulation once set (the fit then fails).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Objective<'_> {
@@ -139,7 +144,7 @@ impl Objective<'_> {
             .iter()
             .flat_map(|c| exps.iter().map(move |&e| (e, c)))
             .collect();
-        let reports = run_all(self.experiments, &jobs, self.jobs);
+        let reports = run_all(self.experiments, &jobs, self.jobs, self.cancel.as_ref());
         let mut out = Vec::with_capacity(xs.len());
         for (p, _) in xs.iter().enumerate() {
             let mut pred = vec![f64::NAN; self.rows.len()];
