@@ -76,6 +76,10 @@ mod observe;
 // Project conventions: file headers, no skipped or crash-expecting tests.
 mod tidy;
 
+// WebAssembly component plugins (issue 31): the same report from native,
+// Rust and Python policies; loops, memory, files, clock and traps contained.
+mod wasm;
+
 // LoRA adapters through the real `blis`: bad input, and the per-adapter
 // report against the results file.
 mod lora;

@@ -322,9 +322,14 @@ fn plugins_list(paths: &[PathBuf]) -> Result<String, Failure> {
         blis_plugin_api::ABI_VERSION
     );
     for lib in registry.libraries() {
+        let abi = if lib.is_wasm() {
+            format!("WebAssembly {}", lib.abi_label())
+        } else {
+            format!("ABI {}", lib.abi)
+        };
         out.push_str(&format!(
-            "{} {} (ABI {}, {})\n",
-            lib.name, lib.version, lib.abi, lib.origin
+            "{} {} ({abi}, {})\n",
+            lib.name, lib.version, lib.origin
         ));
         for p in &lib.policies {
             let flags = policy_flags(p);

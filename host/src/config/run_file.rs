@@ -434,8 +434,14 @@ impl Default for RoutingSection {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSection {
-    /// Path of the `.so` (relative to the run file's folder).
+    /// Path of the `.so` or `.wasm` (relative to the run file's folder).
     pub path: PathBuf,
+    /// A WebAssembly component's fuel per policy call (default 10^9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel_per_call: Option<u64>,
+    /// A WebAssembly component's memory cap per policy, MiB (default 512).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory_mib: Option<u64>,
 }
 
 /// `[output]`.

@@ -81,6 +81,24 @@ pub enum PluginError {
         message: String,
     },
 
+    /// A WebAssembly policy trapped during a call: out of fuel, over its
+    /// memory cap, a panic or an uncaught exception, or another trap.
+    #[error(
+        "plugin {library}: {kind} '{name}' trapped in {call} for request {request}: {message}"
+    )]
+    Trapped {
+        library: String,
+        kind: &'static str,
+        name: String,
+        call: &'static str,
+        request: u64,
+        message: String,
+    },
+
+    /// A file that should be a blis WebAssembly component is not one.
+    #[error("cannot load plugin {path}: it is not a blis WebAssembly component.\n  Expected: a component of the world blis:plugin/plugin@0.1.0 (wit/blis-plugin.wit in the blis repository; README: WebAssembly plugins).\n  Found: {detail}")]
+    NotAComponent { path: PathBuf, detail: String },
+
     /// A policy called inside an instance failed (the message names it).
     #[error("{message}")]
     InInstance { message: String },

@@ -20,6 +20,10 @@ pub(super) enum Module {
     BeforeDecider(PluginModRef),
     /// ABI 0.1.
     V0_1(abi_v0_1::PluginModRef),
+    /// A WebAssembly component (kept for the rest of the process, like a
+    /// shared library) and the limits of its `[[plugins]]` entry.
+    #[cfg(feature = "wasm")]
+    Wasm(&'static super::wasm::WasmLibrary, super::wasm::WasmLimits),
 }
 
 /// Load the blis root module of the library at `path`.
@@ -92,15 +96,20 @@ pub(super) fn load_root_module(path: &Path) -> Result<Module, PluginError> {
 
 /// SHA-256 of the file at `path` as lower-case hex, if it can be read.
 pub(super) fn sha256_hex(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    Some(sha256_of(&bytes))
+}
+
+/// SHA-256 of `bytes` as lower-case hex.
+pub(super) fn sha256_of(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     use std::fmt::Write as _;
-    let bytes = std::fs::read(path).ok()?;
-    let digest = Sha256::digest(&bytes);
+    let digest = Sha256::digest(bytes);
     let mut hex = String::with_capacity(64);
     for b in digest {
-        write!(hex, "{b:02x}").ok()?;
+        let _ = write!(hex, "{b:02x}");
     }
-    Some(hex)
+    hex
 }
 
 /// The plugin ABI version this host implements (it also loads every

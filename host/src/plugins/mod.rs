@@ -19,10 +19,13 @@ mod loader;
 pub mod policy;
 #[allow(clippy::result_large_err)]
 pub mod registry;
+#[cfg(feature = "wasm")]
+#[allow(clippy::result_large_err)]
+pub mod wasm;
 
 pub use error::PluginError;
 pub use policy::{
     AdmissionPolicy, AutoscalerPolicy, DeciderPolicy, FilterPolicy, ObserverPolicy, PickerPolicy,
     PolicyLabel, PreemptionPolicy, RouterPolicy, SchedulerPolicy, ScorerPolicy,
 };
-pub use registry::{LibraryEntry, Origin, Registry};
+pub use registry::{LibraryEntry, Origin, Registry, WasmLimitsSpec};

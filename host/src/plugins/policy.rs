@@ -11,6 +11,20 @@ use blis_plugin_api::{
 
 use super::PluginError;
 
+/// The start of a [`PolicyError`] message that is a WebAssembly policy's
+/// trap (fuel, memory cap, panic, uncaught exception): the host reports
+/// it as "trapped", not "panicked" or "returned an error".
+pub(crate) const TRAP_MARK: &str = "\u{1}wasm-trap:";
+
+/// How a failed call is worded, and its message without the trap mark.
+fn failure(e: &PolicyError) -> (&'static str, &str) {
+    match e.message.as_str().strip_prefix(TRAP_MARK) {
+        Some(m) => ("trapped", m),
+        None if e.panicked => ("panicked", e.message.as_str()),
+        None => ("returned an error", e.message.as_str()),
+    }
+}
+
 /// Which policy of which library (for messages and traces).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PolicyLabel {
@@ -37,6 +51,16 @@ pub struct PolicyLabel {
 
 impl PolicyLabel {
     fn fail(&self, call: &'static str, request: u64, e: PolicyError) -> Box<PluginError> {
+        if let Some(m) = e.message.as_str().strip_prefix(TRAP_MARK) {
+            return Box::new(PluginError::Trapped {
+                library: self.library.clone(),
+                kind: self.kind,
+                name: self.name.clone(),
+                call,
+                request,
+                message: m.to_string(),
+            });
+        }
         if e.panicked {
             Box::new(PluginError::Panicked {
                 library: self.library.clone(),
@@ -56,15 +80,11 @@ impl PolicyLabel {
         match r {
             RResult::ROk(()) => Ok(()),
             RResult::RErr(e) => {
-                let what = if e.panicked {
-                    "panicked"
-                } else {
-                    "returned an error"
-                };
+                let (what, message) = failure(&e);
                 Err(Box::new(PluginError::InInstance {
                     message: format!(
-                        "plugin {}: {} '{}' {what} in on_run_end at the end of the run: {}",
-                        self.library, self.kind, self.name, e.message
+                        "plugin {}: {} '{}' {what} in on_run_end at the end of the run: {message}",
+                        self.library, self.kind, self.name
                     ),
                 }))
             }
@@ -626,15 +646,11 @@ impl AutoscalerPolicy {
         match self.obj.decide(cluster) {
             RResult::ROk(v) => Ok(v),
             RResult::RErr(e) => {
-                let what = if e.panicked {
-                    "panicked"
-                } else {
-                    "returned an error"
-                };
+                let (what, message) = failure(&e);
                 Err(Box::new(PluginError::InInstance {
                     message: format!(
-                        "plugin {}: autoscaler '{}' {what} in decide at the scaling tick of {} µs: {}",
-                        self.label.library, self.label.name, cluster.clock_us, e.message
+                        "plugin {}: autoscaler '{}' {what} in decide at the scaling tick of {} µs: {message}",
+                        self.label.library, self.label.name, cluster.clock_us
                     ),
                 }))
             }

@@ -133,6 +133,25 @@ impl std::fmt::Debug for LibraryEntry {
 }
 
 impl LibraryEntry {
+    /// The interface the library was built against: its plugin ABI
+    /// version, or the WIT package of a WebAssembly component.
+    pub fn abi_label(&self) -> String {
+        #[cfg(feature = "wasm")]
+        if matches!(self.module, Module::Wasm(..)) {
+            return super::wasm::WIT_PACKAGE.to_string();
+        }
+        self.abi.to_string()
+    }
+
+    /// True for a WebAssembly component.
+    pub fn is_wasm(&self) -> bool {
+        #[cfg(feature = "wasm")]
+        if matches!(self.module, Module::Wasm(..)) {
+            return true;
+        }
+        false
+    }
+
     /// Whether the library's root module has the function that creates
     /// policies of `kind`: false for a kind added to the ABI after the
     /// library was built (e.g. `decider` for a library built before it).
@@ -146,6 +165,8 @@ impl LibraryEntry {
             }
             Module::BeforeDecider(m) => m,
             Module::V0_1(_) => return kind.policy_kind().is_some(),
+            #[cfg(feature = "wasm")]
+            Module::Wasm(..) => return kind.name() != "unknown",
         };
         match kind {
             KindCode::ADMISSION | KindCode::ROUTER | KindCode::SCORER => true,
@@ -168,7 +189,7 @@ impl LibraryEntry {
 macro_rules! create_v2 {
     ($(
         $(#[$doc:meta])*
-        $method:ident: $kind:ident, $create:ident, $handle:ident, $missing:literal;
+        $method:ident: $kind:ident, $create:ident, $handle:ident, $into:ident, $missing:literal;
     )*) => {$(
         $(#[$doc])*
         pub fn $method(
@@ -178,6 +199,13 @@ macro_rules! create_v2 {
             seed: u64,
         ) -> Result<$handle, PluginError> {
             let (lib, label) = self.locate(KindCode::$kind, spec)?;
+            #[cfg(feature = "wasm")]
+            if let Module::Wasm(w, limits) = lib.module {
+                return match w.create(KindCode::$kind, &label.name, params_toml, seed, limits) {
+                    Ok(p) => Ok($handle::new(label, p.$into())),
+                    Err(message) => Err(create_error(label, message)),
+                };
+            }
             let Some(create) = Self::current(lib).and_then(|m| m.$create()) else {
                 return Err(create_error(label, $missing.into()));
             };
@@ -234,11 +262,39 @@ impl Registry {
     }
 
     fn add_module(&mut self, module: Module, origin: Origin, sha256: Option<String>) -> usize {
+        #[cfg(feature = "wasm")]
+        if let Module::Wasm(lib, _) = module {
+            let policies = lib
+                .policies
+                .iter()
+                .map(|p| PolicyEntry {
+                    kind: p.kind,
+                    name: p.name.clone(),
+                    summary: p.summary.clone(),
+                    params_doc: p.params_doc.clone(),
+                    hooks: p.hooks,
+                    uses_state: p.uses_state,
+                    prefix_query: p.prefix_query,
+                })
+                .collect();
+            self.libraries.push(LibraryEntry {
+                name: lib.name.clone(),
+                version: lib.version.clone(),
+                abi: blis_plugin_api::ABI_VERSION,
+                origin,
+                sha256,
+                policies,
+                module,
+            });
+            return self.libraries.len() - 1;
+        }
         let info = match module {
             Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => {
                 (m.describe())()
             }
             Module::V0_1(m) => (m.describe())(),
+            #[cfg(feature = "wasm")]
+            Module::Wasm(..) => unreachable!("handled above"),
         };
         // A 0.2 library describes every policy (0.1 kinds included) with its
         // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
@@ -247,6 +303,8 @@ impl Registry {
                 m.describe_v2().map(|d| d())
             }
             Module::V0_1(_) => None,
+            #[cfg(feature = "wasm")]
+            Module::Wasm(..) => None,
         };
         let (abi, policies) = match v2 {
             Some(v2) => {
@@ -306,7 +364,7 @@ impl Registry {
                 Origin::File(path) => Some(serde_json::json!({
                     "name": l.name,
                     "version": l.version,
-                    "abi_version": l.abi.to_string(),
+                    "abi_version": l.abi_label(),
                     "path": path.display().to_string(),
                     "sha256": l.sha256,
                 })),
@@ -320,6 +378,19 @@ impl Registry {
     /// embedded library's replaces it (so `--plugin libblis_std.so` runs the
     /// standard policies from the file).
     pub fn load(&mut self, path: &Path) -> Result<Added, PluginError> {
+        self.load_with(path, None)
+    }
+
+    /// [`Registry::load`] with the limits of a WebAssembly component
+    /// (`fuel_per_call`, `max_memory_mib` of `[[plugins]]`; `None` for the
+    /// defaults). A file whose name ends in `.wasm` is loaded as a
+    /// component; any other as a shared library, for which limits are an
+    /// error.
+    pub fn load_with(
+        &mut self,
+        path: &Path,
+        limits: Option<WasmLimitsSpec>,
+    ) -> Result<Added, PluginError> {
         let canonical = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         if self
             .libraries
@@ -328,8 +399,22 @@ impl Registry {
         {
             return Ok(Added::AlreadyLoaded);
         }
-        let module = loader::load_root_module(path)?;
-        let sha256 = loader::sha256_hex(path);
+        let is_wasm = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("wasm"));
+        if !is_wasm && limits.is_some_and(|l| l != WasmLimitsSpec::default()) {
+            return Err(PluginError::BadDeclaration {
+                path: path.to_path_buf(),
+                detail: "fuel_per_call and max_memory_mib apply to WebAssembly components \
+                         (.wasm) only; remove them from this [[plugins]] entry"
+                    .into(),
+            });
+        }
+        let (module, sha256) = if is_wasm {
+            load_wasm(path, limits.unwrap_or_default())?
+        } else {
+            (loader::load_root_module(path)?, loader::sha256_hex(path))
+        };
         let idx = self.add_module(module, Origin::File(canonical), sha256);
         if let Some(detail) = hooks_problem(&self.libraries[idx]) {
             self.libraries.pop();
@@ -492,6 +577,17 @@ impl Registry {
             Module::V0_1(m) => (m.create())(kind, name, params, seed)
                 .into_result()
                 .map(Created::V0_1),
+            #[cfg(feature = "wasm")]
+            Module::Wasm(w, limits) => w
+                .create(kind.into(), &label.name, params_toml, seed, limits)
+                .map(|p| {
+                    Created::Current(match kind {
+                        PolicyKind::Admission => PolicyObject::Admission(p.into_admission()),
+                        PolicyKind::Router => PolicyObject::Router(p.into_router()),
+                        PolicyKind::Scorer => PolicyObject::Scorer(p.into_scorer()),
+                    })
+                })
+                .map_err(abi_stable::std_types::RString::from),
         };
         match created {
             Ok(obj) => Ok((label, obj)),
@@ -504,28 +600,30 @@ impl Registry {
         match lib.module {
             Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => Some(m),
             Module::V0_1(_) => None,
+            #[cfg(feature = "wasm")]
+            Module::Wasm(..) => None,
         }
     }
 
     create_v2! {
         /// Create a filter (ABI 0.2).
-        filter: FILTER, create_filter, FilterPolicy, "the library has no filters (ABI 0.1)";
+        filter: FILTER, create_filter, FilterPolicy, into_filter, "the library has no filters (ABI 0.1)";
         /// Create a scheduler (ABI 0.2; one per instance).
-        scheduler: SCHEDULER, create_scheduler, SchedulerPolicy,
+        scheduler: SCHEDULER, create_scheduler, SchedulerPolicy, into_scheduler,
             "the library has no schedulers (ABI 0.1)";
         /// Create an autoscaler (ABI 0.2, kind code 8).
-        autoscaler: AUTOSCALER, create_autoscaler, AutoscalerPolicy,
+        autoscaler: AUTOSCALER, create_autoscaler, AutoscalerPolicy, into_autoscaler,
             "the library has no autoscalers (it predates the autoscaler kind)";
         /// Create a P/D decider (ABI 0.2, kind code 7).
-        decider: DECIDER, create_decider, DeciderPolicy,
+        decider: DECIDER, create_decider, DeciderPolicy, into_decider,
             "the library has no deciders (it predates the decider kind)";
         /// Create a preemption policy (ABI 0.2; one per instance).
-        preemption: PREEMPTION, create_preemption, PreemptionPolicy,
+        preemption: PREEMPTION, create_preemption, PreemptionPolicy, into_preemption,
             "the library has no preemption policies (ABI 0.1)";
         /// Create a picker (ABI 0.2).
-        picker: PICKER, create_picker, PickerPolicy, "the library has no pickers (ABI 0.1)";
+        picker: PICKER, create_picker, PickerPolicy, into_picker, "the library has no pickers (ABI 0.1)";
         /// Create an observer (ABI 0.2, kind code 9).
-        observer: OBSERVER, create_observer, ObserverPolicy,
+        observer: OBSERVER, create_observer, ObserverPolicy, into_observer,
             "the library has no observers (it predates the observer kind)";
     }
 
@@ -582,6 +680,91 @@ impl Registry {
             (label, _) => Err(wrong_kind(label)),
         }
     }
+}
+
+/// The WebAssembly limits of one `[[plugins]]` entry, as given (`None`:
+/// the default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WasmLimitsSpec {
+    pub fuel_per_call: Option<u64>,
+    pub max_memory_mib: Option<u64>,
+}
+
+/// Load a component (once per process per file content) with `limits`.
+#[cfg(feature = "wasm")]
+fn load_wasm(path: &Path, limits: WasmLimitsSpec) -> Result<(Module, Option<String>), PluginError> {
+    use super::wasm::{WasmLibrary, WasmLimits};
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LOADED: OnceLock<Mutex<HashMap<String, &'static WasmLibrary>>> = OnceLock::new();
+    if !path.exists() {
+        return Err(PluginError::NotFound {
+            path: path.to_path_buf(),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|e| PluginError::InitFailed {
+        path: path.to_path_buf(),
+        detail: format!("cannot read the file: {e}"),
+    })?;
+    let bad = |detail: String| PluginError::BadDeclaration {
+        path: path.to_path_buf(),
+        detail,
+    };
+    if limits.fuel_per_call == Some(0) {
+        return Err(bad(
+            "fuel_per_call = 0 in its [[plugins]] entry: every call needs fuel; give a number \
+             ≥ 1 (default 1000000000)"
+                .into(),
+        ));
+    }
+    if let Some(m) = limits.max_memory_mib.filter(|m| !(1..=4096).contains(m)) {
+        return Err(bad(format!(
+            "max_memory_mib = {m} in its [[plugins]] entry: give 1 to 4096 (MiB; a 32-bit \
+             WebAssembly memory holds at most 4 GiB; default 512)"
+        )));
+    }
+    let sha256 = loader::sha256_of(&bytes);
+    let defaults = WasmLimits::default();
+    let limits = WasmLimits {
+        fuel_per_call: limits.fuel_per_call.unwrap_or(defaults.fuel_per_call),
+        max_memory_bytes: limits
+            .max_memory_mib
+            .map_or(defaults.max_memory_bytes, |m| {
+                usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+            }),
+    };
+    let loaded = LOADED.get_or_init(Default::default);
+    let cached = loaded
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&sha256)
+        .copied();
+    let lib = match cached {
+        Some(lib) => lib,
+        None => {
+            let lib: &'static WasmLibrary =
+                Box::leak(Box::new(WasmLibrary::load(path, &bytes, &sha256)?));
+            loaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(sha256.clone(), lib);
+            lib
+        }
+    };
+    Ok((Module::Wasm(lib, limits), Some(sha256)))
+}
+
+#[cfg(not(feature = "wasm"))]
+fn load_wasm(
+    path: &Path,
+    _limits: WasmLimitsSpec,
+) -> Result<(Module, Option<String>), PluginError> {
+    Err(PluginError::InitFailed {
+        path: path.to_path_buf(),
+        detail: "this blis was built without WebAssembly support (cargo feature `wasm` of \
+                 blis-host, on by default)"
+            .into(),
+    })
 }
 
 /// A policy object of a 0.1 kind, in the ABI of its library.

@@ -122,7 +122,13 @@ impl RoutingPlan {
     ) -> Result<(AdmissionPolicy, Routing), String> {
         for p in &run.plugins {
             let path = resolve(base_dir, &p.path);
-            registry.load(&path).map_err(|e| e.to_string())?;
+            let limits = crate::plugins::WasmLimitsSpec {
+                fuel_per_call: p.fuel_per_call,
+                max_memory_mib: p.max_memory_mib,
+            };
+            registry
+                .load_with(&path, Some(limits))
+                .map_err(|e| e.to_string())?;
         }
         let admission = registry
             .admission(

@@ -1,0 +1,93 @@
+"""The policies of examples/wasm as a Python WebAssembly component: the same
+formulas as blis-std's token-bucket, least-loaded, queue-depth,
+kv-utilization and low-queue, so python.toml gives the report native.toml
+gives. Built by examples/wasm/build.sh (componentize-py)."""
+
+import blis_wasm as blis
+
+
+class TokenBucket(blis.Admission):
+    NAME = "token-bucket"
+    SUMMARY = "rate-limit by prompt tokens with a refilling token bucket"
+    PARAMS_DOC = "capacity (tokens, default 10000), refill_rate (tokens/s, default 1000)"
+
+    def __init__(self, params, seed):
+        unknown = set(params) - {"capacity", "refill_rate"}
+        if unknown:
+            raise ValueError(f"unknown parameter '{sorted(unknown)[0]}'")
+        self.capacity = float(params.get("capacity", 10_000.0))
+        self.refill_rate = float(params.get("refill_rate", 1_000.0))
+        if not self.capacity > 0 or not self.refill_rate > 0:
+            raise ValueError("capacity and refill_rate must be > 0")
+        self.tokens = self.capacity
+        self.last_refill_us = 0
+
+    def admit(self, request, cluster):
+        elapsed = cluster.clock_us - self.last_refill_us
+        if elapsed > 0:
+            self.tokens = min(self.tokens + float(elapsed) * self.refill_rate / 1e6, self.capacity)
+            self.last_refill_us = cluster.clock_us
+        cost = float(request.input_tokens)
+        if self.tokens >= cost:
+            self.tokens -= cost
+            return True
+        return False
+
+
+class LeastLoaded(blis.Router):
+    NAME = "least-loaded"
+    SUMMARY = "instance with the minimum effective load (ties: lowest index)"
+
+    def route(self, request, cluster):
+        loads = [blis.effective_load(s) for s in cluster.instances]
+        return loads.index(min(loads))
+
+
+def min_max_low_is_best(values):
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        return [1.0] * len(values)
+    return [(hi - v) / (hi - lo) for v in values]
+
+
+class QueueDepth(blis.Scorer):
+    NAME = "queue-depth"
+    SUMMARY = "min-max normalised effective load (lower load → higher score)"
+
+    def score(self, request, cluster):
+        return min_max_low_is_best([blis.effective_load(s) for s in cluster.instances])
+
+    def score_candidates(self, request, cluster):
+        snaps = cluster.view.instances
+        return min_max_low_is_best([blis.effective_load(snaps[i]) for i in cluster.candidates])
+
+
+class KvUtilization(blis.Scorer):
+    NAME = "kv-utilization"
+    SUMMARY = "1 − KV utilisation (less memory pressure → higher score)"
+
+    def score(self, request, cluster):
+        return [1.0 - s.kv_utilization for s in cluster.instances]
+
+
+class LowQueue(blis.Filter):
+    NAME = "low-queue"
+    SUMMARY = "keep instances with queue depth ≤ threshold"
+    PARAMS_DOC = "threshold (integer ≥ 0, requests, default 128)"
+
+    def __init__(self, params, seed):
+        unknown = set(params) - {"threshold"}
+        if unknown:
+            raise ValueError(f"unknown parameter '{sorted(unknown)[0]}'")
+        self.threshold = int(params.get("threshold", 128))
+
+    def filter(self, request, cluster):
+        snaps = cluster.view.instances
+        return [i for i in cluster.candidates if snaps[i].queue_depth <= self.threshold]
+
+
+Policy = blis.export(
+    "wasm-example-py",
+    "0.1.0",
+    [TokenBucket, LeastLoaded, QueueDepth, KvUtilization, LowQueue],
+)

@@ -1,0 +1,187 @@
+//! The policies of `examples/wasm` as a Rust WebAssembly component: the
+//! same formulas as blis-std's `token-bucket`, `least-loaded`,
+//! `queue-depth`, `kv-utilization` and `low-queue`, so `rust.toml` gives the
+//! report `native.toml` gives. Built by `examples/wasm/build.sh`.
+
+use blis_wasm_guest::{
+    Admission, ClusterState, ClusterView, Filter, InstanceSnapshot, Kept, Params, PolicyDef,
+    RequestView, Router, Scorer, Scores,
+};
+
+/// Rate limiting by prompt tokens with a refilling bucket.
+pub struct TokenBucket {
+    capacity: f64,
+    refill_rate: f64,
+    tokens: f64,
+    last_refill_us: i64,
+}
+
+impl PolicyDef for TokenBucket {
+    const NAME: &'static str = "token-bucket";
+    const SUMMARY: &'static str = "rate-limit by prompt tokens with a refilling token bucket";
+    const PARAMS_DOC: &'static str = "\
+capacity     (float, tokens, default 10000)  bucket size; the bucket starts full.
+refill_rate  (float, tokens per second of simulated time, default 1000)";
+
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.only(&["capacity", "refill_rate"])?;
+        let capacity = params.f64_or("capacity", 10_000.0)?;
+        let refill_rate = params.f64_or("refill_rate", 1_000.0)?;
+        if !(capacity.is_finite() && capacity > 0.0) {
+            return Err(format!(
+                "params.capacity = {capacity} must be a finite number > 0"
+            ));
+        }
+        if !(refill_rate.is_finite() && refill_rate > 0.0) {
+            return Err(format!(
+                "params.refill_rate = {refill_rate} must be a finite number > 0 (tokens per second)"
+            ));
+        }
+        Ok(TokenBucket {
+            capacity,
+            refill_rate,
+            tokens: capacity,
+            last_refill_us: 0,
+        })
+    }
+}
+
+impl Admission for TokenBucket {
+    fn admit(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>) -> bool {
+        let elapsed = cluster.clock_us - self.last_refill_us;
+        if elapsed > 0 {
+            self.tokens =
+                (self.tokens + elapsed as f64 * self.refill_rate / 1e6).min(self.capacity);
+            self.last_refill_us = cluster.clock_us;
+        }
+        let cost = f64::from(request.input_tokens);
+        if self.tokens >= cost {
+            self.tokens -= cost;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The instance with the least effective load (ties: lowest index).
+pub struct LeastLoaded;
+
+impl PolicyDef for LeastLoaded {
+    const NAME: &'static str = "least-loaded";
+    const SUMMARY: &'static str = "instance with the minimum effective load (ties: lowest index)";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(LeastLoaded)
+    }
+}
+
+impl Router for LeastLoaded {
+    fn route(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>) -> usize {
+        let s = cluster.instances();
+        let mut best = 0;
+        for (i, x) in s.iter().enumerate() {
+            if x.effective_load() < s[best].effective_load() {
+                best = i;
+            }
+        }
+        best
+    }
+}
+
+/// Min-max normalised effective load, lower is better.
+pub struct QueueDepth;
+
+impl PolicyDef for QueueDepth {
+    const NAME: &'static str = "queue-depth";
+    const SUMMARY: &'static str = "min-max normalised effective load (lower load → higher score)";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(QueueDepth)
+    }
+}
+
+impl Scorer for QueueDepth {
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let all: Vec<u32> = (0..cluster.len() as u32).collect();
+        min_max_low_is_best(cluster.instances(), &all, scores);
+    }
+
+    fn score_candidates(&mut self, _: &RequestView<'_>, c: &ClusterState<'_>, scores: &mut Scores) {
+        min_max_low_is_best(c.instances(), c.candidates(), scores);
+    }
+}
+
+fn min_max_low_is_best(snaps: &[InstanceSnapshot], candidates: &[u32], scores: &mut Scores) {
+    let load = |i: u32| snaps[i as usize].effective_load();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for &i in candidates {
+        lo = lo.min(load(i));
+        hi = hi.max(load(i));
+    }
+    for &i in candidates {
+        scores.push(if hi == lo {
+            1.0
+        } else {
+            (hi - load(i)) as f64 / (hi - lo) as f64
+        });
+    }
+}
+
+/// `1 − KV utilisation`.
+pub struct KvUtilization;
+
+impl PolicyDef for KvUtilization {
+    const NAME: &'static str = "kv-utilization";
+    const SUMMARY: &'static str = "1 − KV utilisation (less memory pressure → higher score)";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(KvUtilization)
+    }
+}
+
+impl Scorer for KvUtilization {
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        for x in cluster.instances() {
+            scores.push(1.0 - x.kv_utilization);
+        }
+    }
+}
+
+/// Keeps the candidates whose queue depth is at most `threshold`.
+pub struct LowQueue {
+    threshold: u32,
+}
+
+impl PolicyDef for LowQueue {
+    const NAME: &'static str = "low-queue";
+    const SUMMARY: &'static str = "keep instances with queue depth ≤ threshold";
+    const PARAMS_DOC: &'static str =
+        "threshold  (integer ≥ 0, requests, default 128)  keep instances whose queue_depth is at most this.";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.only(&["threshold"])?;
+        Ok(LowQueue {
+            threshold: params.u32_or("threshold", 128)?,
+        })
+    }
+}
+
+impl Filter for LowQueue {
+    fn filter(&mut self, _: &RequestView<'_>, cluster: &ClusterState<'_>, keep: &mut Kept) {
+        let snaps = cluster.instances();
+        for &i in cluster.candidates() {
+            if snaps[i as usize].queue_depth <= self.threshold {
+                keep.push(i);
+            }
+        }
+    }
+}
+
+blis_wasm_guest::export_plugin! {
+    library: "wasm-example",
+    version: "0.1.0",
+    admission: [TokenBucket],
+    routers: [LeastLoaded],
+    scorers: [QueueDepth, KvUtilization],
+    filters: [LowQueue],
+}

@@ -1,0 +1,199 @@
+//! The store of one WebAssembly policy: what the component may touch (the
+//! `host` interface of the WIT world and, when it needs WASI, a WASI with
+//! no files, sockets or environment, a fixed clock and entropy from the
+//! policy's seed), its memory cap and its log lines.
+
+use std::time::Duration;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::ResourceLimiter;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::p2::{IoView, WasiCtx, WasiCtxBuilder, WasiView};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, RngCore};
+
+use super::bindings;
+
+/// Log lines a policy may write before blis stops showing them.
+const MAX_LOG_LINES: u32 = 100;
+/// What a component's stderr keeps (the end of a Python traceback).
+const STDERR_CAPACITY: usize = 64 * 1024;
+/// Tables a component may grow to (function references).
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// The data of a policy's store.
+pub(super) struct HostState {
+    /// Prefix of log lines: `plugin LIB: KIND 'NAME'`.
+    pub who: String,
+    pub limiter: MemoryCap,
+    /// The message a guest reported just before it trapped.
+    pub panic: Option<String>,
+    logs: u32,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    stderr: MemoryOutputPipe,
+}
+
+impl HostState {
+    pub fn new(who: String, max_memory: usize, seed: u64) -> HostState {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let wasi = WasiCtxBuilder::new()
+            // Nothing from the machine: no preopened folders, arguments,
+            // environment, network; stdin empty; stdout to blis's stderr
+            // (blis's stdout is the report), stderr kept for the error.
+            .stdout(wasmtime_wasi::p2::stderr())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .wall_clock(FixedClock)
+            .monotonic_clock(FixedClock)
+            .secure_random(SeededRandom::new(seed ^ 0x5EC0_4E00_0000_0001))
+            .insecure_random(SeededRandom::new(seed ^ 0x1A5E_C04E_0000_0002))
+            .insecure_random_seed(u128::from(seed))
+            .build();
+        HostState {
+            who,
+            limiter: MemoryCap {
+                max_bytes: max_memory,
+                hit: None,
+            },
+            panic: None,
+            logs: 0,
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+        }
+    }
+
+    /// The last non-empty line the component wrote to its stderr (the
+    /// exception of a Python traceback), if any.
+    pub fn last_stderr_line(&self) -> Option<String> {
+        let bytes = self.stderr.contents();
+        let text = String::from_utf8_lossy(&bytes);
+        text.lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .map(str::to_string)
+    }
+}
+
+impl IoView for HostState {
+    fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> &mut WasiCtx {
+        &mut self.wasi
+    }
+}
+
+impl bindings::blis::plugin::types::Host for HostState {}
+
+impl bindings::blis::plugin::host::Host for HostState {
+    fn log(&mut self, message: String) {
+        self.logs += 1;
+        if self.logs <= MAX_LOG_LINES {
+            eprintln!("{}: {message}", self.who);
+        } else if self.logs == MAX_LOG_LINES + 1 {
+            eprintln!(
+                "{}: more than {MAX_LOG_LINES} log lines; the rest are not shown",
+                self.who
+            );
+        }
+    }
+
+    fn panic_message(&mut self, message: String) {
+        self.panic = Some(message);
+    }
+}
+
+/// The memory cap of a store (`max_memory_mib` of `[[plugins]]`): growing
+/// past it traps, and the error says so.
+pub(super) struct MemoryCap {
+    max_bytes: usize,
+    /// The size a refused growth asked for.
+    pub hit: Option<usize>,
+}
+
+impl MemoryCap {
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.hit = Some(desired);
+            return Err(wasmtime::Error::msg("memory cap"));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// The clock a component sees: always the Unix epoch, with a 1 µs
+/// resolution (simulated time reaches a policy only through its views).
+struct FixedClock;
+
+impl HostWallClock for FixedClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_micros(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl HostMonotonicClock for FixedClock {
+    fn resolution(&self) -> u64 {
+        1_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// WASI's entropy, drawn from the policy's seed (the same sequence as
+/// `blis_plugin_api::Rng`), so a run stays reproducible.
+struct SeededRandom(blis_plugin_api::Rng);
+
+impl SeededRandom {
+    fn new(seed: u64) -> Self {
+        SeededRandom(blis_plugin_api::Rng::new(seed))
+    }
+}
+
+impl RngCore for SeededRandom {
+    fn next_u32(&mut self) -> u32 {
+        (self.0.next_u64() >> 32) as u32
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for chunk in dest.chunks_mut(8) {
+            let bytes = self.0.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), cap_rand::Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
+}

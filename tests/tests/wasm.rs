@@ -1,0 +1,474 @@
+//! WebAssembly component plugins through the real `blis` and real `.wasm`
+//! files: the examples/wasm scenario from native, Rust-wasm and
+//! Python-wasm policies (the same report), and containment — an endless
+//! loop, a 4 GiB allocation, a file or the clock, a trap mid-run, each a
+//! one-line error with exit 1 — with a fuel budget that traps at the same
+//! request every time. The components are built by `.ci/run`
+//! (`examples/wasm/build.sh --require --tests DIR`, which needs Debian's
+//! wasm32 rustc, wasm-tools and componentize-py) into the folder
+//! `BLIS_TEST_WASM_DIR` names; without it those tests say they skipped.
+//! Load errors need no component and always run.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::util::{run_bad, TestDir};
+
+/// The folder of built components, or `None` (the caller says it skipped).
+fn wasm_dir(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("BLIS_TEST_WASM_DIR").map(PathBuf::from);
+    if dir.is_none() {
+        eprintln!(
+            "skipped {test}: BLIS_TEST_WASM_DIR is not set (.ci/run builds the components with \
+             examples/wasm/build.sh --require --tests DIR)"
+        );
+    }
+    dir
+}
+
+fn component(dir: &Path, name: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.wasm"));
+    assert!(
+        p.exists(),
+        "{} is missing: run examples/wasm/build.sh --tests {}",
+        p.display(),
+        dir.display()
+    );
+    p
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/wasm")
+}
+
+fn run(dir: &TestDir, args: &[&str]) -> Output {
+    dir.blis().args(args).output().expect("run blis")
+}
+
+fn report(o: &Output, what: &str) -> Value {
+    assert!(
+        o.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// A run of `examples/wasm/FILE` with its component from `wasm`.
+fn example_run(dir: &TestDir, file: &str, wasm: Option<&Path>) -> Output {
+    let path = examples().join(file);
+    let mut args = vec!["run".to_string(), path.display().to_string()];
+    if let Some(w) = wasm {
+        args.push("--set".into());
+        args.push(format!("plugins.0.path=\"{}\"", w.display()));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(dir, &args)
+}
+
+/// The report without its `plugins` section (the only part that names
+/// the files loaded), as the exact text blis would print.
+fn without_plugins(mut v: Value, wasm: &Path) -> String {
+    let plugins = v
+        .as_object_mut()
+        .and_then(|o| o.remove("plugins"))
+        .expect("a report with plugin files has a plugins section");
+    let files = plugins.as_array().expect("plugins is an array");
+    assert_eq!(files.len(), 1, "{plugins}");
+    assert_eq!(
+        files[0]["path"],
+        Value::from(wasm.canonicalize().unwrap().display().to_string())
+    );
+    assert_eq!(files[0]["abi_version"], "blis:plugin@0.1.0");
+    serde_json::to_string_pretty(&v).unwrap()
+}
+
+#[test]
+fn rust_and_python_components_give_the_native_report() {
+    let Some(wdir) = wasm_dir("rust_and_python_components_give_the_native_report") else {
+        return;
+    };
+    let dir = TestDir::new("wasm_three_routes");
+    let native_out = example_run(&dir, "native.toml", None);
+    let native = report(&native_out, "native.toml");
+    assert!(native.get("plugins").is_none());
+    let native_text = serde_json::to_string_pretty(&native).unwrap();
+    // The scenario exercises all four kinds: some requests are rejected by
+    // admission or the filter, some disaggregated (the prefill router).
+    assert!(
+        native["cluster"]["rejected_requests"].as_u64().unwrap() > 0,
+        "{native_text}"
+    );
+    assert!(native["pd"]["disaggregated_requests"].as_u64().unwrap() > 0);
+
+    let rust_wasm = component(&wdir, "wasm-example");
+    let rust = report(
+        &example_run(&dir, "rust.toml", Some(&rust_wasm)),
+        "rust.toml",
+    );
+    assert_eq!(
+        without_plugins(rust, &rust_wasm),
+        native_text,
+        "Rust component vs native"
+    );
+
+    let py_wasm = component(&wdir, "wasm-example-py");
+    let py = report(
+        &example_run(&dir, "python.toml", Some(&py_wasm)),
+        "python.toml",
+    );
+    assert_eq!(
+        without_plugins(py, &py_wasm),
+        native_text,
+        "Python component vs native"
+    );
+}
+
+/// A small weighted run whose one scorer is `policy` of `wasm`, with the
+/// `[[plugins]]` keys `limits`.
+fn scorer_run(dir: &TestDir, wasm: &Path, policy: &str, params: &str, limits: &str) -> Output {
+    let file = dir.write(
+        "run.toml",
+        &format!(
+            "seed = 3\n\
+             [[plugins]]\npath = \"{}\"\n{limits}\n\
+             [model]\nname = \"qwen3-14b\"\nhardware = \"H100\"\n\
+             [instance]\ncount = 3\n\
+             [workload]\naggregate_rate = 20.0\nnum_requests = 60\nprompt_tokens = 400\n\
+             prompt_tokens_stdev = 300\nprompt_tokens_min = 10\nprompt_tokens_max = 2000\n\
+             output_tokens = 20\n\
+             [routing]\npolicy = \"weighted\"\n\
+             [[routing.scorers]]\nname = \"{policy}\"\nweight = 1.0\nparams = {{ {params} }}\n",
+            wasm.display()
+        ),
+    );
+    run(
+        dir,
+        &[
+            "run",
+            file.to_str().unwrap(),
+            "--results-path",
+            "results.jsonl",
+        ],
+    )
+}
+
+/// A run that must fail inside a policy call: exit 1, nothing on stdout,
+/// one error line naming the library, the policy, the call and a request.
+/// Returns the error line.
+fn contained(o: &Output, library: &str, policy: &str, call: &str) -> String {
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(o.stdout.is_empty(), "nothing on stdout: {e}");
+    let errors: Vec<&str> = e.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{e}");
+    let line = errors[0];
+    assert!(
+        e.trim_end().ends_with(line),
+        "the error is the last line, on one line:\n{e}"
+    );
+    let head = format!("error: plugin {library}: scorer '{policy}' trapped in {call} for request ");
+    assert!(line.starts_with(&head), "{line}");
+    assert!(
+        !e.contains("stack backtrace") && !e.contains("RUST_BACKTRACE"),
+        "{e}"
+    );
+    line.to_string()
+}
+
+/// The request id an error line names.
+fn request_of(line: &str) -> u64 {
+    let rest = line.split(" for request ").nth(1).expect("names a request");
+    rest.split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .expect("a request id")
+}
+
+#[test]
+fn rust_component_faults_are_contained() {
+    let Some(wdir) = wasm_dir("rust_component_faults_are_contained") else {
+        return;
+    };
+    let wasm = component(&wdir, "wasm-faulty");
+    let dir = TestDir::new("wasm_rust_faults");
+    let lib = "wasm-faulty";
+
+    // An endless loop: its first call runs out of fuel.
+    let line = contained(
+        &scorer_run(
+            &dir,
+            &wasm,
+            "wasm-faulty::spin",
+            "",
+            "fuel_per_call = 20000000",
+        ),
+        lib,
+        "spin",
+        "score",
+    );
+    assert!(
+        line.contains("ran out of fuel") && line.contains("20000000"),
+        "{line}"
+    );
+    assert_eq!(request_of(&line), 0, "{line}");
+
+    // 4 GiB in 256 MiB chunks against a 64 MiB cap.
+    let line = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty::hog", "", "max_memory_mib = 64"),
+        lib,
+        "hog",
+        "score",
+    );
+    assert!(
+        line.contains("exceeded its memory cap") && line.contains("the cap is 64 MiB"),
+        "{line}"
+    );
+
+    // The clock and the file system are not there: std's calls fail and
+    // the policy's panic is the error.
+    let line = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty::clock", "", ""),
+        lib,
+        "clock",
+        "score",
+    );
+    assert!(
+        line.contains("panicked") && line.contains("time not implemented"),
+        "{line}"
+    );
+    let line = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty::file", "", ""),
+        lib,
+        "file",
+        "score",
+    );
+    assert!(
+        line.contains("cannot read /etc/passwd") && line.contains("not supported"),
+        "{line}"
+    );
+
+    // A trap mid-run, at the request asked for.
+    let line = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty::trap-at", "at = 17", ""),
+        lib,
+        "trap-at",
+        "score",
+    );
+    assert_eq!(request_of(&line), 17, "{line}");
+    assert!(line.contains("unreachable"), "{line}");
+}
+
+#[test]
+fn a_fuel_budget_traps_at_the_same_request_every_time() {
+    let Some(wdir) = wasm_dir("a_fuel_budget_traps_at_the_same_request_every_time") else {
+        return;
+    };
+    let wasm = component(&wdir, "wasm-faulty");
+    let dir = TestDir::new("wasm_fuel_determinism");
+    // With the default budget the run finishes; its results give every
+    // request's prompt length.
+    let ok = scorer_run(&dir, &wasm, "wasm-faulty::hungry", "", "");
+    report(&ok, "hungry, default fuel");
+    let results = std::fs::read_to_string(dir.path().join("results.jsonl")).unwrap();
+    let mut input = std::collections::BTreeMap::new();
+    for l in results.lines() {
+        let r: Value = serde_json::from_str(l).unwrap();
+        input.insert(
+            r["id"].as_u64().unwrap(),
+            r["input_tokens"].as_u64().unwrap(),
+        );
+    }
+    // The work grows with the prompt, so a budget between the smallest and
+    // the largest prompt's needs traps at the first request longer than
+    // every one before it that passed: twice at the same request.
+    let limits = "fuel_per_call = 1500000";
+    let a = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty::hungry", "", limits),
+        "wasm-faulty",
+        "hungry",
+        "score",
+    );
+    let b = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty::hungry", "", limits),
+        "wasm-faulty",
+        "hungry",
+        "score",
+    );
+    assert_eq!(a, b);
+    let at = request_of(&a);
+    assert!(at > 0, "some requests pass first: {a}");
+    let longest_before = (0..at).map(|i| input[&i]).max().unwrap();
+    assert!(
+        input[&at] > longest_before,
+        "request {at} ({} tokens) vs {longest_before}",
+        input[&at]
+    );
+}
+
+#[test]
+fn python_component_faults_are_contained() {
+    let Some(wdir) = wasm_dir("python_component_faults_are_contained") else {
+        return;
+    };
+    let wasm = component(&wdir, "wasm-faulty-py");
+    let dir = TestDir::new("wasm_python_faults");
+    let lib = "wasm-faulty-py";
+
+    let line = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty-py::open-file", "", ""),
+        lib,
+        "open-file",
+        "score",
+    );
+    assert!(
+        line.contains("/etc/passwd") && line.contains("Error"),
+        "{line}"
+    );
+
+    let line = contained(
+        &scorer_run(
+            &dir,
+            &wasm,
+            "wasm-faulty-py::spin",
+            "",
+            "fuel_per_call = 50000000",
+        ),
+        lib,
+        "spin",
+        "score",
+    );
+    assert!(line.contains("ran out of fuel"), "{line}");
+
+    let line = contained(
+        &scorer_run(
+            &dir,
+            &wasm,
+            "wasm-faulty-py::hog",
+            "",
+            "max_memory_mib = 128",
+        ),
+        lib,
+        "hog",
+        "score",
+    );
+    assert!(line.contains("exceeded its memory cap"), "{line}");
+
+    let line = contained(
+        &scorer_run(&dir, &wasm, "wasm-faulty-py::raise-at", "at = 9", ""),
+        lib,
+        "raise-at",
+        "score",
+    );
+    assert_eq!(request_of(&line), 9, "{line}");
+    assert!(line.contains("RuntimeError: refusing request 9"), "{line}");
+
+    // The clock is fixed and randomness comes from the policy's seed: the
+    // same line in two runs, the epoch for the time.
+    let logged = |o: &Output| {
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{e}");
+        e.lines()
+            .find(|l| l.contains("time "))
+            .map(str::to_string)
+            .expect("the policy logs")
+    };
+    let first = logged(&scorer_run(
+        &dir,
+        &wasm,
+        "wasm-faulty-py::clock-and-dice",
+        "",
+        "",
+    ));
+    let second = logged(&scorer_run(
+        &dir,
+        &wasm,
+        "wasm-faulty-py::clock-and-dice",
+        "",
+        "",
+    ));
+    assert_eq!(first, second);
+    assert!(
+        first.contains("scorer 'clock-and-dice': time 0.0 random 0."),
+        "{first}"
+    );
+}
+
+#[test]
+fn files_that_are_not_blis_components_are_refused() {
+    let dir = TestDir::new("wasm_load_errors");
+    let run_file = |plugin: &str, extra: &str| {
+        dir.write(
+            "run.toml",
+            &format!(
+                "[[plugins]]\npath = \"{plugin}\"\n{extra}\n[instance]\ncount = 1\n\
+                 [workload]\nnum_requests = 5\n"
+            ),
+        )
+    };
+    // A core module, not a component.
+    std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    let f = run_file("core.wasm", "");
+    let e = run_bad(&dir, &["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("not a blis WebAssembly component") && e.contains("core WebAssembly module"),
+        "{e}"
+    );
+    // Not WebAssembly at all.
+    std::fs::write(dir.path().join("text.wasm"), b"hello").unwrap();
+    let f = run_file("text.wasm", "");
+    let e = run_bad(&dir, &["run", f.to_str().unwrap()]);
+    assert!(e.contains("magic bytes"), "{e}");
+    // Bad limits.
+    let f = run_file("core.wasm", "fuel_per_call = 0");
+    let e = run_bad(&dir, &["run", f.to_str().unwrap()]);
+    assert!(e.contains("fuel_per_call = 0"), "{e}");
+    let f = run_file("core.wasm", "max_memory_mib = 5000");
+    let e = run_bad(&dir, &["run", f.to_str().unwrap()]);
+    assert!(
+        e.contains("max_memory_mib = 5000") && e.contains("4096"),
+        "{e}"
+    );
+    // Limits on a shared library.
+    let so = crate::util::artifacts().alpha();
+    let f = run_file(so.to_str().unwrap(), "fuel_per_call = 10");
+    let e = run_bad(&dir, &["run", f.to_str().unwrap()]);
+    assert!(e.contains("apply to WebAssembly components"), "{e}");
+}
+
+#[test]
+fn plugins_list_shows_a_components_policies() {
+    let Some(wdir) = wasm_dir("plugins_list_shows_a_components_policies") else {
+        return;
+    };
+    let wasm = component(&wdir, "wasm-example");
+    let dir = TestDir::new("wasm_plugins_list");
+    let o = run(
+        &dir,
+        &["plugins", "list", "--plugin", wasm.to_str().unwrap()],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let at = out
+        .find("\nwasm-example 0.1.0 (WebAssembly blis:plugin@0.1.0, ")
+        .unwrap_or_else(|| panic!("the component's header in:\n{out}"));
+    let rows: Vec<Vec<&str>> = out[at + 1..]
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().take(2).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["admission", "token-bucket"],
+            ["router", "least-loaded"],
+            ["scorer", "queue-depth"],
+            ["scorer", "kv-utilization"],
+            ["filter", "low-queue"],
+        ],
+        "{out}"
+    );
+}
