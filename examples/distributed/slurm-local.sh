@@ -86,16 +86,16 @@ NodeName=$node CPUs=$(nproc) State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 fi
-if ! scontrol ping 2>/dev/null | grep -q UP; then
+if ! grep -q UP <<<"$(scontrol ping 2>/dev/null)"; then
     log "starting slurmctld"
     detached slurmctld
 fi
-if ! scontrol show node "$node" 2>/dev/null | grep -qE "State=(IDLE|MIXED|ALLOCATED)"; then
+if ! grep -qE "State=(IDLE|MIXED|ALLOCATED)" <<<"$(scontrol show node "$node" 2>/dev/null)"; then
     log "starting slurmd"
     pgrep -x slurmd >/dev/null || detached slurmd
 fi
 for _ in $(seq 60); do
-    sinfo -h -o %T 2>/dev/null | grep -qE "idle|mixed|alloc" && break
+    grep -qE "idle|mixed|alloc" <<<"$(sinfo -h -o %T 2>/dev/null)" && break
     scontrol update nodename="$node" state=resume 2>/dev/null || true
     sleep 1
 done
@@ -107,10 +107,10 @@ array=$(sbatch --parsable --array=1-4 --chdir="$WORK" --export=ALL "$here/slurm-
 merge=$(sbatch --parsable --dependency=afterok:"$array" --chdir="$WORK" --export=ALL "$here/slurm-merge.sbatch")
 log "submitted array job $array and merge job $merge"
 for _ in $(seq 600); do
-    squeue -h -j "$array,$merge" 2>/dev/null | grep -q . || break
+    grep -q . <<<"$(squeue -h -j "$array,$merge" 2>/dev/null)" || break
     sleep 1
 done
-if squeue -h -j "$array,$merge" 2>/dev/null | grep -q .; then
+if grep -q . <<<"$(squeue -h -j "$array,$merge" 2>/dev/null)"; then
     log "jobs still queued after 10 minutes"; squeue >&2; exit 1
 fi
 cat "$WORK"/blis-sweep-*.log >&2 2>/dev/null || true

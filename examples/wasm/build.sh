@@ -36,13 +36,13 @@ missing() {
 # rust_component CRATE_DIR NAME: cargo build for wasm32, then embed + new.
 rust_component() {
     local crate="$1" name="$2" rustc cargo
-    if [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] && /usr/bin/rustc --print target-list 2>/dev/null | grep -q '^wasm32-unknown-unknown$' &&
+    if [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] && grep -q '^wasm32-unknown-unknown$' <<<"$(/usr/bin/rustc --print target-list 2>/dev/null)" &&
         [ -d /usr/lib/rustlib/wasm32-unknown-unknown ]; then
         # Debian's cargo with Debian's rustc (a newer cargo passes flags rustc
         # 1.63 does not know).
         rustc=/usr/bin/rustc
         cargo=/usr/bin/cargo
-    elif rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
+    elif grep -q '^wasm32-unknown-unknown$' <<<"$(rustup target list --installed 2>/dev/null)"; then
         rustc=$(rustup which rustc)
         cargo=$(command -v cargo)
     else
@@ -59,7 +59,7 @@ rust_component() {
     RUSTC="$rustc" CARGO_TARGET_DIR="$target" "$cargo" build --quiet --release \
         --target wasm32-unknown-unknown --manifest-path "$crate/Cargo.toml"
     local core
-    core="$target/wasm32-unknown-unknown/release/$(sed -n 's/^name = "\(.*\)"/\1/p' "$crate/Cargo.toml" | head -1 | tr - _).wasm"
+    core="$target/wasm32-unknown-unknown/release/$(sed -n 's/^name = "\(.*\)"/\1/p;T;q' "$crate/Cargo.toml" | tr - _).wasm"
     wasm-tools component embed "$wit" --world plugin "$core" -o "$out/$name.core.wasm"
     wasm-tools component new "$out/$name.core.wasm" -o "$out/$name.wasm"
     rm -f "$out/$name.core.wasm"

@@ -15,6 +15,9 @@
 //! (`run/`, `sweep-out/`, `*.html`): the book's commands never write into
 //! the tracked tree.
 //!
+//! The Python chapter's ```` ```python,checked ```` blocks are run the same
+//! way by `docs/check_python.py`, in `.ci/run`'s Python step.
+//!
 //! When the simulator changes what it prints, regenerate the quoted outputs
 //! (and read the diff): `BLIS_BOOK_REGENERATE=1 cargo test -p blis-tests book`.
 
@@ -131,7 +134,9 @@ fn checks<'a>(file: &str, text: &str, bs: &'a [Block]) -> Vec<Check<'a>> {
                 b.line
             );
         }
-        if has(b, "checked") {
+        // Shell blocks only: `python,checked` blocks are run by
+        // docs/check_python.py against the installed wheel (.ci/run).
+        if has(b, "checked") && is_shell(b) {
             let next = bs.get(k + 1).filter(|n| {
                 has(n, "output")
                     && lines[b.body.1 + 1..n.line - 1]

@@ -42,6 +42,10 @@ mod hardening;
 // folders or non-regular files; atomic, umask-honouring, interrupt-clean.
 mod outputs;
 
+// Issue 33, defects 8-14 and 17-20: silently wrong figures, the cache
+// scorers after a scale-up, a grid too large to plan.
+mod wrong_results;
+
 // Latency models end to end: a sim-to-real run file within tolerance of the
 // reference's golden predictions; bad latency-model and model-config input.
 mod latency;

@@ -5,10 +5,10 @@
 //! temporary file behind. Each through the real `blis`.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::{run_bad, TestDir};
+use crate::util::{run_bad, run_ok as ok, TestDir};
 
 /// A small linear-model run (2 instances, 30 requests).
 const BASE: &str = r#"
@@ -38,16 +38,6 @@ values = [50.0, 100.0]
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(dir: &TestDir, args: &[&str]) -> Output {
-    let o = dir.blis().args(args).output().expect("run blis");
-    assert!(
-        o.status.success(),
-        "blis {args:?} failed: {}",
-        text(&o.stderr)
-    );
-    o
 }
 
 fn read(p: &Path) -> String {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::util::{artifacts, run_bad, TestDir};
+use crate::util::{artifacts, run_bad, run_ok as ok, TestDir};
 
 /// A fast base scenario (linear latency model).
 const BASE: &str = r#"
@@ -54,12 +54,6 @@ values = [50.0, 100.0, 400.0]
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(dir: &TestDir, args: &[&str]) -> Output {
-    let o = dir.blis().args(args).output().expect("run blis");
-    assert!(o.status.success(), "blis {args:?} failed: {}", stderr(&o));
-    o
 }
 
 /// Exit 2, nothing on stdout, one short error paragraph; returns stderr.

@@ -279,6 +279,18 @@ impl TestDir {
     }
 }
 
+/// Run the real `blis` in `dir` on input it must accept: exit 0 (the
+/// assertion message carries stderr). Returns the whole output.
+pub fn run_ok(dir: &TestDir, args: &[&str]) -> std::process::Output {
+    let o = dir.blis().args(args).output().expect("run blis");
+    assert!(
+        o.status.success(),
+        "blis {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// Run the real `blis` in `dir` on input it must refuse: exit code 2,
 /// nothing on stdout, no panic or backtrace, a short error (at most 12
 /// lines). Returns the error text for the caller to check what it names.

@@ -155,11 +155,14 @@ pub fn simulate_with(
     let planned = built.setup.workload.planned_requests();
     let bar = progress.then(|| {
         let b = indicatif::ProgressBar::new(planned.unwrap_or(0));
+        let template = if planned.is_some() {
+            "{spinner} {pos}/{len} requests arrived, simulated {msg} [{elapsed}, ETA {eta}]"
+        } else {
+            "{spinner} {pos} requests arrived, simulated {msg} [{elapsed}]"
+        };
         b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {pos}/{len} requests arrived, simulated {msg} [{elapsed}]",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
     });

@@ -54,6 +54,10 @@ pub enum SweepCommand {
         /// The merged directory.
         #[arg(long)]
         out: PathBuf,
+        /// Merge even if some runs of the grid are in no directory (a
+        /// warning names them).
+        #[arg(long)]
+        allow_partial: bool,
     },
 }
 
@@ -186,10 +190,23 @@ pub fn sweep_in_process(
 
 /// `blis sweep SWEEP --out DIR` and `blis sweep merge DIR… --out DIR`.
 pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
-    if let Some(SweepCommand::Merge { dirs, out }) = &args.command {
-        let n = sweep::merge(dirs, out).map_err(to_failure)?;
+    if let Some(SweepCommand::Merge {
+        dirs,
+        out,
+        allow_partial,
+    }) = &args.command
+    {
+        let m = sweep::merge(dirs, out, *allow_partial).map_err(to_failure)?;
+        if !m.missing.is_empty() {
+            eprintln!(
+                "warning: {} runs of the sweep are in none of the directories (--allow-partial): {}",
+                m.missing.len(),
+                m.missing.join("; ")
+            );
+        }
         eprintln!(
-            "merged {n} runs from {} directories into {}",
+            "merged {} runs from {} directories into {}",
+            m.runs,
             dirs.len(),
             out.display()
         );

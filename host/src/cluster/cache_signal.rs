@@ -67,6 +67,15 @@ impl CacheSignal {
     /// Leading blocks of `hashes` held by each instance, as of the last
     /// copy (refreshed first when due) or live.
     pub fn query(&mut self, now: Tick, instances: &[Instance], hashes: &[u64]) -> &[u32] {
+        // Instances the autoscaler added since: answered too (a delayed
+        // copy of a new instance is empty until the next refresh, as its
+        // cache was when it started).
+        if instances.len() > self.counts.len() {
+            self.counts.resize(instances.len(), 0);
+            if self.delay > 0 {
+                self.frozen.resize_with(instances.len(), HashIndex::default);
+            }
+        }
         if self.delay == 0 {
             for (c, inst) in self.counts.iter_mut().zip(instances) {
                 *c = inst.cached_leading_blocks(hashes);

@@ -406,6 +406,13 @@ impl Cluster {
                     what: format!("event {ev:?}"),
                 });
             }
+            if self.idle_tick_next() {
+                // A scaling tick after the work ended is not part of the
+                // run: it neither lasts nor bills (nor asks the autoscaler).
+                self.queue.pop();
+                self.events += 1;
+                continue;
+            }
             if t > self.next_sample {
                 self.sample(t);
             }

@@ -99,6 +99,19 @@ impl Cluster {
         Ok(())
     }
 
+    /// Whether the next event is a scaling tick with no work left: no
+    /// request to come, none in the system.
+    pub(super) fn idle_tick_next(&self) -> bool {
+        let tick = Event::Control {
+            what: ControlEvent::Tick.code(),
+            id: 0,
+        };
+        self.control.is_some()
+            && self.queue.peek_event() == Some(&tick)
+            && self.workload.peek_time().is_none()
+            && self.store.live() == 0
+    }
+
     /// One scaling tick: ask the autoscaler, filter through the windows,
     /// schedule the actuation, and the next tick while work remains.
     fn scaling_tick(&mut self, t: Tick) -> Result<(), Box<PluginError>> {

@@ -162,6 +162,12 @@ impl EventQueue {
         self.heap.peek().map(|e| e.time())
     }
 
+    /// The earliest event, if any (without removing it).
+    #[inline]
+    pub fn peek_event(&self) -> Option<&Event> {
+        self.heap.peek().map(|e| &e.event)
+    }
+
     /// Remove the earliest event and advance the clock to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<Scheduled> {

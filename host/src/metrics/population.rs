@@ -172,10 +172,14 @@ fn sketch_stats(s: &DDSketch) -> Option<TickStats> {
     if n == 0 {
         return None;
     }
+    let (min, max) = (s.min()?, s.max()?);
+    // A bucket's representative value can lie outside the samples' range
+    // (one sample: p50 ≠ the sample); every percentile lies in [min, max].
     let q = |p: f64| {
         s.quantile(p)
             .expect("quantiles are in [0, 1]")
             .expect("the sketch is not empty")
+            .clamp(min, max)
     };
     Some(TickStats {
         count: n,
@@ -184,8 +188,8 @@ fn sketch_stats(s: &DDSketch) -> Option<TickStats> {
         p90: q(0.90),
         p95: q(0.95),
         p99: q(0.99),
-        min: s.min()?,
-        max: s.max()?,
+        min,
+        max,
     })
 }
 

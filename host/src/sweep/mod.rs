@@ -16,7 +16,7 @@ pub mod spec;
 pub mod store;
 pub mod table;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -104,8 +104,19 @@ pub fn run(opts: &Options, run_one: &RunFn) -> Result<Summary, SweepError> {
     Ok(summary)
 }
 
-/// Merge shard directories of one sweep into `out`; returns the number of runs.
-pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, SweepError> {
+/// What `merge` did.
+#[derive(Debug)]
+pub struct Merged {
+    /// Runs in the merged table.
+    pub runs: usize,
+    /// Runs of the grid no directory holds (`id (axis=value, …)`), merged
+    /// only with `allow_partial`.
+    pub missing: Vec<String>,
+}
+
+/// Merge shard directories of one sweep into `out`. Every run of the grid
+/// must be in some directory, unless `allow_partial`.
+pub fn merge(dirs: &[PathBuf], out: &Path, allow_partial: bool) -> Result<Merged, SweepError> {
     let bad = SweepError::BadInput;
     let mut manifest: Option<(PathBuf, serde_json::Value)> = None;
     let mut sources = Vec::new();
@@ -141,8 +152,50 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, SweepError> {
         ));
     };
     let dst = SweepDir::new(out);
-    dst.open(&manifest).map_err(bad)?;
     let ids: Vec<&str> = manifest_ids(&manifest).collect();
+    // Before writing anything: which runs no directory holds.
+    let mut held: HashSet<String> = HashSet::new();
+    let already = dst
+        .read_manifest()
+        .ok()
+        .flatten()
+        .filter(|m| m["fingerprint"] == manifest["fingerprint"])
+        .map(|_| dst.scan(ids.iter().copied()).finished);
+    for scan in sources
+        .iter()
+        .map(|s| s.scan(ids.iter().copied()).finished)
+        .chain(already)
+    {
+        held.extend(scan.into_keys());
+    }
+    let missing: Vec<String> = manifest["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| !held.contains(r["id"].as_str().unwrap_or_default()))
+        .map(|r| {
+            let axes: Vec<String> = r["axes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={v}"))
+                .chain(r["seed"].as_u64().map(|s| format!("seed={s}")))
+                .collect();
+            format!("{} ({})", r["id"].as_str().unwrap_or("?"), axes.join(", "))
+        })
+        .collect();
+    if !missing.is_empty() && !allow_partial {
+        let shown: Vec<&str> = missing.iter().take(5).map(String::as_str).collect();
+        return Err(SweepError::BadInput(format!(
+            "the directories hold {} of the sweep's {} runs; {} are missing, e.g. {}{}. Give the directories of every shard, or --allow-partial to merge what is there",
+            ids.len() - missing.len(),
+            ids.len(),
+            missing.len(),
+            shown.join("; "),
+            if missing.len() > shown.len() { "; …" } else { "" }
+        )));
+    }
+    dst.open(&manifest).map_err(bad)?;
     let scan = dst.scan(ids.iter().copied());
     for id in &scan.broken {
         dst.discard(id).map_err(SweepError::Failed)?;
@@ -167,5 +220,6 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<usize, SweepError> {
         }
     }
     dst.end_staging(0);
-    write_tables(&dst, &manifest, &finished).map_err(SweepError::Failed)
+    let runs = write_tables(&dst, &manifest, &finished).map_err(SweepError::Failed)?;
+    Ok(Merged { runs, missing })
 }

@@ -22,9 +22,10 @@ struct SweepFile {
     /// Base run file, relative to the sweep file (default: the built-in scenario).
     #[serde(default)]
     base: Option<PathBuf>,
-    /// Seeds: each run's `seed` (default: the base run file's seed, one run per cell).
+    /// Seeds: each run's `seed` (default: the base run file's seed, one run
+    /// per cell); any u64, as an integer or (above i64::MAX) a string.
     #[serde(default)]
-    seeds: Option<Vec<u64>>,
+    seeds: Option<Vec<SeedValue>>,
     /// Overrides applied to every run (dotted keys, or nested tables).
     #[serde(default)]
     set: toml::Table,
@@ -32,6 +33,19 @@ struct SweepFile {
     #[serde(default, rename = "axis")]
     axes: Vec<AxisFile>,
 }
+
+/// One seed of `seeds`, read as the run file reads `seed`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(transparent)]
+struct SeedValue(#[serde(deserialize_with = "crate::config::seed::deserialize")] u64);
+
+/// The most runs a sweep may have: past it, the grid cannot be meant (a
+/// million runs of a millisecond each is already 17 minutes of CPU) and
+/// its plan alone would take gigabytes.
+pub const MAX_RUNS: u128 = 1_000_000;
+
+/// Column names a sweep's table has besides the axes.
+const FIXED_COLUMNS: [&str; 4] = ["run_id", "status", "error", "seed"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -314,11 +328,45 @@ impl Plan {
                     ))
                 }
             };
-            if axis.name == "seed" || axes.iter().any(|(x, _)| x.name == axis.name) {
+            if FIXED_COLUMNS.contains(&axis.name.as_str())
+                || axes.iter().any(|(x, _)| x.name == axis.name)
+            {
                 return Err(format!(
                     "{what}: the column name '{}' is used twice (give the axis another `name`)",
                     axis.name
                 ));
+            }
+            if super::table::is_report_column(&axis.name) {
+                return Err(format!(
+                    "{what}: the column name '{}' is a column of the report in results.csv; give the axis another `name` (e.g. name = \"{}_axis\")",
+                    axis.name, axis.name
+                ));
+            }
+            // Two axes that set the same key: the later would silently win.
+            for (other, _) in &axes {
+                let keys = |a: &Axis| -> Vec<String> {
+                    let mut k: Vec<String> = a
+                        .points
+                        .iter()
+                        .flat_map(|p| p.sets.iter().map(|(k, _)| k.clone()))
+                        .collect();
+                    k.sort();
+                    k.dedup();
+                    k
+                };
+                let mine = keys(&axis);
+                if let Some(k) = keys(other).iter().find(|k| {
+                    mine.iter().any(|m| {
+                        m == *k
+                            || m.starts_with(&format!("{k}."))
+                            || k.starts_with(&format!("{m}."))
+                    })
+                }) {
+                    return Err(format!(
+                        "{what} ('{}') and axis '{}' both set '{k}': one run would apply only the later value while the table shows both; vary the key in one axis (a variant axis can set several keys)",
+                        axis.name, other.name
+                    ));
+                }
             }
             axes.push((axis, a.zip.clone()));
         }
@@ -358,10 +406,25 @@ impl Plan {
 
         // Cartesian product over groups, first slowest; seeds fastest.
         let seeds: Vec<Option<u64>> = match &file.seeds {
-            Some(s) => s.iter().copied().map(Some).collect(),
+            Some(s) => s.iter().map(|v| Some(v.0)).collect(),
             None => vec![None],
         };
         let lens: Vec<usize> = groups.iter().map(|g| axes[g[0]].0.points.len()).collect();
+        // Count before building anything.
+        let total = lens
+            .iter()
+            .fold(seeds.len() as u128, |n, &l| n.saturating_mul(l as u128));
+        if total > MAX_RUNS {
+            let dims: Vec<String> = groups
+                .iter()
+                .map(|g| format!("{} ({})", axes[g[0]].0.name, axes[g[0]].0.points.len()))
+                .chain(std::iter::once(format!("seeds ({})", seeds.len())))
+                .collect();
+            return Err(format!(
+                "{name}: the grid has {total} runs ({}), more than the {MAX_RUNS} a sweep may have; use fewer values, or zip axes that move together",
+                dims.join(" × ")
+            ));
+        }
         let cells: usize = lens.iter().product();
         let mut runs = Vec::with_capacity(cells * seeds.len());
         let mut ids = BTreeMap::new();
@@ -387,7 +450,7 @@ impl Plan {
                     sets.extend(p.sets.iter().cloned());
                 }
                 if let Some(s) = seed {
-                    sets.push(("seed".to_string(), toml::Value::Integer(*s as i64)));
+                    sets.push(("seed".to_string(), crate::config::seed::to_value(*s)));
                 }
                 let id = run_id(&axis_values, *seed);
                 if let Some(prev) = ids.insert(id.clone(), runs.len()) {
@@ -408,6 +471,11 @@ impl Plan {
         }
 
         let mut canon = format!("base:\n{base_text}\n");
+        let base_dir = base
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new(""));
+        canon.push_str(&inputs_digest(&base_table, &runs, base_dir));
         for r in &runs {
             canon.push_str(&r.id);
             for (k, v) in &r.sets {
@@ -432,6 +500,61 @@ impl Plan {
             .filter(|r| shard.is_none_or(|s| r.index % s.count == s.index - 1))
             .collect()
     }
+}
+
+/// The run-file keys naming a file a run reads (besides `plugins[].path`).
+const INPUT_KEYS: [&str; 3] = [
+    "workload.trace",
+    "model.config_path",
+    "model.hardware_config",
+];
+
+/// One line per file the runs read (the keys of [`INPUT_KEYS`] and
+/// `plugins[].path`, in the base or set by any run): its path and a hash of
+/// its contents, so an edited trace, model config or plugin changes the
+/// sweep's fingerprint.
+fn inputs_digest(base: &toml::Table, runs: &[PlannedRun], base_dir: &Path) -> String {
+    let mut paths = std::collections::BTreeSet::new();
+    let get = |t: &toml::Table, key: &str| -> Option<String> {
+        let (section, name) = key.split_once('.')?;
+        t.get(section)?.get(name)?.as_str().map(str::to_string)
+    };
+    for key in INPUT_KEYS {
+        if let Some(p) = get(base, key) {
+            paths.insert(p);
+        }
+    }
+    let plugin_paths = |v: &toml::Value, out: &mut std::collections::BTreeSet<String>| {
+        for p in v.as_array().into_iter().flatten() {
+            if let Some(path) = p.get("path").and_then(toml::Value::as_str) {
+                out.insert(path.to_string());
+            }
+        }
+    };
+    if let Some(v) = base.get("plugins") {
+        plugin_paths(v, &mut paths);
+    }
+    for r in runs {
+        for (k, v) in &r.sets {
+            if INPUT_KEYS.contains(&k.as_str()) {
+                if let Some(p) = v.as_str() {
+                    paths.insert(p.to_string());
+                }
+            } else if k == "plugins" {
+                plugin_paths(v, &mut paths);
+            }
+        }
+    }
+    let mut out = String::new();
+    for p in paths {
+        let full = crate::config::resolve(base_dir, Path::new(&p));
+        let hash = match std::fs::read(&full) {
+            Ok(bytes) => format!("{:016x}", fnv64(&bytes)),
+            Err(_) => "unreadable".to_string(),
+        };
+        out.push_str(&format!("input {p} {hash}\n"));
+    }
+    out
 }
 
 /// `--shard i/N`: the i-th (1-based) of N disjoint parts of the grid.

@@ -21,6 +21,88 @@ use serde_json::Value;
 /// Top-level report blocks left out of the table (they grow with the fleet).
 const LEFT_OUT: [&str; 1] = ["instances"];
 
+/// The `cluster` block's fields (columns without prefix) and the report's
+/// other top-level blocks (columns `BLOCK.…`), for refusing an axis named
+/// like a report column. The tests crate holds this list to the report of
+/// the built-in scenario.
+pub const CLUSTER_COLUMNS: &[&str] = &[
+    "num_requests",
+    "rejected_requests",
+    "still_in_pipeline",
+    "completed_requests",
+    "injected_requests",
+    "still_queued",
+    "still_running",
+    "dropped_unservable",
+    "preemption_count",
+    "total_input_tokens",
+    "total_output_tokens",
+    "simulated_duration_s",
+    "responses_per_sec",
+    "tokens_per_sec",
+    "ttft_mean_ms",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "ttft_min_ms",
+    "ttft_max_ms",
+    "e2e_mean_ms",
+    "e2e_p50_ms",
+    "e2e_p90_ms",
+    "e2e_p95_ms",
+    "e2e_p99_ms",
+    "e2e_min_ms",
+    "e2e_max_ms",
+    "itl_mean_ms",
+    "itl_p50_ms",
+    "itl_p90_ms",
+    "itl_p95_ms",
+    "itl_p99_ms",
+    "itl_min_ms",
+    "itl_max_ms",
+    "scheduling_delay_mean_ms",
+    "scheduling_delay_p50_ms",
+    "scheduling_delay_p90_ms",
+    "scheduling_delay_p95_ms",
+    "scheduling_delay_p99_ms",
+    "scheduling_delay_min_ms",
+    "scheduling_delay_max_ms",
+    "kv_cache_hit_rate",
+    "peak_kv_blocks",
+    "steps",
+    "jain_fairness_index",
+    "routing_decisions",
+    "mean_regret",
+    "max_regret",
+    "in_transfer",
+    "slo",
+    "kv_offload",
+    "flow_control",
+    "rejected_by",
+];
+
+/// The report's top-level blocks other than `cluster` (their columns are `BLOCK.…`).
+pub const REPORT_BLOCKS: &[&str] = &[
+    "slo_classes",
+    "tenants",
+    "fitness",
+    "stages",
+    "plugins",
+    "pd",
+    "control",
+    "saturation",
+    "adapters",
+    "calibration",
+    "models",
+];
+
+/// Whether `name` is (or may be) a column of a report in the table.
+pub fn is_report_column(name: &str) -> bool {
+    let first = name.split('.').next().unwrap_or(name);
+    CLUSTER_COLUMNS.contains(&first) || (name.contains('.') && REPORT_BLOCKS.contains(&first))
+}
+
 /// Flatten `v` under `prefix` into `out` (array elements under their index).
 fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
     match v {

@@ -5,6 +5,13 @@ use super::Problems;
 use crate::config::InstanceSection;
 use crate::instance::{KvOffloadConfig, MAX_KV_BLOCKS};
 
+/// Largest `transfer_base_latency_us`: one second per reloaded block (a
+/// step reloads up to millions of blocks; their sum must stay far below the
+/// simulated-time limit).
+const MAX_BASE_LATENCY_US: i64 = 1_000_000;
+/// Smallest `transfer_bandwidth_tokens_per_us`: one token per second.
+const MIN_BANDWIDTH_TOKENS_PER_US: f64 = 1e-6;
+
 /// What `[instance.kv_offload]` resolved to: `None` when the section is
 /// absent or `cpu_blocks = 0` (GPU only). Every bad key is reported.
 pub(super) fn check(inst: &InstanceSection, problems: &mut Problems) -> Option<KvOffloadConfig> {
@@ -19,10 +26,17 @@ pub(super) fn check(inst: &InstanceSection, problems: &mut Problems) -> Option<K
         ));
         ok = false;
     }
-    if s.transfer_base_latency_us < 0 {
+    if bw.is_finite() && bw > 0.0 && bw < MIN_BANDWIDTH_TOKENS_PER_US {
         problems.error(format!(
-            "instance.kv_offload.transfer_base_latency_us = {}: must be ≥ 0 (µs added per \
-             reloaded block)",
+            "instance.kv_offload.transfer_bandwidth_tokens_per_us = {bw}: must be at least \
+             {MIN_BANDWIDTH_TOKENS_PER_US} (one token per second); a slower link cannot be meant"
+        ));
+        ok = false;
+    }
+    if !(0..=MAX_BASE_LATENCY_US).contains(&s.transfer_base_latency_us) {
+        problems.error(format!(
+            "instance.kv_offload.transfer_base_latency_us = {}: must be in [0, {MAX_BASE_LATENCY_US}] \
+             (µs added per reloaded block; 10^6 µs is a second per block)",
             s.transfer_base_latency_us
         ));
         ok = false;

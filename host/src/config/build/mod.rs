@@ -109,6 +109,9 @@ pub(crate) fn one_of(key: &str, value: &str, accepted: &[&str]) -> String {
     )
 }
 
+/// The time series' interval without `output.timeseries_interval_us`.
+pub const TIMESERIES_DEFAULT_INTERVAL_US: Tick = timeseries::DEFAULT_INTERVAL_US;
+
 /// Resolve a path from the run file against its folder.
 pub fn resolve(base_dir: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
@@ -216,7 +219,15 @@ pub fn build(
         unreachable!("a section without a result reported an error");
     };
     let mut notes = problems.notes;
-    let warnings = super::warnings::warnings(run, &workload);
+    let mut warnings = super::warnings::warnings(run, &workload);
+    let fleet = pools
+        .as_ref()
+        .map_or(run.instance.count, |p| p.instance_count());
+    let (scale_warnings, scale_errors) = super::warnings::scale(run, &workload, fleet);
+    if !scale_errors.is_empty() {
+        return Err(scale_errors.join("\n"));
+    }
+    warnings.extend(scale_warnings);
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;

@@ -26,6 +26,12 @@ use crate::instance::latency::ModelConfig;
 use crate::instance::{Instance, KvOffloadConfig};
 use crate::plugins::Registry;
 
+/// Smallest `pd.transfer_bandwidth_gbps` (1 MB/s) and largest
+/// `pd.kv_bytes_per_token` (1 GB): past them a transfer's time cannot be
+/// meant and would run into the simulated-time limit.
+const MIN_BANDWIDTH_GBPS: f64 = 1e-3;
+const MAX_KV_BYTES_PER_TOKEN: f64 = 1e9;
+
 const ROLES: [&str; 4] = ["prefill", "both", "decode", "serve"];
 
 /// One checked pool.
@@ -252,6 +258,11 @@ pub(super) fn check(
             "pd.transfer_bandwidth_gbps = {}: must be a finite number > 0 (GB/s per link)",
             pd.transfer_bandwidth_gbps
         ));
+    } else if pd.transfer_bandwidth_gbps < MIN_BANDWIDTH_GBPS {
+        problems.error(format!(
+            "pd.transfer_bandwidth_gbps = {}: must be at least {MIN_BANDWIDTH_GBPS} (1 MB/s); a slower link cannot be meant",
+            pd.transfer_bandwidth_gbps
+        ));
     }
     if !(pd.transfer_base_latency_ms.is_finite() && pd.transfer_base_latency_ms >= 0.0) {
         problems.error(format!(
@@ -269,6 +280,9 @@ pub(super) fn check(
     match pd.kv_bytes_per_token {
         Some(b) if !(b.is_finite() && b > 0.0) => problems.error(format!(
             "pd.kv_bytes_per_token = {b}: must be a finite number > 0 (bytes of one token's KV at TP 1)"
+        )),
+        Some(b) if b > MAX_KV_BYTES_PER_TOKEN => problems.error(format!(
+            "pd.kv_bytes_per_token = {b}: must be at most {MAX_KV_BYTES_PER_TOKEN:e} (1 GB per token; real models need kB to a few MB)"
         )),
         Some(b) => kv_bytes_per_token = b,
         None => {

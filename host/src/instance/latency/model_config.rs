@@ -228,8 +228,11 @@ impl ModelConfig {
     /// Parse the text of a HuggingFace `config.json` (rules of §6.4):
     ///
     /// * an object `text_config` is merged over the top level first;
-    /// * integers are JSON numbers truncated toward zero; a missing or
-    ///   non-numeric field reads as 0;
+    /// * counts are JSON whole numbers (a fraction is an error); a missing
+    ///   or non-numeric field reads as 0; `head_dim` or
+    ///   `interleave_moe_layer_step` given as 0 is an error;
+    /// * `quantization_config` must be an object, and its `bits`, when
+    ///   present, a number > 0;
     /// * KV heads: `num_key_value_heads`, `num_kv_heads`,
     ///   `multi_query_group_num` (first non-zero), else the attention heads;
     /// * MLP width: `intermediate_size`, `ffn_hidden_size`, else `4 · hidden`;
@@ -290,9 +293,24 @@ impl ModelConfig {
             0 => n_shared_experts.saturating_mul(if moe_ffn > 0 { moe_ffn } else { ffn }),
             n => n,
         };
-        let quantized_weight_bytes = obj
-            .get("quantization_config")
-            .map_or(0.0, quantized_weight_bytes);
+        let quantized_weight_bytes = match obj.get("quantization_config") {
+            Some(q) => quantized_weight_bytes(q).map_err(parse_err)?,
+            None => 0.0,
+        };
+        // Present and 0: no default stands in for these.
+        for (key, meaning) in [
+            ("head_dim", "the width of one attention head"),
+            (
+                "interleave_moe_layer_step",
+                "the step between mixture-of-experts layers, ≥ 1",
+            ),
+        ] {
+            if obj.get(key).and_then(Value::as_f64) == Some(0.0) {
+                return Err(parse_err(format!(
+                    "{key} = 0 cannot be meant ({meaning}); give a positive count or remove the key"
+                )));
+            }
+        }
 
         let dtype = ["torch_dtype", "dtype"]
             .iter()
@@ -534,21 +552,31 @@ fn dtype_bytes(dtype: &str) -> f64 {
 /// (a number or numeric string); else 1 for `quant_method = fp8`; else, for
 /// `compressed-tensors`, the first `config_groups.<key>.weights.num_bits > 0`
 /// (keys sorted) / 8; else 0 (not known to be quantised).
-fn quantized_weight_bytes(q: &Value) -> f64 {
+fn quantized_weight_bytes(q: &Value) -> Result<f64, String> {
     let Value::Object(q) = q else {
-        return 0.0;
+        return Err(format!(
+            "quantization_config = {q} is not an object; give an object such as {{\"quant_method\": \"fp8\"}} or {{\"bits\": 4}}, or remove the key"
+        ));
     };
     let bits = match q.get("bits") {
-        Some(Value::Number(n)) => n.as_f64().unwrap_or(0.0),
-        Some(Value::String(s)) => s.trim().parse::<f64>().unwrap_or(0.0),
-        _ => 0.0,
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(n.as_f64().unwrap_or(f64::NAN)),
+        Some(Value::String(s)) => Some(s.trim().parse::<f64>().unwrap_or(f64::NAN)),
+        Some(_) => Some(f64::NAN),
     };
-    if bits > 0.0 && bits.is_finite() {
-        return bits / 8.0;
+    match bits {
+        Some(b) if b > 0.0 && b.is_finite() => return Ok(b / 8.0),
+        Some(_) => {
+            return Err(format!(
+                "quantization_config.bits = {}: must be a number of bits > 0 (e.g. 4 or 8)",
+                q["bits"]
+            ))
+        }
+        None => {}
     }
     let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
     if method.eq_ignore_ascii_case("fp8") {
-        return 1.0;
+        return Ok(1.0);
     }
     if method == "compressed-tensors" {
         if let Some(Value::Object(groups)) = q.get("config_groups") {
@@ -561,21 +589,24 @@ fn quantized_weight_bytes(q: &Value) -> f64 {
                     .and_then(Value::as_f64)
                     .unwrap_or(0.0);
                 if bits > 0.0 {
-                    return bits / 8.0;
+                    return Ok(bits / 8.0);
                 }
             }
         }
     }
-    0.0
+    Ok(0.0)
 }
 
-/// A count field: a JSON number truncated toward zero; absent or not a number
-/// reads as 0; negative or too large is an error.
+/// A count field: a JSON whole number; absent or not a number reads as 0;
+/// a fraction, a negative or too large number is an error.
 fn count(obj: &Map<String, Value>, key: &str) -> Result<u32, String> {
     let Some(x) = obj.get(key).and_then(Value::as_f64) else {
         return Ok(0);
     };
     let t = x.trunc();
+    if t != x {
+        return Err(format!("{key} = {x} is not a whole number; give a count"));
+    }
     if !(0.0..=f64::from(u32::MAX)).contains(&t) {
         return Err(format!(
             "{key} = {x} is not a valid count (expected 0 … {})",

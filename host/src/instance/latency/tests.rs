@@ -460,7 +460,7 @@ fn hf_config_merges_text_config_and_applies_fallbacks() {
         "hidden_size": 1,
         "num_local_experts": 8,
         "text_config": {
-            "num_hidden_layers": 24.9,
+            "num_hidden_layers": 24.0,
             "hidden_size": 2048,
             "num_attention_heads": 16,
             "num_kv_heads": 0,
@@ -471,7 +471,9 @@ fn hf_config_merges_text_config_and_applies_fallbacks() {
         }
     }"#;
     let m = ModelConfig::from_hf_json(text, "vlm").unwrap();
-    assert_eq!(m.num_layers, 24, "numbers truncate");
+    assert_eq!(m.num_layers, 24, "a whole number written as a float");
+    let e = ModelConfig::from_hf_json(&text.replace("24.0", "24.9"), "vlm").unwrap_err();
+    assert!(e.to_string().contains("num_hidden_layers = 24.9"), "{e}");
     assert_eq!(m.hidden_size, 2048, "text_config wins over the top level");
     assert_eq!(m.num_kv_heads, 2, "first non-zero KV key");
     assert_eq!(m.intermediate_size, 5632);
