@@ -88,6 +88,10 @@ mod wasm;
 // report against the results file.
 mod lora;
 
+// Several base models in one cluster (serve pools): per-model sections
+// against the results file, the model filter, unroutable requests, bad input.
+mod models;
+
 // llm-d Router EndpointPickerConfig files run unchanged (`--epp-config`):
 // the 19 shipped files, the loader's validation table, equivalences.
 mod llm_d;

@@ -202,6 +202,19 @@ pub fn simulate_with(
     for s in &mut outcome.collector.sinks {
         s.finish().map_err(runtime)?;
     }
+    if let Some(m) = &outcome.collector.models {
+        for (name, &n) in m.names.iter().zip(&m.unroutable) {
+            if n > 0 {
+                notice(
+                    Notice::Warning,
+                    &format!(
+                        "{n} request(s) for model \"{name}\" were rejected: no instance serves that model \
+                         (models.\"{name}\".unroutable_by_model; give those clients a served model, or add a pool)"
+                    ),
+                );
+            }
+        }
+    }
     let mut report = report::build(&mut outcome, fitness.as_ref());
     if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {
         map.insert("plugins".into(), files);

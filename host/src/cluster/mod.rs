@@ -18,6 +18,7 @@ mod cache_signal;
 mod error;
 mod first_tokens;
 mod flow_control;
+mod models;
 pub mod pd;
 mod routing;
 mod scaling;
@@ -37,6 +38,7 @@ mod tests;
 use cache_signal::CacheSignal;
 pub use error::RunError;
 use first_tokens::{FirstToken, FirstTokens};
+pub use models::{ModelFilter, NO_MODEL};
 pub use routing::{format_weight, Decision, Pick, Profile, Routing};
 pub use servable::ServableBound;
 pub use snapshot::{Freshness, SnapshotProvider};
@@ -96,6 +98,8 @@ pub struct ClusterSetup {
     pub control: Option<ControlSetup>,
     /// `[[pools]]`: prefill/decode disaggregation (`None`: no pools).
     pub pd: Option<pd::PdSetup>,
+    /// Several base models (`serve` pools): the model filter before routing.
+    pub models: Option<ModelFilter>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -252,6 +256,7 @@ pub struct Cluster {
     control: Option<Box<ControlPlane>>,
     /// The P/D path's state; `None` without pools (the path is never entered).
     pd: Option<Box<pd::PdState>>,
+    models: Option<Box<ModelFilter>>,
     /// Set by someone else to stop the run ([`Cluster::cancel_on`]); read
     /// with the progress call, every 65,536 events.
     cancel: Option<Arc<AtomicBool>>,
@@ -350,6 +355,7 @@ impl Cluster {
             tenant_budgets: setup.tenant_budgets,
             control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
             pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
+            models: setup.models.map(Box::new),
             cancel: None,
         }
     }
@@ -614,6 +620,9 @@ impl Cluster {
         }
         self.lifecycle(t, EventKind::REJECTED, slot, u32::MAX)?;
         self.store[slot].state = RequestState::Rejected;
+        if let Some(m) = &mut self.collector.models {
+            m.rejected(&self.store[slot], cause == Reject::NoModel);
+        }
         self.collector.rejected(&self.store[slot]);
         self.workload.on_finished(&self.store[slot], t, false);
         let hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
@@ -652,41 +661,78 @@ impl Cluster {
         if let Some(scores) = self.routing.lora_scores() {
             lora_affinity(req.adapter, &self.instances, scores);
         }
-        // Instance lifecycle: only routable instances are candidates.
-        if let Some(c) = self
-            .control
-            .as_deref_mut()
-            .filter(|c| c.routable.is_empty())
-        {
-            c.no_instance += 1;
-            if let Some(tr) = self.trace.as_mut() {
-                tr.rejection(req.id, t, "no routable instance (instance lifecycle)", None);
-            }
-            return self.reject(t, slot, Reject::NoInstance);
-        }
-        let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());
-        let decision = match (restricted, &mut self.routing) {
-            (Some(c), Routing::Single(r)) => {
-                // A router sees the routable instances only, in index order.
-                let ControlPlane {
-                    routable, compact, ..
-                } = c;
-                compact.clear();
-                compact.extend(routable.iter().map(|&i| snaps[i as usize]));
-                let sub = ClusterView {
-                    clock_us: t,
-                    instances: RSlice::from_slice(compact),
-                };
-                let k = r.route(&rv, &sub)?;
-                Decision::Routed {
-                    chosen: routable[k as usize],
-                    scores: None,
-                    candidates: None,
+        // Several models: only the instances serving the request's model
+        // are candidates (the control plane is off with pools).
+        let decision = if let Some(m) = self.models.as_deref_mut() {
+            let fm = m.model_of(req.model) as usize;
+            let ModelFilter {
+                members, compact, ..
+            } = m;
+            let members = members.get(fm).map_or(&[][..], Vec::as_slice);
+            if members.is_empty() {
+                if let Some(tr) = self.trace.as_mut() {
+                    tr.rejection(req.id, t, "no instance serves the request's model", None);
                 }
+                return self.reject(t, slot, Reject::NoModel);
             }
-            (c, routing) => {
-                routing.set_eligible(c.map(|c| c.routable.as_slice()));
-                routing.route(&rv, &view, needs_state.then_some(&state))?
+            let decision = match &mut self.routing {
+                Routing::Single(r) => {
+                    compact.clear();
+                    compact.extend(members.iter().map(|&i| snaps[i as usize]));
+                    let sub = ClusterView {
+                        clock_us: t,
+                        instances: RSlice::from_slice(compact),
+                    };
+                    let k = r.route(&rv, &sub)?;
+                    Decision::Routed {
+                        chosen: members[k as usize],
+                        scores: None,
+                        candidates: None,
+                    }
+                }
+                routing => {
+                    routing.set_eligible(Some(members));
+                    routing.route(&rv, &view, needs_state.then_some(&state))?
+                }
+            };
+            decision
+        } else {
+            // Instance lifecycle: only routable instances are candidates.
+            if let Some(c) = self
+                .control
+                .as_deref_mut()
+                .filter(|c| c.routable.is_empty())
+            {
+                c.no_instance += 1;
+                if let Some(tr) = self.trace.as_mut() {
+                    tr.rejection(req.id, t, "no routable instance (instance lifecycle)", None);
+                }
+                return self.reject(t, slot, Reject::NoInstance);
+            }
+            let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());
+            match (restricted, &mut self.routing) {
+                (Some(c), Routing::Single(r)) => {
+                    // A router sees the routable instances only, in index order.
+                    let ControlPlane {
+                        routable, compact, ..
+                    } = c;
+                    compact.clear();
+                    compact.extend(routable.iter().map(|&i| snaps[i as usize]));
+                    let sub = ClusterView {
+                        clock_us: t,
+                        instances: RSlice::from_slice(compact),
+                    };
+                    let k = r.route(&rv, &sub)?;
+                    Decision::Routed {
+                        chosen: routable[k as usize],
+                        scores: None,
+                        candidates: None,
+                    }
+                }
+                (c, routing) => {
+                    routing.set_eligible(c.map(|c| c.routable.as_slice()));
+                    routing.route(&rv, &view, needs_state.then_some(&state))?
+                }
             }
         };
         let outcome = match decision {
@@ -1078,6 +1124,8 @@ pub enum Reject {
     TenantBudget,
     /// No instance was routable (instance lifecycle).
     NoInstance,
+    /// No instance serves the request's model.
+    NoModel,
 }
 
 /// Rejected requests by cause (they sum to the rejected count).
@@ -1088,6 +1136,7 @@ pub struct RejectCounts {
     pub gateway: u64,
     pub tenant_budget: u64,
     pub no_instance: u64,
+    pub unroutable_by_model: u64,
 }
 
 impl RejectCounts {
@@ -1098,6 +1147,7 @@ impl RejectCounts {
             Reject::Gateway => &mut self.gateway,
             Reject::TenantBudget => &mut self.tenant_budget,
             Reject::NoInstance => &mut self.no_instance,
+            Reject::NoModel => &mut self.unroutable_by_model,
         } += 1;
     }
 }

@@ -657,6 +657,13 @@ impl Instance {
                 );
                 return;
             }
+            if !self.reserved.is_empty() {
+                // The head waits for blocks that KV transfers on their way
+                // here hold (P/D): nothing changes until one arrives, and
+                // its arrival schedules a step (`enqueue_transferred`), so
+                // idle rather than poll (an empty step can take 1 µs).
+                return;
+            }
             // Everything was preempted: retry after an empty step.
             let dt = (self.latency.step_time(&BatchShape::default())
                 + self.kv.take_transfer_time())

@@ -139,6 +139,8 @@ pub struct Collector {
     pub sinks: Vec<Box<dyn RequestSink>>,
     /// Per-adapter records of `[lora]` (result lines then carry `adapter`).
     pub adapters: Option<Box<super::adapters::AdapterRecorder>>,
+    /// Per-model records of several base models (result lines then carry `model`).
+    pub models: Option<Box<super::models::ModelRecorder>>,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -164,6 +166,7 @@ impl Collector {
             saturation: None,
             sinks: Vec::new(),
             adapters: None,
+            models: None,
         }
     }
 
@@ -196,6 +199,9 @@ impl Collector {
         }
         if let Some(a) = &mut self.adapters {
             a.arrived(req);
+        }
+        if let Some(m) = &mut self.models {
+            m.arrived(req);
         }
     }
 
@@ -258,6 +264,13 @@ impl Collector {
             line.pop();
             line.push_str(",\"adapter\":");
             line.push_str(&serde_json::Value::from(a.name_of(req)).to_string());
+            line.push('}');
+        }
+        if let Some(m) = &self.models {
+            // `"model"` last: the fleet model the request asked for.
+            line.pop();
+            line.push_str(",\"model\":");
+            line.push_str(&serde_json::Value::from(m.name_of(req)).to_string());
             line.push('}');
         }
         if let Err(e) = w.push(req.id, line) {

@@ -11,6 +11,7 @@ pub mod adapters;
 mod collector;
 pub mod distribution;
 pub mod fitness;
+pub mod models;
 pub mod pd_report;
 pub mod population;
 pub mod report;

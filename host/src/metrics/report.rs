@@ -244,6 +244,9 @@ pub fn build(
             "no_routable_instance": by.no_instance,
         }),
     );
+    if col.models.is_some() {
+        cm["rejected_by"]["unroutable_by_model"] = json!(by.unroutable_by_model);
+    }
     cm.insert("still_in_pipeline".into(), json!(outcome.still_in_pipeline));
     if let Some(pd) = &outcome.pd {
         // A request received by transfer was injected once, at its prefill.
@@ -389,5 +392,62 @@ pub fn build(
     if let Some(a) = &mut outcome.collector.adapters {
         report["adapters"] = a.report(&outcome.instances, duration_s);
     }
+    if let Some(m) = &outcome.collector.models {
+        report["models"] = models_section(outcome, m);
+    }
     report
+}
+
+/// The `models` section: per model, the cluster block's fields over its
+/// instances (rates over the run's duration), with its `num_requests`,
+/// `rejected_requests`, `unroutable_by_model` and `instances`.
+fn models_section(outcome: &ClusterOutcome, m: &super::models::ModelRecorder) -> Value {
+    let col = &outcome.collector;
+    let all = None;
+    let mut out = Map::new();
+    for (k, name) in m.names.iter().enumerate() {
+        let mine: Vec<usize> = (0..outcome.instances.len())
+            .filter(|&i| m.of_instance.get(i) == Some(&(k as u32)))
+            .collect();
+        let mut c = Counts {
+            duration: outcome.duration,
+            ..Counts::default()
+        };
+        let mut itl = CountMap::default();
+        for &i in &mine {
+            let (inst, rec) = (&outcome.instances[i], &col.instances[i]);
+            let x = inst.counts();
+            c.completed += rec.completed;
+            c.injected += rec.injected;
+            c.still_queued += x.still_queued;
+            c.still_running += x.still_running;
+            c.dropped += rec.dropped;
+            c.preemptions += x.preemptions;
+            c.input_tokens += rec.input_tokens;
+            c.output_tokens += rec.output_tokens;
+            c.cache_hits += x.cache_hit_blocks;
+            c.cache_lookups += x.cache_lookup_blocks;
+            c.peak_kv_blocks = c.peak_kv_blocks.max(x.peak_kv_blocks);
+            c.steps += x.steps;
+            add_offload(&mut c.kv_offload, x.kv_offload);
+            itl.merge(&rec.itl);
+        }
+        let runs = |f: fn(&InstanceRecord) -> &Population| -> Vec<&Population> {
+            mine.iter().map(|&i| f(&col.instances[i])).collect()
+        };
+        let l = Latencies {
+            ttft: Population::stats(&runs(|r| &r.ttft), all),
+            e2e: Population::stats(&runs(|r| &r.e2e), all),
+            itl: itl.stats(),
+            sched: Population::stats(&runs(|r| &r.scheduling_delay), all),
+        };
+        let mut b = Map::new();
+        b.insert("num_requests".into(), json!(m.arrived[k]));
+        b.insert("rejected_requests".into(), json!(m.rejected[k]));
+        b.insert("unroutable_by_model".into(), json!(m.unroutable[k]));
+        b.insert("instances".into(), json!(mine.len()));
+        write_block(&mut b, &c, &l);
+        out.insert(name.clone(), Value::Object(b));
+    }
+    Value::Object(out)
 }

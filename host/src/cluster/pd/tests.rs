@@ -187,6 +187,58 @@ fn one_disaggregated_request_on_one_timeline() {
     check(&r, &lines);
 }
 
+/// Issue 33, defect 23: a decode instance whose only request was preempted
+/// waits for blocks a KV transfer on its way holds. With an empty step of
+/// 0 µs (β0 = 0) it used to poll every µs until the transfer arrived
+/// (998,052 events for these 2 requests); it now idles until the arrival
+/// schedules its step, with the same report.
+#[test]
+fn a_decode_instance_waiting_for_reserved_kv_idles_instead_of_polling() {
+    let dir = scratch("no-poll");
+    // 130 blocks: R1 (1000 + 100 tokens, 69 blocks) decodes while R2's
+    // 63 prompt blocks are reserved, outgrows the 67 left, is preempted,
+    // and cannot be readmitted until R2's slow (1.3 s) transfer arrives.
+    let text = "seed = 3\n[model]\nlatency_model = \"linear\"\nalpha = [100.0, 0.5, 20.0]\n\
+                beta = [0.0, 5.0, 30.0]\n[workload]\naggregate_rate = 1.0\nnum_requests = 2\n\
+                prompt_tokens = 1000\nprompt_tokens_stdev = 0\noutput_tokens = 100\noutput_tokens_stdev = 0\n\
+                [[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 1\n\
+                [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 1\ninstance = { total_kv_blocks = 130 }\n\
+                [pd]\ndecider = \"always\"\nkv_bytes_per_token = 131072.0\ntransfer_bandwidth_gbps = 0.1\n\
+                [output]\nresults_path = \"results.jsonl\"\n";
+    let source = Source {
+        name: "test.toml".into(),
+        base_dir: dir.clone(),
+        text: text.into(),
+    };
+    let run: RunFile = config::parse(&source).unwrap_or_else(|e| panic!("{e}"));
+    let mut reg = Registry::standard();
+    let built = config::build(&run, &dir, &mut reg, true).unwrap_or_else(|e| panic!("{e}"));
+    let mut outcome = Cluster::new(built.setup)
+        .run(|_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    for o in built.outputs {
+        o.commit().unwrap();
+    }
+    assert!(
+        outcome.events < 1000,
+        "{} events for 2 requests: the decode instance polls",
+        outcome.events
+    );
+    let r = report::build(&mut outcome, None);
+    let lines: Vec<Value> = std::fs::read_to_string(dir.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let c = &r["cluster"];
+    assert_eq!(c["completed_requests"], 2, "{c}");
+    assert_eq!(
+        r["instances"][1]["preemption_count"], 1,
+        "the case is the one meant"
+    );
+    check(&r, &lines);
+}
+
 #[test]
 fn a_full_decode_instance_drops_the_transfer_and_counts_it() {
     let dir = scratch("drop");

@@ -96,7 +96,7 @@ pub(super) fn check(
 }
 
 fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
-    if !run.pools.is_empty() {
+    if !run.pools.is_empty() && !super::models::multi(run) {
         problems.error(
             "[lora] with [[pools]]: LoRA adapters are not supported with prefill/decode pools yet; \
              remove [lora] or the pools",
@@ -109,7 +109,7 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
             lora.adapters.len()
         ));
     }
-    let model = run.model.name.as_str();
+    let served = super::models::served(run);
     for (i, a) in lora.adapters.iter().enumerate() {
         if a.id.is_empty() {
             problems.error(format!(
@@ -128,11 +128,12 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
             ));
         }
         if let Some(m) = &a.base_model {
-            if m != model {
+            if !served.contains(m) {
                 problems.error(format!(
                     "lora.adapters[{i}].base_model = \"{m}\" (adapter \"{}\"): no instance serves that \
-                     model (the run serves \"{model}\"); give the served model or leave base_model out",
-                    a.id
+                     model (served: {}); give a served model or leave base_model out",
+                    a.id,
+                    served.join(", ")
                 ));
             }
         }

@@ -235,11 +235,18 @@ pub fn build(
     let n_instances = pools
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
+    let mut fleet_models = None;
     let (mut instances, routing, pd) = match pools {
         None => {
             let mut instances = instance.create(&run.instance, &model, kv_offload)?;
             instance_policies::install(&run.instance, run.seed, registry, &mut instances)?;
             (instances, routing, None)
+        }
+        Some(pools) if pools.is_serve() => {
+            notes.push(pools.describe());
+            let f = pools.create_serve(run, registry, &run.model.name)?;
+            fleet_models = Some((f.names, f.of_instance));
+            (f.instances, routing, None)
         }
         Some(pools) => {
             notes.push(pools.describe());
@@ -274,6 +281,11 @@ pub fn build(
     collector.slo = slo;
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
+    let models = fleet_models.map(|(names, of_instance)| {
+        let (filter, rec) = models::create(names, of_instance, &workload);
+        collector.models = Some(Box::new(rec));
+        filter
+    });
     if run.lora.is_some() {
         collector.adapters = Some(Box::new(crate::metrics::adapters::AdapterRecorder::new(
             workload.adapter_names().to_vec(),
@@ -310,6 +322,7 @@ pub fn build(
             tenant_budgets,
             control,
             pd,
+            models,
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),

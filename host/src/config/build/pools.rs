@@ -3,6 +3,11 @@
 //! its `model` and `instance` tables override keys of the run's sections and
 //! go through the same builders, so a pool can run other hardware, another
 //! TP, latency model, batch limits or KV size.
+//!
+//! Pools of role `serve` are plain instance groups without P/D: each may
+//! serve its own model (`model.name`, `model.config_path`), and requests
+//! are routed only to the instances of the model they name
+//! (`cluster::ModelFilter`).
 
 use std::path::Path;
 
@@ -27,7 +32,7 @@ use crate::plugins::Registry;
 const MIN_BANDWIDTH_GBPS: f64 = 1e-3;
 const MAX_KV_BYTES_PER_TOKEN: f64 = 1e9;
 
-const ROLES: [&str; 3] = ["prefill", "both", "decode"];
+const ROLES: [&str; 4] = ["prefill", "both", "decode", "serve"];
 
 /// One checked pool.
 struct CheckedPool {
@@ -50,6 +55,9 @@ pub(super) struct CheckedPools {
     decode_plan: Option<RoutingPlan>,
     kv_bytes_per_token: f64,
     split_by_tp: bool,
+    /// `serve` pools: instance groups without P/D (every pool's `role`
+    /// placeholder is unused).
+    serve: bool,
 }
 
 /// `base` with the keys of `over` replaced (a pool's override of a section).
@@ -105,6 +113,26 @@ pub(super) fn check(
     }
     let mut pools = Vec::new();
     let mut total = 0u64;
+    let serve = run.pools.iter().any(|p| p.role == "serve");
+    if serve {
+        if let Some((i, p)) = run
+            .pools
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.role != "serve")
+        {
+            problems.error(format!(
+                "pools[{i}].role = \"{}\" with pools of role \"serve\": instance groups of several models \
+                 and prefill/decode pools cannot be mixed yet; give every pool role = \"serve\" or none",
+                p.role
+            ));
+        }
+        if run.pd.is_some() {
+            problems.error(
+                "[pd] with pools of role \"serve\": serve pools have no prefill/decode split; remove [pd]",
+            );
+        }
+    }
     for (i, p) in run.pools.iter().enumerate() {
         let key = format!("pools[{i}] ({})", p.name);
         if p.name.is_empty() {
@@ -116,7 +144,8 @@ pub(super) fn check(
         let role = match p.role.as_str() {
             "prefill" => PoolRole::Prefill,
             "decode" => PoolRole::Decode,
-            "both" => PoolRole::Both,
+            // (a placeholder: serve pools have no P/D role)
+            "both" | "serve" => PoolRole::Both,
             other => {
                 problems.error(one_of(&format!("pools[{i}].role"), other, &ROLES));
                 continue;
@@ -136,7 +165,7 @@ pub(super) fn check(
             }
         }
         for k in ["name", "config_path"] {
-            if p.model.contains_key(k) {
+            if !serve && p.model.contains_key(k) {
                 problems.error(format!(
                     "pools[{i}].model.{k}: every pool serves the run's model (a KV transfer moves its cache); \
                      override hardware, tp, latency_model and the like only"
@@ -161,7 +190,7 @@ pub(super) fn check(
             }
         }
         prun.instance.count = p.instances.max(1);
-        if prun.instance.block_size != run.instance.block_size {
+        if !serve && prun.instance.block_size != run.instance.block_size {
             problems.error(format!(
                 "pools[{i}].instance.block_size = {}: every pool uses instance.block_size = {} (KV moves in blocks)",
                 prun.instance.block_size, run.instance.block_size
@@ -191,6 +220,21 @@ pub(super) fn check(
         problems.error(format!(
             "[[pools]]: {total} instances in all; at most {MAX_INSTANCES} are supported"
         ));
+    }
+    if serve {
+        if problems.errors.len() > before {
+            return None;
+        }
+        return Some(CheckedPools {
+            pools,
+            pd: PdSection::default(),
+            decider: pd_decider::check(&PdSection::default(), problems),
+            prefill_plan: None,
+            decode_plan: None,
+            kv_bytes_per_token: 0.0,
+            split_by_tp: true,
+            serve: true,
+        });
     }
     let has = |r: PoolRole| run.pools.iter().any(|p| p.role == r.name());
     if !has(PoolRole::Decode) && !has(PoolRole::Both) {
@@ -285,6 +329,7 @@ pub(super) fn check(
         decode_plan,
         kv_bytes_per_token,
         split_by_tp,
+        serve: false,
     })
 }
 
@@ -303,13 +348,20 @@ impl CheckedPools {
                 format!(
                     "{} ({}, {} × {} {} KV blocks)",
                     p.name,
-                    p.role.name(),
+                    if self.serve {
+                        p.run.model.name.as_str()
+                    } else {
+                        p.role.name()
+                    },
                     p.count,
                     p.model.latency.gpu.as_deref().unwrap_or("?"),
                     p.model.latency.total_kv_blocks
                 )
             })
             .collect();
+        if self.serve {
+            return format!("pools: {}", pools.join(", "));
+        }
         format!(
             "pools: {}; decider {}",
             pools.join(", "),
@@ -406,5 +458,61 @@ impl CheckedPools {
             },
             routing,
         ))
+    }
+}
+
+/// The instances of `serve` pools and the model of each (an index into the
+/// returned names, in order of first mention: `first` first, then the
+/// pools' models).
+pub(super) struct ServeFleet {
+    pub instances: Vec<Instance>,
+    pub names: Vec<String>,
+    pub of_instance: Vec<u32>,
+}
+
+impl CheckedPools {
+    /// True for `serve` pools (several models, no P/D).
+    pub(super) fn is_serve(&self) -> bool {
+        self.serve
+    }
+
+    /// Build the instances of `serve` pools; `first` is the run's default
+    /// model (fleet model 0, served or not).
+    pub(super) fn create_serve(
+        self,
+        run: &RunFile,
+        registry: &mut Registry,
+        first: &str,
+    ) -> Result<ServeFleet, String> {
+        let mut names = vec![first.to_string()];
+        let mut instances = Vec::new();
+        let mut of_instance = Vec::new();
+        for (k, p) in self.pools.into_iter().enumerate() {
+            let start = instances.len() as u32;
+            let mut made = p
+                .instance
+                .create_from(start, &p.run.instance, &p.model, p.kv_offload)
+                .map_err(|e| format!("pool {}: {e}", p.name))?;
+            super::instance_policies::install(
+                &p.run.instance,
+                derive_seed(run.seed, &format!("pool/{k}")),
+                registry,
+                &mut made,
+            )?;
+            let m = match names.iter().position(|n| *n == p.run.model.name) {
+                Some(m) => m,
+                None => {
+                    names.push(p.run.model.name.clone());
+                    names.len() - 1
+                }
+            } as u32;
+            of_instance.extend(std::iter::repeat_n(m, made.len()));
+            instances.extend(made);
+        }
+        Ok(ServeFleet {
+            instances,
+            names,
+            of_instance,
+        })
     }
 }
