@@ -40,8 +40,11 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     // instance by a prefill hand-off too, and is in transfer between two.
     // With a control plane the fleet grows: one block per instance ever
     // created. (The two are exclusive.)
-    let pd = !out.run.pools.is_empty();
-    let n_instances = if pd {
+    // Serve pools (several models) are plain instance groups: no P/D.
+    let serve = out.run.pools.iter().any(|p| p.role == "serve");
+    let pd = !out.run.pools.is_empty() && !serve;
+    let of_model = instance_models(out);
+    let n_instances = if !out.run.pools.is_empty() {
         out.run.pools.iter().map(|p| p.instances).sum()
     } else {
         match r["control"]["instances"].as_array() {
@@ -51,7 +54,8 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     };
     let pd_count = |b: &Value, k: &str| if pd { u(b, k) } else { Ok(0) };
     ensure!(
-        instances.len() as u32 == n_instances && (pd || n_instances >= out.run.instance.count),
+        instances.len() as u32 == n_instances
+            && (!out.run.pools.is_empty() || n_instances >= out.run.instance.count),
         "{} instance blocks for {} instances",
         instances.len(),
         n_instances
@@ -323,10 +327,30 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
                     "trace routing of {id} differs from the run: {v}"
                 );
                 let cands = v["candidates"].as_array().ok_or("no candidates")?;
-                // With a control plane only the routable instances are candidates.
+                // With a control plane only the routable instances are
+                // candidates; with several models only the request's model's.
+                if serve {
+                    let model = lines.get(id as usize).and_then(|l| l["model"].as_str());
+                    let theirs = of_model
+                        .iter()
+                        .filter(|m| Some(m.as_str()) == model)
+                        .count();
+                    ensure!(
+                        cands.len() == theirs
+                            && cands.iter().all(|x| {
+                                x["instance"]
+                                    .as_u64()
+                                    .and_then(|i| of_model.get(i as usize))
+                                    .map(String::as_str)
+                                    == model
+                            }),
+                        "request {id} for model {model:?}: candidates {cands:?} are not its model's {theirs} instances"
+                    );
+                }
                 ensure!(
                     cands.len() == seen.queue_depth.len()
-                        || (r["control"].is_object() && cands.len() < seen.queue_depth.len()),
+                        || ((r["control"].is_object() || serve)
+                            && cands.len() < seen.queue_depth.len()),
                     "{} candidates for {} instances",
                     cands.len(),
                     seen.queue_depth.len()
@@ -401,6 +425,95 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     if out.run.tenants.is_some() {
         check_tenant_budgets(out, r, &lines)?;
     }
+    if serve {
+        check_models(out, r, &lines)?;
+    }
+    Ok(())
+}
+
+/// The model each instance serves, from the serve pools in file order
+/// (empty without pools).
+fn instance_models(out: &RunOutput) -> Vec<String> {
+    let mut of_instance: Vec<String> = Vec::new();
+    for p in &out.run.pools {
+        let m = p
+            .model
+            .get("name")
+            .and_then(|v| v.as_str())
+            .unwrap_or(&out.run.model.name);
+        of_instance.extend(std::iter::repeat_n(m.to_string(), p.instances as usize));
+    }
+    of_instance
+}
+
+/// Several models: no request reaches an instance of another model; INV-1
+/// per model; each model's section counts what the results file says of
+/// its requests; the sections add up to the cluster; a request no instance
+/// serves is rejected as `unroutable_by_model`.
+fn check_models(out: &RunOutput, r: &Value, lines: &[Value]) -> Result<(), String> {
+    let models = r["models"]
+        .as_object()
+        .ok_or("serve pools but no models section")?;
+    let of_instance = instance_models(out);
+    let mut seen: BTreeMap<String, [u64; 4]> = BTreeMap::new();
+    for l in lines {
+        let m = l["model"]
+            .as_str()
+            .ok_or_else(|| format!("a result line without model: {l}"))?;
+        let e = seen.entry(m.to_string()).or_default();
+        e[0] += 1;
+        match l["status"].as_str() {
+            Some("completed") => e[1] += 1,
+            Some("rejected") => e[2] += 1,
+            _ => {}
+        }
+        if let Some(i) = l["instance"].as_u64() {
+            ensure!(
+                of_instance.get(i as usize).map(String::as_str) == Some(m),
+                "a request for model {m} reached instance {i}, which serves {:?}: {l}",
+                of_instance.get(i as usize)
+            );
+        } else if !of_instance.iter().any(|s| s == m) && l["status"] == "rejected" {
+            e[3] += 1;
+        }
+    }
+    let mut total = 0;
+    for (name, m) in models {
+        let n = u(m, "num_requests")?;
+        let parts: u64 = [
+            "completed_requests",
+            "rejected_requests",
+            "dropped_unservable",
+            "still_queued",
+            "still_running",
+            "still_in_pipeline",
+        ]
+        .iter()
+        .map(|k| m[*k].as_u64().unwrap_or(0))
+        .sum();
+        ensure!(n == parts, "INV-1 for model {name}: {m}");
+        let [lines_n, done, rejected, unroutable] = seen.get(name).copied().unwrap_or_default();
+        ensure!(
+            n == lines_n && u(m, "completed_requests")? == done && u(m, "rejected_requests")? == rejected,
+            "model {name}: the report says {m}, the results file {lines_n} requests, {done} completed, {rejected} rejected"
+        );
+        ensure!(
+            u(m, "unroutable_by_model")? == unroutable,
+            "model {name}: unroutable_by_model {} but {unroutable} of its requests found no instance",
+            m["unroutable_by_model"]
+        );
+        total += n;
+    }
+    ensure!(
+        total == u(&r["cluster"], "num_requests")?,
+        "the models' sections hold {total} requests, the cluster {}",
+        r["cluster"]["num_requests"]
+    );
+    ensure!(
+        seen.keys().all(|k| models.contains_key(k)),
+        "results name models the report has no section for: {:?}",
+        seen.keys().collect::<Vec<_>>()
+    );
     Ok(())
 }
 

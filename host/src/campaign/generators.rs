@@ -34,9 +34,10 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         flow_control().boxed(),
         tenants().boxed(),
         lora().boxed(),
-        // P/D pools and the control plane are exclusive (the control plane
-        // scales one homogeneous fleet): a run gets one or the other.
-        prop_oneof![control(), pd()].boxed(),
+        // P/D pools, serve pools (several models) and the control plane are
+        // exclusive (the control plane scales one homogeneous fleet): a run
+        // gets one of them at most.
+        prop_oneof![control(), pd(), serve()].boxed(),
     ]
 }
 
@@ -51,7 +52,11 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
             trace_csv = trace_csv.or(f.trace_csv);
         }
         let picks = table.remove(LORA_PICKS);
-        if table.contains_key("pools") {
+        if let Some(Value::Array(models)) = table.remove(MODEL_PICKS) {
+            apply_model_picks(&mut table, &models);
+        }
+        let pd = table.contains_key("pd");
+        if pd {
             // LoRA adapters are not supported with P/D pools.
             table.remove("lora");
         } else if let (Some(Value::Array(picks)), true) = (picks, table.contains_key("lora")) {
@@ -60,7 +65,7 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         if table.contains_key("pools") {
             // The pools are the cluster.
             section(&mut table, "instance").remove("count");
-            // In-flight eviction does not apply to disaggregated requests.
+            // In-flight eviction is not supported with pools.
             if let Some(Value::Table(fc)) = table.get_mut("flow_control") {
                 fc.remove("in_flight_eviction");
             }
@@ -811,6 +816,87 @@ fn apply_lora_picks(table: &mut Table, picks: &[Value]) {
                     "scorers".into(),
                     Value::Array(vec![Value::Table(lora), Value::Table(qd)]),
                 );
+            }
+        }
+    }
+}
+
+/// Where the serve-pool generator leaves, per client, the model it asks
+/// for (an index into the served models; past the end: no `model` key, so
+/// `[model].name`).
+const MODEL_PICKS: &str = "__model_picks";
+
+/// Several base models in a third of the runs that have neither P/D nor a
+/// control plane: 2–3 `serve` pools of 1–3 instances, each serving
+/// `[model].name` or a model of its own (`model-1`, `model-2`, with its own
+/// β and sometimes its own KV size and batch limit); sometimes no pool
+/// serves `[model].name`, so the clients without a model are
+/// `unroutable_by_model`. Clients name a served model or none
+/// ([`apply_model_picks`]).
+fn serve() -> impl Strategy<Value = Fragment> {
+    let pool = (
+        1u32..4,
+        0usize..3,
+        0.0f64..3000.0,
+        prop::option::weighted(0.4, 8u64..400),
+        prop::option::weighted(0.3, prop::sample::select(vec![64u32, 512, 4096])),
+    );
+    prop_oneof![
+        2 => Just(Fragment::default()),
+        1 => (prop::collection::vec(pool, 2..4), prop::collection::vec(0usize..4, 8)).prop_map(|(pools, picks)| {
+            let mut list = Vec::new();
+            let mut served: Vec<String> = Vec::new();
+            for (k, (n, model, b0, kv, budget)) in pools.into_iter().enumerate() {
+                let mut p = Table::new();
+                p.insert("name".into(), format!("pool-{k}").into());
+                p.insert("role".into(), "serve".into());
+                p.insert("instances".into(), int(n));
+                if model > 0 {
+                    let mut m = Table::new();
+                    m.insert("name".into(), format!("model-{model}").into());
+                    m.insert("latency_model".into(), "linear".into());
+                    m.insert("alpha".into(), Value::Array(vec![50.0.into(), 0.5.into(), 10.0.into()]));
+                    m.insert("beta".into(), Value::Array(vec![b0.into(), 2.0.into(), 20.0.into()]));
+                    p.insert("model".into(), Value::Table(m));
+                    if !served.contains(&format!("model-{model}")) {
+                        served.push(format!("model-{model}"));
+                    }
+                }
+                let mut over = Table::new();
+                if let Some(kv) = kv {
+                    over.insert("total_kv_blocks".into(), int(kv as i64));
+                }
+                if let Some(b) = budget {
+                    over.insert("max_num_batched_tokens".into(), int(b));
+                }
+                if !over.is_empty() {
+                    p.insert("instance".into(), Value::Table(over));
+                }
+                list.push(Value::Table(p));
+            }
+            let mut table = Table::new();
+            table.insert("pools".into(), Value::Array(list));
+            // Per client: a served model of its own (by index), or none.
+            let picks = picks
+                .into_iter()
+                .map(|i| served.get(i).map_or(Value::Boolean(false), |m| Value::from(m.clone())))
+                .collect();
+            table.insert(MODEL_PICKS.into(), Value::Array(picks));
+            Fragment {
+                table,
+                trace_csv: None,
+            }
+        }),
+    ]
+}
+
+/// Give the workload's clients the models the serve-pool generator picked
+/// (a client without one asks for `[model].name`).
+fn apply_model_picks(table: &mut Table, picks: &[Value]) {
+    if let Some(Value::Array(clients)) = section(table, "workload").get_mut("clients") {
+        for (i, c) in clients.iter_mut().enumerate() {
+            if let (Value::Table(c), Some(Value::String(m))) = (c, picks.get(i % picks.len())) {
+                c.insert("model".into(), m.clone().into());
             }
         }
     }

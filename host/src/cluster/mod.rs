@@ -687,7 +687,8 @@ impl Cluster {
                     Decision::Routed {
                         chosen: members[k as usize],
                         scores: None,
-                        candidates: None,
+                        // (the decision trace ranks these only)
+                        candidates: Some(members),
                     }
                 }
                 routing => {
@@ -726,7 +727,8 @@ impl Cluster {
                     Decision::Routed {
                         chosen: routable[k as usize],
                         scores: None,
-                        candidates: None,
+                        // (the decision trace ranks these only)
+                        candidates: Some(routable),
                     }
                 }
                 (c, routing) => {

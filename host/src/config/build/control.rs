@@ -35,8 +35,9 @@ pub(super) fn check(
     }
     if !run.pools.is_empty() {
         problems.error(
-            "[[pools]] (P/D disaggregation) with [[node_pools]], [lifecycle] or [autoscaler] is not \
-             supported yet: the control plane scales one homogeneous fleet; remove one of them",
+            "[[pools]] (P/D disaggregation, or serve pools of several models) with [[node_pools]], \
+             [lifecycle] or [autoscaler] is not supported yet: the control plane scales one homogeneous \
+             fleet; remove one of them",
         );
         return None;
     }

@@ -53,7 +53,7 @@ fn capacity(key: &str, v: Option<u64>, problems: &mut Problems) {
     }
 }
 
-/// `pd`: the run disaggregates prefill and decode (`[[pools]]`).
+/// `pd`: the run has `[[pools]]` (P/D, or serve pools of several models).
 pub(super) fn check(
     fc: Option<&FlowControlSection>,
     pd: bool,
@@ -62,7 +62,7 @@ pub(super) fn check(
     let fc = fc?;
     if fc.in_flight_eviction && pd {
         problems.error(
-            "flow_control.in_flight_eviction = true cannot be combined with [[pools]] (prefill/decode disaggregation): a disaggregated request lives on two instances and in a KV transfer between them, which eviction does not handle; remove one of the two",
+            "flow_control.in_flight_eviction = true cannot be combined with [[pools]]: a disaggregated request lives on two instances and in a KV transfer between them, which eviction does not handle, and eviction across the pools of several models is not supported yet; remove one of the two",
         );
     }
     positive(
