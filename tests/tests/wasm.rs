@@ -472,3 +472,43 @@ fn plugins_list_shows_a_components_policies() {
         "{out}"
     );
 }
+
+#[test]
+fn components_serve_the_other_kinds() {
+    let Some(wdir) = wasm_dir("components_serve_the_other_kinds") else {
+        return;
+    };
+    let wasm = component(&wdir, "wasm-faulty");
+    let dir = TestDir::new("wasm_other_kinds");
+    // A picker, a scheduler and a preemption policy (one per instance, KV
+    // small enough to preempt) and an observer, all from the component.
+    let file = dir.write(
+        "run.toml",
+        &format!(
+            "seed = 5\n\
+             [[plugins]]\npath = \"{}\"\n\
+             [[observers]]\nname = \"wasm-faulty::counter\"\n\
+             [model]\nname = \"qwen3-14b\"\nhardware = \"H100\"\n\
+             [instance]\ncount = 2\ntotal_kv_blocks = 200\nscheduler = \"wasm-faulty::longest-first\"\n\
+             preemption = \"wasm-faulty::newest\"\n\
+             [workload]\naggregate_rate = 40.0\nnum_requests = 80\nprompt_tokens = 600\n\
+             prompt_tokens_stdev = 300\nprompt_tokens_min = 10\nprompt_tokens_max = 1500\n\
+             output_tokens = 300\n\
+             [routing]\npolicy = \"pipeline\"\n\
+             [[routing.profiles]]\nscorers = [{{ name = \"queue-depth\" }}]\n\
+             picker = {{ name = \"wasm-faulty::last-best\" }}\n",
+            wasm.display()
+        ),
+    );
+    let a = run(&dir, &["run", file.to_str().unwrap()]);
+    let r = report(&a, "other kinds");
+    let completed = r["cluster"]["completed_requests"].as_u64().unwrap();
+    assert!(r["cluster"]["preemption_count"].as_u64().unwrap() > 0, "{r}");
+    let e = String::from_utf8_lossy(&a.stderr);
+    let want = format!(
+        "plugin wasm-faulty: observer 'counter': completed {completed} (summary: {completed} of 80 arrived)"
+    );
+    assert!(e.lines().any(|l| l == want), "{want} in:\n{e}");
+    let b = run(&dir, &["run", file.to_str().unwrap()]);
+    assert_eq!(a.stdout, b.stdout, "the same report twice");
+}

@@ -445,6 +445,12 @@ fn models_section(outcome: &ClusterOutcome, m: &super::models::ModelRecorder) ->
         b.insert("num_requests".into(), json!(m.arrived[k]));
         b.insert("rejected_requests".into(), json!(m.rejected[k]));
         b.insert("unroutable_by_model".into(), json!(m.unroutable[k]));
+        // Arrived, neither rejected nor at an instance yet (admission and
+        // routing delays; nonzero only when a horizon stops the run).
+        b.insert(
+            "still_in_pipeline".into(),
+            json!(m.arrived[k].saturating_sub(m.rejected[k] + c.injected)),
+        );
         b.insert("instances".into(), json!(mine.len()));
         write_block(&mut b, &c, &l);
         out.insert(name.clone(), Value::Object(b));
