@@ -503,7 +503,10 @@ fn components_serve_the_other_kinds() {
     let a = run(&dir, &["run", file.to_str().unwrap()]);
     let r = report(&a, "other kinds");
     let completed = r["cluster"]["completed_requests"].as_u64().unwrap();
-    assert!(r["cluster"]["preemption_count"].as_u64().unwrap() > 0, "{r}");
+    assert!(
+        r["cluster"]["preemption_count"].as_u64().unwrap() > 0,
+        "{r}"
+    );
     let e = String::from_utf8_lossy(&a.stderr);
     let want = format!(
         "plugin wasm-faulty: observer 'counter': completed {completed} (summary: {completed} of 80 arrived)"
@@ -511,4 +514,18 @@ fn components_serve_the_other_kinds() {
     assert!(e.lines().any(|l| l == want), "{want} in:\n{e}");
     let b = run(&dir, &["run", file.to_str().unwrap()]);
     assert_eq!(a.stdout, b.stdout, "the same report twice");
+    // The component's policies decide: with the native defaults in their
+    // place (fcfs, fcfs, max-score) the same run differs.
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("\"wasm-faulty::longest-first\"", "\"fcfs\"")
+        .replace("\"wasm-faulty::newest\"", "\"fcfs\"")
+        .replace("\"wasm-faulty::last-best\"", "\"max-score\"");
+    let native = dir.write("native.toml", &text);
+    let c = run(&dir, &["run", native.to_str().unwrap()]);
+    let rn = report(&c, "native kinds");
+    assert_ne!(
+        r["cluster"], rn["cluster"],
+        "the component's scheduler, preemption and picker changed nothing"
+    );
 }
