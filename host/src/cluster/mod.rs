@@ -661,9 +661,11 @@ impl Cluster {
         if let Some(scores) = self.routing.lora_scores() {
             lora_affinity(req.adapter, &self.instances, scores);
         }
-        // Several models: only the instances serving the request's model
-        // are candidates (the control plane is off with pools).
-        let decision = if let Some(m) = self.models.as_deref_mut() {
+        // The candidates when not every instance is one: the instances
+        // serving the request's model (several models; the control plane
+        // is off with pools), else the routable ones (instance lifecycle),
+        // with the reusable buffer of a router plugin's view.
+        let subset = if let Some(m) = self.models.as_deref_mut() {
             let fm = m.model_of(req.model) as usize;
             let ModelFilter {
                 members, compact, ..
@@ -675,30 +677,8 @@ impl Cluster {
                 }
                 return self.reject(t, slot, Reject::NoModel);
             }
-            let decision = match &mut self.routing {
-                Routing::Single(r) => {
-                    compact.clear();
-                    compact.extend(members.iter().map(|&i| snaps[i as usize]));
-                    let sub = ClusterView {
-                        clock_us: t,
-                        instances: RSlice::from_slice(compact),
-                    };
-                    let k = r.route(&rv, &sub)?;
-                    Decision::Routed {
-                        chosen: members[k as usize],
-                        scores: None,
-                        // (the decision trace ranks these only)
-                        candidates: Some(members),
-                    }
-                }
-                routing => {
-                    routing.set_eligible(Some(members));
-                    routing.route(&rv, &view, needs_state.then_some(&state))?
-                }
-            };
-            decision
+            Some((members, compact))
         } else {
-            // Instance lifecycle: only routable instances are candidates.
             if let Some(c) = self
                 .control
                 .as_deref_mut()
@@ -710,31 +690,36 @@ impl Cluster {
                 }
                 return self.reject(t, slot, Reject::NoInstance);
             }
-            let restricted = self.control.as_deref_mut().filter(|c| !c.all_routable());
-            match (restricted, &mut self.routing) {
-                (Some(c), Routing::Single(r)) => {
-                    // A router sees the routable instances only, in index order.
+            self.control
+                .as_deref_mut()
+                .filter(|c| !c.all_routable())
+                .map(|c| {
                     let ControlPlane {
                         routable, compact, ..
                     } = c;
-                    compact.clear();
-                    compact.extend(routable.iter().map(|&i| snaps[i as usize]));
-                    let sub = ClusterView {
-                        clock_us: t,
-                        instances: RSlice::from_slice(compact),
-                    };
-                    let k = r.route(&rv, &sub)?;
-                    Decision::Routed {
-                        chosen: routable[k as usize],
-                        scores: None,
-                        // (the decision trace ranks these only)
-                        candidates: Some(routable),
-                    }
+                    (routable.as_slice(), compact)
+                })
+        };
+        let decision = match (subset, &mut self.routing) {
+            (Some((ids, compact)), Routing::Single(r)) => {
+                // A router sees the candidates only, in index order.
+                compact.clear();
+                compact.extend(ids.iter().map(|&i| snaps[i as usize]));
+                let sub = ClusterView {
+                    clock_us: t,
+                    instances: RSlice::from_slice(compact),
+                };
+                let k = r.route(&rv, &sub)?;
+                Decision::Routed {
+                    chosen: ids[k as usize],
+                    scores: None,
+                    // (the decision trace ranks these only)
+                    candidates: Some(ids),
                 }
-                (c, routing) => {
-                    routing.set_eligible(c.map(|c| c.routable.as_slice()));
-                    routing.route(&rv, &view, needs_state.then_some(&state))?
-                }
+            }
+            (subset, routing) => {
+                routing.set_eligible(subset.map(|(ids, _)| ids));
+                routing.route(&rv, &view, needs_state.then_some(&state))?
             }
         };
         let outcome = match decision {
