@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use crate::cluster::ClusterOutcome;
 use crate::engine::Tick;
-use crate::instance::KvOffloadCounts;
+use crate::instance::{Instance, KvOffloadCounts};
 use crate::request::SloClass;
 
 use super::distribution::{CountMap, TickStats};
@@ -79,6 +79,47 @@ struct Counts {
     steps: u64,
     /// CPU KV tier counts (summed over the instances that have one).
     kv_offload: Option<KvOffloadCounts>,
+}
+
+impl Counts {
+    /// Instance `inst`'s block, with its record `rec`.
+    fn of_instance(inst: &Instance, rec: &InstanceRecord) -> Counts {
+        let k = inst.counts();
+        Counts {
+            completed: rec.completed,
+            injected: rec.injected,
+            still_queued: k.still_queued,
+            still_running: k.still_running,
+            dropped: rec.dropped,
+            preemptions: k.preemptions,
+            input_tokens: rec.input_tokens,
+            output_tokens: rec.output_tokens,
+            duration: rec.last_event.max(k.last_delivery),
+            cache_hits: k.cache_hit_blocks,
+            cache_lookups: k.cache_lookup_blocks,
+            peak_kv_blocks: k.peak_kv_blocks,
+            steps: k.steps,
+            kv_offload: k.kv_offload,
+        }
+    }
+
+    /// Add an instance's counts to this sum (its duration is the run's,
+    /// set by the caller; the peak is the largest instance's).
+    fn add(&mut self, c: &Counts) {
+        self.completed += c.completed;
+        self.injected += c.injected;
+        self.still_queued += c.still_queued;
+        self.still_running += c.still_running;
+        self.dropped += c.dropped;
+        self.preemptions += c.preemptions;
+        self.input_tokens += c.input_tokens;
+        self.output_tokens += c.output_tokens;
+        self.cache_hits += c.cache_hits;
+        self.cache_lookups += c.cache_lookups;
+        self.peak_kv_blocks = self.peak_kv_blocks.max(c.peak_kv_blocks);
+        self.steps += c.steps;
+        add_offload(&mut self.kv_offload, c.kv_offload);
+    }
 }
 
 /// Add one instance's CPU-tier counts to a sum.
@@ -177,36 +218,8 @@ pub fn build(
     };
     let mut cluster_itl = CountMap::default();
     for (i, (inst, rec)) in outcome.instances.iter().zip(&col.instances).enumerate() {
-        let k = inst.counts();
-        let c = Counts {
-            completed: rec.completed,
-            injected: rec.injected,
-            still_queued: k.still_queued,
-            still_running: k.still_running,
-            dropped: rec.dropped,
-            preemptions: k.preemptions,
-            input_tokens: rec.input_tokens,
-            output_tokens: rec.output_tokens,
-            duration: rec.last_event.max(k.last_delivery),
-            cache_hits: k.cache_hit_blocks,
-            cache_lookups: k.cache_lookup_blocks,
-            peak_kv_blocks: k.peak_kv_blocks,
-            steps: k.steps,
-            kv_offload: k.kv_offload,
-        };
-        cluster.completed += c.completed;
-        cluster.injected += c.injected;
-        cluster.still_queued += c.still_queued;
-        cluster.still_running += c.still_running;
-        cluster.dropped += c.dropped;
-        cluster.preemptions += c.preemptions;
-        cluster.input_tokens += c.input_tokens;
-        cluster.output_tokens += c.output_tokens;
-        cluster.cache_hits += c.cache_hits;
-        cluster.cache_lookups += c.cache_lookups;
-        cluster.peak_kv_blocks = cluster.peak_kv_blocks.max(c.peak_kv_blocks);
-        cluster.steps += c.steps;
-        add_offload(&mut cluster.kv_offload, c.kv_offload);
+        let c = Counts::of_instance(inst, rec);
+        cluster.add(&c);
         cluster_itl.merge(&rec.itl);
         let l = Latencies {
             ttft: Population::stats(&[&rec.ttft], all),
@@ -415,21 +428,8 @@ fn models_section(outcome: &ClusterOutcome, m: &super::models::ModelRecorder) ->
         };
         let mut itl = CountMap::default();
         for &i in &mine {
-            let (inst, rec) = (&outcome.instances[i], &col.instances[i]);
-            let x = inst.counts();
-            c.completed += rec.completed;
-            c.injected += rec.injected;
-            c.still_queued += x.still_queued;
-            c.still_running += x.still_running;
-            c.dropped += rec.dropped;
-            c.preemptions += x.preemptions;
-            c.input_tokens += rec.input_tokens;
-            c.output_tokens += rec.output_tokens;
-            c.cache_hits += x.cache_hit_blocks;
-            c.cache_lookups += x.cache_lookup_blocks;
-            c.peak_kv_blocks = c.peak_kv_blocks.max(x.peak_kv_blocks);
-            c.steps += x.steps;
-            add_offload(&mut c.kv_offload, x.kv_offload);
+            let rec = &col.instances[i];
+            c.add(&Counts::of_instance(&outcome.instances[i], rec));
             itl.merge(&rec.itl);
         }
         let runs = |f: fn(&InstanceRecord) -> &Population| -> Vec<&Population> {
