@@ -180,32 +180,11 @@ pub(super) fn check(
                 "autoscaler.min_instances = 0: must be at least 1 (no autoscaler scales up from zero)",
             );
         }
-        if serve {
-            bounds = serve_bounds(run, a, problems);
+        bounds = if serve {
+            serve_bounds(run, a, problems)
         } else {
-            bounds = vec![(a.min_instances, a.max_instances)];
-        }
-        match a.max_instances {
-            _ if serve => {}
-            Some(max) if a.min_instances > max => problems.error(format!(
-                "autoscaler.min_instances = {} > autoscaler.max_instances = {max}: min must not exceed max",
-                a.min_instances
-            )),
-            Some(max) if run.instance.count > max => problems.error(format!(
-                "instance.count = {} > autoscaler.max_instances = {max}: start within the bounds",
-                run.instance.count
-            )),
-            None if run.node_pools.is_empty() => problems.error(
-                "autoscaler.max_instances is required without [[node_pools]] (the nodes' max_nodes bound the fleet otherwise)",
-            ),
-            _ => {}
-        }
-        if !serve && run.instance.count < a.min_instances {
-            problems.error(format!(
-                "instance.count = {} < autoscaler.min_instances = {}: start within the bounds",
-                run.instance.count, a.min_instances
-            ));
-        }
+            fleet_bounds(run, a, problems)
+        };
     }
     Some(CheckedControl {
         lifecycle: Lifecycle {
@@ -218,6 +197,36 @@ pub(super) fn check(
         tp,
         bounds,
     })
+}
+
+/// A single fleet's autoscaler bounds, `[autoscaler]`'s; `instance.count`
+/// within them.
+fn fleet_bounds(
+    run: &RunFile,
+    a: &crate::config::AutoscalerSection,
+    problems: &mut Problems,
+) -> Vec<(u32, Option<u32>)> {
+    match a.max_instances {
+        Some(max) if a.min_instances > max => problems.error(format!(
+            "autoscaler.min_instances = {} > autoscaler.max_instances = {max}: min must not exceed max",
+            a.min_instances
+        )),
+        Some(max) if run.instance.count > max => problems.error(format!(
+            "instance.count = {} > autoscaler.max_instances = {max}: start within the bounds",
+            run.instance.count
+        )),
+        None if run.node_pools.is_empty() => problems.error(
+            "autoscaler.max_instances is required without [[node_pools]] (the nodes' max_nodes bound the fleet otherwise)",
+        ),
+        _ => {}
+    }
+    if run.instance.count < a.min_instances {
+        problems.error(format!(
+            "instance.count = {} < autoscaler.min_instances = {}: start within the bounds",
+            run.instance.count, a.min_instances
+        ));
+    }
+    vec![(a.min_instances, a.max_instances)]
 }
 
 /// Each serve pool's autoscaler bounds: its own `min_instances` /
