@@ -430,7 +430,8 @@ fn calibrate_fit(
 ) -> PyResult<(String, Py<PyAny>, Vec<FitRow>)> {
     let args = FitArgs {
         out,
-        measurements,
+        measurements: Some(measurements),
+        traces: Vec::new(),
         fit,
         bounds,
         weights,

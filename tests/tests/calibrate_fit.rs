@@ -243,3 +243,237 @@ fn a_profile_is_written_applied_and_checked() {
         "{e}"
     );
 }
+
+/// The traces route's server: one instance, requests of varied sizes.
+fn trace_server() -> String {
+    "seed = 9\n[model]\nname = \"qwen2.5-7b-instruct\"\nhardware = \"H100\"\n[instance]\ncount = 1\n\
+     [workload]\nnum_requests = 120\n[workload.inference_perf]\n\
+     stages = [{ rate = 6.0, duration = 20 }]\n\
+     [workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 4\n\
+     num_users_per_system_prompt = 3\nsystem_prompt_len = 60\nquestion_len = 400\noutput_len = 80\n"
+        .into()
+}
+
+/// The "observed" trace: `srv.toml` run by blis with every β ×1.3 (the
+/// truth), written with `--trace-output real`. Returns the true betas.
+fn observed_trace(dir: &TestDir) -> Vec<f64> {
+    use blis_host::instance::latency::ITER29_BETA;
+    dir.write("srv.toml", &trace_server());
+    let truth: Vec<f64> = ITER29_BETA.iter().map(|b| b * 1.3).collect();
+    let set = format!(
+        "model.beta=[{}]",
+        truth
+            .iter()
+            .map(|b| format!("{b:e}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    report(
+        dir,
+        &[
+            "run",
+            "srv.toml",
+            "--quiet",
+            "--set",
+            &set,
+            "--trace-output",
+            "real",
+        ],
+    );
+    truth
+}
+
+#[test]
+fn a_trace_gives_back_its_coefficients() {
+    use blis_host::instance::latency::ITER29_BETA;
+    let dir = TestDir::new("calibrate_fit_trace_recovery");
+    let truth = observed_trace(&dir);
+    // One factor on every beta (stage 1 only: --iterations 0), fitted from
+    // the defaults to the trace's per-request TTFT, E2E and ITL; 3 folds by
+    // request.
+    let summary = report(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--trace",
+            "srv.toml=real.yaml,real.csv",
+            "--fit",
+            "beta",
+            "--iterations",
+            "0",
+            "--holdout",
+            "3",
+            "--out",
+            "p.toml",
+            "--quiet",
+        ],
+    );
+    let start = summary["start_mape"].as_f64().unwrap();
+    let train = summary["train_mape"].as_f64().unwrap();
+    let held = summary["heldout_mape"].as_f64().unwrap();
+    // β ×1.3 makes every step 30 % slower: the defaults are far off.
+    assert!(start > 15.0, "start {start}");
+    // The replay of a blis trace through the true coefficients reproduces
+    // it up to the µs rounding of the chunk times, and the one factor is
+    // found to Nelder–Mead's tolerance (1e-3 in log units): predictions
+    // within 1 %, train and held out.
+    assert!(train < 1.0, "train {train}");
+    assert!(held < 1.0, "held out {held}");
+    let p: toml::Table = std::fs::read_to_string(dir.path().join("p.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    for f in p["fitted"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        let i: usize = name
+            .trim_start_matches("beta[")
+            .trim_end_matches(']')
+            .parse()
+            .unwrap();
+        let v = f["value"].as_float().unwrap();
+        // Each fitted beta is the default times the one factor: within 1 %
+        // of the truth.
+        assert!(
+            (v / truth[i] - 1.0).abs() < 0.01,
+            "{name}: fitted {v}, truth {}, default {}",
+            truth[i],
+            ITER29_BETA[i]
+        );
+    }
+    let pm = p["error"]["per_metric"].as_table().unwrap();
+    for m in ["request_ttft_ms", "request_e2e_ms", "request_itl_ms"] {
+        assert!(pm[m]["rows"].as_integer().unwrap() > 50, "{m}");
+        assert!(pm[m]["heldout_mape"].as_float().unwrap() < 2.0, "{m}");
+        assert!(pm[m]["train_mape"].as_float().unwrap() < 2.0, "{m}");
+    }
+    // The trace files are inputs, hashed.
+    let inputs = p["inputs"].as_array().unwrap();
+    for file in ["real.yaml", "real.csv", "srv.toml"] {
+        assert!(
+            inputs.iter().any(|i| i["path"]
+                .as_str()
+                .unwrap()
+                .ends_with(file)
+                && i["sha256"].as_str().unwrap().len() == 64),
+            "{file} in {inputs:?}"
+        );
+    }
+
+    // With an aggregate table as well (the truth's mean E2E of another
+    // load), weighted together: the same factor.
+    dir.write(
+        "busy.toml",
+        &trace_server().replace("rate = 6.0", "rate = 12.0"),
+    );
+    let set = format!(
+        "model.beta=[{}]",
+        truth
+            .iter()
+            .map(|b| format!("{b:e}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let busy = report(&dir, &["run", "busy.toml", "--quiet", "--set", &set]);
+    dir.write(
+        "m.csv",
+        &format!(
+            "run_file,metric,value\nbusy.toml,e2e_mean_ms,{}\n",
+            busy["cluster"]["e2e_mean_ms"].as_f64().unwrap()
+        ),
+    );
+    let both = report(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--trace",
+            "srv.toml=real.yaml,real.csv",
+            "--fit",
+            "beta",
+            "--iterations",
+            "0",
+            "--out",
+            "p2.toml",
+            "--quiet",
+        ],
+    );
+    assert!(both["train_mape"].as_f64().unwrap() < 1.0, "{both}");
+    let b0 = both["fitted"]["beta[0]"].as_f64().unwrap();
+    assert!((b0 / truth[0] - 1.0).abs() < 0.01, "{b0} vs {}", truth[0]);
+}
+
+#[test]
+fn bad_traces_are_refused() {
+    let dir = TestDir::new("calibrate_fit_bad_traces");
+    observed_trace(&dir);
+    let fit = |trace: &str| -> String {
+        run_bad(
+            &dir,
+            &[
+                "calibrate",
+                "fit",
+                "--trace",
+                trace,
+                "--out",
+                "p.toml",
+                "--quiet",
+            ],
+        )
+    };
+    for bad in ["srv.toml", "srv.toml=real.yaml", "=real.yaml,real.csv"] {
+        let e = fit(bad);
+        assert!(
+            e.contains(&format!("--trace {bad}")) && e.contains("RUN_FILE=HEADER.yaml,DATA.csv"),
+            "{bad}: {e}"
+        );
+    }
+    let e = fit("srv.toml=nope.yaml,real.csv");
+    assert!(
+        e.contains("the trace header nope.yaml does not exist"),
+        "{e}"
+    );
+    let e = fit("gone.toml=real.yaml,real.csv");
+    assert!(e.contains("the run file gone.toml does not exist"), "{e}");
+    // Every row failed: no usable row, said so.
+    let csv = std::fs::read_to_string(dir.path().join("real.csv")).unwrap();
+    let failed: String = csv
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 0 {
+                format!("{l}\n")
+            } else {
+                format!("{}\n", l.replace(",ok,", ",error,"))
+            }
+        })
+        .collect();
+    assert_ne!(failed, csv);
+    dir.write("failed.csv", &failed);
+    let e = fit("srv.toml=real.yaml,failed.csv");
+    assert!(
+        e.contains("failed.csv has no usable row") && e.contains("0 with status ok"),
+        "{e}"
+    );
+    // Neither a table nor a trace.
+    let e = run_bad(&dir, &["calibrate", "fit", "--out", "p.toml"]);
+    assert!(e.contains("nothing to fit to"), "{e}");
+    // More folds than requests.
+    let e = run_bad(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--trace",
+            "srv.toml=real.yaml,real.csv",
+            "--holdout",
+            "100000",
+            "--out",
+            "p.toml",
+        ],
+    );
+    assert!(e.contains("folds are by request"), "{e}");
+    assert!(!dir.path().join("p.toml").exists());
+}

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::params::Coefficients;
+use super::traces::{self, TraceArg};
 use crate::cluster::Cluster;
 use crate::config::{self, RunFile, Source};
 use crate::instance::latency::LatencyModel;
@@ -25,8 +26,10 @@ pub struct Experiment {
     /// The run file as the table writes it.
     pub name: String,
     pub path: PathBuf,
-    /// The line of the first table row naming it.
+    /// The line of the first table row naming it (0 for a trace).
     pub line: u64,
+    /// Where it comes from, for messages: `TABLE, line N` or `--trace SPEC`.
+    pub origin: String,
     run: RunFile,
     base_dir: PathBuf,
     /// Model name, GPU and TP as the run resolved them.
@@ -40,6 +43,16 @@ pub struct Experiment {
     pub start: Coefficients,
     /// Requests the run plans (a guess at its cost, to start long runs first).
     pub planned: u64,
+    /// A `--trace` experiment: the RTT (µs) added to the replay's TTFT and
+    /// E2E (its simulations collect every trace request's latencies).
+    pub trace: Option<f64>,
+}
+
+/// What one simulation gives: the report, and for a trace experiment the
+/// replayed requests' latencies.
+pub struct Sim {
+    pub report: Value,
+    pub requests: std::collections::HashMap<u64, traces::Simulated>,
 }
 
 impl Experiment {
@@ -48,7 +61,36 @@ impl Experiment {
     pub fn load(name: &str, path: &Path, line: u64, table: &str) -> Result<Experiment, String> {
         let at = |m: String| format!("{table}, line {line} (run file {name}): {m}");
         let source = Source::read(path).map_err(at)?;
-        let mut run = config::parse(&source).map_err(at)?;
+        let run = config::parse(&source).map_err(at)?;
+        let origin = format!("{table}, line {line}");
+        Self::from_run(name, path, line, origin, (run, source), None, &at)
+    }
+
+    /// A `--trace` experiment: the run file with its `[workload]` replaced
+    /// by the trace (as `blis replay` builds it), parsed and built once.
+    pub fn load_trace(arg: &TraceArg, rtt_us: f64) -> Result<Experiment, String> {
+        let (run, source) = traces::replay_source(arg)?;
+        let at = |m: String| format!("--trace {}: {m}", arg.spec);
+        Self::from_run(
+            &arg.run_file.display().to_string(),
+            &arg.run_file,
+            0,
+            format!("--trace {}", arg.spec),
+            (run, source),
+            Some(rtt_us),
+            &at,
+        )
+    }
+
+    fn from_run(
+        name: &str,
+        path: &Path,
+        line: u64,
+        origin: String,
+        (mut run, source): (RunFile, Source),
+        trace: Option<f64>,
+        at: &dyn Fn(String) -> String,
+    ) -> Result<Experiment, String> {
         let mut registry = Registry::standard();
         let built = config::build(&run, &source.base_dir, &mut registry, false).map_err(at)?;
         let planned = built.setup.workload.planned_requests().unwrap_or(u64::MAX);
@@ -87,6 +129,7 @@ impl Experiment {
             name: name.to_string(),
             path: path.to_path_buf(),
             line,
+            origin,
             run,
             base_dir: source.base_dir,
             model,
@@ -96,12 +139,13 @@ impl Experiment {
             latency_model,
             start,
             planned,
+            trace,
         })
     }
 
     /// Run the deployment with `c` and return its JSON report.
     pub fn simulate(&self, c: &Coefficients) -> Result<Value, String> {
-        self.simulate_with(c, None)
+        self.simulate_with(c, None).map(|s| s.report)
     }
 
     /// [`Experiment::simulate`], stopped (an error) once `cancel` is set.
@@ -109,13 +153,25 @@ impl Experiment {
         &self,
         c: &Coefficients,
         cancel: Option<&Arc<AtomicBool>>,
-    ) -> Result<Value, String> {
+    ) -> Result<Sim, String> {
         let mut run = self.run.clone();
         run.model.alpha = Some(c.alpha);
         run.model.beta = c.beta.clone();
         let mut registry = Registry::standard();
-        let built = config::build(&run, &self.base_dir, &mut registry, false)?;
+        let mut built = config::build(&run, &self.base_dir, &mut registry, false)?;
         let fitness = built.fitness_weights.clone();
+        let requests: traces::Requests = Arc::default();
+        if self.trace.is_some() {
+            let ledger = built
+                .setup
+                .workload
+                .replay_ledger()
+                .ok_or("a --trace experiment without a trace workload")?;
+            built.setup.collector.sinks.push(Box::new(traces::Collect {
+                ledger,
+                out: Arc::clone(&requests),
+            }));
+        }
         let mut cluster = Cluster::new(built.setup);
         if let Some(flag) = cancel {
             cluster = cluster.cancel_on(Arc::clone(flag));
@@ -124,7 +180,13 @@ impl Experiment {
         if let Some(e) = &outcome.workload_error {
             return Err(format!("the workload stopped early: {e}"));
         }
-        Ok(report::build(&mut outcome, fitness.as_ref()))
+        let report = report::build(&mut outcome, fitness.as_ref());
+        drop(outcome);
+        let requests = Arc::try_unwrap(requests)
+            .ok()
+            .and_then(|m| m.into_inner().ok())
+            .unwrap_or_default();
+        Ok(Sim { report, requests })
     }
 }
 
@@ -144,9 +206,9 @@ pub fn run_all(
     jobs_list: &[(usize, &Coefficients)],
     jobs: usize,
     cancel: Option<&Arc<AtomicBool>>,
-) -> Vec<Result<Value, String>> {
+) -> Vec<Result<Sim, String>> {
     let n = jobs_list.len();
-    let results: Mutex<Vec<Option<Result<Value, String>>>> = Mutex::new(vec![None; n]);
+    let results: Mutex<Vec<Option<Result<Sim, String>>>> = Mutex::new((0..n).map(|_| None).collect());
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(experiments[jobs_list[i].0].planned));
     let next = AtomicUsize::new(0);

@@ -98,7 +98,7 @@ pub fn page(
         ));
     }
     body.push_str("</table>\n<h2>Measurements</h2>\n<table><tr><th class=\"l\">run file</th><th class=\"l\">metric</th><th>measured</th><th>start</th><th>fitted</th><th>held out</th><th>fold</th></tr>\n");
-    for (i, r) in rows.iter().enumerate() {
+    for (i, r) in rows.iter().enumerate().filter(|(_, r)| r.request.is_none()) {
         let res = &results[i];
         body.push_str(&format!(
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.4}</td><td>{:.4} ({:+.2} %)</td><td>{:.4} ({:+.2} %)</td><td>{}</td><td>{}</td></tr>\n",
@@ -115,5 +115,11 @@ pub fn page(
         ));
     }
     body.push_str("</table>\n");
+    let per_request = rows.iter().filter(|r| r.request.is_some()).count();
+    if per_request > 0 {
+        body.push_str(&format!(
+            "<p class=\"meta\">{per_request} per-request measurements of the traces (--trace) are in the charts only; their errors per metric are the profile's error.per_metric.</p>\n"
+        ));
+    }
     document("blis calibrate fit", &body)
 }

@@ -2,6 +2,8 @@
 //! user's measurements, with the simulator in the loop.
 //!
 //! * [`table`] — the measurements table (`run_file,metric,value`);
+//! * [`traces`] — `--trace`: an observed trace's requests as measurements,
+//!   predicted by a replay of the trace;
 //! * [`eval`] — each run file parsed once, simulated in-process with
 //!   candidate coefficients, on threads;
 //! * [`params`] — which coefficients move, their bounds, the optimiser's
@@ -24,6 +26,7 @@ pub mod params;
 pub mod profile;
 pub mod search;
 pub mod table;
+pub mod traces;
 #[cfg(test)]
 mod tests;
 
@@ -51,7 +54,12 @@ pub struct FitArgs {
     /// (`run_file` relative to the table; `metric` a report field such as
     /// `ttft_mean_ms` or `stages[0].e2e_p90_ms`).
     #[arg(long, value_name = "M.csv")]
-    pub measurements: PathBuf,
+    pub measurements: Option<PathBuf>,
+    /// An observed TraceV2 trace with the run file of the server that
+    /// produced it (repeatable): errors per request (TTFT, E2E, ITL) between
+    /// its ok rows and a replay of it through the run file.
+    #[arg(long = "trace", value_name = "RUN_FILE=HEADER.yaml,DATA.csv")]
+    pub traces: Vec<String>,
     /// Coefficients to fit, comma separated: `alpha`, `beta`, `alpha[i]`,
     /// `beta[i]` (default: every nonzero coefficient of the latency model).
     #[arg(long, value_name = "LIST")]
@@ -64,8 +72,9 @@ pub struct FitArgs {
     /// a bare field such as `ttft_mean_ms` also weighs it in every stage).
     #[arg(long = "weight", value_name = "METRIC=W")]
     pub weights: Vec<String>,
-    /// Held-out folds by experiment (run file): each fold is predicted by a
-    /// fit on the others (0 = none; at least 2 otherwise).
+    /// Held-out folds, by experiment (the table's run files) and by request
+    /// (a trace's): each fold is predicted by a fit on the others (0 = none;
+    /// at least 2 otherwise).
     #[arg(long, default_value_t = 0)]
     pub holdout: u32,
     /// Seed of the fold assignment and the bootstrap.
@@ -112,7 +121,10 @@ fn parse_weights(list: &[String]) -> Result<BTreeMap<String, f64>, String> {
             .split_once('=')
             .ok_or_else(|| format!("--weight {w}: write METRIC=W, e.g. ttft_mean_ms=2"))?;
         let m = m.trim();
-        if table::Metric::parse(m).is_err() && !table::stage_metrics().iter().any(|s| s == m) {
+        if table::Metric::parse(m).is_err()
+            && !table::stage_metrics().iter().any(|s| s == m)
+            && !traces::METRICS.contains(&m)
+        {
             return Err(format!(
                 "--weight {w}: {}",
                 table::Metric::parse(m).unwrap_err()
@@ -163,20 +175,31 @@ pub fn run_fit(args: &FitArgs) -> Result<Outcome, FitError> {
 /// written. For embedding blis (the Python package's `calibrate_fit`).
 pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<Outcome, FitError> {
     let input = FitError::Input;
-    let rows = table::read(&args.measurements).map_err(input)?;
-    let table_name = args.measurements.display().to_string();
-    let weights = parse_weights(&args.weights).map_err(FitError::Input)?;
-    let row_weights: Vec<f64> = rows
-        .iter()
-        .map(|r| weight_of(&weights, &r.metric))
-        .collect();
-    if row_weights.iter().all(|w| *w == 0.0) {
-        return Err(FitError::Input(
-            "every measurement has weight 0 (--weight); give some metric a weight > 0".into(),
+    if args.measurements.is_none() && args.traces.is_empty() {
+        return Err(input(
+            "nothing to fit to: give --measurements M.csv (an aggregate table), \
+             --trace RUN_FILE=HEADER.yaml,DATA.csv (an observed trace, repeatable), or both"
+                .into(),
         ));
     }
+    let trace_args: Vec<traces::TraceArg> = args
+        .traces
+        .iter()
+        .map(|t| traces::parse_arg(t))
+        .collect::<Result<_, _>>()
+        .map_err(input)?;
+    let mut rows = match &args.measurements {
+        Some(m) => table::read(m).map_err(input)?,
+        None => Vec::new(),
+    };
+    let table_name = args
+        .measurements
+        .as_ref()
+        .map_or_else(String::new, |m| m.display().to_string());
+    let weights = parse_weights(&args.weights).map_err(FitError::Input)?;
 
-    // Each distinct run file once, in table order.
+    // Each distinct run file of the table once, in table order; then one
+    // experiment per trace.
     let mut experiments: Vec<Experiment> = Vec::new();
     let mut row_exp: Vec<usize> = Vec::new();
     for r in &rows {
@@ -192,20 +215,66 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         };
         row_exp.push(i);
     }
+    let table_experiments = experiments.len();
+    let table_rows = rows.len();
+    let mut row_unit: Vec<usize> = row_exp.clone();
+    let mut next_unit = table_experiments;
+    // Per trace: (first row, rows) of its requests.
+    let mut trace_spans: Vec<(usize, usize)> = Vec::new();
+    for t in &trace_args {
+        let (trows, rtt) = traces::read_rows(t).map_err(input)?;
+        experiments.push(Experiment::load_trace(t, rtt).map_err(input)?);
+        let e = experiments.len() - 1;
+        let mut unit_of: BTreeMap<u64, usize> = BTreeMap::new();
+        trace_spans.push((rows.len(), trows.len()));
+        for r in trows {
+            let u = *unit_of.entry(r.request.unwrap_or(0)).or_insert_with(|| {
+                next_unit += 1;
+                next_unit - 1
+            });
+            row_exp.push(e);
+            row_unit.push(u);
+            rows.push(r);
+        }
+    }
+    // A trace's rows weigh like one table row per metric: its requests'
+    // weights of a metric sum to the metric's weight.
+    let mut row_weights: Vec<f64> = rows
+        .iter()
+        .map(|r| weight_of(&weights, &r.metric))
+        .collect();
+    for &(first, n) in &trace_spans {
+        for m in traces::METRICS {
+            let count = rows[first..first + n]
+                .iter()
+                .filter(|r| r.metric.field == m)
+                .count();
+            for (r, w) in rows[first..first + n].iter().zip(&mut row_weights[first..]) {
+                if r.metric.field == m {
+                    *w /= count as f64;
+                }
+            }
+        }
+    }
+    if row_weights.iter().all(|w| *w == 0.0) {
+        return Err(FitError::Input(
+            "every measurement has weight 0 (--weight); give some metric a weight > 0".into(),
+        ));
+    }
     let first = &experiments[0];
     for e in &experiments[1..] {
         if e.latency_model != first.latency_model {
             return Err(FitError::Input(format!(
-                "{table_name}: run file {} (line {}) uses the {} latency model and {} (line {}) uses {}; \
+                "run file {} ({}) uses the {} latency model and {} ({}) uses {}; \
                  one profile fits one latency model",
-                first.name, first.line, first.latency_model, e.name, e.line, e.latency_model
+                first.name, first.origin, first.latency_model, e.name, e.origin, e.latency_model
             )));
         }
         if e.start != first.start {
             return Err(FitError::Input(format!(
-                "{table_name}: run files {} (line {}) and {} (line {}) start from different coefficients \
+                "run files {} ({}) and {} ({}) start from different coefficients \
                  (model.alpha/model.beta or a calibration); a fit starts from one set",
-                first.name, first.line, e.name, e.line
+                first.name, first.origin, e.name, e.origin
             )));
         }
     }
@@ -216,18 +285,62 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         first.latency_model,
     )
     .map_err(FitError::Input)?;
-    if args.holdout == 1 || args.holdout as usize > experiments.len() {
-        return Err(FitError::Input(format!(
-            "--holdout {}: folds are by experiment; give 0 (none) or 2 to {} (the run files of the table)",
-            args.holdout,
-            experiments.len()
-        )));
+    // Folds: the table's experiments dealt among them, and each trace's
+    // requests.
+    let smallest_trace = trace_spans
+        .iter()
+        .map(|&(f, n)| {
+            let mut ids: Vec<usize> = row_unit[f..f + n].to_vec();
+            ids.dedup();
+            ids.len()
+        })
+        .min();
+    let max_folds = match smallest_trace {
+        Some(n) => n,
+        None => table_experiments,
+    };
+    if args.holdout == 1 || args.holdout as usize > max_folds {
+        return Err(FitError::Input(match smallest_trace {
+            None => format!(
+                "--holdout {}: folds are by experiment; give 0 (none) or 2 to {} (the run files of the table)",
+                args.holdout, table_experiments
+            ),
+            Some(n) => format!(
+                "--holdout {}: a trace's folds are by request; give 0 (none) or 2 to {n} (the usable requests of the smallest trace)",
+                args.holdout
+            ),
+        }));
+    }
+    let mut fold_unit: Vec<usize> = vec![0; rows.len()];
+    if args.holdout >= 2 {
+        let k = args.holdout as usize;
+        let f = search::folds(table_experiments, k, args.seed);
+        for r in 0..table_rows {
+            fold_unit[r] = f[row_exp[r]];
+        }
+        for (t, &(first, n)) in trace_spans.iter().enumerate() {
+            let base = row_unit[first];
+            let units = row_unit[first + n - 1] - base + 1;
+            let f = search::folds(units, k, args.seed.wrapping_add(1 + t as u64));
+            for r in first..first + n {
+                fold_unit[r] = f[row_unit[r] - base];
+            }
+        }
     }
 
     // Inputs (hashed into the profile; outputs must not overwrite them).
-    let mut inputs: Vec<(String, PathBuf)> =
-        vec![("the measurements table".into(), args.measurements.clone())];
+    let mut inputs: Vec<(String, PathBuf)> = Vec::new();
+    if let Some(m) = &args.measurements {
+        inputs.push(("the measurements table".into(), m.clone()));
+    }
+    for t in &trace_args {
+        inputs.push((format!("trace header ({})", t.spec), t.header.clone()));
+        inputs.push((format!("trace data ({})", t.spec), t.data.clone()));
+    }
     for e in &experiments {
+        if inputs.iter().any(|(_, p)| *p == e.path) {
+            continue;
+        }
         inputs.push((format!("run file {}", e.name), e.path.clone()));
         if let Some(c) = &e.model_config {
             inputs.push((format!("model config {}", c.display()), c.clone()));
@@ -254,10 +367,10 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         experiments: &experiments,
         rows: &rows,
         row_exp: &row_exp,
+        row_unit: &row_unit,
         weights: &row_weights,
         space: &space,
         jobs,
-        table: &table_name,
         progress: &progress,
         cancel,
     };
@@ -266,9 +379,11 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     let start_pred = objective.predict(&all, &vec![0.0; space.fitted.len()])?;
     let start_err = search::mape(&rows, &row_weights, &all, &start_pred);
     progress.note(&format!(
-        "{} measurements of {} run files; start: weighted MAPE {:.3} %; fitting {}",
+        "{} measurements of {} experiments ({} from {} traces); start: weighted MAPE {:.3} %; fitting {}",
         rows.len(),
         experiments.len(),
+        rows.len() - table_rows,
+        trace_args.len(),
         start_err,
         space
             .fitted
@@ -300,17 +415,16 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     let mut heldout: Vec<Option<f64>> = vec![None; rows.len()];
     let mut fold_of_row: Vec<Option<usize>> = vec![None; rows.len()];
     if args.holdout >= 2 {
-        let folds = search::folds(experiments.len(), args.holdout as usize, args.seed);
         for k in 0..args.holdout as usize {
             let train: Vec<usize> = all
                 .iter()
                 .copied()
-                .filter(|&r| folds[row_exp[r]] != k)
+                .filter(|&r| fold_unit[r] != k)
                 .collect();
             let test: Vec<usize> = all
                 .iter()
                 .copied()
-                .filter(|&r| folds[row_exp[r]] == k)
+                .filter(|&r| fold_unit[r] == k)
                 .collect();
             if test.is_empty() || train.is_empty() {
                 continue;
@@ -536,7 +650,7 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
             per_metric,
         },
         fit: profile::Settings {
-            objective: "weighted mean absolute percentage error (%) over the table's rows".into(),
+            objective: "weighted mean absolute percentage error (%) over the table's rows and the traces' requests (a trace's requests of one metric weigh as one row)".into(),
             method: "Nelder-Mead (argmin) on log-factors: one factor per coefficient family, then every coefficient".into(),
             seed: b.args.seed,
             holdout_folds: b.args.holdout,

@@ -17,7 +17,8 @@
 //!
 //! **Uncertainty.** At the optimum, the relative residuals' Jacobian in the
 //! coordinates is taken by finite differences (one simulation set per
-//! coefficient). The experiments are resampled with replacement and the
+//! coefficient). The experiments (for a trace, its requests) are
+//! resampled with replacement and the
 //! linearised weighted least-squares step is solved for each resample; a
 //! coefficient's standard deviation and 95 % interval are those of the
 //! resampled steps. A coefficient the metrics do not determine (the
@@ -116,10 +117,12 @@ pub struct Objective<'a> {
     pub experiments: &'a [Experiment],
     pub rows: &'a [Row],
     pub row_exp: &'a [usize],
+    /// The unit each row is resampled with in the bootstrap: its experiment
+    /// for a table row, its request for a trace row.
+    pub row_unit: &'a [usize],
     pub weights: &'a [f64],
     pub space: &'a Space,
     pub jobs: usize,
-    pub table: &'a str,
     pub progress: &'a Progress,
     /// Stops every simulation once set (the fit then fails).
     pub cancel: Option<Arc<AtomicBool>>,
@@ -151,25 +154,44 @@ impl Objective<'_> {
             for &r in rows {
                 let row = &self.rows[r];
                 let k = exps.iter().position(|&e| e == self.row_exp[r]).unwrap_or(0);
-                let report = match &reports[p * exps.len() + k] {
+                let sim = match &reports[p * exps.len() + k] {
                     Ok(v) => v,
                     Err(e) => {
                         return Err(FitError::Runtime(format!(
                             "{}, line {} (run file {}): the run failed: {e}",
-                            self.table, row.line, row.run_file
+                            row.source, row.line, row.run_file
                         )))
                     }
                 };
-                pred[r] = row.metric.read(report).ok_or_else(|| {
-                    FitError::Input(format!(
-                        "{}, line {}: the report of run file {} has no value for {} \
-                         (no such stage, or no request completed); measure a metric the run reports",
-                        self.table,
-                        row.line,
-                        row.run_file,
-                        row.metric.name()
-                    ))
-                })?;
+                pred[r] = match row.request {
+                    None => row.metric.read(&sim.report).ok_or_else(|| {
+                        FitError::Input(format!(
+                            "{}, line {}: the report of run file {} has no value for {} \
+                             (no such stage, or no request completed); measure a metric the run reports",
+                            row.source,
+                            row.line,
+                            row.run_file,
+                            row.metric.name()
+                        ))
+                    })?,
+                    Some(id) => {
+                        let rtt = self.experiments[self.row_exp[r]].trace.unwrap_or(0.0);
+                        sim.requests
+                            .get(&id)
+                            .and_then(|s| s.read(&row.metric.field, rtt))
+                            .ok_or_else(|| {
+                                FitError::Input(format!(
+                                    "{}:{}: the replay of the trace through run file {} did not \
+                                     complete request_id {id} (or it generated one token: no {}); \
+                                     check that the run file describes the server that produced the trace",
+                                    row.source,
+                                    row.line,
+                                    row.run_file,
+                                    row.metric.name()
+                                ))
+                            })?
+                    }
+                };
             }
             out.push(pred);
         }
@@ -379,7 +401,7 @@ pub fn uncertainty(
         })
         .collect();
     obj.progress.note(&format!(
-        "uncertainty: {n} simulation sets for the Jacobian, {BOOTSTRAP} bootstrap resamples of the experiments"
+        "uncertainty: {n} simulation sets for the Jacobian, {BOOTSTRAP} bootstrap resamples of the experiments (a trace's requests)"
     ));
     let shifted = obj.predict_many(rows, &points)?;
     for _ in 0..n {
@@ -397,7 +419,7 @@ pub fn uncertainty(
         }
     }
     let w: Vec<f64> = rows.iter().map(|&r| obj.weights[r]).collect();
-    let exp_of: Vec<usize> = rows.iter().map(|&r| obj.row_exp[r]).collect();
+    let exp_of: Vec<usize> = rows.iter().map(|&r| obj.row_unit[r]).collect();
     let mut exps = exp_of.clone();
     exps.sort_unstable();
     exps.dedup();
@@ -413,7 +435,7 @@ pub fn uncertainty(
         }
         let counts: Vec<f64> = exp_of
             .iter()
-            .map(|e| mult[exps.iter().position(|x| x == e).unwrap_or(0)])
+            .map(|e| mult[exps.binary_search(e).unwrap_or(0)])
             .collect();
         let (d, _) = solve_step(&jac, &res, &w, &counts, Some(&kept));
         for p in 0..n {
@@ -605,6 +627,8 @@ mod tests {
     #[test]
     fn mape_weights_rows() {
         let row = |v: f64| Row {
+            source: "m.csv".into(),
+            request: None,
             line: 2,
             run_file: "a".into(),
             path: "a".into(),

@@ -117,10 +117,14 @@ impl Metric {
     }
 }
 
-/// One measured value.
+/// One measured value: a row of the table, or one request's latency in an
+/// observed trace (`--trace`).
 #[derive(Clone, Debug)]
 pub struct Row {
-    /// Line in the table (1-based, the header is line 1).
+    /// The file the value comes from as given (the table, or the trace's
+    /// data CSV), for messages.
+    pub source: String,
+    /// Line in that file (1-based, the header is line 1).
     pub line: u64,
     /// `run_file` as written.
     pub run_file: String,
@@ -128,6 +132,9 @@ pub struct Row {
     pub path: PathBuf,
     pub metric: Metric,
     pub value: f64,
+    /// A trace row: the trace's `request_id` (the metric is then one of
+    /// [`super::traces::METRICS`], read from the replay's requests).
+    pub request: Option<u64>,
 }
 
 /// Read and check the table: the header, every metric, every value finite
@@ -200,11 +207,13 @@ pub fn read(table: &Path) -> Result<Vec<Row>, String> {
             )));
         }
         rows.push(Row {
+            source: name.to_string(),
             line,
             run_file,
             path,
             metric,
             value,
+            request: None,
         });
     }
     if rows.is_empty() {

@@ -76,7 +76,8 @@ fn synthetic_recovery() {
     std::fs::write(dir.path().join("m.csv"), csv).unwrap();
     let args = FitArgs {
         out: dir.path().join("p.toml"),
-        measurements: dir.path().join("m.csv"),
+        measurements: Some(dir.path().join("m.csv")),
+        traces: Vec::new(),
         fit: None,
         bounds: vec![],
         weights: vec![],

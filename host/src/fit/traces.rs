@@ -1,0 +1,241 @@
+//! The traces route of `blis calibrate fit`: `--trace
+//! RUN_FILE=HEADER.yaml,DATA.csv`, an observed TraceV2 trace with the run
+//! file of the server that produced it.
+//!
+//! Each `ok` row past the header's `warm_up_requests` gives up to three
+//! measured values (rows of the objective, like the table's):
+//!
+//! * `request_ttft_ms` = `first_chunk_time_us − send_time_us`;
+//! * `request_e2e_ms` = `last_chunk_time_us − send_time_us`;
+//! * `request_itl_ms` = `(last_chunk_time_us − first_chunk_time_us) /
+//!   (output_tokens − 1)`, where the trace has it: `output_tokens ≥ 2`, the
+//!   last chunk after the first, and not a single chunk (`num_chunks` ≠ 1;
+//!   blis's own traces write 0, not recorded).
+//!
+//! A value ≤ 0 (a relative error needs a positive measurement) is left
+//! out. The prediction is the same request in a replay of the trace
+//! through the run file (exactly `blis replay RUN_FILE`, fixed session
+//! mode), with the header's `network.measured_rtt_ms` added to TTFT and
+//! E2E, as `blis calibrate` does. The replay simulates every request (they
+//! interact through queueing); held-out folds split only the error terms.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::table::{Metric, Row};
+use crate::metrics::RequestSink;
+use crate::request::{Request, RequestState};
+use crate::trace_v2::{TraceReader, TraceRecord, TraceStatus};
+use crate::workload::{SharedLedger, FOLLOW_UP};
+
+/// The per-request metrics of a trace.
+pub const METRICS: [&str; 3] = ["request_ttft_ms", "request_e2e_ms", "request_itl_ms"];
+
+/// One `--trace RUN_FILE=HEADER.yaml,DATA.csv`.
+#[derive(Clone, Debug)]
+pub struct TraceArg {
+    /// The flag's value as given.
+    pub spec: String,
+    pub run_file: PathBuf,
+    pub header: PathBuf,
+    pub data: PathBuf,
+}
+
+/// Parse a `--trace` value and check its three files exist.
+pub fn parse_arg(spec: &str) -> Result<TraceArg, String> {
+    let form = "write --trace RUN_FILE=HEADER.yaml,DATA.csv (the run file of the server that \
+                produced the trace, then the trace's TraceV2 header and data)";
+    let (run, files) = spec
+        .split_once('=')
+        .ok_or_else(|| format!("--trace {spec}: no '='; {form}"))?;
+    let (header, data) = files
+        .split_once(',')
+        .ok_or_else(|| format!("--trace {spec}: no ',' between the header and the data; {form}"))?;
+    let (run, header, data) = (run.trim(), header.trim(), data.trim());
+    if run.is_empty() || header.is_empty() || data.is_empty() || data.contains(',') {
+        return Err(format!("--trace {spec}: {form}"));
+    }
+    let arg = TraceArg {
+        spec: spec.to_string(),
+        run_file: PathBuf::from(run),
+        header: PathBuf::from(header),
+        data: PathBuf::from(data),
+    };
+    for (what, p) in [
+        ("run file", &arg.run_file),
+        ("trace header", &arg.header),
+        ("trace data", &arg.data),
+    ] {
+        if !p.is_file() {
+            return Err(format!(
+                "--trace {spec}: the {what} {} does not exist (or is not a file)",
+                p.display()
+            ));
+        }
+    }
+    Ok(arg)
+}
+
+fn metric(field: &str) -> Metric {
+    Metric {
+        stage: None,
+        field: field.to_string(),
+    }
+}
+
+/// The measured rows of a trace (see the module docs), and the RTT (µs)
+/// added to the simulated TTFT and E2E.
+pub fn read_rows(arg: &TraceArg) -> Result<(Vec<Row>, f64), String> {
+    let header = crate::trace_v2::read_header(&arg.header).map_err(|e| e.to_string())?;
+    let mut reader = TraceReader::open(&arg.data).map_err(|e| e.to_string())?;
+    let data = arg.data.display().to_string();
+    let run_file = arg.run_file.display().to_string();
+    let warm = header.warm_up_requests;
+    let rtt = header
+        .network
+        .as_ref()
+        .map_or(0.0, |n| (n.measured_rtt_ms * 1000.0).trunc());
+    let mut rec = TraceRecord::default();
+    let mut rows = Vec::new();
+    let (mut total, mut ok) = (0u64, 0u64);
+    let mut seen: HashMap<u64, u64> = HashMap::new();
+    while let Some(line) = reader.read_into(&mut rec).map_err(|e| e.to_string())? {
+        total += 1;
+        if let Some(prev) = seen.insert(rec.request_id, line) {
+            return Err(format!(
+                "{data}:{line}: request_id {} appears twice (line {prev} too); a trace names each request once",
+                rec.request_id
+            ));
+        }
+        if rec.status != TraceStatus::Ok || rec.request_id < warm {
+            continue;
+        }
+        ok += 1;
+        let send = rec.send_time_us;
+        let (first, last) = (rec.first_chunk_time_us, rec.last_chunk_time_us);
+        let mut push = |field: &str, us: f64| {
+            if us > 0.0 && us.is_finite() {
+                rows.push(Row {
+                    source: data.clone(),
+                    line,
+                    run_file: run_file.clone(),
+                    path: arg.run_file.clone(),
+                    metric: metric(field),
+                    value: us / 1000.0,
+                    request: Some(rec.request_id),
+                });
+            }
+        };
+        push(METRICS[0], (first - send) as f64);
+        push(METRICS[1], (last - send) as f64);
+        if rec.output_tokens >= 2 && last > first && rec.num_chunks != 1 {
+            push(
+                METRICS[2],
+                (last - first) as f64 / (rec.output_tokens - 1) as f64,
+            );
+        }
+    }
+    if rows.is_empty() {
+        return Err(format!(
+            "--trace {}: {data} has no usable row: {total} rows, {ok} with status ok past the \
+             header's warm_up_requests ({warm}) and a positive TTFT or E2E; a fit needs completed \
+             requests (status ok) with their chunk times",
+            arg.spec
+        ));
+    }
+    Ok((rows, rtt))
+}
+
+/// One replayed request's latencies (µs, as simulated).
+#[derive(Clone, Copy, Debug)]
+pub struct Simulated {
+    pub ttft_us: f64,
+    pub e2e_us: f64,
+    pub itl_us: Option<f64>,
+}
+
+impl Simulated {
+    /// The prediction of a trace metric (ms), the RTT added to TTFT and E2E.
+    pub fn read(&self, field: &str, rtt_us: f64) -> Option<f64> {
+        match field {
+            "request_ttft_ms" => Some((self.ttft_us + rtt_us) / 1000.0),
+            "request_e2e_ms" => Some((self.e2e_us + rtt_us) / 1000.0),
+            "request_itl_ms" => self.itl_us.map(|x| x / 1000.0),
+            _ => None,
+        }
+    }
+}
+
+/// The replay's completed trace requests, by trace `request_id`.
+pub type Requests = Arc<Mutex<HashMap<u64, Simulated>>>;
+
+/// A per-request sink collecting completed trace rows in memory.
+#[derive(Debug)]
+pub struct Collect {
+    pub ledger: SharedLedger,
+    pub out: Requests,
+}
+
+impl RequestSink for Collect {
+    fn record(&mut self, req: &Request, _tenants: &[String], _clients: &[String]) {
+        if req.state != RequestState::Completed || req.first_token_at < 0 {
+            return;
+        }
+        let Some(id) = self
+            .ledger
+            .lock()
+            .ok()
+            .and_then(|l| l.ids.get(req.id as usize).copied())
+        else {
+            return;
+        };
+        if id == FOLLOW_UP {
+            return;
+        }
+        let s = Simulated {
+            ttft_us: (req.first_token_at - req.arrival) as f64,
+            e2e_us: (req.completed_at - req.arrival) as f64,
+            itl_us: (req.generated > 1).then(|| {
+                (req.completed_at - req.first_token_at) as f64 / f64::from(req.generated - 1)
+            }),
+        };
+        if let Ok(mut m) = self.out.lock() {
+            m.insert(id, s);
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The run file of a trace: `arg.run_file` with its `[workload]` replaced
+/// by the trace, as `blis replay` builds it.
+pub fn replay_source(
+    arg: &TraceArg,
+) -> Result<(crate::config::RunFile, crate::config::Source), String> {
+    let args = crate::cli::ReplayArgs {
+        trace_header: arg.header.clone(),
+        trace_data: arg.data.clone(),
+        run_file: Some(arg.run_file.clone()),
+        session_mode: "fixed".into(),
+        think_time_ms: None,
+        think_time_dist: None,
+        seed: None,
+        model: None,
+        num_instances: None,
+        horizon: None,
+        admission_policy: None,
+        routing_policy: None,
+        routing_scorers: None,
+        plugins: Vec::new(),
+        results_path: None,
+        metrics_path: None,
+        trace_output: None,
+        sets: Vec::new(),
+        quiet: true,
+    };
+    crate::cli::load_replay(&args, |_| {})
+        .map_err(|f| format!("--trace {}: {}", arg.spec, f.message))
+}
