@@ -351,11 +351,10 @@ fn a_trace_gives_back_its_coefficients() {
     let inputs = p["inputs"].as_array().unwrap();
     for file in ["real.yaml", "real.csv", "srv.toml"] {
         assert!(
-            inputs.iter().any(|i| i["path"]
-                .as_str()
-                .unwrap()
-                .ends_with(file)
-                && i["sha256"].as_str().unwrap().len() == 64),
+            inputs
+                .iter()
+                .any(|i| i["path"].as_str().unwrap().ends_with(file)
+                    && i["sha256"].as_str().unwrap().len() == 64),
             "{file} in {inputs:?}"
         );
     }

@@ -208,7 +208,8 @@ pub fn run_all(
     cancel: Option<&Arc<AtomicBool>>,
 ) -> Vec<Result<Sim, String>> {
     let n = jobs_list.len();
-    let results: Mutex<Vec<Option<Result<Sim, String>>>> = Mutex::new((0..n).map(|_| None).collect());
+    let results: Mutex<Vec<Option<Result<Sim, String>>>> =
+        Mutex::new((0..n).map(|_| None).collect());
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(experiments[jobs_list[i].0].planned));
     let next = AtomicUsize::new(0);

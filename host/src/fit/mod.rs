@@ -26,9 +26,9 @@ pub mod params;
 pub mod profile;
 pub mod search;
 pub mod table;
-pub mod traces;
 #[cfg(test)]
 mod tests;
+pub mod traces;
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -416,16 +416,8 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     let mut fold_of_row: Vec<Option<usize>> = vec![None; rows.len()];
     if args.holdout >= 2 {
         for k in 0..args.holdout as usize {
-            let train: Vec<usize> = all
-                .iter()
-                .copied()
-                .filter(|&r| fold_unit[r] != k)
-                .collect();
-            let test: Vec<usize> = all
-                .iter()
-                .copied()
-                .filter(|&r| fold_unit[r] == k)
-                .collect();
+            let train: Vec<usize> = all.iter().copied().filter(|&r| fold_unit[r] != k).collect();
+            let test: Vec<usize> = all.iter().copied().filter(|&r| fold_unit[r] == k).collect();
             if test.is_empty() || train.is_empty() {
                 continue;
             }
