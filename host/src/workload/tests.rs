@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::*;
-use crate::request::{prompt_block_hashes, stream_block_hashes, Request};
+use crate::request::{prompt_block_hashes, stream_block_hashes, Prompt, Request};
 
 const B: u32 = 16;
 
@@ -59,7 +59,7 @@ fn content(r: &Request) -> Content {
         r.arrival,
         r.input_len,
         r.output_len,
-        r.prompt.clone(),
+        r.prompt.to_vec(),
         r.output_seed,
         r.tenant,
         r.slo_class,
@@ -543,12 +543,12 @@ fn pop_into_overwrites_a_recycled_record_and_reuses_its_prompt() {
         1,
     );
     let mut r = Request {
-        prompt: Vec::with_capacity(8),
+        prompt: Prompt::with_capacity(8),
         session: Some((7, 7)),
         slo_class: SloClass::Batch,
         ..Default::default()
     };
-    r.prompt.extend([Segment { seed: 1, len: 1 }; 5]);
+    r.prompt.extend_from_slice(&[Segment { seed: 1, len: 1 }; 5]);
     let ptr = r.prompt.as_ptr();
     assert!(w.pop_into(&mut r));
     assert_eq!(r.prompt.as_ptr(), ptr, "allocation reused");
