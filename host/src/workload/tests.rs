@@ -548,7 +548,8 @@ fn pop_into_overwrites_a_recycled_record_and_reuses_its_prompt() {
         slo_class: SloClass::Batch,
         ..Default::default()
     };
-    r.prompt.extend_from_slice(&[Segment { seed: 1, len: 1 }; 5]);
+    r.prompt
+        .extend_from_slice(&[Segment { seed: 1, len: 1 }; 5]);
     let ptr = r.prompt.as_ptr();
     assert!(w.pop_into(&mut r));
     assert_eq!(r.prompt.as_ptr(), ptr, "allocation reused");
