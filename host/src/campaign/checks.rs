@@ -44,13 +44,10 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     let serve = out.run.pools.iter().any(|p| p.role == "serve");
     let pd = !out.run.pools.is_empty() && !serve;
     let of_model = instance_models(out);
-    let n_instances = if !out.run.pools.is_empty() {
-        out.run.pools.iter().map(|p| p.instances).sum()
-    } else {
-        match r["control"]["instances"].as_array() {
-            Some(lives) => lives.len() as u32,
-            None => out.run.instance.count,
-        }
+    let n_instances = match r["control"]["instances"].as_array() {
+        Some(lives) => lives.len() as u32,
+        None if !out.run.pools.is_empty() => out.run.pools.iter().map(|p| p.instances).sum(),
+        None => out.run.instance.count,
     };
     let pd_count = |b: &Value, k: &str| if pd { u(b, k) } else { Ok(0) };
     ensure!(
@@ -328,15 +325,17 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
                 );
                 let cands = v["candidates"].as_array().ok_or("no candidates")?;
                 // With a control plane only the routable instances are
-                // candidates; with several models only the request's model's.
+                // candidates; with several models only the request's model's
+                // (with both, the routable ones of them).
                 if serve {
+                    let scaled = r["control"].is_object();
                     let model = lines.get(id as usize).and_then(|l| l["model"].as_str());
                     let theirs = of_model
                         .iter()
                         .filter(|m| Some(m.as_str()) == model)
                         .count();
                     ensure!(
-                        cands.len() == theirs
+                        (cands.len() == theirs || (scaled && !cands.is_empty() && cands.len() < theirs))
                             && cands.iter().all(|x| {
                                 x["instance"]
                                     .as_u64()
@@ -427,23 +426,76 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     }
     if serve {
         check_models(out, r, &lines)?;
+        check_pool_scaling(out, r)?;
     }
     Ok(())
 }
 
-/// The model each instance serves, from the serve pools in file order
+/// The model each instance serves, from the serve pools in file order,
+/// then (control plane) the pool of each instance the autoscaler added
 /// (empty without pools).
 fn instance_models(out: &RunOutput) -> Vec<String> {
-    let mut of_instance: Vec<String> = Vec::new();
-    for p in &out.run.pools {
-        let m = p
-            .model
+    let model = |p: &crate::config::PoolSection| {
+        p.model
             .get("name")
             .and_then(|v| v.as_str())
-            .unwrap_or(&out.run.model.name);
-        of_instance.extend(std::iter::repeat_n(m.to_string(), p.instances as usize));
+            .unwrap_or(&out.run.model.name)
+            .to_string()
+    };
+    let mut of_instance: Vec<String> = Vec::new();
+    for p in &out.run.pools {
+        of_instance.extend(std::iter::repeat_n(model(p), p.instances as usize));
+    }
+    let lives = out.report["control"]["instances"].as_array();
+    for l in lives.into_iter().flatten().skip(of_instance.len()) {
+        let pool = out.run.pools.iter().find(|p| l["pool"] == p.name.as_str());
+        of_instance.push(pool.map_or_else(|| "(no pool)".to_string(), model));
     }
     of_instance
+}
+
+/// Serve pools under an autoscaler: each pool ends within its own bounds,
+/// its instances created are those the report lists with its name, and
+/// the pools' counts add up to the autoscaler's.
+fn check_pool_scaling(out: &RunOutput, r: &Value) -> Result<(), String> {
+    let a = &r["control"]["autoscaler"];
+    let Some(pools) = a["pools"].as_array() else {
+        return Ok(());
+    };
+    let lives = r["control"]["instances"]
+        .as_array()
+        .ok_or("no control instances")?;
+    ensure!(
+        pools.len() == out.run.pools.len(),
+        "{} autoscaler pools: {a}",
+        pools.len()
+    );
+    let mut added = 0;
+    for (p, spec) in pools.iter().zip(&out.run.pools) {
+        let live = u(p, "live_instances")?;
+        let (lo, hi) = (u(p, "min_instances")?, u(p, "max_instances")?);
+        ensure!(
+            p["pool"] == spec.name.as_str() && lo <= live && live <= hi,
+            "pool out of its bounds: {p}"
+        );
+        let mine = lives.iter().filter(|l| l["pool"] == spec.name.as_str());
+        let live_listed = mine
+            .clone()
+            .filter(|l| l["state"] != "draining" && l["state"] != "terminated")
+            .count() as u64;
+        ensure!(
+            live_listed == live
+                && mine.count() as u64 == u64::from(spec.instances) + u(p, "instances_added")?,
+            "pool {}: {p} against the instances listed",
+            spec.name
+        );
+        added += u(p, "instances_added")?;
+    }
+    ensure!(
+        added == u(a, "instances_added")?,
+        "the pools added {added}: {a}"
+    );
+    Ok(())
 }
 
 /// Several models: no request reaches an instance of another model; INV-1

@@ -34,10 +34,24 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         flow_control().boxed(),
         tenants().boxed(),
         lora().boxed(),
-        // P/D pools, serve pools (several models) and the control plane are
-        // exclusive (the control plane scales one homogeneous fleet): a run
-        // gets one of them at most.
-        prop_oneof![control(), pd(), serve()].boxed(),
+        // P/D pools and the control plane are exclusive, and so are P/D
+        // and serve pools (several models); serve pools go with the control
+        // plane without node pools (each pool scaled on its own): a run
+        // gets one of these at most.
+        prop_oneof![
+            control(),
+            pd(),
+            serve(),
+            (serve(), control()).prop_map(|(mut s, c)| {
+                if s.table.contains_key("pools") {
+                    let mut c = c.table;
+                    c.remove("node_pools");
+                    merge(&mut s.table, c);
+                }
+                s
+            }),
+        ]
+        .boxed(),
     ]
 }
 

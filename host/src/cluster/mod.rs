@@ -662,20 +662,35 @@ impl Cluster {
             lora_affinity(req.adapter, &self.instances, scores);
         }
         // The candidates when not every instance is one: the instances
-        // serving the request's model (several models; the control plane
-        // is off with pools), else the routable ones (instance lifecycle),
-        // with the reusable buffer of a router plugin's view.
+        // serving the request's model (several models; with the control
+        // plane, the routable ones of them), else the routable ones
+        // (instance lifecycle), with the reusable buffer of a router
+        // plugin's view.
         let subset = if let Some(m) = self.models.as_deref_mut() {
-            let fm = m.model_of(req.model) as usize;
-            let ModelFilter {
-                members, compact, ..
-            } = m;
-            let members = members.get(fm).map_or(&[][..], Vec::as_slice);
-            if members.is_empty() {
+            let fm = m.model_of(req.model);
+            if !m.serves(fm) {
                 if let Some(tr) = self.trace.as_mut() {
                     tr.rejection(req.id, t, "no instance serves the request's model", None);
                 }
                 return self.reject(t, slot, Reject::NoModel);
+            }
+            let ModelFilter {
+                members, compact, ..
+            } = m;
+            let members = members[fm as usize].as_slice();
+            if members.is_empty() {
+                if let Some(c) = self.control.as_deref_mut() {
+                    c.no_instance += 1;
+                }
+                if let Some(tr) = self.trace.as_mut() {
+                    tr.rejection(
+                        req.id,
+                        t,
+                        "no routable instance of the request's model (instance lifecycle)",
+                        None,
+                    );
+                }
+                return self.reject(t, slot, Reject::NoInstance);
             }
             Some((members, compact))
         } else {

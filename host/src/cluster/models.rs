@@ -18,8 +18,14 @@ pub struct ModelFilter {
     of_request: Vec<u32>,
     /// The fleet model of a request without a model (`[model].name`).
     default: u32,
-    /// Per fleet model: its instances, ascending.
+    /// Per fleet model: its instances, ascending (with the control plane:
+    /// its routable instances).
     pub(super) members: Vec<Vec<u32>>,
+    /// The fleet model of each instance.
+    of_instance: Vec<u32>,
+    /// Per fleet model: whether a pool serves it (its instances may all be
+    /// unroutable for a while under the control plane).
+    served: Vec<bool>,
     /// A router plugin's view of the candidates (reused).
     pub(super) compact: Vec<InstanceSnapshot>,
 }
@@ -32,11 +38,44 @@ impl ModelFilter {
         for (i, &m) in of_instance.iter().enumerate() {
             members[m as usize].push(i as u32);
         }
+        let served = members.iter().map(|v| !v.is_empty()).collect();
         ModelFilter {
             of_request,
             default,
             members,
+            of_instance: of_instance.to_vec(),
+            served,
             compact: Vec::new(),
+        }
+    }
+
+    /// Whether some pool serves fleet model `m`.
+    #[inline]
+    pub fn serves(&self, m: u32) -> bool {
+        self.served.get(m as usize).copied().unwrap_or(false)
+    }
+
+    /// The fleet model of instance `i`.
+    pub fn model_of_instance(&self, i: usize) -> u32 {
+        self.of_instance[i]
+    }
+
+    /// A new instance (the autoscaler's), of fleet model `m`; it is a
+    /// candidate once [`ModelFilter::restrict`] finds it routable.
+    pub fn push_instance(&mut self, m: u32) {
+        self.of_instance.push(m);
+    }
+
+    /// Make each model's candidates its instances for which `routable`
+    /// holds (the control plane's routable set).
+    pub fn restrict(&mut self, routable: impl Fn(usize) -> bool) {
+        for v in &mut self.members {
+            v.clear();
+        }
+        for (i, &m) in self.of_instance.iter().enumerate() {
+            if routable(i) {
+                self.members[m as usize].push(i as u32);
+            }
         }
     }
 

@@ -6,10 +6,13 @@
 //! the next index, and a terminated one keeps its index (and its report
 //! entry) for the rest of the run.
 
-use blis_plugin_api::InstanceState;
+use abi_stable::std_types::RSlice;
+use blis_plugin_api::{ClusterState, ClusterView, InstanceState};
 
 use super::Cluster;
-use crate::control::{ControlEvent, DrainPolicy, InstanceLife, NodeState, ScalingStats};
+use crate::control::{
+    ControlEvent, ControlPlane, DrainPolicy, InstanceLife, NodeState, ScalingStats,
+};
 use crate::engine::{later, Event, Tick};
 use crate::instance::Instance;
 use crate::metrics::InstanceRecord;
@@ -37,8 +40,8 @@ impl Cluster {
                     .push(later(0, d), control(ControlEvent::Loaded, i as u32));
             }
         }
-        if c.scaler.is_some() {
-            self.queue.push(0, control(ControlEvent::Tick, 0));
+        for g in 0..c.scalers.len() {
+            self.queue.push(0, control(ControlEvent::Tick, g as u32));
         }
         self.states_changed();
     }
@@ -51,6 +54,11 @@ impl Cluster {
         c.refresh_routable();
         for (i, l) in c.lives.iter().enumerate() {
             self.snapshots.set_state(i, l.state);
+        }
+        // Several models: a request's candidates are the routable
+        // instances of its model.
+        if let Some(m) = self.models.as_deref_mut() {
+            m.restrict(|i| c.lives[i].state.is_routable());
         }
     }
 
@@ -91,7 +99,7 @@ impl Cluster {
                     }
                 }
             }
-            Some(ControlEvent::Tick) => self.scaling_tick(t)?,
+            Some(ControlEvent::Tick) => self.scaling_tick(t, id)?,
             Some(ControlEvent::Actuate) => self.actuate(t, id)?,
             None => unreachable!("unknown control event {what}"),
         }
@@ -99,29 +107,57 @@ impl Cluster {
         Ok(())
     }
 
-    /// Whether the next event is a scaling tick with no work left: no
-    /// request to come, none in the system.
+    /// Whether the next event is a scaling tick (of any group) with no
+    /// work left: no request to come, none in the system.
     pub(super) fn idle_tick_next(&self) -> bool {
-        let tick = Event::Control {
-            what: ControlEvent::Tick.code(),
-            id: 0,
-        };
+        let tick = ControlEvent::Tick.code();
         self.control.is_some()
-            && self.queue.peek_event() == Some(&tick)
+            && matches!(self.queue.peek_event(), Some(&Event::Control { what, .. }) if what == tick)
             && self.workload.peek_time().is_none()
             && self.store.live() == 0
     }
 
-    /// One scaling tick: ask the autoscaler, filter through the windows,
-    /// schedule the actuation, and the next tick while work remains.
-    fn scaling_tick(&mut self, t: Tick) -> Result<(), Box<PluginError>> {
+    /// One scaling tick of group `g`: ask its autoscaler, filter through
+    /// the windows, schedule the actuation, and the next tick while work
+    /// remains. With several groups the autoscaler sees its group's
+    /// instances only, as a cluster of their own.
+    fn scaling_tick(&mut self, t: Tick, g: u32) -> Result<(), Box<PluginError>> {
         self.snapshots.peek(&self.instances, &self.pending);
         self.snapshots
             .build_info(&self.instances, &self.in_flight, &self.store);
-        let state = self.snapshots.whole_cluster(t);
         let c = self.control.as_mut().expect("tick without control");
-        let Some(s) = c.scaler.as_mut() else {
+        let ControlPlane {
+            scalers,
+            group_names,
+            group_of,
+            view_snaps,
+            view_info,
+            actuations,
+            scrape,
+            ..
+        } = &mut **c;
+        let Some(s) = scalers.get_mut(g as usize) else {
             return Ok(());
+        };
+        let state = if group_names.is_empty() {
+            self.snapshots.whole_cluster(t)
+        } else {
+            let (snaps, info) = (self.snapshots.snaps(), self.snapshots.info());
+            view_snaps.clear();
+            view_info.clear();
+            for (i, _) in group_of.iter().enumerate().filter(|(_, &k)| k == g) {
+                view_snaps.push(snaps[i]);
+                view_info.push(info[i]);
+            }
+            ClusterState {
+                view: ClusterView {
+                    clock_us: t,
+                    instances: RSlice::from_slice(view_snaps),
+                },
+                candidates: RSlice::from_slice(&[]),
+                info: RSlice::from_slice(view_info),
+                prefix_blocks: RSlice::from_slice(&[]),
+            }
         };
         let delta = s.policy.decide(&state)?;
         s.stats.ticks += 1;
@@ -135,37 +171,37 @@ impl Cluster {
             s.stats.suppressed += 1;
         }
         if pass != 0 {
-            let id = s.actuations.len() as u32;
-            s.actuations.push(pass);
-            let d = c.scrape.sample(s.scrape_delay);
+            let id = actuations.len() as u32;
+            actuations.push((g, pass));
+            let d = scrape.sample(s.scrape_delay);
             self.queue
                 .push(later(t, d), control(ControlEvent::Actuate, id));
         }
         // Tick while requests may still come or are being served.
         if self.workload.peek_time().is_some() || self.store.live() > 0 {
             self.queue
-                .push(later(t, s.interval), control(ControlEvent::Tick, 0));
+                .push(later(t, s.interval), control(ControlEvent::Tick, g));
         }
         Ok(())
     }
 
-    /// Apply actuation `id`: the fleet moves towards the decided size,
+    /// Apply actuation `id`: its group moves towards the decided size,
     /// within `[min_instances, max_instances]`.
     fn actuate(&mut self, t: Tick, id: u32) -> Result<(), Box<PluginError>> {
         let c = self.control.as_mut().expect("actuation without control");
-        let Some(s) = c.scaler.as_mut() else {
+        let (g, delta) = c.actuations[id as usize];
+        let live = c.live_in(g);
+        let Some(s) = c.scalers.get_mut(g as usize) else {
             return Ok(());
         };
-        let delta = s.actuations[id as usize];
         s.stats.actuations += 1;
         let (lo, hi) = (s.min_instances, s.max_instances.unwrap_or(u32::MAX));
-        let live = c.live_instances();
         let target =
             (i64::from(live) + i64::from(delta)).clamp(i64::from(lo), i64::from(hi)) as u32;
         if target > live {
             for _ in live..target {
-                let added = self.add_instance(t);
-                let s = self.scaler_stats();
+                let added = self.add_instance(t, g);
+                let s = self.scaler_stats(g);
                 if added {
                     s.instances_added += 1;
                 } else {
@@ -173,27 +209,27 @@ impl Cluster {
                 }
             }
         } else if target < live {
-            let order = c.removal_order();
+            let order = c.removal_order(g);
             for &i in order.iter().take((live - target) as usize) {
                 self.remove_instance(t, i)?;
-                self.scaler_stats().instances_removed += 1;
+                self.scaler_stats(g).instances_removed += 1;
             }
         }
         Ok(())
     }
 
-    fn scaler_stats(&mut self) -> &mut ScalingStats {
+    fn scaler_stats(&mut self, g: u32) -> &mut ScalingStats {
         &mut self
             .control
             .as_mut()
-            .and_then(|c| c.scaler.as_mut())
+            .and_then(|c| c.scalers.get_mut(g as usize))
             .expect("scaler")
             .stats
     }
 
-    /// Add an instance: place it on a node (requesting one when none has
-    /// room), then it loads. False when no node can take it.
-    pub(super) fn add_instance(&mut self, t: Tick) -> bool {
+    /// Add an instance to group `g`: place it on a node (requesting one
+    /// when none has room), then it loads. False when no node can take it.
+    pub(super) fn add_instance(&mut self, t: Tick, g: u32) -> bool {
         let c = self.control.as_mut().expect("add without control");
         let (node, state) = match c.fleet.as_mut() {
             None => (None, InstanceState::LOADING),
@@ -231,11 +267,22 @@ impl Cluster {
             t,
             c.lifecycle.warm_up_request_count,
         ));
-        self.instances.push(Instance::new(
-            index,
-            c.factory.config.clone(),
-            c.factory.latency.clone(),
-        ));
+        // Several models: the new instance serves its pool's model.
+        if let Some(m) = self.models.as_deref_mut() {
+            let peer = c.group_of.iter().position(|&k| k == g);
+            let model = peer.map_or(0, |p| m.model_of_instance(p));
+            m.push_instance(model);
+            if let Some(rec) = self.collector.models.as_mut() {
+                rec.of_instance.push(model);
+            }
+        }
+        c.group_of.push(g);
+        let f = &c.factories[g as usize];
+        let mut inst = Instance::new(index, f.config.clone(), f.latency.clone());
+        if let Some(l) = &f.lora {
+            inst.set_lora(l.clone());
+        }
+        self.instances.push(inst);
         self.pending.push(0);
         self.in_flight.push(0);
         self.snapshots.push_instance();

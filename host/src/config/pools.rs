@@ -25,6 +25,13 @@ pub struct PoolSection {
     /// `total_kv_blocks`); not `count` (use `instances`).
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub instance: toml::Table,
+    /// Role `serve` with `[autoscaler]`: this pool's bounds (default
+    /// `autoscaler.min_instances` / `max_instances`); each serve pool is
+    /// scaled on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_instances: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_instances: Option<u32>,
 }
 
 /// `[pd]`: how requests are split between the pools.

@@ -22,8 +22,6 @@ pub struct Scaler {
     pub scrape_delay: Delay,
     pub min_instances: u32,
     pub max_instances: Option<u32>,
-    /// Actuations scheduled and not run yet (the event carries the index).
-    pub actuations: Vec<i32>,
     pub stats: ScalingStats,
 }
 
@@ -41,6 +39,20 @@ pub struct ScalingStats {
     pub instances_removed: u64,
     /// Instances wanted that no node could take.
     pub unplaced: u64,
+}
+
+impl ScalingStats {
+    /// Add `o`'s counts.
+    pub fn add(&mut self, o: &ScalingStats) {
+        self.ticks += o.ticks;
+        self.wanted_up += o.wanted_up;
+        self.wanted_down += o.wanted_down;
+        self.suppressed += o.suppressed;
+        self.actuations += o.actuations;
+        self.instances_added += o.instances_added;
+        self.instances_removed += o.instances_removed;
+        self.unplaced += o.unplaced;
+    }
 }
 
 /// The two stabilization windows and their first-signal times.

@@ -74,6 +74,12 @@ pub struct InstanceLife {
 }
 
 impl InstanceLife {
+    /// Pending, loading, warming up or active: neither draining nor
+    /// terminated (what the autoscaler's bounds count).
+    pub fn is_live(&self) -> bool {
+        self.state != InstanceState::DRAINING && self.state != InstanceState::TERMINATED
+    }
+
     /// A new instance in `state` at `at`.
     pub fn new(state: InstanceState, node: Option<u32>, at: Tick, warm_up: u32) -> Self {
         InstanceLife {

@@ -15,8 +15,9 @@ pub mod lifecycle;
 pub mod nodes;
 mod report;
 
-use blis_plugin_api::{InstanceSnapshot, InstanceState};
+use blis_plugin_api::{InstanceInfo, InstanceSnapshot, InstanceState};
 
+use crate::instance::lora::LoraConfig;
 use crate::instance::{InstanceConfig, LatencyModel};
 
 pub use autoscaler::{Scaler, ScalingStats, Windows};
@@ -51,19 +52,32 @@ impl ControlEvent {
     }
 }
 
-/// How to build an instance the autoscaler adds (all instances are alike).
+/// How to build an instance the autoscaler adds (all instances of a
+/// scaling group are alike).
 #[derive(Clone, Debug)]
 pub struct InstanceFactory {
     pub config: InstanceConfig,
     pub latency: LatencyModel,
+    /// `[lora]`: the adapters it serves.
+    pub lora: Option<LoraConfig>,
 }
 
 /// The control plane of a run, as the config layer assembles it.
+///
+/// Scaling groups: a single fleet is one group; with serve pools (several
+/// models) every pool is a group of its own, scaled by its own autoscaler
+/// object within its own bounds, seeing only its own instances.
 pub struct ControlSetup {
     pub lifecycle: Lifecycle,
     pub fleet: Option<NodeFleet>,
-    pub scaler: Option<Scaler>,
-    pub factory: InstanceFactory,
+    /// One per group with `[autoscaler]`, none without.
+    pub scalers: Vec<Scaler>,
+    /// One per group.
+    pub factories: Vec<InstanceFactory>,
+    /// The serve pools' names (empty: one fleet).
+    pub group_names: Vec<String>,
+    /// The group of each initial instance (empty: all in group 0).
+    pub group_of: Vec<u32>,
     /// Seeds of the "node-provisioning", "instance-loading" and
     /// "autoscaler" streams.
     pub seeds: [u64; 3],
@@ -75,8 +89,18 @@ pub struct ControlSetup {
 pub struct ControlPlane {
     pub lifecycle: Lifecycle,
     pub fleet: Option<NodeFleet>,
-    pub scaler: Option<Scaler>,
-    pub factory: InstanceFactory,
+    /// One per scaling group with `[autoscaler]` (see [`ControlSetup`]).
+    pub scalers: Vec<Scaler>,
+    pub factories: Vec<InstanceFactory>,
+    pub group_names: Vec<String>,
+    /// The scaling group of each instance ever created, by index.
+    pub group_of: Vec<u32>,
+    /// Actuations scheduled (group, change); the event carries the index.
+    pub actuations: Vec<(u32, i32)>,
+    /// A group's autoscaler view: its instances' snapshots and signals
+    /// (reused; with several groups only).
+    pub view_snaps: Vec<InstanceSnapshot>,
+    pub view_info: Vec<InstanceInfo<'static>>,
     /// One per instance ever created, by index.
     pub lives: Vec<InstanceLife>,
     /// Routable instances, ascending.
@@ -127,8 +151,17 @@ impl ControlPlane {
         let mut c = ControlPlane {
             lifecycle: lc,
             fleet: setup.fleet,
-            scaler: setup.scaler,
-            factory: setup.factory,
+            scalers: setup.scalers,
+            factories: setup.factories,
+            group_names: setup.group_names,
+            group_of: if setup.group_of.is_empty() {
+                vec![0; n]
+            } else {
+                setup.group_of
+            },
+            actuations: Vec::new(),
+            view_snaps: Vec::new(),
+            view_info: Vec::new(),
             lives,
             routable: Vec::new(),
             compact: Vec::new(),
@@ -166,9 +199,15 @@ impl ControlPlane {
 
     /// Instances pending, loading, warming up or active (what the bounds count).
     pub fn live_instances(&self) -> u32 {
+        self.lives.iter().filter(|l| l.is_live()).count() as u32
+    }
+
+    /// The live instances of scaling group `g`.
+    pub fn live_in(&self, g: u32) -> u32 {
         self.lives
             .iter()
-            .filter(|l| l.state != InstanceState::DRAINING && l.state != InstanceState::TERMINATED)
+            .zip(&self.group_of)
+            .filter(|(l, &k)| k == g && l.is_live())
             .count() as u32
     }
 
@@ -193,7 +232,8 @@ impl ControlPlane {
     /// then loading, newest first: nothing is lost), then serving ones on
     /// the most expensive pool, newest first (as a Kubernetes ReplicaSet
     /// removes the youngest pods).
-    pub fn removal_order(&self) -> Vec<u32> {
+    /// Of scaling group `g` only.
+    pub fn removal_order(&self, g: u32) -> Vec<u32> {
         let cost = |l: &InstanceLife| -> f64 {
             match (&self.fleet, l.node) {
                 (Some(f), Some(node)) => {
@@ -209,10 +249,7 @@ impl ControlPlane {
             _ => 2,
         };
         let mut ids: Vec<u32> = (0..self.lives.len() as u32)
-            .filter(|&i| {
-                let s = self.lives[i as usize].state;
-                s != InstanceState::DRAINING && s != InstanceState::TERMINATED
-            })
+            .filter(|&i| self.group_of[i as usize] == g && self.lives[i as usize].is_live())
             .collect();
         ids.sort_by(|&a, &b| {
             let (la, lb) = (&self.lives[a as usize], &self.lives[b as usize]);

@@ -12,7 +12,7 @@
 use blis_plugin_api::InstanceState;
 use serde_json::{json, Value};
 
-use super::ControlPlane;
+use super::{ControlPlane, ScalingStats};
 use crate::engine::Tick;
 
 impl ControlPlane {
@@ -26,7 +26,7 @@ impl ControlPlane {
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                json!({
+                let mut e = json!({
                     "instance": i,
                     "state": l.state.name(),
                     "node": match (fleet, l.node) {
@@ -37,23 +37,14 @@ impl ControlPlane {
                     "routable_us": at(l.routable_at),
                     "draining_us": at(l.draining_at),
                     "terminated_us": at(l.terminated_at),
-                })
+                });
+                if let Some(name) = self.group_names.get(self.group_of[i] as usize) {
+                    e["pool"] = json!(name);
+                }
+                e
             })
             .collect();
-        let scaler = self.scaler.as_ref().map_or(Value::Null, |s| {
-            let st = &s.stats;
-            json!({
-                "policy": format!("{}::{}", s.policy.label().library, s.policy.label().name),
-                "ticks": st.ticks,
-                "wanted_up": st.wanted_up,
-                "wanted_down": st.wanted_down,
-                "suppressed": st.suppressed,
-                "actuations": st.actuations,
-                "instances_added": st.instances_added,
-                "instances_removed": st.instances_removed,
-                "unplaced_instances": st.unplaced,
-            })
-        });
+        let scaler = self.scalers_report();
         let (pools, cost) = match fleet {
             None => (Value::Null, Value::Null),
             Some(f) => {
@@ -104,5 +95,57 @@ impl ControlPlane {
             "node_pools": pools,
             "cost": cost,
         })
+    }
+
+    /// The `autoscaler` entry: null without one; one fleet's counts; with
+    /// serve pools the counts summed, and each pool's under `pools`.
+    fn scalers_report(&self) -> Value {
+        let Some(first) = self.scalers.first() else {
+            return Value::Null;
+        };
+        let counts = |st: &ScalingStats| {
+            json!({
+                "ticks": st.ticks,
+                "wanted_up": st.wanted_up,
+                "wanted_down": st.wanted_down,
+                "suppressed": st.suppressed,
+                "actuations": st.actuations,
+                "instances_added": st.instances_added,
+                "instances_removed": st.instances_removed,
+                "unplaced_instances": st.unplaced,
+            })
+        };
+        let label = first.policy.label();
+        let mut total = ScalingStats::default();
+        for s in &self.scalers {
+            total.add(&s.stats);
+        }
+        let mut out = json!({"policy": format!("{}::{}", label.library, label.name)});
+        let map = out.as_object_mut().expect("object");
+        if let Value::Object(c) = counts(&total) {
+            map.extend(c);
+        }
+        if !self.group_names.is_empty() {
+            let pools: Vec<Value> = self
+                .scalers
+                .iter()
+                .zip(&self.group_names)
+                .enumerate()
+                .map(|(g, (s, name))| {
+                    let mut e = json!({
+                        "pool": name,
+                        "min_instances": s.min_instances,
+                        "max_instances": s.max_instances,
+                        "live_instances": self.live_in(g as u32),
+                    });
+                    if let (Value::Object(m), Value::Object(c)) = (&mut e, counts(&s.stats)) {
+                        m.extend(c);
+                    }
+                    e
+                })
+                .collect();
+            map.insert("pools".into(), Value::Array(pools));
+        }
+        out
     }
 }

@@ -114,6 +114,11 @@ pub struct Lora {
 }
 
 impl Lora {
+    /// The configuration it was made from.
+    pub fn config(&self) -> &LoraConfig {
+        &self.config
+    }
+
     pub fn new(config: LoraConfig) -> Self {
         let n = config.ranks.len();
         Lora {

@@ -22,6 +22,9 @@ pub(super) struct CheckedControl {
     lifecycle: Lifecycle,
     pools: Vec<PoolSpec>,
     tp: u32,
+    /// `[autoscaler]`'s bounds per scaling group: one for a single fleet,
+    /// one per serve pool (empty without an autoscaler).
+    bounds: Vec<(u32, Option<u32>)>,
 }
 
 /// Check the control sections; `None` when the run has none.
@@ -33,11 +36,20 @@ pub(super) fn check(
     if run.node_pools.is_empty() && run.lifecycle.is_none() && run.autoscaler.is_none() {
         return None;
     }
-    if !run.pools.is_empty() {
+    let serve = super::models::multi(run);
+    if !run.pools.is_empty() && !serve {
         problems.error(
-            "[[pools]] (P/D disaggregation, or serve pools of several models) with [[node_pools]], \
-             [lifecycle] or [autoscaler] is not supported yet: the control plane scales one homogeneous \
-             fleet; remove one of them",
+            "[[pools]] of prefill/decode disaggregation with [[node_pools]], [lifecycle] or [autoscaler] \
+             is not supported yet: the control plane scales one fleet, or each serve pool on its own; \
+             remove one of them",
+        );
+        return None;
+    }
+    if serve && !run.node_pools.is_empty() {
+        problems.error(
+            "[[node_pools]] with serve pools is not supported yet: node pools hold one GPU type and one \
+             TP, serve pools each their own; remove [[node_pools]] (each serve pool is then scaled \
+             without node accounting, within its min_instances and max_instances)",
         );
         return None;
     }
@@ -138,6 +150,7 @@ pub(super) fn check(
     if let Some(e) = loading.check("lifecycle.loading_delay") {
         problems.error(e);
     }
+    let mut bounds = Vec::new();
     if let Some(a) = &run.autoscaler {
         if !(1..=MAX_WINDOW_US).contains(&a.interval_us) {
             problems.error(format!(
@@ -167,26 +180,11 @@ pub(super) fn check(
                 "autoscaler.min_instances = 0: must be at least 1 (no autoscaler scales up from zero)",
             );
         }
-        match a.max_instances {
-            Some(max) if a.min_instances > max => problems.error(format!(
-                "autoscaler.min_instances = {} > autoscaler.max_instances = {max}: min must not exceed max",
-                a.min_instances
-            )),
-            Some(max) if run.instance.count > max => problems.error(format!(
-                "instance.count = {} > autoscaler.max_instances = {max}: start within the bounds",
-                run.instance.count
-            )),
-            None if run.node_pools.is_empty() => problems.error(
-                "autoscaler.max_instances is required without [[node_pools]] (the nodes' max_nodes bound the fleet otherwise)",
-            ),
-            _ => {}
-        }
-        if run.instance.count < a.min_instances {
-            problems.error(format!(
-                "instance.count = {} < autoscaler.min_instances = {}: start within the bounds",
-                run.instance.count, a.min_instances
-            ));
-        }
+        bounds = if serve {
+            serve_bounds(run, a, problems)
+        } else {
+            fleet_bounds(run, a, problems)
+        };
     }
     Some(CheckedControl {
         lifecycle: Lifecycle {
@@ -197,28 +195,121 @@ pub(super) fn check(
         },
         pools,
         tp,
+        bounds,
     })
 }
 
+/// A single fleet's autoscaler bounds, `[autoscaler]`'s; `instance.count`
+/// within them.
+fn fleet_bounds(
+    run: &RunFile,
+    a: &crate::config::AutoscalerSection,
+    problems: &mut Problems,
+) -> Vec<(u32, Option<u32>)> {
+    match a.max_instances {
+        Some(max) if a.min_instances > max => problems.error(format!(
+            "autoscaler.min_instances = {} > autoscaler.max_instances = {max}: min must not exceed max",
+            a.min_instances
+        )),
+        Some(max) if run.instance.count > max => problems.error(format!(
+            "instance.count = {} > autoscaler.max_instances = {max}: start within the bounds",
+            run.instance.count
+        )),
+        None if run.node_pools.is_empty() => problems.error(
+            "autoscaler.max_instances is required without [[node_pools]] (the nodes' max_nodes bound the fleet otherwise)",
+        ),
+        _ => {}
+    }
+    if run.instance.count < a.min_instances {
+        problems.error(format!(
+            "instance.count = {} < autoscaler.min_instances = {}: start within the bounds",
+            run.instance.count, a.min_instances
+        ));
+    }
+    vec![(a.min_instances, a.max_instances)]
+}
+
+/// Each serve pool's autoscaler bounds: its own `min_instances` /
+/// `max_instances`, else `[autoscaler]`'s; its `instances` within them.
+fn serve_bounds(
+    run: &RunFile,
+    a: &crate::config::AutoscalerSection,
+    problems: &mut Problems,
+) -> Vec<(u32, Option<u32>)> {
+    let mut out = Vec::with_capacity(run.pools.len());
+    for (i, p) in run.pools.iter().enumerate() {
+        let key = format!("pools[{i}] ({})", p.name);
+        let min = p.min_instances.unwrap_or(a.min_instances);
+        let max = p.max_instances.or(a.max_instances);
+        if p.min_instances == Some(0) {
+            problems.error(format!(
+                "{key}.min_instances = 0: must be at least 1 (no autoscaler scales up from zero)"
+            ));
+        }
+        match max {
+            None => problems.error(format!(
+                "{key}: no max_instances: give pools[{i}].max_instances or autoscaler.max_instances \
+                 (each serve pool is scaled on its own, within its bounds)"
+            )),
+            Some(max) if min > max => problems.error(format!(
+                "{key}: min_instances = {min} > max_instances = {max} (the pool's, or [autoscaler]'s \
+                 where the pool gives none): min must not exceed max"
+            )),
+            Some(max) if p.instances > max => problems.error(format!(
+                "{key}.instances = {} > max_instances = {max}: start within the bounds",
+                p.instances
+            )),
+            _ => {}
+        }
+        if p.instances < min {
+            problems.error(format!(
+                "{key}.instances = {} < min_instances = {min}: start within the bounds",
+                p.instances
+            ));
+        }
+        out.push((min, max));
+    }
+    out
+}
+
 impl CheckedControl {
-    /// Place the initial instances, create the autoscaler plugin.
+    /// Place the initial instances, create the autoscaler plugin (one per
+    /// scaling group). `groups`: the serve pools' names and each
+    /// instance's pool (`None`: one fleet, one group).
     pub(super) fn create(
         self,
         run: &RunFile,
         registry: &Registry,
         instances: &[Instance],
+        groups: Option<(Vec<String>, Vec<u32>)>,
     ) -> Result<ControlSetup, String> {
-        let first = instances.first().ok_or("no instance")?;
-        if run.autoscaler.is_some()
-            && (first.config().scheduler == SchedulerKind::Custom
-                || first.config().preemption == PreemptionKind::Custom)
-        {
-            return Err(
-                "[autoscaler] with a scheduler or preemption plugin in [instance] is not supported yet: \
-                 instances the autoscaler adds would need their own plugin objects; use a native \
-                 scheduler and preemption policy"
-                    .into(),
-            );
+        let (group_names, group_of) = groups.unwrap_or_default();
+        let mut firsts: Vec<Option<&Instance>> = vec![None; group_names.len().max(1)];
+        for (i, inst) in instances.iter().enumerate() {
+            let g = group_of.get(i).map_or(0, |&g| g as usize);
+            firsts[g].get_or_insert(inst);
+        }
+        let mut factories = Vec::with_capacity(firsts.len());
+        for (g, first) in firsts.into_iter().enumerate() {
+            let first = first.ok_or("a scaling group without an instance")?;
+            if run.autoscaler.is_some()
+                && (first.config().scheduler == SchedulerKind::Custom
+                    || first.config().preemption == PreemptionKind::Custom)
+            {
+                let what = group_names
+                    .get(g)
+                    .map_or("[instance]".to_string(), |n| format!("pool {n}"));
+                return Err(format!(
+                    "[autoscaler] with a scheduler or preemption plugin in {what} is not supported yet: \
+                     instances the autoscaler adds would need their own plugin objects; use a native \
+                     scheduler and preemption policy"
+                ));
+            }
+            factories.push(InstanceFactory {
+                config: first.config().clone(),
+                latency: first.latency_model().clone(),
+                lora: first.lora().map(|l| l.config().clone()),
+            });
         }
         let mut fleet = (!self.pools.is_empty()).then(|| NodeFleet::new(self.pools, self.tp));
         let mut initial_nodes = Vec::with_capacity(instances.len());
@@ -230,36 +321,45 @@ impl CheckedControl {
                 })?),
             });
         }
-        let scaler = match &run.autoscaler {
-            None => None,
-            Some(a) => Some(Scaler {
-                policy: registry
+        let mut scalers = Vec::new();
+        if let Some(a) = &run.autoscaler {
+            for (g, &(min_instances, max_instances)) in self.bounds.iter().enumerate() {
+                // A single fleet keeps the stream of earlier rounds.
+                let (stream, what) = match group_names.get(g) {
+                    None => ("autoscaler-policy".to_string(), "[autoscaler]".to_string()),
+                    Some(n) => (
+                        format!("autoscaler-policy/pool/{n}"),
+                        format!("[autoscaler] of pool {n}"),
+                    ),
+                };
+                let policy = registry
                     .autoscaler(
                         &a.policy,
                         &params_text(&a.params),
-                        derive_seed(run.seed, "autoscaler-policy"),
+                        derive_seed(run.seed, &stream),
                     )
-                    .map_err(|e| format!("[autoscaler]: {e}"))?,
-                interval: a.interval_us,
-                windows: Windows::new(
-                    a.scale_up_stabilization_window_us,
-                    a.scale_down_stabilization_window_us,
-                ),
-                scrape_delay: Delay::from(a.hpa_scrape_delay),
-                min_instances: a.min_instances,
-                max_instances: a.max_instances,
-                actuations: Vec::new(),
-                stats: ScalingStats::default(),
-            }),
-        };
+                    .map_err(|e| format!("{what}: {e}"))?;
+                scalers.push(Scaler {
+                    policy,
+                    interval: a.interval_us,
+                    windows: Windows::new(
+                        a.scale_up_stabilization_window_us,
+                        a.scale_down_stabilization_window_us,
+                    ),
+                    scrape_delay: Delay::from(a.hpa_scrape_delay),
+                    min_instances,
+                    max_instances,
+                    stats: ScalingStats::default(),
+                });
+            }
+        }
         Ok(ControlSetup {
             lifecycle: self.lifecycle,
             fleet,
-            scaler,
-            factory: InstanceFactory {
-                config: first.config().clone(),
-                latency: first.latency_model().clone(),
-            },
+            scalers,
+            factories,
+            group_names,
+            group_of,
             seeds: [
                 derive_seed(run.seed, "node-provisioning"),
                 derive_seed(run.seed, "instance-loading"),

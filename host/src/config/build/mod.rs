@@ -236,6 +236,7 @@ pub fn build(
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
     let mut fleet_models = None;
+    let mut groups = None;
     let (mut instances, routing, pd) = match pools {
         None => {
             let mut instances = instance.create(&run.instance, &model, kv_offload)?;
@@ -246,6 +247,7 @@ pub fn build(
             notes.push(pools.describe());
             let f = pools.create_serve(run, registry, &run.model.name)?;
             fleet_models = Some((f.names, f.of_instance));
+            groups = Some((f.pool_names, f.pool_of_instance));
             (f.instances, routing, None)
         }
         Some(pools) => {
@@ -258,7 +260,7 @@ pub fn build(
         l.install(&mut instances);
     }
     let control = match control {
-        Some(c) => Some(c.create(run, registry, &instances)?),
+        Some(c) => Some(c.create(run, registry, &instances, groups)?),
         None => None,
     };
     notes.push(format!(

@@ -156,6 +156,17 @@ pub(super) fn check(
                 "pools[{i}].instances = 0: a pool needs at least one instance"
             ));
         }
+        for (k, v) in [
+            ("min_instances", p.min_instances),
+            ("max_instances", p.max_instances),
+        ] {
+            if v.is_some() && !(serve && run.autoscaler.is_some()) {
+                problems.error(format!(
+                    "pools[{i}].{k}: a pool's autoscaler bounds need role = \"serve\" and [autoscaler] \
+                     (each serve pool is then scaled on its own); remove the key"
+                ));
+            }
+        }
         total += u64::from(p.instances);
         for k in ["count"] {
             if p.instance.contains_key(k) {
@@ -468,6 +479,10 @@ pub(super) struct ServeFleet {
     pub instances: Vec<Instance>,
     pub names: Vec<String>,
     pub of_instance: Vec<u32>,
+    /// The pools' names, and the pool of each instance (the control
+    /// plane's scaling groups).
+    pub pool_names: Vec<String>,
+    pub pool_of_instance: Vec<u32>,
 }
 
 impl CheckedPools {
@@ -487,6 +502,8 @@ impl CheckedPools {
         let mut names = vec![first.to_string()];
         let mut instances = Vec::new();
         let mut of_instance = Vec::new();
+        let mut pool_names = Vec::new();
+        let mut pool_of_instance = Vec::new();
         for (k, p) in self.pools.into_iter().enumerate() {
             let start = instances.len() as u32;
             let mut made = p
@@ -507,12 +524,16 @@ impl CheckedPools {
                 }
             } as u32;
             of_instance.extend(std::iter::repeat_n(m, made.len()));
+            pool_of_instance.extend(std::iter::repeat_n(k as u32, made.len()));
+            pool_names.push(p.name);
             instances.extend(made);
         }
         Ok(ServeFleet {
             instances,
             names,
             of_instance,
+            pool_names,
+            pool_of_instance,
         })
     }
 }
