@@ -748,6 +748,55 @@ arrival_us,input_tokens,output_tokens,prefix_group,prefix_length,slo_class,tenan
     assert_eq!(take(&mut w, 100).len(), 2);
 }
 
+/// Issue 33 defect 22: one session of 20,000 rounds, every round's prompt
+/// carrying the whole context before it (round k: 2k + 1 segments), all
+/// held at once as a replay holds rounds in flight. Copied per round the
+/// prompts would be 4·10⁸ segments (6.4 GB, the allocation aborted); as
+/// views of the session's log they share its storage: a new buffer only
+/// when the log doubles, so the rounds' prompts use a handful of buffers.
+#[test]
+fn a_long_session_trace_shares_its_context_between_rounds() {
+    const ROUNDS: u32 = 20_000;
+    let mut text = String::from("arrival_us,input_tokens,output_tokens,session_id\n");
+    for k in 0..ROUNDS {
+        // Round k: 5 + 8k tokens = the previous prompt (5 + 8(k-1)), its
+        // 3 output tokens and 5 new ones.
+        text.push_str(&format!("{},{},3,s\n", u64::from(k) * 1000, 5 + 8 * k));
+    }
+    let f = TempFile::new("long-session.csv", &text);
+    let (cfg, dir, _) = f.config();
+    let mut w = Workload::new(&cfg, 1, &dir).unwrap();
+    let reqs = take(&mut w, ROUNDS as usize + 1);
+    assert_eq!(reqs.len(), ROUNDS as usize);
+    let mut buffers = 1;
+    for (k, r) in reqs.iter().enumerate() {
+        assert_eq!(r.session, Some((0, k as u32)));
+        assert_eq!(r.input_len, 5 + 8 * k as u32);
+        assert_eq!(r.prompt.len(), 2 * k + 1, "round {k}");
+        assert_eq!(r.prompt.iter().map(|s| s.len).sum::<u32>(), r.input_len);
+        if k > 0 {
+            let prev = &reqs[k - 1];
+            // The previous round's stream, then 5 new tokens.
+            assert_eq!(r.prompt[..2 * k - 1], prev.prompt[..]);
+            assert_eq!(
+                r.prompt[2 * k - 1],
+                Segment {
+                    seed: prev.output_seed,
+                    len: 3
+                }
+            );
+            assert_eq!(r.prompt[2 * k].len, 5);
+            assert!(r.prompt.is_view());
+            if !r.prompt.shares_storage_with(&prev.prompt) {
+                buffers += 1;
+            }
+        }
+    }
+    // 40,001 segments in buffers of 4, 8, 16, … slots: 15 buffers.
+    assert!(buffers <= 16, "{buffers} buffers");
+    assert!(w.take_error().is_none());
+}
+
 #[test]
 fn malformed_traces_name_file_line_and_column() {
     let (e, f) = trace_err(
