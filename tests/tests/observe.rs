@@ -518,7 +518,10 @@ fn observe_then_replay_then_calibrate_on_the_llama_cpp_server() {
         "sim.json",
         "--quiet",
     ]);
-    assert_eq!(replay["cluster"]["completed_requests"], ok as u64, "{replay}");
+    assert_eq!(
+        replay["cluster"]["completed_requests"], ok as u64,
+        "{replay}"
+    );
     let cal = step(&[
         "calibrate",
         "--trace-header",
