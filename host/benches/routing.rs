@@ -59,7 +59,8 @@ fn hash_pool() -> Vec<Vec<u64>> {
                         seed: 100 + id,
                         len: 256,
                     },
-                ],
+                ]
+                .into(),
                 ..Request::default()
             };
             let mut h = Vec::new();

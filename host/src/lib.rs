@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod observe;
 pub mod output;
 pub mod plugins;
+pub mod prompt;
 pub mod request;
 pub mod sweep;
 pub mod trace_v2;

@@ -12,6 +12,7 @@
 //! router-side prefix index, so the two agree on what "the same prefix" means.
 
 use crate::engine::Tick;
+pub use crate::prompt::{Prompt, SegmentLog};
 
 /// `len` tokens whose content is determined by `seed` (token `i` of the
 /// segment is a function of `(seed, i)`).
@@ -141,8 +142,10 @@ pub struct Request {
     pub input_len: u32,
     /// Output length N in tokens (the simulator knows it in advance).
     pub output_len: u32,
-    /// Prompt content; the segment lengths add up to `input_len`.
-    pub prompt: Vec<Segment>,
+    /// Prompt content; the segment lengths add up to `input_len`. A round
+    /// of an accumulating session holds a view of its session's segment log
+    /// (shared with the other rounds, see [`crate::prompt`]).
+    pub prompt: Prompt,
     /// Content seed of the generated tokens (an implicit segment of length N).
     pub output_seed: u64,
     /// Index of the client (in workload order) that generated the request.
@@ -538,7 +541,7 @@ mod tests {
     fn session_context_reproduces_previous_stream() {
         // Round 1: prompt p1, output o1. Round 2's prompt is p1 ++ o1 ++ p2.
         let r1 = Request {
-            prompt: vec![seg(10, 50)],
+            prompt: vec![seg(10, 50)].into(),
             output_seed: 11,
             output_len: 30,
             input_len: 50,
@@ -548,7 +551,7 @@ mod tests {
         stream_block_hashes(&r1, 16, usize::MAX, &mut stream1);
         assert_eq!(stream1.len(), 5); // 80 tokens / 16
         let r2 = Request {
-            prompt: vec![seg(10, 50), seg(11, 30), seg(12, 25)],
+            prompt: vec![seg(10, 50), seg(11, 30), seg(12, 25)].into(),
             input_len: 105,
             ..Default::default()
         };
@@ -561,7 +564,7 @@ mod tests {
     #[test]
     fn random_access_hash_matches_chain() {
         let r = Request {
-            prompt: vec![seg(1, 37), seg(2, 5), seg(3, 60)],
+            prompt: vec![seg(1, 37), seg(2, 5), seg(3, 60)].into(),
             input_len: 102,
             output_seed: 9,
             output_len: 70,
@@ -588,7 +591,7 @@ mod tests {
             (vec![seg(5, 0), seg(6, 16), seg(7, 0)], 16),
         ] {
             let r = Request {
-                prompt,
+                prompt: prompt.into(),
                 input_len,
                 output_seed: 9,
                 output_len: 70,
@@ -752,7 +755,7 @@ impl RequestStore {
         std::mem::swap(&mut cold.prompt, &mut hot.prompt);
         std::mem::swap(&mut cold.prompt_hashes, &mut hot.prompt_hashes);
         std::mem::swap(&mut cold.kv_blocks, &mut hot.kv_blocks);
-        hot.prompt.extend_from_slice(&cold.prompt);
+        hot.prompt.assign(&cold.prompt);
         hot.prompt_hashes.extend_from_slice(&cold.prompt_hashes);
         // The cold record is stale from here on (its slot indexes `hot`).
         cold.prompt.clear();

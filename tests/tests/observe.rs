@@ -461,3 +461,96 @@ fn the_example_run_file_is_valid() {
         .expect("run blis");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// observe → replay → calibrate end to end on the real server (README
+/// "Validating blis against your own cluster", the steps of
+/// `examples/observe-replay-calibrate/run.sh`): every recorded request is
+/// matched to a simulated one with its recorded token counts, and the
+/// report's figures are finite and counted over those pairs.
+#[test]
+fn observe_then_replay_then_calibrate_on_the_llama_cpp_server() {
+    let Some((url, model)) = skip_without_llama("observe_then_replay_then_calibrate") else {
+        return;
+    };
+    let dir = TestDir::new("observe-replay-calibrate");
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/observe-replay-calibrate/llama-cpp.toml");
+    let run = run.to_str().unwrap();
+    let (code, _, stderr) = observe(
+        &dir,
+        &[
+            run,
+            "--server-url",
+            &url,
+            "--model",
+            &model,
+            "--num-requests",
+            "16",
+            "--warmup-requests",
+            "4",
+            "--record-itl",
+            "--quiet",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let rs = rows(&dir.path().join("t.csv"));
+    assert_eq!(rs.len(), 12, "16 dispatched, 4 warm-up");
+    let ok = rs.iter().filter(|r| r.status == TraceStatus::Ok).count();
+    assert!(ok >= 10, "{rs:?}");
+    let step = |args: &[&str]| {
+        let o = dir.blis().args(args).output().expect("run blis");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "blis {args:?}: {err}");
+        serde_json::from_slice::<Value>(&o.stdout).unwrap_or_else(|e| panic!("{e}: {err}"))
+    };
+    let replay = step(&[
+        "replay",
+        run,
+        "--trace-header",
+        "t.yaml",
+        "--trace-data",
+        "t.csv",
+        "--results-path",
+        "sim.json",
+        "--quiet",
+    ]);
+    assert_eq!(
+        replay["cluster"]["completed_requests"], ok as u64,
+        "{replay}"
+    );
+    let cal = step(&[
+        "calibrate",
+        "--trace-header",
+        "t.yaml",
+        "--trace-data",
+        "t.csv",
+        "--sim-results",
+        "sim.json",
+        "--itl-data",
+        "t.itl.csv",
+        "--report",
+        "cal.json",
+    ]);
+    eprintln!("calibration report: {cal}");
+    // observe does not record its warm-up requests: calibrate has none to exclude.
+    assert_eq!(cal["trace_info"]["warm_up_excluded"], 0, "{cal}");
+    assert_eq!(cal["trace_info"]["num_requests"], rs.len() as u64, "{cal}");
+    assert_eq!(cal["trace_info"]["matched_pairs"], ok as u64, "{cal}");
+    assert_eq!(cal["trace_info"]["token_mismatches"], 0, "{cal}");
+    for m in ["ttft", "e2e", "itl"] {
+        let rl = &cal["metrics"][m]["request_level"];
+        let mape = rl["mape"].as_f64().unwrap_or_else(|| panic!("{m}: {cal}"));
+        assert!(mape.is_finite() && mape >= 0.0, "{m}: {cal}");
+        let r = rl["pearson_r"].as_f64().unwrap();
+        assert!((-1.0..=1.0).contains(&r), "{m}: {cal}");
+    }
+    assert_eq!(cal["metrics"]["ttft"]["count"], ok as u64, "{cal}");
+    let file: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("cal.json")).unwrap())
+            .unwrap();
+    assert_eq!(file, cal, "stdout is the report written");
+}

@@ -51,7 +51,7 @@ fn enqueue(
         r.id = id;
         r.input_len = input;
         r.output_len = 4;
-        r.prompt = vec![Segment { seed, len: input }];
+        r.prompt = vec![Segment { seed, len: input }].into();
         r.instance = 0;
     });
     let mut h = Vec::new();

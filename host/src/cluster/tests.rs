@@ -277,7 +277,7 @@ fn tier3_signals_come_from_the_last_refresh() {
         r.id = 0;
         r.input_len = 160;
         r.output_len = 4;
-        r.prompt = vec![Segment { seed: 1, len: 160 }];
+        r.prompt = vec![Segment { seed: 1, len: 160 }].into();
         r.instance = 0;
     });
     let mut h = Vec::new();

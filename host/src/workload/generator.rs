@@ -24,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use super::config::{ContextGrowth, SessionSpec};
 use super::sampler::{ArrivalSampler, LengthSampler};
 use crate::engine::Tick;
-use crate::request::{mix64, Request, Segment, SloClass};
+use crate::request::{mix64, Prompt, Request, Segment, SegmentLog, SloClass};
 
 const DOMAIN_CLIENT: u64 = 0x636c_6965_6e74_0001;
 const DOMAIN_PREFIX: u64 = 0x7072_6566_6978_0002;
@@ -316,7 +316,8 @@ struct PendingRound {
     client: u32,
     session: u32,
     round: u32,
-    prompt: Vec<Segment>,
+    /// A view of the session's log (accumulate), else its own segments.
+    prompt: Prompt,
     input_len: u32,
     output_len: u32,
     output_seed: u64,
@@ -342,11 +343,14 @@ impl Ord for PendingRound {
 }
 
 /// A session whose next round has not been scheduled yet.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct ActiveSession {
     client: u32,
     /// Index of the session among its client's sessions (keys its streams).
     index: u64,
+    /// Accumulate: the session's context (its last round's prompt so far),
+    /// of which each round's prompt is a view.
+    context: Option<SegmentLog>,
 }
 
 /// Sizes of the generator's internal structures (for memory tests).
@@ -436,8 +440,7 @@ impl Generator {
             req.input_len = round.input_len;
             req.output_len = round.output_len;
             req.output_seed = round.output_seed;
-            req.prompt.clear();
-            req.prompt.extend_from_slice(&round.prompt);
+            req.prompt.assign(&round.prompt);
             req.client = round.client;
             req.tenant = cl.plan.tenant;
             req.slo_class = cl.plan.slo;
@@ -477,8 +480,21 @@ impl Generator {
                 req.session = Some((sid, 0));
                 req.private_from = None; // later rounds may repeat it
                 if spec.max_rounds > 1 {
-                    self.sessions
-                        .insert(sid, ActiveSession { client: ci, index });
+                    // Accumulate: later rounds extend this prompt; keep it
+                    // in the session's log, the prompt a view of it.
+                    let context = (spec.context_growth == ContextGrowth::Accumulate).then(|| {
+                        let log = SegmentLog::from_slice(&req.prompt);
+                        log.view_into(&mut req.prompt);
+                        log
+                    });
+                    self.sessions.insert(
+                        sid,
+                        ActiveSession {
+                            client: ci,
+                            index,
+                            context,
+                        },
+                    );
                 }
             }
         }
@@ -489,7 +505,7 @@ impl Generator {
         let Some((sid, round)) = req.session else {
             return;
         };
-        let Some(&active) = self.sessions.get(&sid) else {
+        let Some(active) = self.sessions.get_mut(&sid) else {
             return;
         };
         let cl = &self.clients[active.client as usize];
@@ -504,8 +520,12 @@ impl Generator {
         let output_len = cl.plan.output.sample(&mut rng);
         let unique = rng.next_u64();
         let output_seed = rng.next_u64();
-        let mut prompt = Vec::new();
-        match spec.context_growth {
+        let fresh = Segment {
+            seed: unique,
+            len: input,
+        };
+        let mut prompt = Prompt::new();
+        let total = match spec.context_growth {
             ContextGrowth::Accumulate => {
                 // What the client saw: the whole output, or the part emitted
                 // before a forced completion.
@@ -514,20 +534,33 @@ impl Generator {
                 } else {
                     req.output_len
                 };
-                prompt.reserve(req.prompt.len() + 2);
-                prompt.extend_from_slice(&req.prompt);
-                prompt.push(Segment {
-                    seed: req.output_seed,
-                    len: seen,
-                });
+                // The finished round's prompt (its segments add up to
+                // `input_len`), the output seen and the new tokens.
+                let total = u64::from(req.input_len) + u64::from(seen) + u64::from(input);
+                if total <= MAX_CONTEXT_TOKENS {
+                    let log = match &mut active.context {
+                        // The log ends with the finished round's prompt (a
+                        // session has one round in flight at a time).
+                        Some(log) if log.is_viewed_by(&req.prompt) => log,
+                        c => c.insert(SegmentLog::from_slice(&req.prompt)),
+                    };
+                    log.push(Segment {
+                        seed: req.output_seed,
+                        len: seen,
+                    });
+                    log.push(fresh);
+                    log.view_into(&mut prompt);
+                }
+                total
             }
-            ContextGrowth::None => prompt.extend(cl.plan.prefix),
-        }
-        prompt.push(Segment {
-            seed: unique,
-            len: input,
-        });
-        let total: u64 = prompt.iter().map(|s| u64::from(s.len)).sum();
+            ContextGrowth::None => {
+                if let Some(p) = cl.plan.prefix {
+                    prompt.push(p);
+                }
+                prompt.push(fresh);
+                prompt.iter().map(|s| u64::from(s.len)).sum()
+            }
+        };
         if total > MAX_CONTEXT_TOKENS {
             self.sessions.remove(&sid);
             return;

@@ -287,8 +287,7 @@ impl Workload {
                     req.arrival = r.arrival;
                     req.input_len = r.input_len;
                     req.output_len = r.output_len;
-                    req.prompt.clear();
-                    req.prompt.extend_from_slice(&r.prompt);
+                    req.prompt.assign(&r.prompt);
                     req.output_seed = r.output_seed;
                     req.client = r.client;
                     req.tenant = r.tenant;

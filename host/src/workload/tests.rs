@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::*;
-use crate::request::{prompt_block_hashes, stream_block_hashes, Request};
+use crate::request::{prompt_block_hashes, stream_block_hashes, Prompt, Request};
 
 const B: u32 = 16;
 
@@ -59,7 +59,7 @@ fn content(r: &Request) -> Content {
         r.arrival,
         r.input_len,
         r.output_len,
-        r.prompt.clone(),
+        r.prompt.to_vec(),
         r.output_seed,
         r.tenant,
         r.slo_class,
@@ -543,12 +543,13 @@ fn pop_into_overwrites_a_recycled_record_and_reuses_its_prompt() {
         1,
     );
     let mut r = Request {
-        prompt: Vec::with_capacity(8),
+        prompt: Prompt::with_capacity(8),
         session: Some((7, 7)),
         slo_class: SloClass::Batch,
         ..Default::default()
     };
-    r.prompt.extend([Segment { seed: 1, len: 1 }; 5]);
+    r.prompt
+        .extend_from_slice(&[Segment { seed: 1, len: 1 }; 5]);
     let ptr = r.prompt.as_ptr();
     assert!(w.pop_into(&mut r));
     assert_eq!(r.prompt.as_ptr(), ptr, "allocation reused");
@@ -745,6 +746,55 @@ arrival_us,input_tokens,output_tokens,prefix_group,prefix_length,slo_class,tenan
     let mut w = Workload::new(&cfg, 3, &dir).unwrap();
     assert_eq!(w.planned_requests(), Some(2));
     assert_eq!(take(&mut w, 100).len(), 2);
+}
+
+/// Issue 33 defect 22: one session of 20,000 rounds, every round's prompt
+/// carrying the whole context before it (round k: 2k + 1 segments), all
+/// held at once as a replay holds rounds in flight. Copied per round the
+/// prompts would be 4·10⁸ segments (6.4 GB, the allocation aborted); as
+/// views of the session's log they share its storage: a new buffer only
+/// when the log doubles, so the rounds' prompts use a handful of buffers.
+#[test]
+fn a_long_session_trace_shares_its_context_between_rounds() {
+    const ROUNDS: u32 = 20_000;
+    let mut text = String::from("arrival_us,input_tokens,output_tokens,session_id\n");
+    for k in 0..ROUNDS {
+        // Round k: 5 + 8k tokens = the previous prompt (5 + 8(k-1)), its
+        // 3 output tokens and 5 new ones.
+        text.push_str(&format!("{},{},3,s\n", u64::from(k) * 1000, 5 + 8 * k));
+    }
+    let f = TempFile::new("long-session.csv", &text);
+    let (cfg, dir, _) = f.config();
+    let mut w = Workload::new(&cfg, 1, &dir).unwrap();
+    let reqs = take(&mut w, ROUNDS as usize + 1);
+    assert_eq!(reqs.len(), ROUNDS as usize);
+    let mut buffers = 1;
+    for (k, r) in reqs.iter().enumerate() {
+        assert_eq!(r.session, Some((0, k as u32)));
+        assert_eq!(r.input_len, 5 + 8 * k as u32);
+        assert_eq!(r.prompt.len(), 2 * k + 1, "round {k}");
+        assert_eq!(r.prompt.iter().map(|s| s.len).sum::<u32>(), r.input_len);
+        if k > 0 {
+            let prev = &reqs[k - 1];
+            // The previous round's stream, then 5 new tokens.
+            assert_eq!(r.prompt[..2 * k - 1], prev.prompt[..]);
+            assert_eq!(
+                r.prompt[2 * k - 1],
+                Segment {
+                    seed: prev.output_seed,
+                    len: 3
+                }
+            );
+            assert_eq!(r.prompt[2 * k].len, 5);
+            assert!(r.prompt.is_view());
+            if !r.prompt.shares_storage_with(&prev.prompt) {
+                buffers += 1;
+            }
+        }
+    }
+    // 40,001 segments in buffers of 4, 8, 16, … slots: 15 buffers.
+    assert!(buffers <= 16, "{buffers} buffers");
+    assert!(w.take_error().is_none());
 }
 
 #[test]

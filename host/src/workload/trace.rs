@@ -29,8 +29,10 @@
 //! run (a malformed row is reported as `file:line: column NAME: …` and nothing
 //! is simulated; it also collects the tenant names and counts each session's
 //! rows), then the replay pass, which keeps one row of look-ahead. Memory is
-//! O(tenants + sessions), not O(rows); a session's context is freed after its
-//! last row.
+//! O(tenants + sessions), not O(rows): a session's context is held once, in
+//! a segment log of which the prompts of its rounds are views (linear in the
+//! context however many of its rounds are in flight, see `crate::prompt`),
+//! and freed after its last row and its last round in flight.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -44,7 +46,7 @@ use super::generator::{prefix_seed, trace_seed};
 use super::sampler::MAX_TOKENS;
 use super::WorkloadError;
 use crate::engine::Tick;
-use crate::request::{Request, Segment, SloClass};
+use crate::request::{Prompt, Request, Segment, SegmentLog, SloClass};
 
 /// Tenant name used when a row or client names none.
 pub(crate) const DEFAULT_TENANT: &str = "default";
@@ -220,9 +222,12 @@ struct TraceSession {
     number: u32,
     rows_left: u32,
     rounds: u32,
-    /// Previous round's prompt followed by its output (empty before round 0
-    /// and after the last row).
-    context: Vec<Segment>,
+    /// Previous round's prompt followed by its output (`None` before round 0
+    /// and after the last row): the session's segment log, of which each
+    /// round's prompt is a view (the rounds in flight share it).
+    context: Option<SegmentLog>,
+    /// Tokens in `context`.
+    context_tokens: u64,
 }
 
 /// Streaming CSV reader with its reusable record.
@@ -352,7 +357,8 @@ fn prescan(path: &Path, file: &str, cap: Option<u64>) -> Result<Prescan, Workloa
                 number: n,
                 rows_left: 0,
                 rounds: 0,
-                context: Vec::new(),
+                context: None,
+                context_tokens: 0,
             });
             e.rows_left += 1;
         }
@@ -394,7 +400,7 @@ pub(crate) struct TraceReplay {
     rows_left: u64,
     total_rows: u64,
     ahead: Option<Ahead>,
-    prompt: Vec<Segment>,
+    prompt: Prompt,
     error: Option<WorkloadError>,
 }
 
@@ -423,7 +429,7 @@ impl TraceReplay {
             rows_left: scan.rows,
             total_rows: scan.rows,
             ahead: None,
-            prompt: Vec::new(),
+            prompt: Prompt::new(),
             error: None,
         };
         replay.read_ahead();
@@ -509,17 +515,18 @@ impl TraceReplay {
                     file: self.reader.file.clone(),
                     message: "the file changed during the run (unknown session)".into(),
                 })?;
-            let ctx: u64 = s.context.iter().map(|g| u64::from(g.len)).sum();
-            if !s.context.is_empty() && u64::from(row.input) >= ctx {
-                prompt.extend_from_slice(&s.context);
-                let rest = row.input - ctx as u32;
-                if rest > 0 {
-                    prompt.push(Segment {
-                        seed: unique_seed,
-                        len: rest,
-                    });
+            if let Some(log) = s.context.as_mut() {
+                if u64::from(row.input) >= s.context_tokens {
+                    let rest = row.input - s.context_tokens as u32;
+                    if rest > 0 {
+                        log.push(Segment {
+                            seed: unique_seed,
+                            len: rest,
+                        });
+                    }
+                    log.view_into(prompt);
+                    built = true;
                 }
-                built = true;
             }
             session = Some((s.number, s.rounds));
             s.rounds += 1;
@@ -543,15 +550,22 @@ impl TraceReplay {
         }
         if let Some(sid) = row.session {
             let s = self.sessions.get_mut(sid).expect("looked up above");
-            s.context.clear();
             if s.rows_left > 0 {
-                s.context.extend_from_slice(prompt);
-                s.context.push(Segment {
+                // The next round may carry this prompt and its output: keep
+                // them in the session's log, this prompt a view of it.
+                if !built {
+                    let log = SegmentLog::from_slice(prompt);
+                    log.view_into(prompt);
+                    s.context = Some(log);
+                }
+                let log = s.context.as_mut().expect("carried or just built");
+                log.push(Segment {
                     seed: output_seed,
                     len: row.output,
                 });
+                s.context_tokens = u64::from(row.input) + u64::from(row.output);
             } else {
-                s.context = Vec::new();
+                s.context = None;
             }
         }
         Ok(Some(Ahead {

@@ -32,9 +32,10 @@
 //! * **Context growth**: with the header's `session_context_growth:
 //!   accumulate`, a session keeps one growing prompt (round 0's prompt,
 //!   then each round's output actually generated and the next round's `n`
-//!   new tokens); a round's prompt is the whole buffer. Memory: one
-//!   segment list per active session, two segments per round (linear in
-//!   rounds), freed when the session ends.
+//!   new tokens); a round's prompt is the whole buffer, a view of it that
+//!   shares its storage (`crate::prompt`). Memory: one segment log per
+//!   active session, two segments per round (linear in rounds), freed when
+//!   the session ends and its last round is done.
 //! * **Horizon** (blis's decision on quirk 20): `horizon_us` if set; else
 //!   none — the trace bounds the run (every row, and at most its recorded
 //!   rounds per session), so it runs until every request finished. The
@@ -65,7 +66,7 @@ use super::generator::prefix_seed;
 use super::sampler::MAX_TOKENS;
 use super::WorkloadError;
 use crate::engine::{Tick, NEVER};
-use crate::request::{Request, Segment, SloClass};
+use crate::request::{Request, Segment, SegmentLog, SloClass};
 use crate::trace_v2::{
     read_header, SessionContextGrowth, TraceHeader, TraceReader, TraceRecord, TraceV2Error,
 };
@@ -300,8 +301,9 @@ pub struct TraceV2Replay {
     rounds: Vec<RoundSpec>,
     pending: BinaryHeap<Reverse<Pending>>,
     seq: u64,
-    /// Accumulate buffers of active sessions.
-    buffers: HashMap<u32, Vec<Segment>>,
+    /// Accumulate buffers of active sessions: each round's prompt is a view
+    /// of its session's log (the rounds share it, see `crate::prompt`).
+    buffers: HashMap<u32, SegmentLog>,
     closed_loop: bool,
     accumulate: bool,
     think: Option<ThinkTime>,
@@ -795,7 +797,9 @@ impl TraceV2Replay {
         // of its session may repeat it.
         req.private_from = if in_session { None } else { Some(len) };
         if self.closed_loop && in_session && self.accumulate {
-            self.buffers.insert(row.session, req.prompt.clone());
+            let log = SegmentLog::from_slice(&req.prompt);
+            log.view_into(&mut req.prompt);
+            self.buffers.insert(row.session, log);
         }
         self.note(row.trace_id);
         true
@@ -825,7 +829,7 @@ impl TraceV2Replay {
             if fresh.len > 0 {
                 buf.push(fresh);
             }
-            req.prompt.extend_from_slice(buf);
+            buf.view_into(&mut req.prompt);
         } else {
             if plan.prefix != NO_IDX {
                 let s = self.prefixes[plan.prefix as usize];

@@ -9,7 +9,7 @@ fn request(id: u64, prompt: &[Segment], n: u32, b: u32) -> Request {
         id,
         input_len: prompt.iter().map(|s| s.len).sum(),
         output_len: n,
-        prompt: prompt.to_vec(),
+        prompt: prompt.to_vec().into(),
         output_seed: 77 + id,
         ..Request::default()
     };

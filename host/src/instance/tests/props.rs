@@ -148,7 +148,7 @@ fn build(cfg: &InstanceConfig, lat: LatencyModel, specs: &[Spec]) -> (Sim, Vec<O
         let slot = sim.slots[id as usize];
         sim.store[slot].slo_class = SloClass::ALL[s.class];
         let r = &sim.store[slot];
-        prev = Some((r.prompt.clone(), r.output_seed, r.output_len));
+        prev = Some((r.prompt.to_vec(), r.output_seed, r.output_len));
         // Expected fate, computed independently of the engine.
         let l = u64::from(r.input_len);
         let mut n = u64::from(r.output_len);
