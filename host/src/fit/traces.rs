@@ -24,10 +24,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::table::{Metric, Row};
+use crate::metrics::trace_export::completed_trace_row;
 use crate::metrics::RequestSink;
-use crate::request::{Request, RequestState};
+use crate::request::Request;
 use crate::trace_v2::{TraceReader, TraceRecord, TraceStatus};
-use crate::workload::{SharedLedger, FOLLOW_UP};
+use crate::workload::SharedLedger;
 
 /// The per-request metrics of a trace.
 pub const METRICS: [&str; 3] = ["request_ttft_ms", "request_e2e_ms", "request_itl_ms"];
@@ -179,20 +180,9 @@ pub struct Collect {
 
 impl RequestSink for Collect {
     fn record(&mut self, req: &Request, _tenants: &[String], _clients: &[String]) {
-        if req.state != RequestState::Completed || req.first_token_at < 0 {
-            return;
-        }
-        let Some(id) = self
-            .ledger
-            .lock()
-            .ok()
-            .and_then(|l| l.ids.get(req.id as usize).copied())
-        else {
+        let Some(id) = completed_trace_row(&self.ledger, req) else {
             return;
         };
-        if id == FOLLOW_UP {
-            return;
-        }
         let s = Simulated {
             ttft_us: (req.first_token_at - req.arrival) as f64,
             e2e_us: (req.completed_at - req.arrival) as f64,

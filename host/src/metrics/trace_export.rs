@@ -300,22 +300,26 @@ impl SimResults {
     }
 }
 
+/// The trace `request_id` of a completed request that a trace row
+/// injected (not a closed-loop follow-up round), or `None`: what a replay's
+/// per-request sinks (the results file here, `calibrate fit`'s in-memory
+/// collector) record.
+pub(crate) fn completed_trace_row(ledger: &SharedLedger, req: &Request) -> Option<u64> {
+    if req.state != RequestState::Completed || req.first_token_at < 0 {
+        return None;
+    }
+    let id = ledger
+        .lock()
+        .ok()
+        .and_then(|l| l.ids.get(req.id as usize).copied())?;
+    (id != FOLLOW_UP).then_some(id)
+}
+
 impl RequestSink for SimResults {
     fn record(&mut self, req: &Request, _tenants: &[String], _clients: &[String]) {
-        if req.state != RequestState::Completed || req.first_token_at < 0 {
-            return;
-        }
-        let Some(id) = self
-            .ledger
-            .lock()
-            .ok()
-            .and_then(|l| l.ids.get(req.id as usize).copied())
-        else {
+        let Some(id) = completed_trace_row(&self.ledger, req) else {
             return;
         };
-        if id == FOLLOW_UP {
-            return;
-        }
         self.entries.push(SimEntry {
             request_id: id,
             ttft_us: (req.first_token_at - req.arrival) as f64,
