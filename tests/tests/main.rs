@@ -83,6 +83,9 @@ mod tidy;
 // WebAssembly component plugins (issue 31): the same report from native,
 // Rust and Python policies; loops, memory, files, clock and traps contained.
 mod wasm;
+// `blis plugins new --wasm`: a Rust and a Python project built outside the
+// repository, every kind run.
+mod wasm_new;
 
 // LoRA adapters through the real `blis`: bad input, and the per-adapter
 // report against the results file.

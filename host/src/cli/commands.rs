@@ -40,7 +40,13 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Run(args) => run(&args).map(Some),
         Command::Validate(args) => validate(&args).map(|()| None),
         Command::Plugins(PluginsCommand::List { plugins }) => plugins_list(&plugins).map(Some),
-        Command::Plugins(PluginsCommand::New { name }) => plugins_new(&name).map(Some),
+        Command::Plugins(PluginsCommand::New { name, wasm, lang }) => {
+            if wasm {
+                plugins_new_wasm(&name, lang.unwrap_or(super::WasmLang::Rust)).map(Some)
+            } else {
+                plugins_new(&name).map(Some)
+            }
+        }
         Command::Plugins(PluginsCommand::Show { name, plugins }) => {
             plugins_show(&name, &plugins).map(Some)
         }
@@ -383,6 +389,25 @@ fn plugins_new(name: &str) -> Result<String, Failure> {
         root.display(),
         blis_plugin_api::ABI_VERSION,
         name.replace('-', "_")
+    ))
+}
+
+fn plugins_new_wasm(name: &str, lang: super::WasmLang) -> Result<String, Failure> {
+    let here = std::env::current_dir().map_err(|e| usage(format!("no current folder: {e}")))?;
+    let root = super::scaffold::create_wasm(&here, name, lang).map_err(usage)?;
+    let (what, needs) = match lang {
+        super::WasmLang::Rust => (
+            "a Rust crate",
+            "a rustc with the wasm32-unknown-unknown standard library and wasm-tools; see README.md",
+        ),
+        super::WasmLang::Python => ("a Python module", "componentize-py; see README.md"),
+    };
+    Ok(format!(
+        "created {} ({what}, WIT world {}): one policy of every kind, a run file for each in runs/, the WIT file in wit/.\n\
+         Build it:  cd {name} && ./build.sh   (needs {needs})\n\
+         Try it:    blis plugins list --plugin {name}/{name}.wasm",
+        root.display(),
+        super::scaffold::WIT_WORLD,
     ))
 }
 

@@ -84,11 +84,20 @@ pub enum PluginsCommand {
         #[arg(long = "plugin", value_name = "PATH")]
         plugins: Vec<PathBuf>,
     },
-    /// Create a new plugin crate NAME (in the current folder) that builds
-    /// anywhere, offline too, against this blis's exact plugin API.
+    /// Create a new plugin project NAME (in the current folder), one policy
+    /// of every kind: a native crate (a `.so`) against this blis's exact
+    /// plugin API, or with --wasm a WebAssembly component project (Rust or
+    /// Python) against its WIT world.
     New {
-        /// Crate name, e.g. `my-scorer` (also the folder created).
+        /// Project name, e.g. `my-scorer` (also the folder created).
         name: String,
+        /// A WebAssembly component project (a portable, sandboxed `.wasm`)
+        /// instead of a native crate.
+        #[arg(long)]
+        wasm: bool,
+        /// The language of the --wasm project.
+        #[arg(long, value_enum, value_name = "LANG", requires = "wasm")]
+        lang: Option<WasmLang>,
     },
     /// One policy's summary and parameter documentation.
     Show {
@@ -98,6 +107,15 @@ pub enum PluginsCommand {
         #[arg(long = "plugin", value_name = "PATH")]
         plugins: Vec<PathBuf>,
     },
+}
+
+/// The language of `blis plugins new --wasm`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WasmLang {
+    /// A Rust crate built for wasm32-unknown-unknown (the default).
+    Rust,
+    /// A Python module built with componentize-py.
+    Python,
 }
 
 /// `blis convert …`

@@ -1,7 +1,11 @@
 //! The policies of `examples/wasm` as a Rust WebAssembly component: the
 //! same formulas as blis-std's `token-bucket`, `least-loaded`,
-//! `queue-depth`, `kv-utilization` and `low-queue`, so `rust.toml` gives the
-//! report `native.toml` gives. Built by `examples/wasm/build.sh`.
+//! `queue-depth`, `kv-utilization`, `prefix-affinity` and `low-queue`, so
+//! `rust.toml` gives the report `native.toml` gives (and
+//! `examples/bench/e-64x1m-weighted-wasm.toml` the report of
+//! `e-64x1m-weighted.toml`). Built by `examples/wasm/build.sh`.
+
+mod prefix_index;
 
 use blis_wasm_guest::{
     Admission, ClusterState, ClusterView, Filter, InstanceSnapshot, Kept, Params, PolicyDef,
@@ -148,6 +152,55 @@ impl Scorer for KvUtilization {
     }
 }
 
+/// Fraction of the request's block hashes found in the router-side index
+/// of each instance; `observe` records the request's hashes for the chosen
+/// instance (blis-std's `prefix-affinity`, the same index).
+pub struct PrefixAffinity {
+    index: prefix_index::PrefixIndex,
+    counts: Vec<u32>,
+}
+
+impl PolicyDef for PrefixAffinity {
+    const NAME: &'static str = "prefix-affinity";
+    const SUMMARY: &'static str =
+        "fraction of the request's prefix blocks recently routed to each instance";
+    const PARAMS_DOC: &'static str = "\
+capacity  (integer ≥ 1, block hashes per instance, default 10000)  size of each
+          instance's LRU set in the router-side prefix index.";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.only(&["capacity"])?;
+        let capacity = params.u32_or("capacity", 10_000)?;
+        if capacity == 0 {
+            return Err("params.capacity must be at least 1".to_string());
+        }
+        Ok(PrefixAffinity {
+            index: prefix_index::PrefixIndex::new(capacity as usize),
+            counts: Vec::new(),
+        })
+    }
+}
+
+impl Scorer for PrefixAffinity {
+    fn score(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let hashes = request.block_hashes;
+        self.counts.clear();
+        self.counts.resize(cluster.len(), 0);
+        self.index.count_matches(hashes, &mut self.counts);
+        let total = hashes.len();
+        for &c in &self.counts {
+            scores.push(if total == 0 {
+                0.0
+            } else {
+                f64::from(c) / total as f64
+            });
+        }
+    }
+
+    fn observe(&mut self, request: &RequestView<'_>, _cluster: &ClusterView<'_>, chosen: usize) {
+        self.index.record(request.block_hashes, chosen);
+    }
+}
+
 /// Keeps the candidates whose queue depth is at most `threshold`.
 pub struct LowQueue {
     threshold: u32,
@@ -182,6 +235,6 @@ blis_wasm_guest::export_plugin! {
     version: "0.1.0",
     admission: [TokenBucket],
     routers: [LeastLoaded],
-    scorers: [QueueDepth, KvUtilization],
+    scorers: [QueueDepth, KvUtilization, PrefixAffinity],
     filters: [LowQueue],
 }

@@ -11,6 +11,7 @@
 //! store's memory cap (`max_memory_mib`); a trap, running out of fuel or
 //! the cap is an error naming the library, policy, call and request.
 
+mod lower;
 mod policy;
 mod sandbox;
 
@@ -36,6 +37,9 @@ mod bindings {
 
 /// The version of the WIT package this host implements.
 pub const WIT_PACKAGE: &str = "blis:plugin@0.1.0";
+
+/// The name of the interface a component exports.
+const POLICY_INTERFACE: &str = "blis:plugin/policy@0.1.0";
 
 /// Per-library limits, from `[[plugins]]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -270,7 +274,13 @@ impl WasmLibrary {
     ) -> Result<WasmPolicy, String> {
         let who = format!("plugin {}: {} '{}'", self.name, kind.name(), name);
         let mut store = new_store(&self.component, who, limits, seed);
-        let plugin = bindings::Plugin::instantiate(&mut store, &self.component, &self.linker)
+        let instance = self
+            .linker
+            .instantiate(&mut store, &self.component)
+            .map_err(|e| format!("cannot instantiate the component: {}", short(&e)))?;
+        let plugin = bindings::Plugin::new(&mut store, &instance)
+            .map_err(|e| format!("cannot instantiate the component: {}", short(&e)))?;
+        let calls = lower::ViewCalls::new(&mut store, &instance)
             .map_err(|e| format!("cannot instantiate the component: {}", short(&e)))?;
         store
             .set_fuel(limits.fuel_per_call)
@@ -280,7 +290,7 @@ impl WasmLibrary {
                 .blis_plugin_policy()
                 .call_create(&mut store, kind.0, name, params_toml, seed);
         match created {
-            Ok(Ok(handle)) => Ok(WasmPolicy::new(store, plugin, handle, limits)),
+            Ok(Ok(handle)) => Ok(WasmPolicy::new(store, plugin, calls, handle, limits)),
             Ok(Err(message)) => Err(message),
             Err(e) => Err(policy::trap_message(&e, &store, limits)),
         }

@@ -1,7 +1,8 @@
 //! One WebAssembly policy: its store, its instance and its handle, behind
 //! the native ABI's policy traits (so `plugins::policy` checks its results
-//! as it checks any library's). The views are copied into reused buffers
-//! of the WIT types; each call gets `fuel_per_call` fuel.
+//! as it checks any library's). The (request, cluster view) calls lower the
+//! host's views in place ([`super::lower`]); the others copy them into
+//! reused buffers of the WIT types. Each call gets `fuel_per_call` fuel.
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult, RSlice, RString, RVec};
@@ -20,6 +21,7 @@ use wasmtime::Store;
 
 use super::bindings::blis::plugin::types as wit;
 use super::bindings::Plugin;
+use super::lower::{Req, View, ViewCalls};
 use super::sandbox::HostState;
 use super::{short, WasmLimits};
 use crate::plugins::policy::TRAP_MARK;
@@ -28,6 +30,8 @@ use crate::plugins::policy::TRAP_MARK;
 pub struct WasmPolicy {
     store: Store<HostState>,
     plugin: Plugin,
+    /// `admit`, `route`, `score` and `observe`, lowered without copies.
+    calls: ViewCalls,
     handle: u32,
     limits: WasmLimits,
     bufs: Bufs,
@@ -36,7 +40,6 @@ pub struct WasmPolicy {
 /// The WIT values of the current call, reused from call to call.
 struct Bufs {
     request: wit::RequestView,
-    view: wit::ClusterView,
     state: wit::ClusterState,
     event: wit::RequestEvent,
     running: Vec<wit::RunningRequest>,
@@ -179,17 +182,18 @@ impl WasmPolicy {
     pub(super) fn new(
         store: Store<HostState>,
         plugin: Plugin,
+        calls: ViewCalls,
         handle: u32,
         limits: WasmLimits,
     ) -> Self {
         WasmPolicy {
             store,
             plugin,
+            calls,
             handle,
             limits,
             bufs: Bufs {
                 request: empty_request(),
-                view: empty_view(),
                 state: wit::ClusterState {
                     view: empty_view(),
                     candidates: Vec::new(),
@@ -229,16 +233,7 @@ fn call<T>(
     }
 }
 
-/// Calls with (request, cluster view), (request, cluster state), an event.
-macro_rules! with_view {
-    ($self:ident, $r:expr, $c:expr, |$g:ident, $s:ident, $h:ident, $b:ident| $call:expr) => {{
-        set_request(&mut $self.bufs.request, $r);
-        set_view(&mut $self.bufs.view, $c);
-        let ($g, $b, $h) = ($self.plugin.blis_plugin_policy(), &$self.bufs, $self.handle);
-        call(&mut $self.store, $self.limits, |$s| $call)
-    }};
-}
-
+/// Calls with (request, cluster state).
 macro_rules! with_state {
     ($self:ident, $r:expr, $c:expr, |$g:ident, $s:ident, $h:ident, $b:ident| $call:expr) => {{
         set_request(&mut $self.bufs.request, $r);
@@ -255,8 +250,10 @@ impl WasmPolicy {
         c: &ClusterView<'_>,
         chosen: u32,
     ) -> RResult<(), PolicyError> {
-        with_view!(self, r, c, |g, s, h, b| g
-            .call_observe(s, h, &b.request, &b.view, chosen))
+        let (calls, h) = (self.calls, self.handle);
+        call(&mut self.store, self.limits, |s| {
+            calls.observe(s, (h, Req::of(r), View::of(c), chosen))
+        })
     }
 
     fn event_call(
@@ -331,8 +328,10 @@ impl WasmPolicy {
 
 impl AdmissionAbi for WasmPolicy {
     fn admit(&mut self, r: &RequestView<'_>, c: &ClusterView<'_>) -> RResult<bool, PolicyError> {
-        with_view!(self, r, c, |g, s, h, b| g
-            .call_admit(s, h, &b.request, &b.view))
+        let (calls, h) = (self.calls, self.handle);
+        call(&mut self.store, self.limits, |s| {
+            calls.admit(s, (h, Req::of(r), View::of(c)))
+        })
     }
     fn observe(
         &mut self,
@@ -352,8 +351,10 @@ impl AdmissionAbi for WasmPolicy {
 
 impl RouterAbi for WasmPolicy {
     fn route(&mut self, r: &RequestView<'_>, c: &ClusterView<'_>) -> RResult<u32, PolicyError> {
-        with_view!(self, r, c, |g, s, h, b| g
-            .call_route(s, h, &b.request, &b.view))
+        let (calls, h) = (self.calls, self.handle);
+        call(&mut self.store, self.limits, |s| {
+            calls.route(s, (h, Req::of(r), View::of(c)))
+        })
     }
     fn observe(
         &mut self,
@@ -375,9 +376,10 @@ impl ScorerAbi for WasmPolicy {
         c: &ClusterView<'_>,
         out: &mut RVec<f64>,
     ) -> RResult<(), PolicyError> {
-        with_view!(self, r, c, |g, s, h, b| g
-            .call_score(s, h, &b.request, &b.view))
-        .map(|v| out.extend_from_slice(&v))
+        let (calls, h) = (self.calls, self.handle);
+        call(&mut self.store, self.limits, |s| {
+            calls.score(s, (h, Req::of(r), View::of(c)), out)
+        })
     }
     fn score_candidates(
         &mut self,
