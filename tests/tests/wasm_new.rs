@@ -41,15 +41,17 @@ fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
 /// `blis plugins new NAME --wasm --lang LANG` in `dir`, then the project's
 /// `./build.sh`; returns the component.
 fn new_and_build(dir: &Path, name: &str, lang: &str) -> PathBuf {
-    let (code, stdout, stderr) =
-        blis_in(dir, &["plugins", "new", name, "--wasm", "--lang", lang]);
+    let (code, stdout, stderr) = blis_in(dir, &["plugins", "new", name, "--wasm", "--lang", lang]);
     assert_eq!(Some(0), code, "{stderr}");
     assert!(stdout.contains("./build.sh"), "{stdout}");
     assert!(stdout.contains("blis:plugin@0.1.0"), "{stdout}");
     let project = dir.join(name);
     let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
     for needle in ["./build.sh", "network", &format!("{name}.wasm")] {
-        assert!(readme.contains(needle), "README.md lacks {needle}:\n{readme}");
+        assert!(
+            readme.contains(needle),
+            "README.md lacks {needle}:\n{readme}"
+        );
     }
     if lang == "rust" {
         assert!(readme.contains("cargo vendor"), "{readme}");
@@ -69,7 +71,14 @@ fn new_and_build(dir: &Path, name: &str, lang: &str) -> PathBuf {
     for f in ["build.sh", "README.md", "runs/profile.toml", "example.toml"] {
         let text = std::fs::read_to_string(project.join(f)).unwrap();
         assert!(!text.contains(repo.to_str().unwrap()), "{f}");
-        assert!(!text.contains("../../"), "{f} names a path outside the project");
+        assert!(
+            !text.contains("../../"),
+            "{f} names a path outside the project"
+        );
+        assert!(
+            !text.contains(".so") && !text.contains("cargo build --release\n"),
+            "{f}"
+        );
     }
     let built = Command::new(project.join("build.sh"))
         .current_dir(&project)
@@ -173,7 +182,10 @@ fn check_listing(dir: &Path, name: &str, wasm: &Path) {
     assert!(line("fewest-in-flight").ends_with("[uses state]"), "{list}");
     let (code, show, _) = blis_in(dir, &["plugins", "show", "kv-below", "--plugin", w]);
     assert_eq!(Some(0), code);
-    assert!(show.contains("max_utilization  (float in (0, 1], default 0.9)"), "{show}");
+    assert!(
+        show.contains("max_utilization  (float in (0, 1], default 0.9)"),
+        "{show}"
+    );
 }
 
 /// Every run file of a project: the logs its policies write and the report
@@ -198,8 +210,17 @@ fn check_runs(project: &Path, name: &str, wasm: &Path) -> Vec<(String, Value)> {
     assert_eq!(1, ends.len(), "{stderr}");
     let completed = c["completed_requests"].as_u64().unwrap();
     assert!(completed > 0);
-    assert_eq!(completed, number_before(ends[0], "completed"), "{}", ends[0]);
-    assert!(ends[0].contains(&format!("(seen {completed})")), "{}", ends[0]);
+    assert_eq!(
+        completed,
+        number_before(ends[0], "completed"),
+        "{}",
+        ends[0]
+    );
+    assert!(
+        ends[0].contains(&format!("(seen {completed})")),
+        "{}",
+        ends[0]
+    );
     assert_eq!(
         c["rejected_by"]["admission"].as_u64().unwrap(),
         number_before(ends[0], "by admission")
@@ -219,7 +240,10 @@ fn check_runs(project: &Path, name: &str, wasm: &Path) -> Vec<(String, Value)> {
         .filter(|l| l.contains("'least-queued': "))
         .collect();
     assert_eq!(1, routed.len(), "{stderr}");
-    assert!(routed[0].ends_with(": routed 200 of 200 requests"), "{stderr}");
+    assert!(
+        routed[0].ends_with(": routed 200 of 200 requests"),
+        "{stderr}"
+    );
     reports.push(("router".to_string(), report));
 
     let (report, stderr) = run(project, "runs/autoscaler.toml", wasm);
@@ -259,10 +283,13 @@ fn plugins_new_wasm_builds_with_one_command_and_every_kind_runs() {
     let py = new_and_build(&dir, "my-wasm-py", "python");
     check_listing(&dir, "my-wasm-py", &py);
     let py_reports = check_runs(&dir.join("my-wasm-py"), "my-wasm-py", &py);
+    // (The reports name the policies with their library: my-wasm-py::NAME.)
     for ((file, r), (_, p)) in rust_reports.iter().zip(&py_reports) {
         assert_eq!(
             serde_json::to_string_pretty(r).unwrap(),
-            serde_json::to_string_pretty(p).unwrap(),
+            serde_json::to_string_pretty(p)
+                .unwrap()
+                .replace("my-wasm-py::", "my-wasm::"),
             "runs/{file}.toml: Rust vs Python component"
         );
     }

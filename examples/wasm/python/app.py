@@ -1,7 +1,9 @@
 """The policies of examples/wasm as a Python WebAssembly component: the same
 formulas as blis-std's token-bucket, least-loaded, queue-depth,
-kv-utilization and low-queue, so python.toml gives the report native.toml
-gives. Built by examples/wasm/build.sh (componentize-py)."""
+kv-utilization, prefix-affinity and low-queue, so python.toml gives the
+report native.toml gives. Built by examples/wasm/build.sh (componentize-py)."""
+
+from collections import OrderedDict
 
 import blis_wasm as blis
 
@@ -70,6 +72,51 @@ class KvUtilization(blis.Scorer):
         return [1.0 - s.kv_utilization for s in cluster.instances]
 
 
+class PrefixAffinity(blis.Scorer):
+    """blis-std's prefix-affinity: per instance an LRU set of the block hashes
+    of the requests routed there (capacity hashes); an instance scores the
+    fraction of the request's hashes it holds. The same sets as the native
+    index, kept the plain way (one ordered dict per instance)."""
+
+    NAME = "prefix-affinity"
+    SUMMARY = "fraction of the request's prefix blocks recently routed to each instance"
+    PARAMS_DOC = "capacity (integer ≥ 1, block hashes per instance, default 10000)"
+
+    def __init__(self, params, seed):
+        unknown = set(params) - {"capacity"}
+        if unknown:
+            raise ValueError(f"unknown parameter '{sorted(unknown)[0]}'")
+        self.capacity = int(params.get("capacity", 10_000))
+        if self.capacity < 1:
+            raise ValueError("params.capacity must be at least 1")
+        self.sets = []
+
+    def score(self, request, cluster):
+        hashes = request.block_hashes
+        n = len(cluster.instances)
+        if not hashes:
+            return [0.0] * n
+        total = float(len(hashes))
+        scores = []
+        for i in range(n):
+            held = self.sets[i] if i < len(self.sets) else None
+            found = sum(1 for h in hashes if h in held) if held else 0
+            scores.append(float(found) / total)
+        return scores
+
+    def observe(self, request, cluster, chosen):
+        while len(self.sets) <= chosen:
+            self.sets.append(OrderedDict())
+        held = self.sets[chosen]
+        for h in request.block_hashes:
+            if h in held:
+                held.move_to_end(h)
+            else:
+                held[h] = None
+                if len(held) > self.capacity:
+                    held.popitem(last=False)
+
+
 class LowQueue(blis.Filter):
     NAME = "low-queue"
     SUMMARY = "keep instances with queue depth ≤ threshold"
@@ -89,5 +136,5 @@ class LowQueue(blis.Filter):
 Policy = blis.export(
     "wasm-example-py",
     "0.1.0",
-    [TokenBucket, LeastLoaded, QueueDepth, KvUtilization, LowQueue],
+    [TokenBucket, LeastLoaded, QueueDepth, KvUtilization, PrefixAffinity, LowQueue],
 )

@@ -362,6 +362,11 @@ fn from_wasm_template(text: &str, name: &str) -> String {
         "target/release/libmy_blis_plugin.so",
         &format!("{name}.wasm"),
     )
+    .replace("#   cargo build --release\n", "#   ./build.sh\n")
+    .replace(
+        "folder of this file, so this is the release build of this crate. Change it if\n# you build with another CARGO_TARGET_DIR, or add `--plugin PATH` to `blis run`.",
+        "folder of this file, so this is the component ./build.sh writes. Change it to\n# load another, or add `--plugin PATH` to `blis run`.",
+    )
     .replace("\"../../../guests/rust/blis-wasm-guest\"", "\"blis-wasm-guest\"")
     .replace(
         "# blis-wasm-guest (author traits, views, export macro). `blis plugins new\n# --wasm` writes its sources beside the crate as `blis-wasm-guest/`.",
@@ -488,10 +493,7 @@ pub fn create_wasm(dir: &Path, name: &str, lang: super::WasmLang) -> Result<Path
     ];
     match lang {
         super::WasmLang::Rust => {
-            files.push((
-                root.join(".gitignore"),
-                format!("/target\n/{name}.wasm\n"),
-            ));
+            files.push((root.join(".gitignore"), format!("/target\n/{name}.wasm\n")));
             for (path, text) in WASM_RUST_FILES {
                 files.push((root.join(path), from_wasm_template(text, name)));
             }

@@ -2,7 +2,7 @@
 //! same formulas as blis-std's `token-bucket`, `least-loaded`,
 //! `queue-depth`, `kv-utilization`, `prefix-affinity` and `low-queue`, so
 //! `rust.toml` gives the report `native.toml` gives (and
-//! `examples/bench/e-64x1m-weighted-wasm.toml` the report of
+//! `examples/bench/wasm-64x1m-weighted.toml` the report of
 //! `e-64x1m-weighted.toml`). Built by `examples/wasm/build.sh`.
 
 mod prefix_index;

@@ -102,7 +102,12 @@ unsafe impl Lower for Snap {
         self.record().lower(cx, ty, dst)
     }
 
-    fn store<T>(&self, cx: &mut LowerContext<'_, T>, ty: InterfaceType, offset: usize) -> Result<()> {
+    fn store<T>(
+        &self,
+        cx: &mut LowerContext<'_, T>,
+        ty: InterfaceType,
+        offset: usize,
+    ) -> Result<()> {
         self.record().store(cx, ty, offset)
     }
 
@@ -196,12 +201,16 @@ impl ViewCalls {
         let mut store = store.as_context_mut();
         let iface = instance
             .get_export_index(&mut store, None, super::POLICY_INTERFACE)
-            .ok_or_else(|| wasmtime::Error::msg(format!("no export {}", super::POLICY_INTERFACE)))?;
+            .ok_or_else(|| {
+                wasmtime::Error::msg(format!("no export {}", super::POLICY_INTERFACE))
+            })?;
         let mut func = |name: &str| {
             instance
                 .get_export_index(&mut store, Some(&iface), name)
                 .and_then(|i| instance.get_func(&mut store, i))
-                .ok_or_else(|| wasmtime::Error::msg(format!("no function {name} in the policy export")))
+                .ok_or_else(|| {
+                    wasmtime::Error::msg(format!("no function {name} in the policy export"))
+                })
         };
         let calls = ViewCalls {
             admit: func("admit")?,
@@ -211,13 +220,19 @@ impl ViewCalls {
         };
         calls.admit.typed::<ScoreArgs<'static>, (bool,)>(&store)?;
         calls.route.typed::<ScoreArgs<'static>, (u32,)>(&store)?;
-        calls.score.typed::<ScoreArgs<'static>, (Vec<f64>,)>(&store)?;
+        calls
+            .score
+            .typed::<ScoreArgs<'static>, (Vec<f64>,)>(&store)?;
         calls.observe.typed::<ObserveArgs<'static>, ()>(&store)?;
         Ok(calls)
     }
 
     /// `admit(handle, request, view)`.
-    pub(super) fn admit<T>(&self, store: &mut wasmtime::Store<T>, args: ScoreArgs<'_>) -> Result<bool> {
+    pub(super) fn admit<T>(
+        &self,
+        store: &mut wasmtime::Store<T>,
+        args: ScoreArgs<'_>,
+    ) -> Result<bool> {
         // SAFETY: type-checked in `new` (the same types up to lifetimes).
         let f = unsafe { TypedFunc::<ScoreArgs<'_>, (bool,)>::new_unchecked(self.admit) };
         let (r,) = f.call(&mut *store, args)?;
@@ -226,7 +241,11 @@ impl ViewCalls {
     }
 
     /// `route(handle, request, view)`.
-    pub(super) fn route<T>(&self, store: &mut wasmtime::Store<T>, args: ScoreArgs<'_>) -> Result<u32> {
+    pub(super) fn route<T>(
+        &self,
+        store: &mut wasmtime::Store<T>,
+        args: ScoreArgs<'_>,
+    ) -> Result<u32> {
         // SAFETY: type-checked in `new`.
         let f = unsafe { TypedFunc::<ScoreArgs<'_>, (u32,)>::new_unchecked(self.route) };
         let (r,) = f.call(&mut *store, args)?;
@@ -250,7 +269,11 @@ impl ViewCalls {
     }
 
     /// `observe(handle, request, view, chosen)`.
-    pub(super) fn observe<T>(&self, store: &mut wasmtime::Store<T>, args: ObserveArgs<'_>) -> Result<()> {
+    pub(super) fn observe<T>(
+        &self,
+        store: &mut wasmtime::Store<T>,
+        args: ObserveArgs<'_>,
+    ) -> Result<()> {
         // SAFETY: type-checked in `new`.
         let f = unsafe { TypedFunc::<ObserveArgs<'_>, ()>::new_unchecked(self.observe) };
         f.call(&mut *store, args)?;
