@@ -467,6 +467,7 @@ fn plugins_list_shows_a_components_policies() {
             ["router", "least-loaded"],
             ["scorer", "queue-depth"],
             ["scorer", "kv-utilization"],
+            ["scorer", "prefix-affinity"],
             ["filter", "low-queue"],
         ],
         "{out}"
