@@ -60,7 +60,7 @@ const _: () = {
 };
 
 impl Snap {
-    fn slice<'a>(s: &'a [InstanceSnapshot]) -> &'a [Snap] {
+    fn slice(s: &[InstanceSnapshot]) -> &[Snap] {
         // SAFETY: `Snap` is `repr(transparent)` over `InstanceSnapshot`.
         unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<Snap>(), s.len()) }
     }
