@@ -295,7 +295,7 @@ impl Steady {
             });
             r.output_seed = 1_000_000 + id;
             r.instance = 0;
-            r.private_from = private.then_some(0);
+            r.private_from = private.then_some(0).into();
         });
         self.inst
             .on_queued(now, slot, &mut self.store, &mut self.q, &mut self.obs);

@@ -659,7 +659,7 @@ impl Cluster {
         };
         let rv = request_view(req, &self.tenant_names);
         if let Some(scores) = self.routing.lora_scores() {
-            lora_affinity(req.adapter, &self.instances, scores);
+            lora_affinity(req.adapter.get(), &self.instances, scores);
         }
         // The candidates when not every instance is one: the instances
         // serving the request's model (several models; with the control
@@ -667,7 +667,7 @@ impl Cluster {
         // (instance lifecycle), with the reusable buffer of a router
         // plugin's view.
         let subset = if let Some(m) = self.models.as_deref_mut() {
-            let fm = m.model_of(req.model);
+            let fm = m.model_of(req.model.get());
             if !m.serves(fm) {
                 if let Some(tr) = self.trace.as_mut() {
                     tr.rejection(req.id, t, "no instance serves the request's model", None);

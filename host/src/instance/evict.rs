@@ -44,7 +44,7 @@ impl Instance {
                 let req = store.hot_mut(run.hot);
                 run.write_back(req);
                 if let Some(l) = self.lora.as_deref_mut() {
-                    l.unpin(req.adapter);
+                    l.unpin(req.adapter.get());
                 }
             }
             _ => return false,

@@ -72,7 +72,8 @@ mod prefix_query;
 use super::kv_offload::{CpuTier, KvOffloadConfig, KvOffloadCounts};
 use crate::engine::Tick;
 use crate::request::{
-    leading_prompt_hashes, output_block_hash, output_run_hash, prefetch, stream_block_hash, Request,
+    leading_prompt_hashes, output_block_hash, output_run_hash, prefetch, stream_block_hash, OptIdx,
+    Request,
 };
 use std::collections::VecDeque;
 
@@ -510,7 +511,7 @@ impl KvCache {
     /// hash, so its contents would differ).
     #[inline]
     pub fn first_private(&self, req: &Request) -> u32 {
-        match req.private_from {
+        match req.private_from.get() {
             Some(p) if self.cpu.is_none() => p / self.block_size,
             _ => u32::MAX,
         }
@@ -534,7 +535,7 @@ impl KvCache {
     #[cold]
     fn publish_private(&mut self, req: &mut Request) {
         let range = self.private_full(req);
-        req.private_from = None;
+        req.private_from = OptIdx::NONE;
         // The same physical blocks, now with ids: `used` is unchanged.
         self.anon_held -= u64::from(req.kv_private);
         for _ in 0..std::mem::take(&mut req.kv_private) {

@@ -637,7 +637,7 @@ impl Instance {
             None => None,
             Some(l) => {
                 l.finish_due(now);
-                let head = self.waiting.peek().and_then(|s| store[s].adapter);
+                let head = self.waiting.peek().and_then(|s| store[s].adapter.get());
                 l.gate(now, head)
             }
         };
@@ -833,7 +833,7 @@ impl Instance {
         let req = store.hot_mut(run.hot);
         run.write_back(req);
         if let Some(l) = self.lora.as_deref_mut() {
-            l.unpin(req.adapter);
+            l.unpin(req.adapter.get());
         }
         let at = if run.generated > 0 {
             run.last_token_at + post
@@ -966,7 +966,7 @@ impl Instance {
             let h = store.promote(slot);
             let req = store.hot_mut(h);
             if let Some(l) = self.lora.as_deref() {
-                if !l.is_resident(req.adapter) {
+                if !l.is_resident(req.adapter.get()) {
                     break; // its adapter is not loaded: the queue waits
                 }
             }
@@ -998,7 +998,7 @@ impl Instance {
             req.computed = cached;
             req.granted = n;
             if let Some(l) = self.lora.as_deref_mut() {
-                l.pin(req.adapter);
+                l.pin(req.adapter.get());
             }
             // (A request whose prefill ran on another instance keeps the
             // scheduling time of that prefill.)
@@ -1212,7 +1212,7 @@ impl Instance {
         let req = store.hot_mut(run.hot);
         run.write_back(req);
         if let Some(l) = self.lora.as_deref_mut() {
-            l.unpin(req.adapter);
+            l.unpin(req.adapter.get());
         }
         // It comes back and may hit its own blocks.
         self.kv.release_returning(req);
@@ -1236,7 +1236,7 @@ impl Instance {
             .running
             .iter()
             .filter(|r| r.granted > 0)
-            .filter_map(|r| store.hot(r.hot).adapter);
+            .filter_map(|r| store.hot(r.hot).adapter.get());
         let f = l.batch_factor(adapters, shape.prefill.requests > 0);
         if !(f.is_finite() && f > 1.0) {
             return base;
@@ -1513,7 +1513,7 @@ impl Instance {
                 self.running
                     .iter()
                     .filter(|r| r.track != Track::Gone)
-                    .map(|r| store.hot(r.hot).adapter),
+                    .map(|r| store.hot(r.hot).adapter.get()),
             )?;
         }
         Ok(())

@@ -36,7 +36,7 @@ impl AdapterRecorder {
     }
 
     fn record(&mut self, req: &Request) -> Option<&mut AdapterRecord> {
-        self.records.get_mut(req.adapter? as usize)
+        self.records.get_mut(req.adapter.get()? as usize)
     }
 
     /// A request reached the cluster.
@@ -63,7 +63,9 @@ impl AdapterRecorder {
 
     /// The adapter's name of a request (for result lines).
     pub fn name_of(&self, req: &Request) -> Option<&str> {
-        self.names.get(req.adapter? as usize).map(String::as_str)
+        self.names
+            .get(req.adapter.get()? as usize)
+            .map(String::as_str)
     }
 
     /// The `adapters` section: one entry per adapter the workload names,

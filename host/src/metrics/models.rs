@@ -42,7 +42,7 @@ impl ModelRecorder {
     }
 
     fn index(&self, req: &Request) -> usize {
-        match req.model {
+        match req.model.get() {
             None => self.default as usize,
             Some(m) => self.of_request.get(m as usize).copied().unwrap_or(u32::MAX) as usize,
         }

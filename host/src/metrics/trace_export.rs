@@ -148,10 +148,14 @@ impl TraceExport {
             },
             ..TraceRecord::default()
         };
-        if let Some(a) = req.adapter.and_then(|a| self.adapters.get(a as usize)) {
+        if let Some(a) = req
+            .adapter
+            .get()
+            .and_then(|a| self.adapters.get(a as usize))
+        {
             r.adapter.clone_from(a);
         }
-        if let Some(m) = req.model.and_then(|m| self.models.get(m as usize)) {
+        if let Some(m) = req.model.get().and_then(|m| self.models.get(m as usize)) {
             r.model.clone_from(m);
         }
         if req.first_token_at >= 0 {

@@ -24,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use super::config::{ContextGrowth, SessionSpec};
 use super::sampler::{ArrivalSampler, LengthSampler};
 use crate::engine::Tick;
-use crate::request::{mix64, Prompt, Request, Segment, SegmentLog, SloClass};
+use crate::request::{mix64, OptIdx, Prompt, Request, Segment, SegmentLog, SloClass};
 
 const DOMAIN_CLIENT: u64 = 0x636c_6965_6e74_0001;
 const DOMAIN_PREFIX: u64 = 0x7072_6566_6978_0002;
@@ -445,9 +445,9 @@ impl Generator {
             req.tenant = cl.plan.tenant;
             req.slo_class = cl.plan.slo;
             req.session = Some((round.session, round.round));
-            req.private_from = None;
-            req.adapter = round.adapter;
-            req.model = cl.plan.model;
+            req.private_from = OptIdx::NONE;
+            req.adapter = round.adapter.into();
+            req.model = cl.plan.model.into();
         }
         true
     }
@@ -459,8 +459,8 @@ impl Generator {
         req.client = ci;
         req.tenant = cl.plan.tenant;
         req.slo_class = cl.plan.slo;
-        req.adapter = cl.draw_adapter();
-        req.model = cl.plan.model;
+        req.adapter = cl.draw_adapter().into();
+        req.model = cl.plan.model.into();
         match cl.plan.session {
             None => {
                 fill(&cl.plan, &mut cl.rng, req);
@@ -468,7 +468,7 @@ impl Generator {
                 // After the shared prefix, a fresh random segment and the
                 // output: no other request repeats them (no session round
                 // follows this one).
-                req.private_from = Some(cl.plan.prefix.map_or(0, |p| p.len));
+                req.private_from = OptIdx::some(cl.plan.prefix.map_or(0, |p| p.len));
             }
             Some(spec) => {
                 let index = cl.sessions_started;
@@ -478,7 +478,7 @@ impl Generator {
                 let mut rng = round_rng(cl.plan.seed, index, 0);
                 fill(&cl.plan, &mut rng, req);
                 req.session = Some((sid, 0));
-                req.private_from = None; // later rounds may repeat it
+                req.private_from = OptIdx::NONE; // later rounds may repeat it
                 if spec.max_rounds > 1 {
                     // Accumulate: later rounds extend this prompt; keep it
                     // in the session's log, the prompt a view of it.
@@ -575,7 +575,7 @@ impl Generator {
             input_len: total as u32,
             output_len,
             output_seed,
-            adapter: req.adapter,
+            adapter: req.adapter.get(),
         };
         self.round_seq += 1;
         self.rounds.push(Reverse(pending));

@@ -226,12 +226,12 @@ impl Workload {
         let clients = requests.iter().map(|r| r.client + 1).max().unwrap_or(0);
         let adapters = requests
             .iter()
-            .filter_map(|r| r.adapter.map(|a| a + 1))
+            .filter_map(|r| r.adapter.get().map(|a| a + 1))
             .max()
             .unwrap_or(0);
         let models = requests
             .iter()
-            .filter_map(|r| r.model.map(|a| a + 1))
+            .filter_map(|r| r.model.get().map(|a| a + 1))
             .max()
             .unwrap_or(0);
         Workload {

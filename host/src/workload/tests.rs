@@ -1101,12 +1101,12 @@ fn adapter_mix_is_zipf_and_changes_nothing_else() {
     }
     let h: f64 = (1..=4).map(|k| 1.0 / k as f64).sum();
     for k in 0..4u32 {
-        let n = mine.iter().filter(|r| r.adapter == Some(k)).count() as f64;
+        let n = mine.iter().filter(|r| r.adapter.get() == Some(k)).count() as f64;
         let p = 1.0 / (f64::from(k) + 1.0) / h;
         within_2pct(&format!("adapter {k}"), n / mine.len() as f64, p);
     }
     let others: Vec<&Request> = got.iter().filter(|r| r.client == 1).collect();
-    assert!(others.iter().all(|r| r.adapter == Some(1)));
+    assert!(others.iter().all(|r| r.adapter.get() == Some(1)));
     // zipf_s = 0 is uniform; both keys at once, or a bad exponent, are errors.
     let e = build_err(&format!(
         "{base}adapter = \"a\"\nadapter_mix = {{ ids = [\"a\"] }}\n"
@@ -1133,10 +1133,10 @@ fn session_rounds_keep_their_adapter() {
         let (sid, round) = r.session.unwrap();
         assert!(r.adapter.is_some());
         if round == 0 {
-            first.insert(sid, r.adapter);
+            first.insert(sid, r.adapter.get());
         } else {
             rounds += 1;
-            assert_eq!(first[&sid], r.adapter, "session {sid} round {round}");
+            assert_eq!(first[&sid], r.adapter.get(), "session {sid} round {round}");
         }
         r.generated = r.output_len;
         r.state = crate::request::RequestState::Completed;

@@ -46,7 +46,7 @@ use super::generator::{prefix_seed, trace_seed};
 use super::sampler::MAX_TOKENS;
 use super::WorkloadError;
 use crate::engine::Tick;
-use crate::request::{Prompt, Request, Segment, SegmentLog, SloClass};
+use crate::request::{OptIdx, Prompt, Request, Segment, SegmentLog, SloClass};
 
 /// Tenant name used when a row or client names none.
 pub(crate) const DEFAULT_TENANT: &str = "default";
@@ -464,8 +464,8 @@ impl TraceReplay {
         req.tenant = a.tenant;
         req.slo_class = a.slo;
         req.session = a.session;
-        req.adapter = None;
-        req.model = None;
+        req.adapter = OptIdx::NONE;
+        req.model = OptIdx::NONE;
         // Hand the built prompt over and keep the recycled vector for the next row.
         std::mem::swap(&mut req.prompt, &mut self.prompt);
         self.read_ahead();

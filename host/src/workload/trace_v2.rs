@@ -66,7 +66,7 @@ use super::generator::prefix_seed;
 use super::sampler::MAX_TOKENS;
 use super::WorkloadError;
 use crate::engine::{Tick, NEVER};
-use crate::request::{Request, Segment, SegmentLog, SloClass};
+use crate::request::{OptIdx, Request, Segment, SegmentLog, SloClass};
 use crate::trace_v2::{
     read_header, SessionContextGrowth, TraceHeader, TraceReader, TraceRecord, TraceV2Error,
 };
@@ -789,13 +789,13 @@ impl TraceV2Replay {
         req.client = row.client;
         req.tenant = row.tenant;
         req.slo_class = row.slo;
-        req.adapter = (row.adapter != NO_IDX).then_some(row.adapter);
-        req.model = (row.model != NO_IDX).then_some(row.model);
+        req.adapter = (row.adapter != NO_IDX).then_some(row.adapter).into();
+        req.model = (row.model != NO_IDX).then_some(row.model).into();
         let in_session = row.session != NO_IDX;
         req.session = in_session.then_some((row.session, row.round));
         // Content past the prefix is this row's alone unless a later round
         // of its session may repeat it.
-        req.private_from = if in_session { None } else { Some(len) };
+        req.private_from = OptIdx::from(if in_session { None } else { Some(len) });
         if self.closed_loop && in_session && self.accumulate {
             let log = SegmentLog::from_slice(&req.prompt);
             log.view_into(&mut req.prompt);
@@ -858,10 +858,10 @@ impl TraceV2Replay {
         req.client = plan.client;
         req.tenant = plan.tenant;
         req.slo_class = plan.slo;
-        req.adapter = (spec.adapter != NO_IDX).then_some(spec.adapter);
-        req.model = (spec.model != NO_IDX).then_some(spec.model);
+        req.adapter = (spec.adapter != NO_IDX).then_some(spec.adapter).into();
+        req.model = (spec.model != NO_IDX).then_some(spec.model).into();
         req.session = Some((p.session, p.round));
-        req.private_from = None;
+        req.private_from = OptIdx::NONE;
     }
 
     /// A request ended at `at` (`completed` false: rejected or dropped).

@@ -2,7 +2,7 @@
 //! one-live-block-per-hash index, output-block hashing.
 
 use crate::instance::kv::{KvCache, Lookup};
-use crate::request::{prompt_block_hashes, Request, Segment};
+use crate::request::{prompt_block_hashes, OptIdx, Request, Segment};
 
 fn request(id: u64, prompt: &[Segment], n: u32, b: u32) -> Request {
     let mut r = Request {
@@ -225,7 +225,7 @@ fn private_blocks_are_anonymous_and_keep_their_eviction_order() {
     let b = 4;
     let mut kv = KvCache::new(b, 6);
     let mut a = request(0, &[seg(1, 4), seg(2, 8)], 1, b);
-    a.private_from = Some(4);
+    a.private_from = OptIdx::some(4);
     assert_eq!(kv.first_private(&a), 1);
     let hashes = a.prompt_hashes.clone();
     assert!(admit(&mut kv, &mut a, 11, 12).0);
@@ -282,7 +282,7 @@ fn private_blocks_evict_in_queue_order_and_recycle_dead_ids() {
     p.computed = 8;
     // A private one holds two anonymous blocks, one of them partial.
     let mut q = request(1, &[seg(2, 6)], 1, b);
-    q.private_from = Some(0);
+    q.private_from = OptIdx::some(0);
     assert!(admit(&mut kv, &mut q, 0, 6).0);
     assert_eq!((q.kv_blocks.len(), q.kv_private), (0, 2));
     q.computed = 6;
@@ -293,7 +293,7 @@ fn private_blocks_evict_in_queue_order_and_recycle_dead_ids() {
     // Three private blocks: the blank one, then blocks 1 and 0 (evicted:
     // their ids become dead, their hashes leave the index).
     let mut r = request(2, &[seg(3, 12)], 1, b);
-    r.private_from = Some(0);
+    r.private_from = OptIdx::some(0);
     assert!(admit(&mut kv, &mut r, 0, 12).0);
     assert_eq!(
         (r.kv_private, kv.free(), kv.cached_leading_blocks(&p_hashes)),
@@ -326,14 +326,14 @@ fn published_private_blocks_are_hit_again() {
     let b = 4;
     let mut kv = KvCache::new(b, 8);
     let mut p = request(0, &[seg(9, 10)], 3, b);
-    p.private_from = Some(0);
+    p.private_from = OptIdx::some(0);
     let hashes = p.prompt_hashes.clone();
     assert!(admit(&mut kv, &mut p, 9, 10).0);
     assert_eq!((p.kv_blocks.len(), p.kv_private), (0, 3));
     p.computed = 10;
     assert_eq!(kv.cached_leading_blocks(&hashes), 0);
     kv.release_returning(&mut p);
-    assert_eq!(p.private_from, None);
+    assert_eq!(p.private_from.get(), None);
     assert_eq!(kv.cached_leading_blocks(&hashes), 2); // the two full blocks
     kv.check().unwrap();
     p.computed = 0;

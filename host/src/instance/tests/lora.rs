@@ -35,7 +35,7 @@ fn sim(l: LoraConfig) -> Sim {
 fn add(s: &mut Sim, at: i64, l: u32, n: u32, adapter: Option<u32>) -> u64 {
     let id = s.add_unique(at, l, n);
     let slot = s.slots[id as usize];
-    s.store[slot].adapter = adapter;
+    s.store[slot].adapter = adapter.into();
     id
 }
 

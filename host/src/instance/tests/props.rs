@@ -13,7 +13,7 @@ use crate::engine::Tick;
 use crate::instance::{
     InstanceConfig, KvOffloadConfig, LatencyModel, PreemptionKind, SchedulerKind,
 };
-use crate::request::{RequestState, Segment, SloClass, UNSET};
+use crate::request::{OptIdx, RequestState, Segment, SloClass, UNSET};
 
 /// One generated request: arrival gap, shared prefix (index, length), unique
 /// length, output length, class, and whether it continues the previous
@@ -556,7 +556,7 @@ fn mark_private(sim: &mut Sim, specs: &[Spec]) -> usize {
         }
         let slot = sim.slots[i];
         let r = &mut sim.store[slot];
-        r.private_from = Some(r.input_len - s.unique.min(r.input_len));
+        r.private_from = OptIdx::some(r.input_len - s.unique.min(r.input_len));
         marked += 1;
     }
     marked
