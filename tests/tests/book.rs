@@ -324,6 +324,7 @@ chapters! {
     book_install => "install.md",
     book_compare_policies => "compare-policies.md",
     book_plugins => "plugins.md",
+    book_wasm_plugins => "wasm-plugins.md",
     book_sweeps => "sweeps.md",
     book_pd => "pd.md",
     book_kv_offload => "kv-offload.md",
