@@ -113,14 +113,13 @@ impl SegmentLog {
 
     /// True when `prompt` is a view of this log as it is now (all of it).
     pub fn is_viewed_by(&self, prompt: &Prompt) -> bool {
-        matches!(&prompt.shared, Some((buf, end)) if Arc::ptr_eq(buf, &self.buf) && *end as usize == self.len)
+        matches!(&prompt.0, Repr::View(buf, end) if Arc::ptr_eq(buf, &self.buf) && *end as usize == self.len)
     }
 
     /// Write the log as it is now (all its segments) into `prompt`, sharing
     /// the log's storage (no copy of the segments).
     pub fn view_into(&self, prompt: &mut Prompt) {
-        prompt.own.clear();
-        prompt.shared = Some((Arc::clone(&self.buf), self.len as u32));
+        prompt.0 = Repr::View(Arc::clone(&self.buf), self.len as u32);
     }
 }
 
@@ -138,14 +137,30 @@ impl fmt::Debug for SegmentLog {
 
 /// A request's prompt segments: dereferences to `&[Segment]` (and, after
 /// copying a shared view into its own list, to `&mut [Segment]`). Cleared
-/// and refilled when its request record is recycled, keeping its own list's
-/// capacity.
-#[derive(Clone, Default)]
-pub struct Prompt {
-    /// The segments, when the prompt is not a view.
-    own: Vec<Segment>,
-    /// A view: the first `end` segments of a session's log (`own` is empty).
-    shared: Option<(Arc<LogBuf>, u32)>,
+/// and refilled when its request record is recycled; an own list keeps its
+/// capacity (a view, when cleared, leaves an empty list).
+///
+/// 24 bytes, the size of the `Vec` it replaced: the view variant fits
+/// beside the list's capacity, whose top bit no `Vec` uses (the request
+/// record is held by the million in large runs; see
+/// `request::tests::the_request_record_stays_small`).
+#[derive(Clone)]
+pub struct Prompt(Repr);
+
+/// The two forms of a [`Prompt`] (private: a view's end must never pass its
+/// log's length when the view was made).
+#[derive(Clone)]
+enum Repr {
+    /// The prompt's own segments.
+    Own(Vec<Segment>),
+    /// A view: the first `end` segments of a session's log.
+    View(Arc<LogBuf>, u32),
+}
+
+impl Default for Prompt {
+    fn default() -> Prompt {
+        Prompt(Repr::Own(Vec::new()))
+    }
 }
 
 impl Prompt {
@@ -156,26 +171,25 @@ impl Prompt {
 
     /// An empty prompt whose own list has room for `n` segments.
     pub fn with_capacity(n: usize) -> Prompt {
-        Prompt {
-            own: Vec::with_capacity(n),
-            shared: None,
-        }
+        Prompt(Repr::Own(Vec::with_capacity(n)))
     }
 
-    /// Remove every segment (a view lets go of its log; the own list keeps
+    /// Remove every segment (a view lets go of its log; an own list keeps
     /// its capacity).
     #[inline]
     pub fn clear(&mut self) {
-        self.own.clear();
-        self.shared = None;
+        match &mut self.0 {
+            Repr::Own(v) => v.clear(),
+            Repr::View(..) => self.0 = Repr::Own(Vec::new()),
+        }
     }
 
-    /// Append a segment (a view is first copied into the own list).
+    /// Append a segment (a view is first copied into an own list).
     pub fn push(&mut self, s: Segment) {
         self.make_own().push(s);
     }
 
-    /// Append segments (a view is first copied into the own list).
+    /// Append segments (a view is first copied into an own list).
     pub fn extend_from_slice(&mut self, s: &[Segment]) {
         self.make_own().extend_from_slice(s);
     }
@@ -185,44 +199,45 @@ impl Prompt {
     /// its capacity).
     #[inline]
     pub fn assign(&mut self, other: &Prompt) {
-        match &other.shared {
-            Some((buf, end)) => {
-                self.own.clear();
-                self.shared = Some((Arc::clone(buf), *end));
-            }
-            None => {
-                self.shared = None;
-                self.own.clear();
-                self.own.extend_from_slice(&other.own);
+        match &other.0 {
+            Repr::View(buf, end) => self.0 = Repr::View(Arc::clone(buf), *end),
+            Repr::Own(o) => {
+                self.clear();
+                self.make_own().extend_from_slice(o);
             }
         }
     }
 
-    /// Capacity of the own list (what a recycled record keeps).
+    /// Capacity of the own list (what a recycled record keeps; 0 for a view).
     pub fn capacity(&self) -> usize {
-        self.own.capacity()
+        match &self.0 {
+            Repr::Own(v) => v.capacity(),
+            Repr::View(..) => 0,
+        }
     }
 
     /// True when the prompt is a view of a session's log.
     pub fn is_view(&self) -> bool {
-        self.shared.is_some()
+        matches!(self.0, Repr::View(..))
     }
 
     /// True when both prompts are views of the same log storage (the first
     /// segments of one are then the very same memory as the other's).
     pub fn shares_storage_with(&self, other: &Prompt) -> bool {
-        match (&self.shared, &other.shared) {
-            (Some((a, _)), Some((b, _))) => Arc::ptr_eq(a, b),
+        match (&self.0, &other.0) {
+            (Repr::View(a, _), Repr::View(b, _)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
 
     fn make_own(&mut self) -> &mut Vec<Segment> {
-        if let Some((buf, end)) = self.shared.take() {
-            self.own.clear();
-            self.own.extend_from_slice(buf.prefix(end as usize));
+        if let Repr::View(buf, end) = &self.0 {
+            self.0 = Repr::Own(buf.prefix(*end as usize).to_vec());
         }
-        &mut self.own
+        match &mut self.0 {
+            Repr::Own(v) => v,
+            Repr::View(..) => unreachable!("made own above"),
+        }
     }
 }
 
@@ -230,9 +245,9 @@ impl Deref for Prompt {
     type Target = [Segment];
     #[inline]
     fn deref(&self) -> &[Segment] {
-        match &self.shared {
-            Some((buf, end)) => buf.prefix(*end as usize),
-            None => &self.own,
+        match &self.0 {
+            Repr::View(buf, end) => buf.prefix(*end as usize),
+            Repr::Own(v) => v,
         }
     }
 }
@@ -259,7 +274,7 @@ impl Eq for Prompt {}
 
 impl From<Vec<Segment>> for Prompt {
     fn from(own: Vec<Segment>) -> Prompt {
-        Prompt { own, shared: None }
+        Prompt(Repr::Own(own))
     }
 }
 

@@ -5,9 +5,9 @@
 //! the command.
 
 use std::io::{BufRead, BufReader, Read};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// `--api-format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -95,6 +95,7 @@ pub struct Client {
     model: String,
     format: ApiFormat,
     api_key: Option<String>,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for Client {
@@ -106,16 +107,51 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// A request body (spec §2.5); keys in this order.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<[Message<'a>; 1]>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    priority: Option<u64>,
+}
+
+#[derive(serde::Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
 /// Longest error body kept in `error_message`, bytes.
 const ERROR_BODY_LIMIT: usize = 2048;
 
 impl Client {
     /// `base` is the server URL (`http://host:port`, a trailing `/` and a
-    /// trailing `/v1` are accepted); `timeout` bounds each phase of an
-    /// exchange: connecting, sending, waiting for the response head,
-    /// receiving the body. (Not one overall timeout: with one, ureq
-    /// resolves the host on a new thread for every request — a thread
-    /// spawn per request, most of observe's CPU.)
+    /// trailing `/v1` are accepted); `timeout` bounds connecting, each
+    /// socket read and write (the wait for the response head included),
+    /// and the whole exchange: a response still arriving `timeout` after
+    /// the request was sent is cut off as a time-out (checked as each
+    /// chunk arrives, so a stalled read ends within one more `timeout`).
+    /// (Not ureq's overall or per-phase timeouts: with an overall one it
+    /// resolves the host on a new thread for every request, and with
+    /// either it resets the socket's timeout before every read — a thread
+    /// spawn or a system call per read. A per-read timeout is a constant,
+    /// set once per connection.)
     pub fn new(
         base: &str,
         model: &str,
@@ -126,10 +162,8 @@ impl Client {
     ) -> Client {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_connect(Some(timeout))
-            .timeout_send_request(Some(timeout))
-            .timeout_send_body(Some(timeout))
-            .timeout_recv_response(Some(timeout))
-            .timeout_recv_body(Some(timeout))
+            .timeout_per_read(Some(timeout))
+            .timeout_per_write(Some(timeout))
             .http_status_as_error(false)
             .max_idle_connections(pool.max(1))
             .max_idle_connections_per_host(pool.max(1))
@@ -142,6 +176,7 @@ impl Client {
             model: model.to_string(),
             format,
             api_key,
+            timeout,
         }
     }
 
@@ -158,40 +193,42 @@ impl Client {
         &self.url
     }
 
+    /// The JSON body of `call`, borrowing its strings.
+    fn body_of<'a>(&'a self, call: &'a Call) -> Body<'a> {
+        let (prompt, messages) = match self.format {
+            ApiFormat::Completions => (Some(call.prompt.as_str()), None),
+            ApiFormat::Chat => (
+                None,
+                Some([Message {
+                    role: "user",
+                    content: &call.prompt,
+                }]),
+            ),
+        };
+        Body {
+            model: &self.model,
+            prompt,
+            messages,
+            stream: call.stream,
+            max_tokens: call.max_tokens,
+            min_tokens: call.min_tokens,
+            stream_options: call.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            priority: call.priority,
+        }
+    }
+
     /// The JSON body of `call`.
+    #[cfg(test)]
     pub fn body(&self, call: &Call) -> Value {
-        let mut b = serde_json::Map::new();
-        b.insert("model".into(), json!(self.model));
-        match self.format {
-            ApiFormat::Completions => {
-                b.insert("prompt".into(), json!(call.prompt));
-            }
-            ApiFormat::Chat => {
-                b.insert(
-                    "messages".into(),
-                    json!([{"role": "user", "content": call.prompt}]),
-                );
-            }
-        }
-        b.insert("stream".into(), json!(call.stream));
-        if let Some(m) = call.max_tokens {
-            b.insert("max_tokens".into(), json!(m));
-        }
-        if let Some(m) = call.min_tokens {
-            b.insert("min_tokens".into(), json!(m));
-        }
-        if call.stream {
-            b.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-        if let Some(p) = call.priority {
-            b.insert("priority".into(), json!(p));
-        }
-        Value::Object(b)
+        serde_json::to_value(self.body_of(call)).unwrap_or(Value::Null)
     }
 
     /// Send `call` and read the whole answer.
     pub fn send(&self, call: &Call) -> Outcome {
-        let body = self.body(call).to_string();
+        // Serialised straight from the borrowed strings (no JSON tree).
+        let body = serde_json::to_vec(&self.body_of(call)).unwrap_or_default();
         let mut req = self
             .agent
             .post(self.endpoint())
@@ -210,7 +247,8 @@ impl Client {
             req = req.header("x-slo-ttft-ms", ms.to_string());
         }
         let mut out = Outcome::new(epoch_us());
-        let resp = match req.send(body.as_bytes()) {
+        let deadline = Instant::now() + self.timeout;
+        let resp = match req.send(&body[..]) {
             Ok(r) => r,
             Err(e) => {
                 fail(&mut out, &e);
@@ -232,9 +270,9 @@ impl Client {
             return out;
         }
         let result = if call.stream {
-            read_stream(reader, &mut out, call.keep_chunks)
+            read_stream(reader, &mut out, call.keep_chunks, deadline)
         } else {
-            read_whole(reader, &mut out)
+            read_whole(reader, &mut out, deadline)
         };
         if let Err(e) = result {
             io_fail(&mut out, &e);
@@ -295,7 +333,12 @@ fn io_fail(out: &mut Outcome, e: &std::io::Error) {
 /// A server that sends no `usage` (llama-cpp-python's ignores
 /// `include_usage`) gets `completion_tokens` = the chunks without a finish
 /// reason (one per token on such servers); `prompt_tokens` stays 0.
-fn read_stream(reader: impl Read, out: &mut Outcome, keep: bool) -> std::io::Result<()> {
+fn read_stream(
+    reader: impl Read,
+    out: &mut Outcome,
+    keep: bool,
+    deadline: Instant,
+) -> std::io::Result<()> {
     let mut r = BufReader::with_capacity(16 << 10, reader);
     let mut line = String::new();
     let mut usage_seen = false;
@@ -308,6 +351,7 @@ fn read_stream(reader: impl Read, out: &mut Outcome, keep: bool) -> std::io::Res
             }
             return Ok(());
         }
+        past(deadline)?;
         let Some(data) = line.strip_prefix("data:") else {
             continue;
         };
@@ -334,7 +378,7 @@ fn read_stream(reader: impl Read, out: &mut Outcome, keep: bool) -> std::io::Res
 
 /// A non-streaming answer: first chunk at the first body byte, last after
 /// the body, one chunk.
-fn read_whole(reader: impl Read, out: &mut Outcome) -> std::io::Result<()> {
+fn read_whole(reader: impl Read, out: &mut Outcome, deadline: Instant) -> std::io::Result<()> {
     let mut r = BufReader::with_capacity(16 << 10, reader);
     let first = r.fill_buf()?.len();
     out.first_chunk_us = epoch_us();
@@ -343,8 +387,20 @@ fn read_whole(reader: impl Read, out: &mut Outcome) -> std::io::Result<()> {
         r.read_to_string(&mut body)?;
     }
     out.last_chunk_us = epoch_us();
+    past(deadline)?;
     out.num_chunks = 1;
     read_fields(&body, out);
+    Ok(())
+}
+
+/// A time-out error once `deadline` has passed.
+fn past(deadline: Instant) -> std::io::Result<()> {
+    if Instant::now() > deadline {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the response took longer than --timeout",
+        ));
+    }
     Ok(())
 }
 
@@ -392,6 +448,25 @@ fn has_null(data: &str, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(600)
+    }
+
+    #[test]
+    fn a_response_past_the_deadline_times_out() {
+        let text = "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n";
+        let past = Instant::now() - Duration::from_millis(1);
+        let mut o = Outcome::new(1);
+        let e = read_stream(text.as_bytes(), &mut o, false, past).unwrap_err();
+        io_fail(&mut o, &e);
+        assert_eq!(o.status, Status::Timeout, "{o:?}");
+        let mut o = Outcome::new(1);
+        let e = read_whole(text.as_bytes(), &mut o, past).unwrap_err();
+        io_fail(&mut o, &e);
+        assert_eq!(o.status, Status::Timeout, "{o:?}");
+    }
 
     fn call(stream: bool) -> Call {
         Call {
@@ -448,7 +523,7 @@ mod tests {
                     data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\n\
                     data: [DONE]\n\n";
         let mut o = Outcome::new(1);
-        read_stream(text.as_bytes(), &mut o, true).unwrap();
+        read_stream(text.as_bytes(), &mut o, true, later()).unwrap();
         assert_eq!(o.num_chunks, 3);
         assert_eq!(o.chunks.len(), 3);
         assert!(o.first_chunk_us > 0 && o.last_chunk_us >= o.first_chunk_us);
@@ -465,7 +540,7 @@ mod tests {
                     data: {\"choices\": [{\"text\": \"\", \"finish_reason\": \"length\"}]}\n\n\
                     data: [DONE]\n\n";
         let mut o = Outcome::new(1);
-        read_stream(text.as_bytes(), &mut o, false).unwrap();
+        read_stream(text.as_bytes(), &mut o, false, later()).unwrap();
         assert_eq!(o.num_chunks, 3);
         assert!(o.chunks.is_empty());
         assert_eq!((o.prompt_tokens, o.completion_tokens), (0, 2));
@@ -476,7 +551,7 @@ mod tests {
     fn whole_body_is_one_chunk() {
         let text = "{\"choices\":[{\"text\":\"ab\",\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}";
         let mut o = Outcome::new(1);
-        read_whole(text.as_bytes(), &mut o).unwrap();
+        read_whole(text.as_bytes(), &mut o, later()).unwrap();
         assert_eq!(o.num_chunks, 1);
         assert_eq!((o.prompt_tokens, o.completion_tokens), (5, 9));
         assert_eq!(o.finish_reason, "stop");

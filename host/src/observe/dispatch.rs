@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::client::{Call, Client, Outcome};
@@ -50,58 +50,69 @@ struct Job {
 pub struct Done {
     pub index: u64,
     pub outcome: Outcome,
+    /// The worker that did the exchange (idle again).
+    worker: usize,
 }
 
-/// Worker threads, grown on demand.
+/// Worker threads, grown on demand, each with its own job channel (no
+/// queue shared under a lock: a hand-off wakes exactly the worker it is
+/// for).
 struct Pool {
-    jobs: Sender<Job>,
-    queue: Arc<Mutex<Receiver<Job>>>,
+    jobs: Vec<Sender<Job>>,
+    /// Workers not in an exchange.
+    idle: Vec<usize>,
     done: Sender<Done>,
     client: Arc<Client>,
-    workers: usize,
     max: usize,
 }
 
 impl Pool {
     fn new(client: Arc<Client>, max: usize, done: Sender<Done>) -> Pool {
-        let (jobs, queue) = mpsc::channel();
         Pool {
-            jobs,
-            queue: Arc::new(Mutex::new(queue)),
+            jobs: Vec::new(),
+            idle: Vec::new(),
             done,
             client,
-            workers: 0,
             max,
         }
     }
 
-    /// Hand `job` to a worker; `busy` workers are in an exchange.
-    fn submit(&mut self, job: Job, busy: usize) {
-        if busy >= self.workers && self.workers < self.max {
-            let queue = Arc::clone(&self.queue);
-            let done = self.done.clone();
-            let client = Arc::clone(&self.client);
-            self.workers += 1;
-            std::thread::spawn(move || loop {
-                let job = match queue.lock() {
-                    Ok(q) => q.recv(),
-                    Err(_) => return,
-                };
-                let Ok(job) = job else { return };
-                let outcome = client.send(&job.call);
-                if done
-                    .send(Done {
-                        index: job.index,
-                        outcome,
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-            });
-        }
-        // The pool owns a receiver as long as it lives: the send succeeds.
-        let _ = self.jobs.send(job);
+    /// Hand `job` to an idle worker, or to a new one while fewer than
+    /// `max` run (the loop keeps at most `max` requests in flight, so one
+    /// of the two is always there; else the job waits in worker 0's queue).
+    fn submit(&mut self, job: Job) {
+        let w = match self.idle.pop() {
+            Some(w) => w,
+            None if self.jobs.len() < self.max => {
+                let (tx, rx) = mpsc::channel::<Job>();
+                let done = self.done.clone();
+                let client = Arc::clone(&self.client);
+                let worker = self.jobs.len();
+                self.jobs.push(tx);
+                std::thread::spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        let outcome = client.send(&job.call);
+                        let d = Done {
+                            index: job.index,
+                            outcome,
+                            worker,
+                        };
+                        if done.send(d).is_err() {
+                            return;
+                        }
+                    }
+                });
+                worker
+            }
+            None => 0,
+        };
+        // The worker holds its receiver as long as the pool lives.
+        let _ = self.jobs[w].send(job);
+    }
+
+    /// `worker` finished its exchange.
+    fn release(&mut self, worker: usize) {
+        self.idle.push(worker);
     }
 }
 
@@ -178,7 +189,9 @@ pub fn run(
     let mut handle = |d: Done,
                       workload: &mut Workload,
                       ready: &mut BinaryHeap<Reverse<i64>>,
-                      in_flight: &mut InFlight| {
+                      in_flight: &mut InFlight,
+                      pool: &mut Pool| {
+        pool.release(d.worker);
         let at = now(&start);
         if let Some((request, scheduled_us)) = in_flight.remove(&d.index) {
             workload.on_finished(&request, at, d.outcome.status == super::client::Status::Ok);
@@ -199,7 +212,7 @@ pub fn run(
     let mut interrupted = false;
     loop {
         while let Ok(d) = done_rx.try_recv() {
-            handle(d, workload, &mut ready, &mut in_flight);
+            handle(d, workload, &mut ready, &mut in_flight, &mut pool);
         }
         if INTERRUPTED.load(Ordering::SeqCst) {
             interrupted = true;
@@ -218,13 +231,13 @@ pub fn run(
                 break;
             }
             if let Some(d) = wait(&done_rx, tick) {
-                handle(d, workload, &mut ready, &mut in_flight);
+                handle(d, workload, &mut ready, &mut in_flight, &mut pool);
             }
             continue;
         };
         if in_flight.len() >= max {
             if let Some(d) = wait(&done_rx, tick) {
-                handle(d, workload, &mut ready, &mut in_flight);
+                handle(d, workload, &mut ready, &mut in_flight, &mut pool);
             }
             continue;
         }
@@ -232,7 +245,7 @@ pub fn run(
         if t > n {
             let d = Duration::from_micros((t - n) as u64).min(tick);
             if let Some(d) = wait(&done_rx, d) {
-                handle(d, workload, &mut ready, &mut in_flight);
+                handle(d, workload, &mut ready, &mut in_flight, &mut pool);
             }
             continue;
         }
@@ -242,7 +255,7 @@ pub fn run(
                 break;
             }
             if let Some(d) = wait(&done_rx, tick) {
-                handle(d, workload, &mut ready, &mut in_flight);
+                handle(d, workload, &mut ready, &mut in_flight, &mut pool);
             }
             continue;
         }
@@ -252,9 +265,8 @@ pub fn run(
         let index = dispatched;
         dispatched += 1;
         let call = make_call(index, &req);
-        let busy = in_flight.len();
         in_flight.insert(index, (req.clone(), t));
-        pool.submit(Job { index, call }, busy);
+        pool.submit(Job { index, call });
     }
     if interrupted {
         let deadline = Instant::now() + settings.drain;
@@ -264,7 +276,7 @@ pub fn run(
                 break;
             }
             if let Some(d) = wait(&done_rx, left.min(tick)) {
-                handle(d, workload, &mut ready, &mut in_flight);
+                handle(d, workload, &mut ready, &mut in_flight, &mut pool);
             }
         }
     }
