@@ -238,8 +238,9 @@ fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Create the crate in folder `dir/name`; returns the folder.
-pub fn create(dir: &Path, name: &str) -> Result<PathBuf, String> {
+/// The folder `dir/name` of a new project: `name` is a usable crate name
+/// and the folder does not exist yet.
+fn new_root(dir: &Path, name: &str) -> Result<PathBuf, String> {
     check_name(name)?;
     let root = dir.join(name);
     if root.exists() {
@@ -248,6 +249,12 @@ pub fn create(dir: &Path, name: &str) -> Result<PathBuf, String> {
             root.display()
         ));
     }
+    Ok(root)
+}
+
+/// Create the crate in folder `dir/name`; returns the folder.
+pub fn create(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    let root = new_root(dir, name)?;
     let lock = TEMPLATE_LOCK.replace("name = \"my-blis-plugin\"", &format!("name = \"{name}\""));
     let mut files: Vec<(PathBuf, String)> = vec![
         (root.join("Cargo.toml"), manifest(name, &lib_name(name))),
@@ -474,19 +481,12 @@ name.
 
 /// Create the WebAssembly project in folder `dir/name`; returns the folder.
 pub fn create_wasm(dir: &Path, name: &str, lang: super::WasmLang) -> Result<PathBuf, String> {
-    check_name(name)?;
     if name == "blis-wasm-guest" || name == "blis_wasm" {
         return Err(format!(
             "'{name}' is the name of blis's guest library; choose another name (e.g. my-scorer)"
         ));
     }
-    let root = dir.join(name);
-    if root.exists() {
-        return Err(format!(
-            "{} already exists; choose another name or remove it",
-            root.display()
-        ));
-    }
+    let root = new_root(dir, name)?;
     let mut files: Vec<(PathBuf, String)> = vec![
         (root.join("README.md"), wasm_readme(name, lang)),
         (root.join("wit/blis-plugin.wit"), WIT_FILE.to_string()),
