@@ -21,57 +21,22 @@
 
 use std::hint::black_box;
 
-use blis_host::plugins::{Registry, ScorerPolicy};
-use blis_plugin_api::abi_stable::std_types::{RSlice, RStr};
+use blis_host::plugins::Registry;
+use blis_plugin_api::abi_stable::std_types::RSlice;
 use blis_plugin_api::{
-    ClusterState, ClusterView, EventKind, InstanceInfo, InstanceSnapshot, Params, PolicyDef, RVec,
-    RequestEvent, RequestView, Scorer, SloClass,
+    ClusterState, ClusterView, EventKind, InstanceInfo, Params, PolicyDef, RVec, RequestEvent,
+    Scorer,
 };
 use criterion::{criterion_group, criterion_main, Criterion};
 
+mod fixtures;
+use fixtures::{request, snapshots, warmed_scorer, HASHES};
+
 const INSTANCES: usize = 16;
-const HASHES: u64 = 32;
-
-/// 16 instances with varied load (deterministic, no RNG needed).
-fn snapshots() -> Vec<InstanceSnapshot> {
-    (0..INSTANCES as u32)
-        .map(|i| InstanceSnapshot {
-            queue_depth: (i * 7) % 11,
-            batch_size: 8 + (i * 5) % 17,
-            pending_requests: i % 3,
-            reserved: 0,
-            kv_utilization: f64::from((i * 13) % 100) / 100.0,
-            free_kv_blocks: u64::from(1_000 + i * 37),
-            cache_hit_rate: f64::from(i % 10) / 10.0,
-        })
-        .collect()
-}
-
-fn request(hashes: &[u64]) -> RequestView<'_> {
-    RequestView {
-        id: 42,
-        arrival_us: 1_000,
-        input_tokens: 512,
-        slo_class: SloClass::STANDARD,
-        tenant: RStr::from(""),
-        block_hashes: RSlice::from_slice(hashes),
-    }
-}
-
-/// A prefix-affinity scorer whose index has seen this prompt family on a few
-/// instances, so scoring does real matching work.
-fn warmed_prefix_affinity(reg: &Registry, view: &ClusterView<'_>) -> ScorerPolicy {
-    let mut s = reg.scorer("prefix-affinity", "", 0).unwrap();
-    for (k, chosen) in [(8, 3), (16, 5), (24, 9), (32, 12)] {
-        let hashes: Vec<u64> = (0..k).collect();
-        s.observe(&request(&hashes), view, chosen).unwrap();
-    }
-    s
-}
 
 fn bench(c: &mut Criterion) {
     let reg = Registry::standard();
-    let snaps = snapshots();
+    let snaps = snapshots(INSTANCES);
     let view = ClusterView {
         clock_us: 1_000,
         instances: RSlice::from_slice(&snaps),
@@ -99,7 +64,7 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let mut prefix = warmed_prefix_affinity(&reg, &view);
+    let mut prefix = warmed_scorer(&reg, "prefix-affinity", &view);
     c.bench_function("scorer/prefix-affinity", |b| {
         b.iter(|| {
             let s = prefix.score(black_box(&req), black_box(&view)).unwrap();
@@ -108,7 +73,7 @@ fn bench(c: &mut Criterion) {
     });
 
     let mut scorers = [
-        (3.0, warmed_prefix_affinity(&reg, &view)),
+        (3.0, warmed_scorer(&reg, "prefix-affinity", &view)),
         (2.0, reg.scorer("queue-depth", "", 0).unwrap()),
         (1.0, reg.scorer("kv-utilization", "", 0).unwrap()),
     ];
@@ -141,7 +106,7 @@ fn bench(c: &mut Criterion) {
 
 fn bench_hook(c: &mut Criterion) {
     let reg = Registry::standard();
-    let snaps = snapshots();
+    let snaps = snapshots(INSTANCES);
     let info = vec![InstanceInfo::default(); INSTANCES];
     let state = ClusterState {
         view: ClusterView {

@@ -19,48 +19,14 @@ use std::hint::black_box;
 use std::path::PathBuf;
 
 use blis_host::plugins::{Registry, ScorerPolicy};
-use blis_plugin_api::abi_stable::std_types::{RSlice, RStr};
-use blis_plugin_api::{ClusterView, InstanceSnapshot, RequestView, SloClass};
+use blis_plugin_api::abi_stable::std_types::RSlice;
+use blis_plugin_api::{ClusterView, RequestView};
 use criterion::{criterion_group, criterion_main, Criterion};
 
+mod fixtures;
+use fixtures::{request, snapshots, warmed_scorer, HASHES};
+
 const INSTANCES: usize = 64;
-const HASHES: u64 = 32;
-
-/// 64 instances with varied load (deterministic).
-fn snapshots() -> Vec<InstanceSnapshot> {
-    (0..INSTANCES as u32)
-        .map(|i| InstanceSnapshot {
-            queue_depth: (i * 7) % 11,
-            batch_size: 8 + (i * 5) % 17,
-            pending_requests: i % 3,
-            reserved: 0,
-            kv_utilization: f64::from((i * 13) % 100) / 100.0,
-            free_kv_blocks: u64::from(1_000 + i * 37),
-            cache_hit_rate: f64::from(i % 10) / 10.0,
-        })
-        .collect()
-}
-
-fn request(hashes: &[u64]) -> RequestView<'_> {
-    RequestView {
-        id: 42,
-        arrival_us: 1_000,
-        input_tokens: 512,
-        slo_class: SloClass::STANDARD,
-        tenant: RStr::from(""),
-        block_hashes: RSlice::from_slice(hashes),
-    }
-}
-
-/// `name` from `reg`, its index warmed (prefix-affinity) as in abi.rs.
-fn scorer(reg: &Registry, name: &str, view: &ClusterView<'_>) -> ScorerPolicy {
-    let mut s = reg.scorer(name, "", 0).unwrap();
-    for (k, chosen) in [(8, 3), (16, 5), (24, 9), (32, 12)] {
-        let hashes: Vec<u64> = (0..k).collect();
-        s.observe(&request(&hashes), view, chosen).unwrap();
-    }
-    s
-}
 
 /// One weighted decision over `scorers`: the chosen instance.
 fn decide(
@@ -101,7 +67,7 @@ fn bench(c: &mut Criterion) {
     };
     let mut reg = Registry::standard();
     reg.load(&component).unwrap();
-    let snaps = snapshots();
+    let snaps = snapshots(INSTANCES);
     let view = ClusterView {
         clock_us: 1_000,
         instances: RSlice::from_slice(&snaps),
@@ -114,7 +80,7 @@ fn bench(c: &mut Criterion) {
             ("native", format!("blis-std::{name}")),
             ("wasm", format!("wasm-example::{name}")),
         ] {
-            let mut s = scorer(&reg, &full, &view);
+            let mut s = warmed_scorer(&reg, &full, &view);
             c.bench_function(&format!("{route}/score/{name}"), |b| {
                 b.iter(|| {
                     let s = s.score(black_box(&req), black_box(&view)).unwrap();
@@ -126,9 +92,18 @@ fn bench(c: &mut Criterion) {
 
     for (route, lib) in [("native", "blis-std"), ("wasm", "wasm-example")] {
         let mut scorers = [
-            (3.0, scorer(&reg, &format!("{lib}::prefix-affinity"), &view)),
-            (2.0, scorer(&reg, &format!("{lib}::queue-depth"), &view)),
-            (2.0, scorer(&reg, &format!("{lib}::kv-utilization"), &view)),
+            (
+                3.0,
+                warmed_scorer(&reg, &format!("{lib}::prefix-affinity"), &view),
+            ),
+            (
+                2.0,
+                warmed_scorer(&reg, &format!("{lib}::queue-depth"), &view),
+            ),
+            (
+                2.0,
+                warmed_scorer(&reg, &format!("{lib}::kv-utilization"), &view),
+            ),
         ];
         let mut total = [0.0f64; INSTANCES];
         c.bench_function(&format!("{route}/weighted-3"), |b| {
