@@ -17,7 +17,7 @@ use blis_plugin_api::{ClusterView, InstanceSnapshot, KindCode, PolicyKind, Reque
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::util::{artifacts, TestDir};
+use crate::util::{artifacts, blis_in, TestDir};
 
 // ---------------------------------------------------------------- helpers
 
@@ -1006,20 +1006,6 @@ fn cargo_offline(dir: &Path, args: &[&str]) -> std::process::Output {
         .env_remove("CARGO_TARGET_DIR")
         .output()
         .expect("run cargo")
-}
-
-/// `blis` with `args` in `dir`: (exit code, stdout, stderr).
-fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = std::process::Command::new(artifacts().blis())
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run blis");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The `n` from `key n` in `text` (e.g. "12 completed" with key

@@ -309,3 +309,17 @@ pub fn run_bad(dir: &TestDir, args: &[&str]) -> String {
     assert!(e.lines().count() <= 12, "short error:\n{e}");
     e
 }
+
+/// `blis` with `args` in `dir`: (exit code, stdout, stderr).
+pub fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(artifacts().blis())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run blis");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

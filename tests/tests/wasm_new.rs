@@ -13,7 +13,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::artifacts;
+use crate::util::{artifacts, blis_in};
 
 fn outside_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("blis-{name}-{}", std::process::id()));
@@ -22,20 +22,6 @@ fn outside_dir(name: &str) -> PathBuf {
     }
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// `blis` with `args` in `dir`: (exit code, stdout, stderr).
-fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(artifacts().blis())
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("run blis");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// `blis plugins new NAME --wasm --lang LANG` in `dir`, then the project's
