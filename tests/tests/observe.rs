@@ -15,7 +15,7 @@ use blis_host::trace_v2::{
 };
 use serde_json::Value;
 
-use crate::util::{run_bad, TestDir};
+use crate::util::{code_out_err, run_bad, TestDir};
 
 /// The llama.cpp server's URL and model alias, or `None` (the caller
 /// prints that it skipped).
@@ -66,11 +66,7 @@ fn observe(dir: &TestDir, args: &[&str]) -> (Option<i32>, String, String) {
         .args(args)
         .output()
         .expect("run blis");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    code_out_err(&o)
 }
 
 fn header(dir: &TestDir) -> TraceHeader {

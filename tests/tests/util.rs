@@ -317,6 +317,11 @@ pub fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
         .args(args)
         .output()
         .expect("run blis");
+    code_out_err(&out)
+}
+
+/// A finished command's (exit code, stdout, stderr), the streams as text.
+pub fn code_out_err(out: &std::process::Output) -> (Option<i32>, String, String) {
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
