@@ -18,10 +18,12 @@ const ABI_LINE_VERSION: &str = "0.1.2";
 fn main() {
     println!("cargo:rustc-env=CARGO_PKG_VERSION={ABI_LINE_VERSION}");
     println!("cargo:rustc-env=BLIS_ABI_LINE_VERSION={ABI_LINE_VERSION}");
-    // Set only by tests/fixtures/plugin-api-before-decider and
-    // plugin-api-before-observer, which compile this crate's source as ABI
-    // 0.2 was before the decider (resp. observer) kind.
+    // Set only by tests/fixtures/plugin-api-before-decider,
+    // plugin-api-before-observer and plugin-api-before-host, which compile
+    // this crate's source as ABI 0.2 was before the decider kind, the
+    // observer kind and the host's query table.
     println!("cargo:rustc-check-cfg=cfg(blis_abi_before_decider)");
     println!("cargo:rustc-check-cfg=cfg(blis_abi_before_observer)");
+    println!("cargo:rustc-check-cfg=cfg(blis_abi_before_host)");
     println!("cargo:rerun-if-changed=build.rs");
 }

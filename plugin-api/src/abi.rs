@@ -619,6 +619,17 @@ pub struct PluginMod {
         params_toml: RStr<'_>,
         seed: u64,
     ) -> RResult<ObserverBox, RString>,
+    /// ABI 0.2: receive the host's query table ([`crate::host`]; appended
+    /// after `create_observer`, so a library built before it still loads,
+    /// through [`abi_before_host`](crate::abi_before_host), and has no
+    /// answers). The host calls it once, at load. The cfg exists only for
+    /// the test fixtures built from this source without it.
+    #[cfg(not(any(
+        blis_abi_before_decider,
+        blis_abi_before_observer,
+        blis_abi_before_host
+    )))]
+    pub set_host: extern "C" fn(queries: crate::host::HostQueriesRef),
 }
 
 impl RootModule for PluginModRef {

@@ -115,6 +115,12 @@ impl PluginModRef {
                 create_decider: predates_decider,
                 #[cfg(not(any(blis_abi_before_decider, blis_abi_before_observer)))]
                 create_observer: crate::abi_before_observer::predates_observer,
+                #[cfg(not(any(
+                    blis_abi_before_decider,
+                    blis_abi_before_observer,
+                    blis_abi_before_host
+                )))]
+                set_host: crate::abi_before_host::predates_host,
             }
             .leak_into_prefix(),
         )

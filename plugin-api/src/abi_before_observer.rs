@@ -21,7 +21,11 @@ use abi_stable::{
     StableAbi,
 };
 
-#[cfg(not(any(blis_abi_before_decider, blis_abi_before_observer)))]
+#[cfg(not(any(
+    blis_abi_before_decider,
+    blis_abi_before_observer,
+    blis_abi_before_host
+)))]
 use abi_stable::prefix_type::PrefixTypeTrait;
 
 use crate::abi::{
@@ -94,7 +98,11 @@ impl RootModule for PluginModRef {
 
 /// The `create_observer` of a library built before the observer kind.
 #[cfg_attr(
-    any(blis_abi_before_decider, blis_abi_before_observer),
+    any(
+        blis_abi_before_decider,
+        blis_abi_before_observer,
+        blis_abi_before_host
+    ),
     allow(dead_code)
 )]
 pub(crate) extern "C" fn predates_observer(
@@ -112,7 +120,11 @@ impl PluginModRef {
     /// library): its own functions, and a `create_observer` that refuses.
     /// `None` if the library lacks one of the 0.2 functions, which the
     /// layout check already excludes.
-    #[cfg(not(any(blis_abi_before_decider, blis_abi_before_observer)))]
+    #[cfg(not(any(
+        blis_abi_before_decider,
+        blis_abi_before_observer,
+        blis_abi_before_host
+    )))]
     pub fn into_current(self) -> Option<crate::abi::PluginModRef> {
         Some(
             crate::abi::PluginMod {
@@ -126,6 +138,7 @@ impl PluginModRef {
                 create_autoscaler: self.create_autoscaler()?,
                 create_decider: self.create_decider()?,
                 create_observer: predates_observer,
+                set_host: crate::abi_before_host::predates_host,
             }
             .leak_into_prefix(),
         )

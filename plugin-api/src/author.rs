@@ -561,6 +561,12 @@ pub mod __private {
             create_decider: f.create_decider,
             #[cfg(not(any(blis_abi_before_decider, blis_abi_before_observer)))]
             create_observer: f.create_observer,
+            #[cfg(not(any(
+                blis_abi_before_decider,
+                blis_abi_before_observer,
+                blis_abi_before_host
+            )))]
+            set_host: crate::host::set_host,
         }
         .leak_into_prefix()
     }

@@ -148,13 +148,22 @@
 pub mod abi;
 #[allow(non_local_definitions)]
 pub mod abi_before_decider;
+#[cfg(not(any(
+    blis_abi_before_decider,
+    blis_abi_before_observer,
+    blis_abi_before_host
+)))]
+#[allow(non_local_definitions)]
+pub mod abi_before_host;
 #[allow(non_local_definitions)]
 pub mod abi_before_observer;
 #[allow(non_local_definitions)]
 pub mod abi_v0_1;
 mod author;
 pub mod events;
+pub mod host;
 mod log;
+pub mod lora;
 mod params;
 mod rng;
 #[cfg(feature = "testing")]

@@ -279,3 +279,80 @@ fn unknown_client_model_names_the_key() {
         "{e}"
     );
 }
+
+/// `examples/lora.toml` with its `[routing]` section replaced by `routing`
+/// and fewer requests (the routing decides; the rest is the example).
+fn lora_example_with(routing: &str) -> String {
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lora.toml"),
+    )
+    .expect("examples/lora.toml");
+    let start = example.find("[routing]").expect("a [routing] section");
+    let end = example.find("[lora]").expect("a [lora] section");
+    format!("{}{routing}\n{}", &example[..start], &example[end..])
+        .replace("num_requests = 4000", "num_requests = 1500")
+}
+
+/// The per-request outcome a routing produces: the cluster block and the
+/// adapters section of the report.
+fn outcome(dir: &TestDir, run_file: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["run", run_file.to_str().unwrap(), "--quiet"];
+    args.extend(extra);
+    let out = crate::util::run_ok(dir, &args);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    serde_json::json!({ "cluster": v["cluster"], "adapters": v["adapters"] })
+}
+
+/// The plugin views of LoRA adapters (`blis_plugin_api::lora`, the host's
+/// query table) reach libraries loaded from disk, each with its own copy of
+/// the API crate: the standard `lora-affinity` scorer from the loaded
+/// `libblis_std.so` routes exactly as the embedded one, and a third-party
+/// filter (`lora-resident` of the fixture library, which checks the
+/// queries against each other at every call and panics on a disagreement)
+/// keeping the instances that hold the request's adapter, followed by
+/// `queue-depth`, routes exactly as `lora-affinity` weighted 1000:1 over
+/// `queue-depth` — the same choice at every decision, so the same report.
+#[test]
+fn lora_views_reach_plugins_loaded_from_disk() {
+    let dir = TestDir::new("lora_views");
+    let weighted = dir.write(
+        "weighted.toml",
+        &lora_example_with(
+            "[routing]\npolicy = \"weighted\"\n\
+             [[routing.scorers]]\nname = \"lora-affinity\"\nweight = 1000\n\
+             [[routing.scorers]]\nname = \"queue-depth\"\nweight = 1\n",
+        ),
+    );
+    let embedded = outcome(&dir, &weighted, &[]);
+    let std_so = crate::util::artifacts().blis_std();
+    let loaded = outcome(&dir, &weighted, &["--plugin", std_so.to_str().unwrap()]);
+    assert_eq!(embedded, loaded);
+    // The affinity matters here: round-robin loads adapters far more often.
+    let rr = outcome(&dir, &weighted, &["--routing-policy", "round-robin"]);
+    let loads = |v: &serde_json::Value| -> u64 {
+        v["adapters"]
+            .as_object()
+            .expect("an adapters section")
+            .values()
+            .map(|a| a["load_count"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(
+        loads(&embedded) * 5 < loads(&rr),
+        "{} vs {}",
+        loads(&embedded),
+        loads(&rr)
+    );
+
+    let filtered = dir.write(
+        "filtered.toml",
+        &lora_example_with(
+            "[routing]\npolicy = \"pipeline\"\n[[routing.profiles]]\n\
+             filters = [{ name = \"lora-resident\", params = { capacity = 4 } }]\n\
+             scorers = [{ name = \"queue-depth\", weight = 1.0 }]\n",
+        ),
+    );
+    let pipeline = crate::util::artifacts().pipeline();
+    let via_filter = outcome(&dir, &filtered, &["--plugin", pipeline.to_str().unwrap()]);
+    assert_eq!(embedded, via_filter);
+}

@@ -770,6 +770,22 @@ fn a_plugin_built_before_the_observer_kind_loads_and_decides_unchanged() {
     decides_like_the_current_build(&old, "compat-v0-2-before-observer", "before_observer");
 }
 
+/// A plugin built before the host's query table existed (its root module
+/// ends at `create_observer`, no `set_host`) loads in this host, has every
+/// kind, and decides exactly as the current build.
+#[test]
+fn a_plugin_built_before_the_host_query_table_loads_and_decides_unchanged() {
+    let old = artifacts().compat_before_host();
+    let reg = registry_with(std::slice::from_ref(&old));
+    let lib = &reg.libraries()[0];
+    eqnice!("compat-v0-2-before-host", lib.name.as_str());
+    eqnice!("0.2", lib.abi.to_string());
+    eqnice!(3, lib.policies.len());
+    assert!(lib.has_create_function(KindCode::DECIDER));
+    assert!(lib.has_create_function(KindCode::OBSERVER));
+    decides_like_the_current_build(&old, "compat-v0-2-before-host", "before_host");
+}
+
 /// Run the compat scenarios with `old` and with the current build of the
 /// same policies: identical reports and traces (library names aside).
 fn decides_like_the_current_build(old: &Path, old_name: &str, test: &str) {

@@ -24,6 +24,7 @@ const PACKAGES: &[&str] = &[
     "fixture-plugin-v0-2",
     "fixture-plugin-v0-2-before-decider",
     "fixture-plugin-v0-2-before-observer",
+    "fixture-plugin-v0-2-before-host",
     "fixture-pipeline",
     "fixture-autoscaler",
     "fixture-decider",
@@ -90,6 +91,12 @@ impl Artifacts {
     /// observer kind (no `create_observer`).
     pub fn compat_before_observer(&self) -> PathBuf {
         self.library("fixture_plugin_v0_2_before_observer")
+    }
+
+    /// The compat policies built against ABI 0.2 as it was before the
+    /// host's query table (no `set_host`).
+    pub fn compat_before_host(&self) -> PathBuf {
+        self.library("fixture_plugin_v0_2_before_host")
     }
 
     /// A third-party P/D decider disaggregating long prompts (ABI 0.2 kind 7).
@@ -216,6 +223,7 @@ fn build_artifacts() -> Result<Artifacts, String> {
         artifacts.compat_v0_2(),
         artifacts.compat_before_decider(),
         artifacts.compat_before_observer(),
+        artifacts.compat_before_host(),
         artifacts.pipeline(),
         artifacts.decider(),
         artifacts.blis_std(),

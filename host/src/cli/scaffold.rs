@@ -27,6 +27,10 @@ const API_FILES: &[(&str, &str)] = &[
         include_str!("../../../plugin-api/src/abi_before_decider.rs"),
     ),
     (
+        "src/abi_before_host.rs",
+        include_str!("../../../plugin-api/src/abi_before_host.rs"),
+    ),
+    (
         "src/abi_before_observer.rs",
         include_str!("../../../plugin-api/src/abi_before_observer.rs"),
     ),
@@ -42,7 +46,15 @@ const API_FILES: &[(&str, &str)] = &[
         "src/events.rs",
         include_str!("../../../plugin-api/src/events.rs"),
     ),
+    (
+        "src/host.rs",
+        include_str!("../../../plugin-api/src/host.rs"),
+    ),
     ("src/log.rs", include_str!("../../../plugin-api/src/log.rs")),
+    (
+        "src/lora.rs",
+        include_str!("../../../plugin-api/src/lora.rs"),
+    ),
     (
         "src/params.rs",
         include_str!("../../../plugin-api/src/params.rs"),

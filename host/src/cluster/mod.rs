@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use abi_stable::std_types::{RSlice, RStr};
+use blis_plugin_api::host::InstanceAdapters;
 use blis_plugin_api::{
     ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, RunSummary,
     SloClass as AbiSlo,
@@ -59,6 +60,7 @@ use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
+use crate::plugins::host_queries::{with_lora, LoraState};
 use crate::plugins::{AdmissionPolicy, ObserverPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
 use crate::workload::Workload;
@@ -190,6 +192,9 @@ impl EventAudit for NoAudit {
 
 /// The running cluster.
 pub struct Cluster {
+    /// The run has `[lora]`: decisions answer the plugins' LoRA queries
+    /// (`plugins::host_queries`).
+    lora_queries: bool,
     queue: EventQueue,
     store: RequestStore,
     instances: Vec<Instance>,
@@ -313,6 +318,7 @@ impl Cluster {
             ),
         };
         Cluster {
+            lora_queries: setup.instances.iter().any(|i| i.lora().is_some()),
             admission_reads,
             routing_reads,
             queue: EventQueue::new(),
@@ -594,7 +600,12 @@ impl Cluster {
         };
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let admitted = self.admission.admit(&rv, &view)?;
+        let admitted = if self.lora_queries {
+            let answers = LoraDecision::new(req, &self.instances, &self.workload);
+            with_lora(&answers, || self.admission.admit(&rv, &view))?
+        } else {
+            self.admission.admit(&rv, &view)?
+        };
         if admitted && self.gateway.is_some() {
             self.gateway_enqueue(t, slot)?;
         } else if admitted {
@@ -658,9 +669,6 @@ impl Cluster {
             prefix_blocks: RSlice::from_slice(prefix_blocks),
         };
         let rv = request_view(req, &self.tenant_names);
-        if let Some(scores) = self.routing.lora_scores() {
-            lora_affinity(req.adapter.get(), &self.instances, scores);
-        }
         // The candidates when not every instance is one: the instances
         // serving the request's model (several models; with the control
         // plane, the routable ones of them), else the routable ones
@@ -715,7 +723,10 @@ impl Cluster {
                     (routable.as_slice(), compact)
                 })
         };
-        let decision = match (subset, &mut self.routing) {
+        let lora = self
+            .lora_queries
+            .then(|| LoraDecision::new(req, &self.instances, &self.workload));
+        let decide = || match (subset, &mut self.routing) {
             (Some((ids, compact)), Routing::Single(r)) => {
                 // A router sees the candidates only, in index order.
                 compact.clear();
@@ -724,18 +735,21 @@ impl Cluster {
                     clock_us: t,
                     instances: RSlice::from_slice(compact),
                 };
-                let k = r.route(&rv, &sub)?;
-                Decision::Routed {
+                r.route(&rv, &sub).map(|k| Decision::Routed {
                     chosen: ids[k as usize],
                     scores: None,
                     // (the decision trace ranks these only)
                     candidates: Some(ids),
-                }
+                })
             }
             (subset, routing) => {
                 routing.set_eligible(subset.map(|(ids, _)| ids));
-                routing.route(&rv, &view, needs_state.then_some(&state))?
+                routing.route(&rv, &view, needs_state.then_some(&state))
             }
+        };
+        let decision = match &lora {
+            Some(answers) => with_lora(answers, decide)?,
+            None => decide()?,
         };
         let outcome = match decision {
             Decision::Routed {
@@ -1154,26 +1168,69 @@ impl RejectCounts {
     }
 }
 
-/// The host's `lora-affinity` scores (`cluster-head.md` §5.5, read live):
-/// 1 where `adapter` is resident or being loaded, 0 elsewhere; 1
-/// everywhere for a request without adapter or when all instances agree.
-fn lora_affinity(adapter: Option<u32>, instances: &[Instance], out: &mut Vec<f64>) {
-    out.clear();
-    let Some(a) = adapter else {
-        out.resize(instances.len(), 1.0);
-        return;
-    };
-    out.extend(instances.iter().map(|i| {
-        let has = i
-            .lora()
-            .is_some_and(|l| l.is_resident(Some(a)) || l.loading().is_some_and(|(x, _)| x == a));
-        if has {
-            1.0
-        } else {
-            0.0
+/// The answers to the plugins' LoRA queries during one decision on `id`.
+struct LoraDecision<'a> {
+    id: u64,
+    adapter: Option<u32>,
+    instances: &'a [Instance],
+    names: &'a [String],
+}
+
+impl<'a> LoraDecision<'a> {
+    fn new(req: &Request, instances: &'a [Instance], workload: &'a Workload) -> Self {
+        LoraDecision {
+            id: req.id,
+            adapter: req.adapter.get(),
+            instances,
+            names: workload.adapter_names(),
         }
-    }));
-    if out.iter().all(|&x| x == out[0]) {
-        out.fill(1.0);
+    }
+}
+
+impl LoraState for LoraDecision<'_> {
+    fn request_id(&self) -> u64 {
+        self.id
+    }
+
+    fn request_adapter(&self) -> Option<u32> {
+        self.adapter
+    }
+
+    fn adapter(&self, index: u32) -> Option<(&str, u32)> {
+        let name = self.names.get(index as usize)?;
+        let rank = self
+            .instances
+            .iter()
+            .filter_map(|i| i.lora())
+            .map(|l| l.config().ranks.get(index as usize).copied().unwrap_or(0))
+            .find(|&r| r > 0)
+            .unwrap_or(0);
+        Some((name, rank))
+    }
+
+    fn residency(&self, instance: u32, adapter: u32) -> u32 {
+        let Some(l) = self
+            .instances
+            .get(instance as usize)
+            .and_then(Instance::lora)
+        else {
+            return 0;
+        };
+        if l.is_resident(Some(adapter)) {
+            1
+        } else if l.loading().is_some_and(|(a, _)| a == adapter) {
+            2
+        } else {
+            0
+        }
+    }
+
+    fn instance(&self, instance: u32, out: &mut [u32]) -> Option<InstanceAdapters> {
+        let l = self.instances.get(instance as usize)?.lora()?;
+        Some(InstanceAdapters {
+            capacity: l.config().capacity,
+            resident: l.most_recent_first(out),
+            loading: l.loading().map_or(blis_plugin_api::host::NONE, |(a, _)| a),
+        })
     }
 }

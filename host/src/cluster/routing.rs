@@ -54,10 +54,6 @@ pub struct Profile {
     reasons: Vec<Option<String>>,
     /// A decision trace is written: ask filters for their reasons.
     keep_reasons: bool,
-    /// The host's `lora-affinity` scorer (weighted policy only): its
-    /// weight, and the per-instance scores the cluster sets before each
-    /// decision ([`Routing::lora_scores`]).
-    lora_affinity: Option<(f64, Vec<f64>)>,
 }
 
 /// The result of one routing decision.
@@ -123,7 +119,6 @@ impl Profile {
             eligible: None,
             reasons,
             keep_reasons: false,
-            lora_affinity: None,
         }
     }
 
@@ -188,11 +183,6 @@ impl Profile {
                 let s = ws.scorer.score(req, cluster)?;
                 for (c, &x) in self.composite.iter_mut().zip(s) {
                     *c += x * ws.weight;
-                }
-            }
-            if let Some((w, s)) = &self.lora_affinity {
-                for (c, &x) in self.composite.iter_mut().zip(s) {
-                    *c += x * w;
                 }
             }
             let Some(e) = &self.eligible else {
@@ -262,11 +252,6 @@ impl Profile {
                 *c += x * ws.weight;
             }
         }
-        if let Some((w, s)) = &self.lora_affinity {
-            for (c, &i) in self.composite.iter_mut().zip(&self.candidates) {
-                *c += s[i as usize] * w;
-            }
-        }
         let chosen = match &mut self.pick {
             Pick::MaxScore(rng) => self.candidates[max_score(&self.composite, rng.as_mut())],
             Pick::Plugin(p) => p.pick(req, &view, &self.composite)?,
@@ -329,39 +314,6 @@ impl Routing {
             Pick::MaxScore(tie),
             true,
         )))
-    }
-
-    /// The `weighted` policy with the host's `lora-affinity` scorer of
-    /// weight `lora` among the plugin scorers (all weights normalised
-    /// together). The scorer gives 1 to instances where the request's
-    /// adapter is resident or loading and 0 elsewhere; 1 everywhere for a
-    /// request without adapter or when all instances are equal (the
-    /// cluster computes it live before each decision).
-    pub fn weighted_with_lora_affinity(
-        scorers: Vec<(ScorerPolicy, f64)>,
-        lora: f64,
-        tie: Option<Rng>,
-    ) -> Routing {
-        let mut weights: Vec<f64> = scorers.iter().map(|(_, w)| *w).collect();
-        weights.push(lora);
-        let normalised = normalised_weights(&weights);
-        let Routing::Profile(mut p) = Routing::weighted(scorers, tie) else {
-            unreachable!("weighted is a profile");
-        };
-        for (ws, &w) in p.scorers.iter_mut().zip(&normalised) {
-            ws.weight = w;
-        }
-        p.lora_affinity = Some((normalised[normalised.len() - 1], Vec::new()));
-        Routing::Profile(p)
-    }
-
-    /// The per-instance `lora-affinity` scores to fill before a decision,
-    /// when the policy has that scorer.
-    pub fn lora_scores(&mut self) -> Option<&mut Vec<f64>> {
-        match self {
-            Routing::Profile(p) => p.lora_affinity.as_mut().map(|(_, s)| s),
-            Routing::Single(_) => None,
-        }
     }
 
     /// Restrict the next decisions to `eligible` instances (ascending, not
@@ -528,11 +480,6 @@ impl Routing {
                     p.scorers
                         .iter()
                         .map(|w| format!("{}:{}", named(w.scorer.label()), format_weight(w.weight)))
-                        .chain(
-                            p.lora_affinity
-                                .iter()
-                                .map(|(w, _)| format!("host::lora-affinity:{}", format_weight(*w))),
-                        )
                         .collect(),
                 );
                 let picker = match &p.pick {

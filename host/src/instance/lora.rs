@@ -148,6 +148,17 @@ impl Lora {
         v
     }
 
+    /// Write the resident adapters, most recently used first, into `out`
+    /// (as many as fit); the number resident.
+    pub fn most_recent_first(&self, out: &mut [u32]) -> u32 {
+        let mut by_recency = self.resident.clone();
+        by_recency.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        for (o, &(a, _)) in out.iter_mut().zip(&by_recency) {
+            *o = a;
+        }
+        by_recency.len() as u32
+    }
+
     /// The load in flight: adapter and completion time.
     pub fn loading(&self) -> Option<(u32, Tick)> {
         self.loading

@@ -96,7 +96,7 @@ pub enum PluginError {
     },
 
     /// A file that should be a blis WebAssembly component is not one.
-    #[error("cannot load plugin {path}: it is not a blis WebAssembly component.\n  Expected: a component of the world blis:plugin/plugin@0.1.0 (wit/blis-plugin.wit in the blis repository; README: WebAssembly plugins).\n  Found: {detail}")]
+    #[error("cannot load plugin {path}: it is not a blis WebAssembly component.\n  Expected: a component of the world blis:plugin/plugin@0.1.x (wit/blis-plugin.wit in the blis repository; README: WebAssembly plugins).\n  Found: {detail}")]
     NotAComponent { path: PathBuf, detail: String },
 
     /// A policy called inside an instance failed (the message names it).

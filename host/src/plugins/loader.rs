@@ -3,7 +3,9 @@
 use std::path::Path;
 
 use abi_stable::library::{lib_header_from_path, LibraryError, RootModule};
-use blis_plugin_api::{abi_before_decider, abi_before_observer, abi_v0_1, PluginModRef};
+use blis_plugin_api::{
+    abi_before_decider, abi_before_host, abi_before_observer, abi_v0_1, PluginModRef,
+};
 
 use super::PluginError;
 
@@ -12,6 +14,9 @@ use super::PluginError;
 pub(super) enum Module {
     /// ABI 0.2 (or a later, longer version of it).
     Current(PluginModRef),
+    /// ABI 0.2 as it was before the host's query table, turned into a
+    /// current root module whose `set_host` does nothing.
+    BeforeHost(PluginModRef),
     /// ABI 0.2 as it was before the observer kind, turned into a current
     /// root module whose `create_observer` refuses.
     BeforeObserver(PluginModRef),
@@ -30,8 +35,9 @@ pub(super) enum Module {
 ///
 /// abi_stable accepts a library whose root module and vtables are at least
 /// as long as the host's, so the library is checked against the current
-/// root module first, then against the 0.2 ones before the observer kind
-/// and before the decider kind, then against the 0.1 one.
+/// root module first, then against the 0.2 ones before the host's query
+/// table, before the observer kind and before the decider kind, then
+/// against the 0.1 one.
 ///
 /// The library stays loaded for the rest of the process (policies created
 /// from it hold code pointers into it).
@@ -67,6 +73,11 @@ pub(super) fn load_root_module(path: &Path) -> Result<Module, PluginError> {
     match header.init_root_module::<PluginModRef>() {
         Ok(m) => Ok(Module::Current(m)),
         Err(current @ LibraryError::AbiInstability(_)) => {
+            if let Ok(m) = header.init_root_module::<abi_before_host::PluginModRef>() {
+                if let Some(m) = m.into_current() {
+                    return Ok(Module::BeforeHost(m));
+                }
+            }
             if let Ok(m) = header.init_root_module::<abi_before_observer::PluginModRef>() {
                 if let Some(m) = m.into_current() {
                     return Ok(Module::BeforeObserver(m));

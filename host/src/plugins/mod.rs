@@ -13,6 +13,7 @@
 //! routing target is an error naming the plugin, never silently clamped.
 
 mod error;
+pub mod host_queries;
 // Load-time errors are built once per run; their size does not matter.
 #[allow(clippy::result_large_err)]
 mod loader;

@@ -137,8 +137,8 @@ impl LibraryEntry {
     /// version, or the WIT package of a WebAssembly component.
     pub fn abi_label(&self) -> String {
         #[cfg(feature = "wasm")]
-        if matches!(self.module, Module::Wasm(..)) {
-            return super::wasm::WIT_PACKAGE.to_string();
+        if let Module::Wasm(lib, _) = self.module {
+            return lib.wit_package.clone();
         }
         self.abi.to_string()
     }
@@ -157,7 +157,7 @@ impl LibraryEntry {
     /// library was built (e.g. `decider` for a library built before it).
     pub fn has_create_function(&self, kind: KindCode) -> bool {
         let m = match self.module {
-            Module::Current(m) => m,
+            Module::Current(m) | Module::BeforeHost(m) => m,
             Module::BeforeObserver(_) if kind == KindCode::OBSERVER => return false,
             Module::BeforeObserver(m) => m,
             Module::BeforeDecider(_) if matches!(kind, KindCode::DECIDER | KindCode::OBSERVER) => {
@@ -288,10 +288,19 @@ impl Registry {
             });
             return self.libraries.len() - 1;
         }
-        let info = match module {
-            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => {
-                (m.describe())()
+        // The query table (a library built before it has a `set_host` that
+        // does nothing; the embedded library gets it on every registry, which
+        // keeps the first: it is the same table).
+        if let Module::Current(m) = module {
+            if let Some(set_host) = m.set_host() {
+                set_host(super::host_queries::table());
             }
+        }
+        let info = match module {
+            Module::Current(m)
+            | Module::BeforeHost(m)
+            | Module::BeforeObserver(m)
+            | Module::BeforeDecider(m) => (m.describe())(),
             Module::V0_1(m) => (m.describe())(),
             #[cfg(feature = "wasm")]
             Module::Wasm(..) => unreachable!("handled above"),
@@ -299,9 +308,10 @@ impl Registry {
         // A 0.2 library describes every policy (0.1 kinds included) with its
         // hooks; a 0.1 library has no `describe_v2` and only the 0.1 kinds.
         let v2 = match module {
-            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => {
-                m.describe_v2().map(|d| d())
-            }
+            Module::Current(m)
+            | Module::BeforeHost(m)
+            | Module::BeforeObserver(m)
+            | Module::BeforeDecider(m) => m.describe_v2().map(|d| d()),
             Module::V0_1(_) => None,
             #[cfg(feature = "wasm")]
             Module::Wasm(..) => None,
@@ -569,11 +579,12 @@ impl Registry {
         let (lib, label) = self.locate(kind.into(), spec)?;
         let (name, params) = (RStr::from(label.name.as_str()), RStr::from(params_toml));
         let created = match lib.module {
-            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => {
-                (m.create())(kind, name, params, seed)
-                    .into_result()
-                    .map(Created::Current)
-            }
+            Module::Current(m)
+            | Module::BeforeHost(m)
+            | Module::BeforeObserver(m)
+            | Module::BeforeDecider(m) => (m.create())(kind, name, params, seed)
+                .into_result()
+                .map(Created::Current),
             Module::V0_1(m) => (m.create())(kind, name, params, seed)
                 .into_result()
                 .map(Created::V0_1),
@@ -598,7 +609,10 @@ impl Registry {
     /// The root module, if the library speaks ABI ≥ 0.2.
     fn current(lib: &LibraryEntry) -> Option<blis_plugin_api::PluginModRef> {
         match lib.module {
-            Module::Current(m) | Module::BeforeObserver(m) | Module::BeforeDecider(m) => Some(m),
+            Module::Current(m)
+            | Module::BeforeHost(m)
+            | Module::BeforeObserver(m)
+            | Module::BeforeDecider(m) => Some(m),
             Module::V0_1(_) => None,
             #[cfg(feature = "wasm")]
             Module::Wasm(..) => None,

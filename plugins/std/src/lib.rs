@@ -11,8 +11,9 @@
 //! * scorers for the host's weighted router: `prefix-affinity`,
 //!   `queue-depth`, `kv-utilization`, `load-balance`, and the reference's
 //!   newer `running-requests`, `load-aware`, `vllm-dp`, `active-requests`,
-//!   llm-d's `waiting-queue` ([`scorers`]), and `precise-prefix-cache`, `no-hit-lru`, which read
-//!   the host's prefix-cache query ([`cache_scorers`]);
+//!   llm-d's `waiting-queue`, `lora-affinity` (through the host's LoRA
+//!   queries) ([`scorers`]), and `precise-prefix-cache`, `no-hit-lru`,
+//!   which read the host's prefix-cache query ([`cache_scorers`]);
 //! * filters of a routing profile: `low-queue`, `low-kv-utilization`,
 //!   `unsaturated` (llm-d's utilization-detector as a filter)
 //!   ([`filters`]);
@@ -50,8 +51,8 @@ use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
 use schedulers::{Fcfs, PreemptLowestPriority, PreemptTail, PriorityFcfs, ReversePriority, Sjf};
 use scorers::{
-    ActiveRequests, KvUtilization, LoadAware, LoadBalance, PrefixAffinityScorer, QueueDepth,
-    RunningRequests, VllmDp, WaitingQueue,
+    ActiveRequests, KvUtilization, LoadAware, LoadBalance, LoraAffinity, PrefixAffinityScorer,
+    QueueDepth, RunningRequests, VllmDp, WaitingQueue,
 };
 
 blis_plugin_api::export_plugin! {
@@ -70,6 +71,7 @@ blis_plugin_api::export_plugin! {
         PrecisePrefixCache,
         NoHitLru,
         WaitingQueue,
+        LoraAffinity,
     ],
     filters: [LowQueue, LowKvUtilization, Unsaturated],
     pickers: [MaxScore, RandomPick, WeightedRandom],

@@ -3,7 +3,8 @@
 //! takes the argmax (ties to the lowest index).
 
 use blis_plugin_api::{
-    ClusterState, ClusterView, InstanceSnapshot, Params, PolicyDef, RequestView, Scorer, Scores,
+    lora, ClusterState, ClusterView, InstanceSnapshot, Params, PolicyDef, RequestView, Scorer,
+    Scores,
 };
 use serde::Deserialize;
 
@@ -531,5 +532,44 @@ mod params_doc_tests {
         blis_plugin_api::check_params_doc::<PrefixAffinityParams>(PrefixAffinityScorer::PARAMS_DOC)
             .unwrap();
         blis_plugin_api::check_params_doc::<LoadAwareParams>(LoadAware::PARAMS_DOC).unwrap();
+    }
+}
+
+/// The reference's `lora-affinity` (`cluster-head.md` §5.5), read live
+/// through the host's LoRA queries: 1 where the request's adapter is
+/// resident or being loaded, 0 elsewhere; 1 everywhere for a base-model
+/// request, in a run without `[lora]`, or when every instance scores the
+/// same.
+pub struct LoraAffinity;
+
+impl PolicyDef for LoraAffinity {
+    const NAME: &'static str = "lora-affinity";
+    const SUMMARY: &'static str =
+        "1 where the request's LoRA adapter is resident or loading, else 0 (all 1 when all agree)";
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(LoraAffinity)
+    }
+}
+
+impl Scorer for LoraAffinity {
+    fn score(&mut self, req: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let n = cluster.len() as u32;
+        let Some(a) = lora::request_adapter(req) else {
+            scores.extend((0..n).map(|_| 1.0));
+            return;
+        };
+        let start = scores.len();
+        scores.extend((0..n).map(|i| {
+            if lora::residency(cluster, i, a.index) == lora::Residency::Absent {
+                0.0
+            } else {
+                1.0
+            }
+        }));
+        let mine = &mut scores.as_mut_slice()[start..];
+        if mine.iter().all(|&x| x == mine[0]) {
+            mine.fill(1.0);
+        }
     }
 }

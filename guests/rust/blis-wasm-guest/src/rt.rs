@@ -119,7 +119,7 @@ fn reason_slot() -> &'static mut Option<String> {
 }
 
 #[cfg(target_arch = "wasm32")]
-#[link(wasm_import_module = "blis:plugin/host@0.1.0")]
+#[link(wasm_import_module = "blis:plugin/host@0.1.1")]
 extern "C" {
     #[link_name = "log"]
     fn host_log(ptr: *const u8, len: usize);

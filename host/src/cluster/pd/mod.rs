@@ -37,11 +37,14 @@ pub use decider::{Decider, PdDecider};
 pub use report::PdReport;
 pub use transfer::{TransferCounts, TransferModel};
 
-use super::{request_view, Cluster, Decision, Routing};
+use super::{request_view, Cluster, Decision, LoraDecision, Routing};
 use crate::engine::{later, Event, Tick};
+use crate::instance::Instance;
 use crate::instance::InstanceObserver;
+use crate::plugins::host_queries::with_lora;
 use crate::plugins::PluginError;
-use crate::request::{RequestState, RequestStore, Slot, UNSET};
+use crate::request::{Request, RequestState, RequestStore, Slot, UNSET};
+use crate::workload::Workload;
 use observer::PdObserver;
 
 /// What a pool does.
@@ -163,6 +166,7 @@ impl PdState {
 
 /// Route `req` within `range` with `routing`: the chosen instance (global
 /// index), or `None` when the profile's filters left no candidate.
+#[allow(clippy::too_many_arguments)]
 fn route_stage(
     routing: &mut Routing,
     rv: &RequestView<'_>,
@@ -171,6 +175,7 @@ fn route_stage(
     info: &[InstanceInfo<'static>],
     prefix_blocks: &[u32],
     range: &Range<u32>,
+    lora: Option<LoraDecision<'_>>,
 ) -> Result<Option<u32>, Box<PluginError>> {
     let (a, b) = (range.start as usize, range.end as usize);
     let view = ClusterView {
@@ -188,12 +193,43 @@ fn route_stage(
             &prefix_blocks[a..b]
         }),
     };
-    let chosen = match routing.route(rv, &view, needs_state.then_some(&state))? {
-        Decision::Routed { chosen, .. } => chosen,
-        Decision::NoCandidate { .. } => return Ok(None),
+    // The stage's view holds its instances only: the LoRA answers are
+    // given over the same range, so indices agree.
+    let mut decide = || -> Result<Option<u32>, Box<PluginError>> {
+        Ok(
+            match routing.route(rv, &view, needs_state.then_some(&state))? {
+                Decision::Routed { chosen, .. } => Some(chosen),
+                Decision::NoCandidate { .. } => None,
+            },
+        )
+    };
+    let chosen = match &lora {
+        Some(answers) => with_lora(answers, decide)?,
+        None => decide()?,
+    };
+    let Some(chosen) = chosen else {
+        return Ok(None);
     };
     routing.observe(rv, &view, chosen)?;
     Ok(Some(range.start + chosen))
+}
+
+/// The LoRA answers of a decision over the instances of `range` (all of
+/// them without one), when the run has `[lora]`.
+fn stage_lora<'a>(
+    on: bool,
+    req: &Request,
+    instances: &'a [Instance],
+    workload: &'a Workload,
+    range: Option<&Range<u32>>,
+) -> Option<LoraDecision<'a>> {
+    on.then(|| {
+        let stage = match range {
+            Some(r) => &instances[r.start as usize..r.end as usize],
+            None => instances,
+        };
+        LoraDecision::new(req, stage, workload)
+    })
 }
 
 impl Cluster {
@@ -229,7 +265,17 @@ impl Cluster {
         let snaps = self.snapshots.snaps();
         let info = self.snapshots.info();
         let rv = request_view(req, &self.tenant_names);
-        let Some(decode) = route_stage(&mut self.routing, &rv, t, snaps, info, prefix, &s.decode)?
+        let on = self.lora_queries;
+        let Some(decode) = route_stage(
+            &mut self.routing,
+            &rv,
+            t,
+            snaps,
+            info,
+            prefix,
+            &s.decode,
+            stage_lora(on, req, &self.instances, &self.workload, Some(&s.decode)),
+        )?
         else {
             return self.reject(t, slot, super::Reject::Filter);
         };
@@ -259,7 +305,10 @@ impl Cluster {
                     info: RSlice::from_slice(info),
                     prefix_blocks: RSlice::from_slice(prefix),
                 };
-                let yes = p.decide(&rv, &view, &state)?;
+                let yes = match stage_lora(on, req, &self.instances, &self.workload, None) {
+                    Some(answers) => with_lora(&answers, || p.decide(&rv, &view, &state))?,
+                    None => p.decide(&rv, &view, &state)?,
+                };
                 if let Some(tr) = self.trace.as_mut() {
                     if let Some(reason) = p.take_reason() {
                         let desc = format!("{}::{}", p.label().library, p.label().name);
@@ -279,6 +328,7 @@ impl Cluster {
                 info,
                 prefix,
                 &s.prefill,
+                stage_lora(on, req, &self.instances, &self.workload, Some(&s.prefill)),
             )?
             else {
                 return self.reject(t, slot, super::Reject::Filter);

@@ -187,6 +187,45 @@ fn one_disaggregated_request_on_one_timeline() {
     check(&r, &lines);
 }
 
+/// LoRA with prefill/decode pools: both legs run with the adapter, so a
+/// cold adapter loads on the prefill instance before the prefill and on
+/// the decode instance before the decode — the timeline of
+/// `one_disaggregated_request_on_one_timeline` with two loads of
+/// ⌈1000 + ⌈8 · 25000 / 25000⌉⌉ = 1008 µs each.
+#[test]
+fn a_cold_adapter_loads_on_both_legs_of_a_disaggregated_request() {
+    let dir = scratch("lora");
+    let text = format!(
+        "seed = 1\n{LINEAR}\n[workload]\naggregate_rate = 1.0\nnum_requests = 1\n\
+         [[workload.clients]]\nid = \"c\"\nadapter = \"a\"\n\
+         input = {{ type = \"constant\", value = 1000 }}\noutput = {{ type = \"constant\", value = 4 }}\n\
+         [[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 1\n\
+         [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 1\n\
+         [pd]\ndecider = \"always\"\nkv_bytes_per_token = 131072.0\n\
+         [lora]\nadapter_capacity = 1\nload_base_latency_us = 1000.0\n\
+         load_bandwidth_bytes_us = 25000.0\nfootprint_bytes_per_rank = 25000\n\
+         [[lora.adapters]]\nid = \"a\"\nrank = 8\n"
+    );
+    let (r, lines) = run_text(&text, &dir);
+    let l = &lines[0];
+    assert_eq!(l["status"], "completed");
+    assert_eq!(l["instance"], 1, "handled by the decode instance");
+    assert_eq!(l["adapter"], "a");
+    // Queued at 600; load until 1608, when the prefill is scheduled;
+    // prefill 7000 (8608); transfer 5335 (13943); load on the decode
+    // instance until 14951; recompute 2005 (16956); seen α2 = 20 later:
+    // TTFT 16976. Decode steps of 2030, each token seen k·α2 after its
+    // step: E2E 16956 + 3 · 2030 + 4 · 20 = 23126.
+    assert_eq!(l["scheduling_delay_ms"].as_f64(), Some(1.608));
+    assert_eq!(l["ttft_ms"].as_f64(), Some(16.976));
+    assert_eq!(l["e2e_ms"].as_f64(), Some(23.126));
+    let a = &r["adapters"]["a"];
+    assert_eq!(a["load_count"], 2, "one load per leg: {a}");
+    assert_eq!(a["completed_requests"], 1);
+    assert_eq!(r["pd"]["disaggregated_requests"], 1);
+    check(&r, &lines);
+}
+
 /// Issue 33, defect 23: a decode instance whose only request was preempted
 /// waits for blocks a KV transfer on its way holds. With an empty step of
 /// 0 µs (β0 = 0) it used to poll every µs until the transfer arrived
@@ -350,6 +389,7 @@ proptest! {
         horizon in prop_oneof![Just(None), (20_000i64..400_000).prop_map(Some)],
         rate in 50.0f64..2000.0,
         prefix in prop_oneof![Just(0u32), Just(64u32), Just(300u32)],
+        lora in prop_oneof![Just(None), (1u32..3).prop_map(Some)],
     ) {
         let prefill = if decider > 0 && prefill + both == 0 { 1 } else { prefill };
         let decider_line = match decider {
@@ -370,13 +410,43 @@ proptest! {
             }
         }
         let horizon = horizon.map(|h| format!("horizon_us = {h}\n")).unwrap_or_default();
+        // LoRA on at random: three adapters, Zipf popularity, `capacity`
+        // slots per instance, lora-affinity in the routing of both stages.
+        let (workload, lora_section, scorers) = match lora {
+            None => (
+                format!(
+                    "[workload]\naggregate_rate = {rate}\nnum_requests = 40\nprefix_tokens = {prefix}\n\
+                     prompt_tokens = 300\nprompt_tokens_stdev = 250\nprompt_tokens_min = 1\nprompt_tokens_max = 1500\n\
+                     output_tokens = 30\noutput_tokens_stdev = 20\noutput_tokens_min = 1\noutput_tokens_max = 100\n"
+                ),
+                String::new(),
+                String::new(),
+            ),
+            Some(capacity) => (
+                format!(
+                    "[workload]\naggregate_rate = {rate}\nnum_requests = 40\n\
+                     [[workload.clients]]\nid = \"c\"\n\
+                     input = {{ type = \"gaussian\", mean = 300, std_dev = 250, min = 1, max = 1500 }}\n\
+                     output = {{ type = \"gaussian\", mean = 30, std_dev = 20, min = 1, max = 100 }}\n\
+                     adapter_mix = {{ zipf_s = 1.0, ids = [\"a\", \"b\", \"c\"] }}\n"
+                ),
+                format!(
+                    "[lora]\nadapter_capacity = {capacity}\nload_base_latency_us = 3000.0\n\
+                     step_overhead_tiers = {{ \"8\" = {{ k6 = 0.05, k7 = 0.02 }} }}\n\
+                     [[lora.adapters]]\nid = \"a\"\nrank = 8\n\
+                     [[lora.adapters]]\nid = \"b\"\nrank = 16\n\
+                     [[lora.adapters]]\nid = \"c\"\nrank = 8\n"
+                ),
+                "scorers = [{ name = \"lora-affinity\", weight = 2.0 }, { name = \"queue-depth\", weight = 1.0 }]\n"
+                    .to_string(),
+            ),
+        };
         let text = format!(
             "seed = {seed}\n{horizon}{LINEAR}\n[instance]\ntotal_kv_blocks = 300\nmax_num_batched_tokens = 512\n\
-             [workload]\naggregate_rate = {rate}\nnum_requests = 40\nprefix_tokens = {prefix}\n\
-             prompt_tokens = 300\nprompt_tokens_stdev = 250\nprompt_tokens_min = 1\nprompt_tokens_max = 1500\n\
-             output_tokens = 30\noutput_tokens_stdev = 20\noutput_tokens_min = 1\noutput_tokens_max = 100\n\
-             [routing]\npolicy = \"weighted\"\n{pools}\
-             [pd]\n{decider_line}\ntransfer_contention = {contention}\nkv_bytes_per_token = 65536.0\n"
+             {workload}\
+             [routing]\npolicy = \"weighted\"\n{scorers}{pools}\
+             [pd]\n{decider_line}\ntransfer_contention = {contention}\nkv_bytes_per_token = 65536.0\n\
+             {lora_section}"
         );
         let dir = scratch(&format!("prop-{seed}-{decider}"));
         let (r, lines) = run_text(&text, &dir);

@@ -96,12 +96,6 @@ pub(super) fn check(
 }
 
 fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
-    if !run.pools.is_empty() && !super::models::multi(run) {
-        problems.error(
-            "[lora] with [[pools]]: LoRA adapters are not supported with prefill/decode pools yet; \
-             remove [lora] or the pools",
-        );
-    }
     if lora.adapter_capacity == 0 && !lora.adapters.is_empty() {
         problems.error(format!(
             "lora.adapter_capacity = 0 with {} adapter(s) declared: an instance needs at least one \

@@ -90,9 +90,8 @@ pub(super) fn check_routing(routing: &RoutingSection, problems: &mut Problems) -
     RoutingPlan::Weighted(scorers)
 }
 
-/// The host's LoRA-affinity scorer of the weighted policy (the plugin
-/// views carry no adapter state, so the host scores it; see
-/// `cluster::routing`).
+/// The standard LoRA-affinity scorer (it reads the host's LoRA queries,
+/// which a run without `[lora]` leaves empty).
 pub(super) const LORA_AFFINITY: &str = "lora-affinity";
 
 impl RoutingPlan {
@@ -158,17 +157,7 @@ impl RoutingPlan {
         Ok(match self {
             RoutingPlan::Weighted(scorers) => {
                 let mut v = Vec::new();
-                let mut lora = None;
                 for (i, (name, w, params)) in scorers.iter().enumerate() {
-                    if name == LORA_AFFINITY {
-                        if !params.is_empty() {
-                            return Err(format!(
-                                "routing.scorers[{i}] ('{LORA_AFFINITY}') takes no params"
-                            ));
-                        }
-                        lora = Some(*w + lora.unwrap_or(0.0));
-                        continue;
-                    }
                     let s = registry
                         .scorer(
                             name,
@@ -180,10 +169,7 @@ impl RoutingPlan {
                 }
                 let tie = (section.tie_break.as_deref() == Some("random"))
                     .then(|| blis_plugin_api::Rng::new(derive_seed(seed, "routing/tie_break")));
-                match lora {
-                    None => Routing::weighted(v, tie),
-                    Some(w) => Routing::weighted_with_lora_affinity(v, w, tie),
-                }
+                Routing::weighted(v, tie)
             }
             RoutingPlan::Pipeline => super::routing_profiles::create(section, registry, seed)?,
             RoutingPlan::Router => Routing::Single(

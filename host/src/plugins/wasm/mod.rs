@@ -1,6 +1,7 @@
 //! WebAssembly component plugins (`[[plugins]] path = "x.wasm"`, feature
 //! `wasm`): the sibling of the abi_stable loader. A component of the world
-//! `blis:plugin/plugin@0.1.0` (`wit/blis-plugin.wit`) is validated and
+//! `blis:plugin/plugin@0.1.1` (`wit/blis-plugin.wit`; components built
+//! against 0.1.0 load too) is validated and
 //! compiled once per process (cached by SHA-256, so a sweep's runs share
 //! it), described once, and each policy created from it gets a store and
 //! an instance of its own, wrapped in the same ABI policy objects a native
@@ -35,11 +36,13 @@ mod bindings {
     });
 }
 
-/// The version of the WIT package this host implements.
-pub const WIT_PACKAGE: &str = "blis:plugin@0.1.0";
+/// The version of the WIT package this host implements (it also loads
+/// components built against every earlier 0.1.x: wasmtime matches names
+/// semver-compatibly, and each version only adds interfaces).
+pub const WIT_PACKAGE: &str = "blis:plugin@0.1.1";
 
 /// The name of the interface a component exports.
-const POLICY_INTERFACE: &str = "blis:plugin/policy@0.1.0";
+const POLICY_INTERFACE: &str = "blis:plugin/policy@0.1.1";
 
 /// Per-library limits, from `[[plugins]]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +85,9 @@ pub(super) struct WasmPolicyInfo {
 pub(super) struct WasmLibrary {
     pub name: String,
     pub version: String,
+    /// The WIT package the component was built against
+    /// (`blis:plugin@0.1.x`, from the version of its `policy` export).
+    pub wit_package: String,
     pub policies: Vec<WasmPolicyInfo>,
     component: Component,
     linker: Arc<Linker<HostState>>,
@@ -254,9 +260,16 @@ impl WasmLibrary {
                 prefix_query: p.prefix_query,
             })
             .collect();
+        let engine = component.engine();
+        let wit_package = component
+            .component_type()
+            .exports(engine)
+            .find_map(|(n, _)| n.strip_prefix("blis:plugin/policy@").map(str::to_string))
+            .map_or_else(|| WIT_PACKAGE.to_string(), |v| format!("blis:plugin@{v}"));
         Ok(WasmLibrary {
             name: info.name,
             version: info.version,
+            wit_package,
             policies,
             component,
             linker,
@@ -315,8 +328,8 @@ fn instantiate_error(path: &Path, e: &wasmtime::Error) -> PluginError {
     PluginError::NotAComponent {
         path: path.to_path_buf(),
         detail: format!(
-            "{} (a blis component exports blis:plugin/policy@0.1.0 and may import only \
-             blis:plugin/host@0.1.0 and WASI 0.2)",
+            "{} (a blis component exports blis:plugin/policy@0.1.x and may import only \
+             blis:plugin/host@0.1.x, blis:plugin/lora@0.1.1 and WASI 0.2)",
             short(e)
         ),
     }

@@ -12,6 +12,8 @@ use wasmtime_wasi::p2::{IoView, WasiCtx, WasiCtxBuilder, WasiView};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, RngCore};
 
 use super::bindings;
+use super::bindings::blis::plugin::lora;
+use crate::plugins::host_queries;
 
 /// Log lines a policy may write before blis stops showing them.
 const MAX_LOG_LINES: u32 = 100;
@@ -106,6 +108,40 @@ impl bindings::blis::plugin::host::Host for HostState {
 
     fn panic_message(&mut self, message: String) {
         self.panic = Some(message);
+    }
+}
+
+/// The LoRA queries (WIT 0.1.1), answered from the decision the host is
+/// making, exactly as a native library's (`plugins::host_queries`).
+impl bindings::blis::plugin::lora::Host for HostState {
+    fn request_adapter(&mut self, request_id: u64) -> Option<u32> {
+        host_queries::request_adapter(request_id)
+    }
+
+    fn adapter(&mut self, index: u32) -> Option<(String, u32)> {
+        host_queries::adapter(index)
+    }
+
+    fn residency(&mut self, instance: u32, adapter: u32) -> u8 {
+        host_queries::residency(instance, adapter) as u8
+    }
+
+    fn instance_adapters(&mut self, instance: u32) -> Option<lora::AdapterState> {
+        let mut resident = Vec::new();
+        let mut state = host_queries::instance(instance, &mut resident);
+        if state.capacity == 0 {
+            return None;
+        }
+        if state.resident > 0 {
+            resident.resize(state.resident as usize, 0);
+            state = host_queries::instance(instance, &mut resident);
+            resident.truncate(state.resident as usize);
+        }
+        Some(lora::AdapterState {
+            capacity: state.capacity,
+            resident,
+            loading: (state.loading != blis_plugin_api::host::NONE).then_some(state.loading),
+        })
     }
 }
 

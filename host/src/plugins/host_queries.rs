@@ -1,0 +1,145 @@
+//! The host side of the plugin query table (`blis_plugin_api::host`): what a
+//! policy may ask during a call — the LoRA adapters of the request being
+//! decided and of each instance.
+//!
+//! The cluster sets the answers for the length of one decision
+//! ([`with_lora`]); the table's functions read them through a thread-local
+//! pointer that the guard clears again (a sweep's runs on other threads
+//! each have their own). Outside a decision, or in a run without `[lora]`,
+//! every answer is "none". Native libraries get the table at load
+//! ([`table`]); WebAssembly components reach the same answers through the
+//! WIT `lora` interface, which calls the functions of this module.
+
+use std::cell::Cell;
+
+use abi_stable::prefix_type::PrefixTypeTrait;
+use abi_stable::std_types::{RSliceMut, RStr};
+use blis_plugin_api::host::{AdapterInfo, HostQueries, HostQueriesRef, InstanceAdapters, NONE};
+
+/// What the cluster knows about LoRA adapters at a decision.
+pub trait LoraState {
+    /// The request being decided.
+    fn request_id(&self) -> u64;
+    /// Its adapter index, if any.
+    fn request_adapter(&self) -> Option<u32>;
+    /// Id and rank of adapter `index`, if the run has it.
+    fn adapter(&self, index: u32) -> Option<(&str, u32)>;
+    /// 0 absent, 1 resident, 2 loading (0 for an unknown instance).
+    fn residency(&self, instance: u32, adapter: u32) -> u32;
+    /// Capacity, resident adapters (most recent first, into `out` as far as
+    /// it goes; the count is returned whole) and the adapter loading, of
+    /// `instance`; `None` for an unknown instance.
+    fn instance(&self, instance: u32, out: &mut [u32]) -> Option<InstanceAdapters>;
+}
+
+thread_local! {
+    static CURRENT: Cell<Option<*const (dyn LoraState + 'static)>> = const { Cell::new(None) };
+}
+
+/// Run `f` (one decision) with `state` answering the LoRA queries.
+pub fn with_lora<R>(state: &dyn LoraState, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<*const (dyn LoraState + 'static)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    // SAFETY: only the lifetime is erased; the pointer is cleared by the
+    // guard (also on unwinding) before `state`'s borrow ends, and read
+    // only on this thread while `f` runs.
+    let erased: *const (dyn LoraState + 'static) =
+        unsafe { std::mem::transmute(state as *const dyn LoraState) };
+    let _restore = Restore(CURRENT.with(|c| c.replace(Some(erased))));
+    f()
+}
+
+/// Read the current decision's LoRA state, if one is set.
+fn current<R>(f: impl FnOnce(&dyn LoraState) -> R) -> Option<R> {
+    CURRENT.with(|c| c.get()).map(|p| {
+        // SAFETY: set by `with_lora` for the length of a call on this
+        // thread; the state outlives it (see there).
+        f(unsafe { &*p })
+    })
+}
+
+/// The adapter index of `request_id` when it is the request being decided.
+pub fn request_adapter(request_id: u64) -> Option<u32> {
+    current(|s| {
+        if s.request_id() == request_id {
+            s.request_adapter()
+        } else {
+            None
+        }
+    })
+    .flatten()
+}
+
+/// Id and rank of adapter `index` (during a decision).
+pub fn adapter(index: u32) -> Option<(String, u32)> {
+    current(|s| s.adapter(index).map(|(n, r)| (n.to_string(), r))).flatten()
+}
+
+/// 0 absent, 1 resident, 2 loading (0 outside a decision).
+pub fn residency(instance: u32, adapter: u32) -> u32 {
+    current(|s| s.residency(instance, adapter)).unwrap_or(0)
+}
+
+/// The LoRA state of `instance`; all zero (and [`NONE`] loading) when
+/// there is none to give.
+pub fn instance(instance: u32, out: &mut [u32]) -> InstanceAdapters {
+    current(|s| s.instance(instance, out))
+        .flatten()
+        .unwrap_or(InstanceAdapters {
+            capacity: 0,
+            resident: 0,
+            loading: NONE,
+        })
+}
+
+extern "C" fn lora_request_adapter(request_id: u64) -> u32 {
+    request_adapter(request_id).unwrap_or(NONE)
+}
+
+extern "C" fn lora_adapter(index: u32) -> AdapterInfo {
+    current(|s| {
+        s.adapter(index).map(|(name, rank)| AdapterInfo {
+            index,
+            rank,
+            // SAFETY (lifetime): the id is borrowed from the run's LoRA
+            // table, which outlives the decision; the author API ties it
+            // to the call's views.
+            name: unsafe { std::mem::transmute::<RStr<'_>, RStr<'static>>(RStr::from(name)) },
+        })
+    })
+    .flatten()
+    .unwrap_or(AdapterInfo {
+        index: NONE,
+        rank: 0,
+        name: RStr::from(""),
+    })
+}
+
+extern "C" fn lora_residency(instance: u32, adapter: u32) -> u32 {
+    residency(instance, adapter)
+}
+
+extern "C" fn lora_instance(
+    instance_index: u32,
+    mut resident: RSliceMut<'_, u32>,
+) -> InstanceAdapters {
+    instance(instance_index, resident.as_mut_slice())
+}
+
+/// The table handed to every native library at load (one per process).
+pub fn table() -> HostQueriesRef {
+    static TABLE: std::sync::OnceLock<HostQueriesRef> = std::sync::OnceLock::new();
+    *TABLE.get_or_init(|| {
+        HostQueries {
+            lora_request_adapter,
+            lora_adapter,
+            lora_residency,
+            lora_instance,
+        }
+        .leak_into_prefix()
+    })
+}
