@@ -1,4 +1,4 @@
-"""blis policies in Python, as WebAssembly components (world blis:plugin@0.1.0).
+"""blis policies in Python, as WebAssembly components (world blis:plugin@0.1.1).
 
 A policy is a class: subclass the base class of its kind (Admission, Router,
 Scorer, Filter, Picker, Scheduler, Preemption, Decider, Autoscaler,
@@ -25,6 +25,12 @@ policy traps the component: blis reports it with the policy, the call and
 the request. The component gets no files, network or environment; the clock
 is fixed and random numbers come from the policy's seed (use Rng or
 random, which is seeded from it).
+
+LoRA adapters (a run with [lora]; answered during admission, routing and
+the P/D decider): request_adapter(request) gives the request's adapter
+(index, name, rank) or None; residency(instance, adapter) is ABSENT,
+RESIDENT or LOADING; instance_adapters(instance) gives capacity, resident
+(most recently used first) and loading, or None.
 """
 
 import tomllib
@@ -33,7 +39,7 @@ from types import SimpleNamespace
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import host, types
+from wit_world.imports import host, lora as _lora, types
 
 ADMISSION, ROUTER, SCORER, FILTER, PICKER = 0, 1, 2, 3, 4
 SCHEDULER, PREEMPTION, DECIDER, AUTOSCALER, OBSERVER = 5, 6, 7, 8, 9
@@ -52,6 +58,32 @@ def hooks(*kinds):
 def effective_load(s):
     """queue_depth + batch_size + pending_requests of an instance snapshot."""
     return s.queue_depth + s.batch_size + s.pending_requests
+
+
+ABSENT, RESIDENT, LOADING = 0, 1, 2
+
+
+def request_adapter(request):
+    """The LoRA adapter of the request being decided, as (index, name,
+    rank), or None for a base-model request (and outside a decision)."""
+    index = _lora.request_adapter(request.id)
+    if index is None:
+        return None
+    found = _lora.adapter(index)
+    if found is None:
+        return None
+    return SimpleNamespace(index=index, name=found[0], rank=found[1])
+
+
+def residency(instance, adapter):
+    """ABSENT, RESIDENT or LOADING: adapter `adapter` on instance `instance`."""
+    return _lora.residency(instance, adapter)
+
+
+def instance_adapters(instance):
+    """capacity, resident (most recently used first) and loading (or None)
+    of instance `instance`, or None without LoRA state."""
+    return _lora.instance_adapters(instance)
 
 
 def log(message):

@@ -70,7 +70,12 @@ fn example_run(dir: &TestDir, file: &str, wasm: Option<&Path>) -> Output {
 
 /// The report without its `plugins` section (the only part that names
 /// the files loaded), as the exact text blis would print.
-fn without_plugins(mut v: Value, wasm: &Path) -> String {
+fn without_plugins(v: Value, wasm: &Path) -> String {
+    without_plugins_of(v, wasm, "blis:plugin@0.1.1")
+}
+
+/// [`without_plugins`], for a component built against WIT package `wit`.
+fn without_plugins_of(mut v: Value, wasm: &Path, wit: &str) -> String {
     let plugins = v
         .as_object_mut()
         .and_then(|o| o.remove("plugins"))
@@ -81,8 +86,32 @@ fn without_plugins(mut v: Value, wasm: &Path) -> String {
         files[0]["path"],
         Value::from(wasm.canonicalize().unwrap().display().to_string())
     );
-    assert_eq!(files[0]["abi_version"], "blis:plugin@0.1.0");
+    assert_eq!(files[0]["abi_version"], wit);
     serde_json::to_string_pretty(&v).unwrap()
+}
+
+/// A component built against the first WIT version, `blis:plugin@0.1.0`
+/// (`tests/fixtures/wasm-wit-0.1.0/wasm-example.wasm`: the example's Rust
+/// guest as this repository built it before 0.1.1 added the `lora`
+/// interface), loads in this host — wasmtime matches its `@0.1.0` imports
+/// and export to the host's `@0.1.1` ones — reports the version it was
+/// built against, and gives the native report byte for byte. Needs no
+/// toolchain: the component is committed.
+#[test]
+fn a_component_built_against_wit_0_1_0_loads_and_decides_unchanged() {
+    let dir = TestDir::new("wasm_wit_0_1_0");
+    let native = report(&example_run(&dir, "native.toml", None), "native.toml");
+    let old =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/wasm-wit-0.1.0/wasm-example.wasm");
+    let rust = report(
+        &example_run(&dir, "rust.toml", Some(&old)),
+        "rust.toml (0.1.0)",
+    );
+    assert_eq!(
+        without_plugins_of(rust, &old, "blis:plugin@0.1.0"),
+        serde_json::to_string_pretty(&native).unwrap(),
+        "a 0.1.0 component vs native"
+    );
 }
 
 #[test]
@@ -453,7 +482,7 @@ fn plugins_list_shows_a_components_policies() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let at = out
-        .find("\nwasm-example 0.1.0 (WebAssembly blis:plugin@0.1.0, ")
+        .find("\nwasm-example 0.1.0 (WebAssembly blis:plugin@0.1.1, ")
         .unwrap_or_else(|| panic!("the component's header in:\n{out}"));
     let rows: Vec<Vec<&str>> = out[at + 1..]
         .lines()
@@ -468,6 +497,7 @@ fn plugins_list_shows_a_components_policies() {
             ["scorer", "queue-depth"],
             ["scorer", "kv-utilization"],
             ["scorer", "prefix-affinity"],
+            ["scorer", "lora-affinity"],
             ["filter", "low-queue"],
         ],
         "{out}"
@@ -529,4 +559,37 @@ fn components_serve_the_other_kinds() {
         r["cluster"], rn["cluster"],
         "the component's scheduler, preemption and picker changed nothing"
     );
+}
+
+/// The LoRA views reach WebAssembly components through WIT 0.1.1's `lora`
+/// interface: `examples/lora.toml` with `lora-affinity` and `queue-depth`
+/// from the Rust and from the Python example component gives the native
+/// run's report (every section but the pipeline's names).
+#[test]
+fn lora_affinity_from_components_routes_like_the_native_scorer() {
+    let Some(wdir) = wasm_dir("lora_affinity_from_components_routes_like_the_native_scorer") else {
+        return;
+    };
+    let dir = TestDir::new("wasm_lora");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lora.toml");
+    let example = example.to_str().unwrap();
+    let outcome = |args: &[&str]| -> Value {
+        let mut all = vec!["run", example];
+        all.extend(args);
+        let v = report(&run(&dir, &all), "examples/lora.toml");
+        serde_json::json!({ "cluster": v["cluster"], "adapters": v["adapters"], "instances": v["instances"] })
+    };
+    let native = outcome(&[]);
+    assert!(native["adapters"]["ft-00"]["load_count"].as_u64().unwrap() > 0);
+    for lib in ["wasm-example", "wasm-example-py"] {
+        let wasm = component(&wdir, lib);
+        let scorers = format!("{lib}::lora-affinity:3,{lib}::queue-depth:1");
+        let got = outcome(&[
+            "--plugin",
+            wasm.to_str().unwrap(),
+            "--routing-scorers",
+            &scorers,
+        ]);
+        assert_eq!(got, native, "{lib}");
+    }
 }

@@ -117,6 +117,23 @@ class PrefixAffinity(blis.Scorer):
                     held.popitem(last=False)
 
 
+class LoraAffinity(blis.Scorer):
+    """blis-std's lora-affinity, through the host's LoRA queries."""
+
+    NAME = "lora-affinity"
+    SUMMARY = "1 where the request's LoRA adapter is resident or loading, else 0 (all 1 when all agree)"
+
+    def score(self, request, cluster):
+        n = len(cluster.instances)
+        adapter = blis.request_adapter(request)
+        if adapter is None:
+            return [1.0] * n
+        scores = [0.0 if blis.residency(i, adapter.index) == blis.ABSENT else 1.0 for i in range(n)]
+        if all(x == scores[0] for x in scores):
+            return [1.0] * n
+        return scores
+
+
 class LowQueue(blis.Filter):
     NAME = "low-queue"
     SUMMARY = "keep instances with queue depth ≤ threshold"
@@ -136,5 +153,5 @@ class LowQueue(blis.Filter):
 Policy = blis.export(
     "wasm-example-py",
     "0.1.0",
-    [TokenBucket, LeastLoaded, QueueDepth, KvUtilization, PrefixAffinity, LowQueue],
+    [TokenBucket, LeastLoaded, QueueDepth, KvUtilization, PrefixAffinity, LoraAffinity, LowQueue],
 )

@@ -301,7 +301,7 @@ fn write_files(files: &[(PathBuf, String)]) -> Result<(), String> {
 }
 
 /// The WIT world the WebAssembly project is written against.
-pub const WIT_WORLD: &str = "blis:plugin@0.1.0";
+pub const WIT_WORLD: &str = "blis:plugin@0.1.1";
 
 /// The WIT file, as this `blis` was built with it.
 const WIT_FILE: &str = include_str!("../../../wit/blis-plugin.wit");
@@ -319,6 +319,10 @@ const GUEST_FILES: &[(&str, &str)] = &[
     (
         "src/author.rs",
         include_str!("../../../guests/rust/blis-wasm-guest/src/author.rs"),
+    ),
+    (
+        "src/lora.rs",
+        include_str!("../../../guests/rust/blis-wasm-guest/src/lora.rs"),
     ),
     (
         "src/params.rs",

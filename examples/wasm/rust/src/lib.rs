@@ -1,12 +1,14 @@
 //! The policies of `examples/wasm` as a Rust WebAssembly component: the
 //! same formulas as blis-std's `token-bucket`, `least-loaded`,
-//! `queue-depth`, `kv-utilization`, `prefix-affinity` and `low-queue`, so
-//! `rust.toml` gives the report `native.toml` gives (and
+//! `queue-depth`, `kv-utilization`, `prefix-affinity`, `lora-affinity` and
+//! `low-queue`, so `rust.toml` gives the report `native.toml` gives (and
 //! `examples/bench/wasm-64x1m-weighted.toml` the report of
-//! `e-64x1m-weighted.toml`). Built by `examples/wasm/build.sh`.
+//! `e-64x1m-weighted.toml`; `lora-rust.toml` the report of
+//! `examples/lora.toml`). Built by `examples/wasm/build.sh`.
 
 mod prefix_index;
 
+use blis_wasm_guest::lora::{self, Residency};
 use blis_wasm_guest::{
     Admission, ClusterState, ClusterView, Filter, InstanceSnapshot, Kept, Params, PolicyDef,
     RequestView, Router, Scorer, Scores,
@@ -230,11 +232,54 @@ impl Filter for LowQueue {
     }
 }
 
+/// blis-std's `lora-affinity`, through the host's LoRA queries: 1 where
+/// the request's adapter is resident or loading, 0 elsewhere (all 1 for a
+/// base-model request or when every instance agrees).
+pub struct LoraAffinity;
+
+impl PolicyDef for LoraAffinity {
+    const NAME: &'static str = "lora-affinity";
+    const SUMMARY: &'static str =
+        "1 where the request's LoRA adapter is resident or loading, else 0 (all 1 when all agree)";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(LoraAffinity)
+    }
+}
+
+impl Scorer for LoraAffinity {
+    fn score(&mut self, req: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let n = cluster.len() as u32;
+        let adapter = match lora::request_adapter(req) {
+            Some(a) => a,
+            None => {
+                scores.extend((0..n).map(|_| 1.0));
+                return;
+            }
+        };
+        let start = scores.len();
+        scores.extend((0..n).map(|i| {
+            if lora::residency(cluster, i, adapter.index) == Residency::Absent {
+                0.0
+            } else {
+                1.0
+            }
+        }));
+        let mine = &mut scores[start..];
+        let first = mine[0];
+        if mine.iter().all(|&x| x == first) {
+            for x in mine.iter_mut() {
+                *x = 1.0;
+            }
+        }
+    }
+}
+
 blis_wasm_guest::export_plugin! {
     library: "wasm-example",
     version: "0.1.0",
     admission: [TokenBucket],
     routers: [LeastLoaded],
-    scorers: [QueueDepth, KvUtilization, PrefixAffinity],
+    scorers: [QueueDepth, KvUtilization, PrefixAffinity, LoraAffinity],
     filters: [LowQueue],
 }
