@@ -356,3 +356,38 @@ fn lora_views_reach_plugins_loaded_from_disk() {
     let via_filter = outcome(&dir, &filtered, &["--plugin", pipeline.to_str().unwrap()]);
     assert_eq!(embedded, via_filter);
 }
+
+/// `[routing.freshness] resident_adapters_us`: the LoRA queries answer from
+/// a snapshot refreshed that often. A snapshot never refreshed after the
+/// first decision (when no adapter is resident anywhere) makes
+/// `lora-affinity` score 1 everywhere, so the run routes exactly as
+/// `queue-depth` alone; 0 is the default, live.
+#[test]
+fn resident_adapters_freshness_governs_what_lora_affinity_sees() {
+    let dir = TestDir::new("lora_freshness");
+    let with = |fresh: &str| {
+        dir.write(
+            &format!("f{}.toml", fresh.len()),
+            &lora_example_with(&format!(
+                "[routing]\npolicy = \"weighted\"\n\
+                 [[routing.scorers]]\nname = \"lora-affinity\"\nweight = 3\n\
+                 [[routing.scorers]]\nname = \"queue-depth\"\nweight = 1\n{fresh}"
+            )),
+        )
+    };
+    let live = outcome(&dir, &with(""), &[]);
+    let zero = outcome(
+        &dir,
+        &with("[routing.freshness]\nresident_adapters_us = 0\n"),
+        &[],
+    );
+    assert_eq!(live, zero);
+    let frozen = outcome(
+        &dir,
+        &with("[routing.freshness]\nresident_adapters_us = 1000000000000000\n"),
+        &[],
+    );
+    let queue_only = outcome(&dir, &with(""), &["--routing-scorers", "queue-depth:1"]);
+    assert_eq!(frozen, queue_only);
+    assert_ne!(frozen, live);
+}

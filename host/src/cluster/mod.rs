@@ -18,6 +18,7 @@ mod cache_signal;
 mod error;
 mod first_tokens;
 mod flow_control;
+mod lora_view;
 mod models;
 pub mod pd;
 mod routing;
@@ -38,6 +39,7 @@ mod tests;
 use cache_signal::CacheSignal;
 pub use error::RunError;
 use first_tokens::{FirstToken, FirstTokens};
+use lora_view::LoraView;
 pub use models::{ModelFilter, NO_MODEL};
 pub use routing::{format_weight, Decision, Pick, Profile, Routing};
 pub use servable::ServableBound;
@@ -48,7 +50,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use abi_stable::std_types::{RSlice, RStr};
-use blis_plugin_api::host::InstanceAdapters;
 use blis_plugin_api::{
     ClusterState, ClusterView, EventKind, Hooks, RequestEvent, RequestView, RunSummary,
     SloClass as AbiSlo,
@@ -60,7 +61,7 @@ use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
-use crate::plugins::host_queries::{with_lora, LoraState};
+use crate::plugins::host_queries::with_lora;
 use crate::plugins::{AdmissionPolicy, ObserverPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
 use crate::workload::Workload;
@@ -194,7 +195,7 @@ impl EventAudit for NoAudit {
 pub struct Cluster {
     /// The run has `[lora]`: decisions answer the plugins' LoRA queries
     /// (`plugins::host_queries`).
-    lora_queries: bool,
+    lora: Option<Box<LoraView>>,
     queue: EventQueue,
     store: RequestStore,
     instances: Vec<Instance>,
@@ -318,7 +319,11 @@ impl Cluster {
             ),
         };
         Cluster {
-            lora_queries: setup.instances.iter().any(|i| i.lora().is_some()),
+            lora: setup
+                .instances
+                .iter()
+                .any(|i| i.lora().is_some())
+                .then(|| Box::new(LoraView::new(setup.freshness.resident_adapters))),
             admission_reads,
             routing_reads,
             queue: EventQueue::new(),
@@ -600,8 +605,8 @@ impl Cluster {
         };
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let admitted = if self.lora_queries {
-            let answers = LoraDecision::new(req, &self.instances, &self.workload);
+        let admitted = if let Some(l) = self.lora.as_deref_mut() {
+            let answers = l.decision(t, req, &self.instances, &self.workload, None);
             with_lora(&answers, || self.admission.admit(&rv, &view))?
         } else {
             self.admission.admit(&rv, &view)?
@@ -724,8 +729,9 @@ impl Cluster {
                 })
         };
         let lora = self
-            .lora_queries
-            .then(|| LoraDecision::new(req, &self.instances, &self.workload));
+            .lora
+            .as_deref_mut()
+            .map(|l| l.decision(t, req, &self.instances, &self.workload, None));
         let decide = || match (subset, &mut self.routing) {
             (Some((ids, compact)), Routing::Single(r)) => {
                 // A router sees the candidates only, in index order.
@@ -1165,72 +1171,5 @@ impl RejectCounts {
             Reject::NoInstance => &mut self.no_instance,
             Reject::NoModel => &mut self.unroutable_by_model,
         } += 1;
-    }
-}
-
-/// The answers to the plugins' LoRA queries during one decision on `id`.
-struct LoraDecision<'a> {
-    id: u64,
-    adapter: Option<u32>,
-    instances: &'a [Instance],
-    names: &'a [String],
-}
-
-impl<'a> LoraDecision<'a> {
-    fn new(req: &Request, instances: &'a [Instance], workload: &'a Workload) -> Self {
-        LoraDecision {
-            id: req.id,
-            adapter: req.adapter.get(),
-            instances,
-            names: workload.adapter_names(),
-        }
-    }
-}
-
-impl LoraState for LoraDecision<'_> {
-    fn request_id(&self) -> u64 {
-        self.id
-    }
-
-    fn request_adapter(&self) -> Option<u32> {
-        self.adapter
-    }
-
-    fn adapter(&self, index: u32) -> Option<(&str, u32)> {
-        let name = self.names.get(index as usize)?;
-        let rank = self
-            .instances
-            .iter()
-            .filter_map(|i| i.lora())
-            .map(|l| l.config().ranks.get(index as usize).copied().unwrap_or(0))
-            .find(|&r| r > 0)
-            .unwrap_or(0);
-        Some((name, rank))
-    }
-
-    fn residency(&self, instance: u32, adapter: u32) -> u32 {
-        let Some(l) = self
-            .instances
-            .get(instance as usize)
-            .and_then(Instance::lora)
-        else {
-            return 0;
-        };
-        if l.is_resident(Some(adapter)) {
-            1
-        } else if l.loading().is_some_and(|(a, _)| a == adapter) {
-            2
-        } else {
-            0
-        }
-    }
-
-    fn instance(&self, instance: u32, out: &mut [u32]) -> Option<InstanceAdapters> {
-        let l = self.instances.get(instance as usize)?.lora()?;
-        Some(InstanceAdapters {
-            capacity: l.config().capacity,
-            resident: l.most_recent_first(out),
-            loading: l.loading().map_or(blis_plugin_api::host::NONE, |(a, _)| a),
-        })
     }
 }

@@ -13,7 +13,8 @@ use crate::plugins::Registry;
 use blis_plugin_api::KindCode;
 
 /// A run of `section` (the admission and routing sections) on four small
-/// instances: sessions that grow their context, two prefix groups and
+/// instances: sessions that grow their context, two prefix groups (one of
+/// them served through three LoRA adapters, two slots per instance) and
 /// unique prompts, at a rate that queues, with a decision trace.
 pub(super) fn run_file(section: &str) -> String {
     format!(
@@ -43,12 +44,24 @@ input = {{ type = "gaussian", mean = 200, std_dev = 50, min = 16, max = 1024 }}
 output = {{ type = "gaussian", mean = 40, std_dev = 10, min = 4, max = 200 }}
 prefix_group = "rag"
 prefix_length = 600
+adapter_mix = {{ zipf_s = 1.0, ids = ["a", "b", "c"] }}
 [[workload.clients]]
 id = "chat"
 rate_fraction = 0.3
 input = {{ type = "gaussian", mean = 250, std_dev = 80, min = 16, max = 1024 }}
 output = {{ type = "gaussian", mean = 50, std_dev = 20, min = 4, max = 200 }}
 slo_class = "sheddable"
+[lora]
+adapter_capacity = 2
+[[lora.adapters]]
+id = "a"
+rank = 8
+[[lora.adapters]]
+id = "b"
+rank = 16
+[[lora.adapters]]
+id = "c"
+rank = 8
 [output]
 results_path = "results.jsonl"
 trace_path = "trace.jsonl"

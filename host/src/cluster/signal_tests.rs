@@ -72,6 +72,7 @@ fn a_periodic_signal_is_the_value_of_its_last_read() {
         queue_depth: 0,
         batch_size: 50_000,
         kv: 0,
+        resident_adapters: 0,
     };
     let mut snaps = SnapshotProvider::with_labels(1, fresh, &InstanceLabels::default());
     let s0 = snaps.build(0, &inst, &[0])[0];

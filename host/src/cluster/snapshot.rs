@@ -45,6 +45,9 @@ pub struct Freshness {
     pub batch_size: Tick,
     /// `kv_utilization`, `free_kv_blocks`, `cache_hit_rate` (Tier 3).
     pub kv: Tick,
+    /// The LoRA adapters resident (and loading) on each instance, as the
+    /// plugins' LoRA queries answer them (`cluster::lora_view`).
+    pub resident_adapters: Tick,
 }
 
 impl Freshness {
@@ -54,19 +57,20 @@ impl Freshness {
             queue_depth: 0,
             batch_size: 0,
             kv: interval,
+            resident_adapters: 0,
         }
     }
 }
 
 /// When one signal group was last read, and how often it is.
 #[derive(Clone, Copy, Debug)]
-struct Schedule {
+pub(super) struct Schedule {
     interval: Tick,
     last: Option<Tick>,
 }
 
 impl Schedule {
-    fn new(interval: Tick) -> Self {
+    pub(super) fn new(interval: Tick) -> Self {
         Schedule {
             interval,
             last: None,
@@ -75,7 +79,7 @@ impl Schedule {
 
     /// Whether a decision at `now` re-reads the group (and if so, record it).
     #[inline]
-    fn due(&mut self, now: Tick) -> bool {
+    pub(super) fn due(&mut self, now: Tick) -> bool {
         let due = match self.last {
             None => true,
             Some(last) => self.interval == 0 || now - last >= self.interval,
@@ -84,6 +88,12 @@ impl Schedule {
             self.last = Some(now);
         }
         due
+    }
+
+    /// Whether the group is read live at every decision.
+    #[inline]
+    pub(super) fn is_live(&self) -> bool {
+        self.interval == 0
     }
 
     /// Whether an observer re-reads the group: a live one, or one never

@@ -355,6 +355,9 @@ pub struct FreshnessSection {
     /// `kv_utilization`, `free_kv_blocks`, `cache_hit_rate` (default
     /// `routing.snapshot_refresh_interval_us`).
     pub kv_utilization_us: Option<i64>,
+    /// The LoRA adapters resident on each instance, as the plugins' LoRA
+    /// queries (and so `lora-affinity`) see them (default 0 = live).
+    pub resident_adapters_us: Option<i64>,
 }
 
 /// A filter or picker of a scheduling profile.

@@ -37,14 +37,13 @@ pub use decider::{Decider, PdDecider};
 pub use report::PdReport;
 pub use transfer::{TransferCounts, TransferModel};
 
-use super::{request_view, Cluster, Decision, LoraDecision, Routing};
+use super::lora_view::LoraDecision;
+use super::{request_view, Cluster, Decision, Routing};
 use crate::engine::{later, Event, Tick};
-use crate::instance::Instance;
 use crate::instance::InstanceObserver;
 use crate::plugins::host_queries::with_lora;
 use crate::plugins::PluginError;
-use crate::request::{Request, RequestState, RequestStore, Slot, UNSET};
-use crate::workload::Workload;
+use crate::request::{RequestState, RequestStore, Slot, UNSET};
 use observer::PdObserver;
 
 /// What a pool does.
@@ -214,24 +213,6 @@ fn route_stage(
     Ok(Some(range.start + chosen))
 }
 
-/// The LoRA answers of a decision over the instances of `range` (all of
-/// them without one), when the run has `[lora]`.
-fn stage_lora<'a>(
-    on: bool,
-    req: &Request,
-    instances: &'a [Instance],
-    workload: &'a Workload,
-    range: Option<&Range<u32>>,
-) -> Option<LoraDecision<'a>> {
-    on.then(|| {
-        let stage = match range {
-            Some(r) => &instances[r.start as usize..r.end as usize],
-            None => instances,
-        };
-        LoraDecision::new(req, stage, workload)
-    })
-}
-
 impl Cluster {
     /// The routing event of a P/D run: decode-first routing, the decider,
     /// and the prefill routing of a disaggregated request.
@@ -265,7 +246,6 @@ impl Cluster {
         let snaps = self.snapshots.snaps();
         let info = self.snapshots.info();
         let rv = request_view(req, &self.tenant_names);
-        let on = self.lora_queries;
         let Some(decode) = route_stage(
             &mut self.routing,
             &rv,
@@ -274,7 +254,9 @@ impl Cluster {
             info,
             prefix,
             &s.decode,
-            stage_lora(on, req, &self.instances, &self.workload, Some(&s.decode)),
+            self.lora
+                .as_deref_mut()
+                .map(|l| l.decision(t, req, &self.instances, &self.workload, Some(&s.decode))),
         )?
         else {
             return self.reject(t, slot, super::Reject::Filter);
@@ -305,7 +287,11 @@ impl Cluster {
                     info: RSlice::from_slice(info),
                     prefix_blocks: RSlice::from_slice(prefix),
                 };
-                let yes = match stage_lora(on, req, &self.instances, &self.workload, None) {
+                let yes = match self
+                    .lora
+                    .as_deref_mut()
+                    .map(|l| l.decision(t, req, &self.instances, &self.workload, None))
+                {
                     Some(answers) => with_lora(&answers, || p.decide(&rv, &view, &state))?,
                     None => p.decide(&rv, &view, &state)?,
                 };
@@ -328,7 +314,9 @@ impl Cluster {
                 info,
                 prefix,
                 &s.prefill,
-                stage_lora(on, req, &self.instances, &self.workload, Some(&s.prefill)),
+                self.lora
+                    .as_deref_mut()
+                    .map(|l| l.decision(t, req, &self.instances, &self.workload, Some(&s.prefill))),
             )?
             else {
                 return self.reject(t, slot, super::Reject::Filter);

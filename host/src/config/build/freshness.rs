@@ -37,6 +37,10 @@ pub(super) fn check(routing: &RoutingSection, problems: &mut Problems) -> Freshn
             Some(v) => delay("freshness.kv_utilization_us", v),
             None => tiers.kv,
         },
+        resident_adapters: delay(
+            "freshness.resident_adapters_us",
+            f.resident_adapters_us.unwrap_or(0),
+        ),
     };
     if let Some(v) = f.kv_utilization_us {
         let legacy = routing.snapshot_refresh_interval_us;

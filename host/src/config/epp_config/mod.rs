@@ -67,7 +67,12 @@ pub fn plan(text: &str, pools: Option<bool>) -> Result<Plan, String> {
     sections::other_plugins(&l, &mut out)?;
     let mut routing = h.routing;
     let mut fresh = toml::Table::new();
-    for k in ["queue_depth_us", "batch_size_us", "kv_utilization_us"] {
+    for k in [
+        "queue_depth_us",
+        "batch_size_us",
+        "kv_utilization_us",
+        "resident_adapters_us",
+    ] {
         fresh.insert(k.into(), toml::Value::Integer(interval));
     }
     routing.insert("freshness".into(), toml::Value::Table(fresh));

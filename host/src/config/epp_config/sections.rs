@@ -353,7 +353,7 @@ pub fn scrape_interval_us(
         out.note("dataLayer.injectDefaults false without a metrics-data-source: llm-d scrapes no model-server metrics, so its queue and KV scores see zeros; blis keeps the 50 ms scrape (it has no metric-less mode)".into());
     }
     out.note(format!(
-        "dataLayer: model-server metrics scraped every {} ms: blis's [routing.freshness] queue_depth_us = batch_size_us = kv_utilization_us = {interval}",
+        "dataLayer: model-server metrics scraped every {} ms: blis's [routing.freshness] queue_depth_us = batch_size_us = kv_utilization_us = resident_adapters_us = {interval}",
         interval / 1000
     ));
     Ok(interval)
