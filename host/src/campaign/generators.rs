@@ -69,11 +69,7 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         if let Some(Value::Array(models)) = table.remove(MODEL_PICKS) {
             apply_model_picks(&mut table, &models);
         }
-        let pd = table.contains_key("pd");
-        if pd {
-            // LoRA adapters are not supported with P/D pools.
-            table.remove("lora");
-        } else if let (Some(Value::Array(picks)), true) = (picks, table.contains_key("lora")) {
+        if let (Some(Value::Array(picks)), true) = (picks, table.contains_key("lora")) {
             apply_lora_picks(&mut table, &picks);
         }
         if table.contains_key("pools") {

@@ -200,6 +200,12 @@ impl TraceWriter {
     /// Add to the pending routing record which filter of `profile` removed
     /// which instances (filters after `upto`, when given, did not run).
     pub fn filtered(&mut self, profile: &Profile, upto: Option<usize>) {
+        self.filtered_from(profile, upto, 0);
+    }
+
+    /// [`TraceWriter::filtered`] for a profile that saw the instances from
+    /// `first` on (a P/D stage): its indices are shifted by `first`.
+    fn filtered_from(&mut self, profile: &Profile, upto: Option<usize>, first: u32) {
         let Some(rec) = self.record.as_mut() else {
             return;
         };
@@ -207,6 +213,7 @@ impl TraceWriter {
             .removed()
             .take(upto.map_or(usize::MAX, |k| k + 1))
             .map(|(f, removed, reason)| {
+                let removed: Vec<u32> = removed.iter().map(|&i| i + first).collect();
                 let mut entry = serde_json::json!({
                     "filter": format!("{}::{}", f.label().library, f.label().name),
                     "removed": removed,
@@ -257,6 +264,19 @@ impl TraceWriter {
 
     /// A decision whose filters left no candidate (`filter` emptied the set).
     pub fn no_candidate(&mut self, request_id: u64, time: Tick, profile: &Profile, filter: usize) {
+        self.no_candidate_from(request_id, time, profile, filter, 0);
+    }
+
+    /// [`TraceWriter::no_candidate`] for a profile that saw the instances
+    /// from `first` on (a P/D stage).
+    pub fn no_candidate_from(
+        &mut self,
+        request_id: u64,
+        time: Tick,
+        profile: &Profile,
+        filter: usize,
+        first: u32,
+    ) {
         let v = serde_json::json!({
             "kind": "routing",
             "request_id": request_id,
@@ -268,7 +288,7 @@ impl TraceWriter {
             unreachable!("json! of an object literal")
         };
         self.record = Some(map);
-        self.filtered(profile, Some(filter));
+        self.filtered_from(profile, Some(filter), first);
         self.emit();
     }
 

@@ -164,7 +164,8 @@ impl PdState {
 }
 
 /// Route `req` within `range` with `routing`: the chosen instance (global
-/// index), or `None` when the profile's filters left no candidate.
+/// index), or `Err(filter)` when that filter of the profile left no
+/// candidate.
 #[allow(clippy::too_many_arguments)]
 fn route_stage(
     routing: &mut Routing,
@@ -175,7 +176,7 @@ fn route_stage(
     prefix_blocks: &[u32],
     range: &Range<u32>,
     lora: Option<LoraDecision<'_>>,
-) -> Result<Option<u32>, Box<PluginError>> {
+) -> Result<Result<u32, usize>, Box<PluginError>> {
     let (a, b) = (range.start as usize, range.end as usize);
     let view = ClusterView {
         clock_us: t,
@@ -194,11 +195,11 @@ fn route_stage(
     };
     // The stage's view holds its instances only: the LoRA answers are
     // given over the same range, so indices agree.
-    let mut decide = || -> Result<Option<u32>, Box<PluginError>> {
+    let mut decide = || -> Result<Result<u32, usize>, Box<PluginError>> {
         Ok(
             match routing.route(rv, &view, needs_state.then_some(&state))? {
-                Decision::Routed { chosen, .. } => Some(chosen),
-                Decision::NoCandidate { .. } => None,
+                Decision::Routed { chosen, .. } => Ok(chosen),
+                Decision::NoCandidate { filter } => Err(filter),
             },
         )
     };
@@ -206,11 +207,12 @@ fn route_stage(
         Some(answers) => with_lora(answers, decide)?,
         None => decide()?,
     };
-    let Some(chosen) = chosen else {
-        return Ok(None);
+    let chosen = match chosen {
+        Ok(c) => c,
+        Err(filter) => return Ok(Err(filter)),
     };
     routing.observe(rv, &view, chosen)?;
-    Ok(Some(range.start + chosen))
+    Ok(Ok(range.start + chosen))
 }
 
 impl Cluster {
@@ -246,7 +248,7 @@ impl Cluster {
         let snaps = self.snapshots.snaps();
         let info = self.snapshots.info();
         let rv = request_view(req, &self.tenant_names);
-        let Some(decode) = route_stage(
+        let decode = match route_stage(
             &mut self.routing,
             &rv,
             t,
@@ -257,9 +259,14 @@ impl Cluster {
             self.lora
                 .as_deref_mut()
                 .map(|l| l.decision(t, req, &self.instances, &self.workload, Some(&s.decode))),
-        )?
-        else {
-            return self.reject(t, slot, super::Reject::Filter);
+        )? {
+            Ok(d) => d,
+            Err(filter) => {
+                if let (Some(tr), Some(p)) = (self.trace.as_mut(), self.routing.profile()) {
+                    tr.no_candidate_from(rv.id, t, p, filter, s.decode.start);
+                }
+                return self.reject(t, slot, super::Reject::Filter);
+            }
         };
         let (input_len, output_len) = (req.input_len, req.output_len);
         let cached = if s.decider.needs_cache_query() {
@@ -306,7 +313,7 @@ impl Cluster {
         };
         let mut target = decode;
         if disaggregate {
-            let Some(prefill) = route_stage(
+            let prefill = match route_stage(
                 &mut s.prefill_routing,
                 &rv,
                 t,
@@ -317,9 +324,15 @@ impl Cluster {
                 self.lora
                     .as_deref_mut()
                     .map(|l| l.decision(t, req, &self.instances, &self.workload, Some(&s.prefill))),
-            )?
-            else {
-                return self.reject(t, slot, super::Reject::Filter);
+            )? {
+                Ok(p) => p,
+                Err(filter) => {
+                    if let (Some(tr), Some(p)) = (self.trace.as_mut(), s.prefill_routing.profile())
+                    {
+                        tr.no_candidate_from(rv.id, t, p, filter, s.prefill.start);
+                    }
+                    return self.reject(t, slot, super::Reject::Filter);
+                }
             };
             // A leg an instance could never serve stays whole on its decode instance.
             if prefill != decode
