@@ -11,6 +11,9 @@ use toml::{Table, Value};
 pub struct Scenario {
     pub table: Table,
     pub trace_csv: Option<String>,
+    /// A TraceV2 workload's header (written next to it as `trace.yaml`;
+    /// its data is `trace_csv`).
+    pub trace_yaml: Option<String>,
 }
 
 /// What one generator contributes: keys (merged into the run table) and,
@@ -19,6 +22,7 @@ pub struct Scenario {
 pub struct Fragment {
     pub table: Table,
     pub trace_csv: Option<String>,
+    pub trace_yaml: Option<String>,
 }
 
 /// The generators, one per concern.
@@ -34,6 +38,7 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         flow_control().boxed(),
         tenants().boxed(),
         lora().boxed(),
+        epp_config().boxed(),
         // P/D pools and the control plane are exclusive, and so are P/D
         // and serve pools (several models); serve pools go with the control
         // plane without node pools (each pool scaled on its own): a run
@@ -60,10 +65,14 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
 pub fn scenario() -> impl Strategy<Value = Scenario> {
     generators().prop_map(|fragments| {
         let mut table = Table::new();
-        let mut trace_csv = None;
+        let (mut trace_csv, mut trace_yaml) = (None, None);
         for f in fragments {
             merge(&mut table, f.table);
             trace_csv = trace_csv.or(f.trace_csv);
+            trace_yaml = trace_yaml.or(f.trace_yaml);
+        }
+        if let Some(Value::String(path)) = section(&mut table, "routing").remove(EPP_PICK) {
+            apply_epp_config(&mut table, path);
         }
         let picks = table.remove(LORA_PICKS);
         if let Some(Value::Array(models)) = table.remove(MODEL_PICKS) {
@@ -84,7 +93,11 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         out.insert("results_path".into(), "results.jsonl".into());
         out.insert("trace_path".into(), "trace.jsonl".into());
         out.insert("counterfactual_k".into(), Value::Integer(64));
-        Scenario { table, trace_csv }
+        Scenario {
+            table,
+            trace_csv,
+            trace_yaml,
+        }
     })
 }
 
@@ -118,6 +131,7 @@ fn fragment(name: &str, keys: Table) -> Fragment {
     Fragment {
         table,
         trace_csv: None,
+        trace_yaml: None,
     }
 }
 
@@ -133,6 +147,7 @@ fn seed() -> impl Strategy<Value = Fragment> {
         Fragment {
             table,
             trace_csv: None,
+            trace_yaml: None,
         }
     })
 }
@@ -327,6 +342,103 @@ fn trace_rows() -> impl Strategy<Value = String> {
     })
 }
 
+/// A TraceV2 trace (header YAML and data CSV) replayed as the workload:
+/// the 27 positional columns, sometimes the optional `vllm_priority` column
+/// (which shifts every later one) and the trailing `think_time_us`;
+/// sessions whose rounds are 0, 1, 2, … (replayed fixed or closed-loop,
+/// with or without `session_context_growth: accumulate`), prefix groups,
+/// classes, tenants, deadlines, and rows that are not sessions.
+fn trace_v2() -> impl Strategy<Value = Fragment> {
+    let row = (
+        0i64..40_000,
+        1u32..400,
+        1u32..150,
+        prop::option::weighted(0.4, (0usize..2, 1u32..200)),
+        prop::sample::select(vec!["critical", "standard", "batch", "sheddable", ""]),
+        prop::option::weighted(0.4, (0usize..4, 1usize..4)),
+        prop::option::weighted(0.15, 1i64..400_000),
+        0i64..3,
+        0i64..300_000,
+    );
+    (
+        prop::collection::vec(row, 1..40),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(rows, closed_loop, accumulate, priority, think)| {
+            let mut csv = String::from("request_id,client_id,tenant_id,slo_class,");
+            if priority {
+                csv.push_str("vllm_priority,");
+            }
+            csv.push_str(
+                "session_id,round_index,prefix_group,prefix_length,streaming,input_tokens,\
+                 output_tokens,text_tokens,image_tokens,audio_tokens,video_tokens,reason_ratio,\
+                 model,deadline_us,server_input_tokens,arrival_time_us,send_time_us,\
+                 first_chunk_time_us,last_chunk_time_us,num_chunks,status,error_message,\
+                 finish_reason",
+            );
+            if think {
+                csv.push_str(",think_time_us");
+            }
+            csv.push('\n');
+            let mut t = 0i64;
+            // The next round of each session (rounds are 0, 1, 2, … in
+            // file order, so closed-loop replay accepts them).
+            let mut rounds = [0u32; 4];
+            for (k, (gap, input, output, prefix, class, session, deadline, prio, think_us)) in
+                rows.into_iter().enumerate()
+            {
+                t += gap;
+                let (group, plen) = prefix
+                    .map(|(g, l)| (format!("p{g}"), l))
+                    .unwrap_or_default();
+                let (sid, round) = match session {
+                    Some((s, _)) => {
+                        let r = rounds[s];
+                        rounds[s] += 1;
+                        (format!("s{s}"), r)
+                    }
+                    None => (String::new(), 0),
+                };
+                let deadline = deadline.map_or(0, |d| t + d);
+                let mut line = format!("{k},c{},t{},{class},", input % 3, input % 2);
+                if priority {
+                    line.push_str(&format!("{prio},"));
+                }
+                line.push_str(&format!(
+                    "{sid},{round},{group},{plen},false,{input},{output},{input},0,0,0,0,,\
+                     {deadline},0,{t},{t},0,0,0,ok,,"
+                ));
+                if think {
+                    line.push_str(&format!(",{think_us}"));
+                }
+                line.push('\n');
+                csv.push_str(&line);
+            }
+            let mut yaml = String::from(
+                "trace_version: 2\ntime_unit: microseconds\nmode: generated\nwarm_up_requests: 0\n",
+            );
+            if accumulate {
+                yaml.push_str("session_context_growth: accumulate\n");
+            }
+            let mut spec = Table::new();
+            spec.insert("header".into(), "trace.yaml".into());
+            spec.insert("data".into(), "trace.csv".into());
+            spec.insert(
+                "session_mode".into(),
+                if closed_loop { "closed-loop" } else { "fixed" }.into(),
+            );
+            let mut w = Table::new();
+            w.insert("trace_v2".into(), Value::Table(spec));
+            let mut f = fragment("workload", w);
+            f.trace_csv = Some(csv);
+            f.trace_yaml = Some(yaml);
+            f
+        })
+}
+
 /// The workload: distribution mode, a preset, clients, or a trace; a few to
 /// a hundred requests, any rate.
 fn workload() -> impl Strategy<Value = Fragment> {
@@ -375,6 +487,7 @@ fn workload() -> impl Strategy<Value = Fragment> {
             w.insert("clients".into(), Value::Array(clients));
             fragment("workload", w)
         }),
+        1 => trace_v2(),
         1 => trace_rows().prop_map(|csv| {
             let mut w = Table::new();
             w.insert("trace".into(), "trace.csv".into());
@@ -383,6 +496,59 @@ fn workload() -> impl Strategy<Value = Fragment> {
             f
         }),
     ]
+}
+
+/// The llm-d Router's own EndpointPickerConfig files
+/// (`tests/data/llm-d-router-configs`) as the routing of a sixth of the
+/// runs: the ones that need no prefill/decode or encode pools, read by
+/// `[routing] epp_config` in place of the routing, admission and flow
+/// control the other generators drew.
+fn epp_config() -> impl Strategy<Value = Fragment> {
+    prop_oneof![
+        5 => Just(Fragment::default()),
+        1 => prop::sample::select(EPP_CONFIGS.to_vec()).prop_map(|file| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/data/llm-d-router-configs")
+                .join(file);
+            let mut r = Table::new();
+            r.insert(EPP_PICK.into(), path.display().to_string().into());
+            fragment("routing", r)
+        }),
+    ]
+}
+
+/// Where [`epp_config`] leaves the file it drew for [`scenario`].
+const EPP_PICK: &str = "__epp_config";
+
+/// The shipped configurations that run on a plain cluster (no
+/// prefill/decode or encode pools, and not refused by llm-d's own loader).
+const EPP_CONFIGS: &[&str] = &[
+    "epp-config.yaml",
+    "epp-burst-prefix-cache-config.yaml",
+    "epp-estimate-prefix-cache-config.yaml",
+    "epp-precise-prefix-cache-config.yaml",
+    "probabilistic-admitter-epp-config.yaml",
+    "sim-epp-config.yaml",
+    "sim-epp-gpu-config.yaml",
+    "sim-epp-kvcache-config.yaml",
+    "sim-epp-no-hit-lru.yaml",
+    "sim-epp-tokenizer-vllm-http-config.yaml",
+    "sim-program-aware-config.yaml",
+    "soft-reflective-ceiling-epp-config.yaml",
+];
+
+/// Route by the llm-d file at `path`: it replaces the drawn routing,
+/// admission and flow control (not in runs with pools, which the drawn
+/// configurations do not describe).
+fn apply_epp_config(table: &mut Table, path: String) {
+    if table.contains_key("pools") {
+        return;
+    }
+    table.remove("admission");
+    table.remove("flow_control");
+    let mut routing = Table::new();
+    routing.insert("epp_config".into(), path.into());
+    table.insert("routing".into(), Value::Table(routing));
 }
 
 fn admission() -> impl Strategy<Value = Fragment> {
@@ -485,6 +651,7 @@ fn horizon() -> impl Strategy<Value = Fragment> {
         Fragment {
             table,
             trace_csv: None,
+            trace_yaml: None,
         }
     })
 }
@@ -647,6 +814,7 @@ fn control() -> impl Strategy<Value = Fragment> {
             Fragment {
                 table,
                 trace_csv: None,
+            trace_yaml: None,
             }
         }),
     ]
@@ -716,6 +884,7 @@ fn pd() -> impl Strategy<Value = Fragment> {
                 Fragment {
                     table,
                     trace_csv: None,
+            trace_yaml: None,
                 }
             },
         ),
@@ -781,6 +950,7 @@ fn lora() -> impl Strategy<Value = Fragment> {
         Fragment {
             table,
             trace_csv: None,
+            trace_yaml: None,
         }
     })
 }
@@ -895,6 +1065,7 @@ fn serve() -> impl Strategy<Value = Fragment> {
             Fragment {
                 table,
                 trace_csv: None,
+            trace_yaml: None,
             }
         }),
     ]

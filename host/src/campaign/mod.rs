@@ -84,3 +84,52 @@ fn random_complete_runs_keep_every_invariant() {
     }
     eprintln!("property campaign: {cases} configurations, no invariant violated");
 }
+
+/// The default draw reaches every feature the campaign is meant to cover:
+/// among its first [`DEFAULT_CASES`] configurations there are TraceV2
+/// workloads replayed fixed and closed-loop, llm-d EndpointPickerConfig
+/// routing, LoRA adapters with and without P/D pools, serve pools, the
+/// control plane and the gateway.
+#[test]
+fn the_default_draw_covers_every_feature() {
+    use proptest::strategy::ValueTree;
+    let mut runner = TestRunner::new(Config {
+        rng_seed: proptest::test_runner::RngSeed::Fixed(DEFAULT_SEED),
+        ..Config::default()
+    });
+    let strategy = generators::scenario();
+    let mut seen = std::collections::BTreeMap::<&str, u32>::new();
+    for _ in 0..DEFAULT_CASES {
+        let s = strategy
+            .new_tree(&mut runner)
+            .expect("a scenario")
+            .current();
+        let t = &s.table;
+        let has = |k: &str| t.contains_key(k);
+        let w = t.get("workload").and_then(|w| w.as_table());
+        let tv2 = w.and_then(|w| w.get("trace_v2")).and_then(|v| v.as_table());
+        let mut count = |k: &'static str, yes: bool| *seen.entry(k).or_default() += u32::from(yes);
+        count(
+            "trace_v2 fixed",
+            tv2.is_some_and(|v| v["session_mode"].as_str() == Some("fixed")),
+        );
+        count(
+            "trace_v2 closed-loop",
+            tv2.is_some_and(|v| v["session_mode"].as_str() == Some("closed-loop")),
+        );
+        count(
+            "epp_config",
+            t.get("routing").and_then(|r| r.get("epp_config")).is_some(),
+        );
+        count("lora", has("lora") && !has("pd"));
+        count("lora with pd", has("lora") && has("pd"));
+        count("pd", has("pd"));
+        count("serve pools", has("pools") && !has("pd"));
+        count("control plane", has("autoscaler") || has("lifecycle"));
+        count("flow_control", has("flow_control"));
+    }
+    eprintln!("the default draw: {seen:?}");
+    for (k, n) in &seen {
+        assert!(*n > 0, "the default campaign never draws {k}: {seen:?}");
+    }
+}

@@ -76,6 +76,9 @@ pub fn run_and_check(s: &Scenario, dir: &Path) -> Result<(), String> {
     if let Some(csv) = &s.trace_csv {
         std::fs::write(dir.join("trace.csv"), csv).map_err(|e| e.to_string())?;
     }
+    if let Some(yaml) = &s.trace_yaml {
+        std::fs::write(dir.join("trace.yaml"), yaml).map_err(|e| e.to_string())?;
+    }
     let first = run_once(&text, dir).map_err(|e| format!("{e}\nrun file:\n{text}"))?;
     let second = run_once(&text, dir).map_err(|e| format!("{e}\nrun file:\n{text}"))?;
     let same = first.report_text == second.report_text
