@@ -39,6 +39,7 @@ pub fn generators() -> Vec<BoxedStrategy<Fragment>> {
         tenants().boxed(),
         lora().boxed(),
         epp_config().boxed(),
+        wasm().boxed(),
         // P/D pools and the control plane are exclusive, and so are P/D
         // and serve pools (several models); serve pools go with the control
         // plane without node pools (each pool scaled on its own): a run
@@ -73,6 +74,9 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         }
         if let Some(Value::String(path)) = section(&mut table, "routing").remove(EPP_PICK) {
             apply_epp_config(&mut table, path);
+        }
+        if let Some(Value::Table(pick)) = section(&mut table, "routing").remove(WASM_PICK) {
+            apply_wasm(&mut table, pick);
         }
         let picks = table.remove(LORA_PICKS);
         if let Some(Value::Array(models)) = table.remove(MODEL_PICKS) {
@@ -549,6 +553,105 @@ fn apply_epp_config(table: &mut Table, path: String) {
     let mut routing = Table::new();
     routing.insert("epp_config".into(), path.into());
     table.insert("routing".into(), Value::Table(routing));
+}
+
+/// Where [`wasm`] leaves its choices for [`scenario`].
+const WASM_PICK: &str = "__wasm";
+
+/// WebAssembly policies, when `BLIS_TEST_WASM_DIR` names the components
+/// `examples/wasm/build.sh --tests` built (CI sets it): in half the runs
+/// without pools, the admission and routing come from the Rust or the
+/// Python example component — its token bucket, then its least-loaded
+/// router or a profile of its low-queue filter and its scorers
+/// (prefix-affinity, queue-depth, kv-utilization, lora-affinity).
+fn wasm() -> impl Strategy<Value = Fragment> {
+    let dir = std::env::var("BLIS_TEST_WASM_DIR").ok();
+    (
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        prop::collection::vec((0usize..4, 0.1f64..5.0), 1..4),
+        0i64..8,
+    )
+        .prop_map(move |(on, python, router, admission, scorers, threshold)| {
+            let Some(dir) = dir.as_ref().filter(|_| on) else {
+                return Fragment::default();
+            };
+            let lib = if python { "wasm-example-py" } else { "wasm-example" };
+            let mut pick = Table::new();
+            pick.insert(
+                "path".into(),
+                std::path::Path::new(dir)
+                    .join(format!("{lib}.wasm"))
+                    .display()
+                    .to_string()
+                    .into(),
+            );
+            pick.insert("lib".into(), lib.into());
+            pick.insert("router".into(), router.into());
+            pick.insert("admission".into(), admission.into());
+            pick.insert("threshold".into(), int(threshold));
+            let names = ["prefix-affinity", "queue-depth", "kv-utilization", "lora-affinity"];
+            let list = scorers
+                .into_iter()
+                .map(|(k, w)| {
+                    let mut t = Table::new();
+                    t.insert("name".into(), format!("{lib}::{}", names[k]).into());
+                    t.insert("weight".into(), w.into());
+                    Value::Table(t)
+                })
+                .collect();
+            pick.insert("scorers".into(), Value::Array(list));
+            let mut r = Table::new();
+            r.insert(WASM_PICK.into(), Value::Table(pick));
+            fragment("routing", r)
+        })
+}
+
+/// Route (and maybe admit) with the component [`wasm`] drew: it replaces
+/// the drawn routing and admission (not in runs with pools or an llm-d
+/// file, whose stages name standard policies the component also offers).
+fn apply_wasm(table: &mut Table, pick: Table) {
+    if table.contains_key("pools")
+        || table
+            .get("routing")
+            .is_some_and(|r| r.get("epp_config").is_some())
+    {
+        return;
+    }
+    let lib = pick["lib"].as_str().unwrap_or_default().to_string();
+    let mut plugin = Table::new();
+    plugin.insert("path".into(), pick["path"].clone());
+    table.insert("plugins".into(), Value::Array(vec![Value::Table(plugin)]));
+    if pick["admission"].as_bool() == Some(true) {
+        let mut a = Table::new();
+        a.insert("policy".into(), format!("{lib}::token-bucket").into());
+        let mut params = Table::new();
+        params.insert("capacity".into(), 20_000.0.into());
+        params.insert("refill_rate".into(), 200_000.0.into());
+        a.insert("params".into(), Value::Table(params));
+        table.insert("admission".into(), Value::Table(a));
+    } else {
+        table.remove("admission");
+    }
+    let routing = section(table, "routing");
+    routing.remove("scorers");
+    routing.remove("profiles");
+    if pick["router"].as_bool() == Some(true) {
+        routing.insert("policy".into(), format!("{lib}::least-loaded").into());
+    } else {
+        routing.insert("policy".into(), "pipeline".into());
+        let mut filter = Table::new();
+        filter.insert("name".into(), format!("{lib}::low-queue").into());
+        let mut params = Table::new();
+        params.insert("threshold".into(), pick["threshold"].clone());
+        filter.insert("params".into(), Value::Table(params));
+        let mut profile = Table::new();
+        profile.insert("filters".into(), Value::Array(vec![Value::Table(filter)]));
+        profile.insert("scorers".into(), pick["scorers"].clone());
+        routing.insert("profiles".into(), Value::Array(vec![Value::Table(profile)]));
+    }
 }
 
 fn admission() -> impl Strategy<Value = Fragment> {

@@ -127,6 +127,9 @@ fn the_default_draw_covers_every_feature() {
         count("serve pools", has("pools") && !has("pd"));
         count("control plane", has("autoscaler") || has("lifecycle"));
         count("flow_control", has("flow_control"));
+        if std::env::var_os("BLIS_TEST_WASM_DIR").is_some() {
+            count("wasm plugins", has("plugins"));
+        }
     }
     eprintln!("the default draw: {seen:?}");
     for (k, n) in &seen {

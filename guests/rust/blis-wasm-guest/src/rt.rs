@@ -7,8 +7,11 @@
 //! Memory: the host allocates every list and string argument (and, for a
 //! function whose arguments flatten to more than 16 values, the argument
 //! record itself) through `cabi_realloc`; they are freed when the call
-//! returns. Returned lists and strings live in buffers of this module
-//! until the next call, so no `cabi_post_*` function is needed.
+//! returns. They come from a bump arena reset after every call (a
+//! decision's 64 instance snapshots, block hashes and tenant fit in it),
+//! so the allocator is not involved per call; what does not fit goes to
+//! the allocator. Returned lists and strings live in buffers of this
+//! module until the next call, so no `cabi_post_*` function is needed.
 
 use std::alloc::{alloc, dealloc, Layout};
 
@@ -160,9 +163,56 @@ fn install_panic_hook() {
     });
 }
 
+/// Bytes of the argument arena.
+const ARENA_SIZE: usize = 64 * 1024;
+
+// The arena: allocated on first use, `ARENA_USED` bytes handed out in the
+// current call (see the statics above: one call at a time).
+static mut ARENA: *mut u8 = core::ptr::null_mut();
+static mut ARENA_USED: usize = 0;
+
+/// `size` bytes aligned to `align` from the arena, if they fit.
+fn arena(align: usize, size: usize) -> Option<*mut u8> {
+    // SAFETY: one call at a time (see the statics); the block is allocated
+    // once with ARENA_SIZE bytes and never freed.
+    unsafe {
+        if ARENA.is_null() {
+            let layout = Layout::from_size_align(ARENA_SIZE, 16).ok()?;
+            ARENA = alloc(layout);
+            if ARENA.is_null() {
+                return None;
+            }
+        }
+        if align > 16 || !align.is_power_of_two() {
+            return None;
+        }
+        let start = (ARENA_USED + align - 1) & !(align - 1);
+        let end = start.checked_add(size)?;
+        if end > ARENA_SIZE {
+            return None;
+        }
+        ARENA_USED = end;
+        Some(ARENA.add(start))
+    }
+}
+
 /// `cabi_realloc`: the host's allocations of argument memory.
 #[doc(hidden)]
 pub fn realloc(old: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
+    if old.is_null() && new_size > 0 {
+        if let Some(p) = arena(align, new_size) {
+            return p;
+        }
+    }
+    // SAFETY: reading the arena's address (see `arena`).
+    let base = unsafe { ARENA };
+    if !old.is_null() && !base.is_null() && old >= base && old < base.wrapping_add(ARENA_SIZE) {
+        // Growing an arena block: a new block, the old bytes copied.
+        let new = realloc(core::ptr::null_mut(), 0, align, new_size);
+        // SAFETY: both blocks hold at least min(old_size, new_size) bytes.
+        unsafe { core::ptr::copy_nonoverlapping(old, new, old_size.min(new_size)) };
+        return new;
+    }
     let st = arg_list();
     if !old.is_null() {
         if let Some(at) = st.iter().position(|(p, _)| *p == old) {
@@ -195,6 +245,8 @@ pub fn realloc(old: *mut u8, old_size: usize, align: usize, new_size: usize) -> 
 
 /// Free the current call's argument memory.
 fn end_call() {
+    // SAFETY: one call at a time (see the statics).
+    unsafe { ARENA_USED = 0 };
     for (p, layout) in arg_list().drain(..) {
         // SAFETY: allocated by `realloc` with this layout, not freed since.
         unsafe { dealloc(p, layout) }
