@@ -315,6 +315,17 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
                     "trace rejects request {id}, results disagree"
                 );
             }
+            Some("routing") if v["chosen"].is_null() => {
+                // A profile's filters left no candidate: a rejection.
+                rejections += 1;
+                ensure!(
+                    v["rejected"].is_string()
+                        && lines
+                            .get(id as usize)
+                            .is_some_and(|l| l["status"] == "rejected"),
+                    "trace rejects request {id} at routing, results disagree: {v}"
+                );
+            }
             Some("routing") => {
                 routings += 1;
                 let chosen = u(&v, "chosen")? as u32;
@@ -355,11 +366,18 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
                         "request {id} for model {model:?}: candidates {cands:?} are not its model's {theirs} instances"
                     );
                 }
+                // A profile's filters remove instances from the candidates.
+                let removed: usize = v["filtered"].as_array().map_or(0, |fs| {
+                    fs.iter()
+                        .filter_map(|f| f["removed"].as_array())
+                        .map(Vec::len)
+                        .sum()
+                });
                 ensure!(
-                    cands.len() == seen.queue_depth.len()
+                    cands.len() + removed == seen.queue_depth.len()
                         || ((r["control"].is_object() || serve)
-                            && cands.len() < seen.queue_depth.len()),
-                    "{} candidates for {} instances",
+                            && cands.len() + removed < seen.queue_depth.len()),
+                    "{} candidates and {removed} filtered out for {} instances",
                     cands.len(),
                     seen.queue_depth.len()
                 );

@@ -73,7 +73,7 @@ fn random_complete_runs_keep_every_invariant() {
         ..Config::default()
     });
     let dir = runner::scratch("campaign");
-    let result = runner.run(&generators::scenario(), |scenario| {
+    let result = runner.run(&generators::scenario(None), |scenario| {
         runner::run_and_check(&scenario, &dir).map_err(TestCaseError::fail)
     });
     if let Err(e) = result {
@@ -83,6 +83,52 @@ fn random_complete_runs_keep_every_invariant() {
         );
     }
     eprintln!("property campaign: {cases} configurations, no invariant violated");
+}
+
+/// Configurations of the campaign with WebAssembly policies.
+pub const WASM_CASES: u32 = 24;
+
+/// The campaign with the admission and routing of every run without pools
+/// taken from the Rust or Python example component (the directory
+/// `BLIS_TEST_WASM_DIR` names, as `examples/wasm/build.sh --tests` builds
+/// it; CI sets it): [`WASM_CASES`] configurations (`BLIS_PROPTEST_CASES`
+/// overrides), every invariant checked as in the main campaign. Without the
+/// directory it says it skipped.
+#[test]
+fn random_runs_with_webassembly_policies_keep_every_invariant() {
+    let Some(dir) = std::env::var("BLIS_TEST_WASM_DIR").ok() else {
+        eprintln!("skipped: BLIS_TEST_WASM_DIR is not set (examples/wasm/build.sh --tests DIR)");
+        return;
+    };
+    let cases = std::env::var("BLIS_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(WASM_CASES);
+    let seed = seed();
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
+        ..Config::default()
+    });
+    let scratch = runner::scratch("campaign-wasm");
+    let with_wasm = std::cell::Cell::new(0u32);
+    let result = runner.run(&generators::scenario(Some(dir)), |scenario| {
+        with_wasm.set(with_wasm.get() + u32::from(scenario.table.contains_key("plugins")));
+        runner::run_and_check(&scenario, &scratch).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        panic!(
+            "property campaign with WebAssembly policies failed after at most {cases} \
+             configurations (BLIS_CAMPAIGN_SEED={seed}): {e}"
+        );
+    }
+    let with_wasm = with_wasm.get();
+    assert!(with_wasm > 0, "no configuration loaded a component");
+    eprintln!(
+        "property campaign with WebAssembly policies: {cases} configurations ({with_wasm} with a \
+         component), no invariant violated"
+    );
 }
 
 /// The default draw reaches every feature the campaign is meant to cover:
@@ -97,7 +143,7 @@ fn the_default_draw_covers_every_feature() {
         rng_seed: proptest::test_runner::RngSeed::Fixed(DEFAULT_SEED),
         ..Config::default()
     });
-    let strategy = generators::scenario();
+    let strategy = generators::scenario(None);
     let mut seen = std::collections::BTreeMap::<&str, u32>::new();
     for _ in 0..DEFAULT_CASES {
         let s = strategy
@@ -127,9 +173,6 @@ fn the_default_draw_covers_every_feature() {
         count("serve pools", has("pools") && !has("pd"));
         count("control plane", has("autoscaler") || has("lifecycle"));
         count("flow_control", has("flow_control"));
-        if std::env::var_os("BLIS_TEST_WASM_DIR").is_some() {
-            count("wasm plugins", has("plugins"));
-        }
     }
     eprintln!("the default draw: {seen:?}");
     for (k, n) in &seen {
