@@ -152,7 +152,7 @@ impl Lora {
     /// (as many as fit); the number resident.
     pub fn most_recent_first(&self, out: &mut [u32]) -> u32 {
         let mut by_recency = self.resident.clone();
-        by_recency.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        by_recency.sort_unstable_by_key(|&(_, stamp)| std::cmp::Reverse(stamp));
         for (o, &(a, _)) in out.iter_mut().zip(&by_recency) {
             *o = a;
         }
