@@ -53,82 +53,80 @@ fn seed() -> u64 {
     }
 }
 
-/// Cases to run: `BLIS_PROPTEST_CASES` if set, else [`DEFAULT_CASES`].
-fn cases() -> u32 {
+/// Cases to run: `BLIS_PROPTEST_CASES` if set, else `default`.
+fn cases(default: u32) -> u32 {
     std::env::var("BLIS_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(DEFAULT_CASES)
+        .unwrap_or(default)
 }
 
-#[test]
-fn random_complete_runs_keep_every_invariant() {
-    let cases = cases();
+/// Run `cases` configurations of `scenario` from the campaign's seed in a
+/// scratch folder named `name`, checking each; panics naming the seed and
+/// `what` at the first violation. Returns how many configurations loaded
+/// a plugin.
+fn campaign(
+    what: &str,
+    name: &str,
+    cases: u32,
+    scenario: impl Strategy<Value = generators::Scenario>,
+) -> u32 {
     let seed = seed();
-    eprintln!("property campaign: seed {seed} (BLIS_CAMPAIGN_SEED)");
+    eprintln!("{what}: seed {seed} (BLIS_CAMPAIGN_SEED)");
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
         rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
         ..Config::default()
     });
-    let dir = runner::scratch("campaign");
-    let result = runner.run(&generators::scenario(None), |scenario| {
+    let dir = runner::scratch(name);
+    let with_plugins = std::cell::Cell::new(0u32);
+    let result = runner.run(&scenario, |scenario| {
+        with_plugins.set(with_plugins.get() + u32::from(scenario.table.contains_key("plugins")));
         runner::run_and_check(&scenario, &dir).map_err(TestCaseError::fail)
     });
     if let Err(e) = result {
         panic!(
-            "property campaign failed after at most {cases} configurations \
-             (BLIS_CAMPAIGN_SEED={seed}): {e}"
+            "{what} failed after at most {cases} configurations (BLIS_CAMPAIGN_SEED={seed}): {e}"
         );
     }
-    eprintln!("property campaign: {cases} configurations, no invariant violated");
+    eprintln!("{what}: {cases} configurations, no invariant violated");
+    with_plugins.get()
+}
+
+#[test]
+fn random_complete_runs_keep_every_invariant() {
+    campaign(
+        "property campaign",
+        "campaign",
+        cases(DEFAULT_CASES),
+        generators::scenario(None),
+    );
 }
 
 /// Configurations of the campaign with WebAssembly policies.
 pub const WASM_CASES: u32 = 24;
 
 /// The campaign with the admission and routing of every run without pools
-/// taken from the Rust or Python example component (the directory
-/// `BLIS_TEST_WASM_DIR` names, as `examples/wasm/build.sh --tests` builds
-/// it; CI sets it): [`WASM_CASES`] configurations (`BLIS_PROPTEST_CASES`
-/// overrides), every invariant checked as in the main campaign. Without the
-/// directory it says it skipped.
+/// (nor an llm-d file) taken from the Rust example component (in the
+/// directory `BLIS_TEST_WASM_DIR` names, as `examples/wasm/build.sh
+/// --tests` builds it; CI sets it): [`WASM_CASES`] configurations
+/// (`BLIS_PROPTEST_CASES` overrides), every invariant checked as in the
+/// main campaign. Without the directory it says it skipped.
 #[test]
 fn random_runs_with_webassembly_policies_keep_every_invariant() {
     let Some(dir) = std::env::var("BLIS_TEST_WASM_DIR").ok() else {
         eprintln!("skipped: BLIS_TEST_WASM_DIR is not set (examples/wasm/build.sh --tests DIR)");
         return;
     };
-    let cases = std::env::var("BLIS_PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(WASM_CASES);
-    let seed = seed();
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
-        ..Config::default()
-    });
-    let scratch = runner::scratch("campaign-wasm");
-    let with_wasm = std::cell::Cell::new(0u32);
-    let result = runner.run(&generators::scenario(Some(dir)), |scenario| {
-        with_wasm.set(with_wasm.get() + u32::from(scenario.table.contains_key("plugins")));
-        runner::run_and_check(&scenario, &scratch).map_err(TestCaseError::fail)
-    });
-    if let Err(e) = result {
-        panic!(
-            "property campaign with WebAssembly policies failed after at most {cases} \
-             configurations (BLIS_CAMPAIGN_SEED={seed}): {e}"
-        );
-    }
-    let with_wasm = with_wasm.get();
-    assert!(with_wasm > 0, "no configuration loaded a component");
-    eprintln!(
-        "property campaign with WebAssembly policies: {cases} configurations ({with_wasm} with a \
-         component), no invariant violated"
+    let with_wasm = campaign(
+        "property campaign with WebAssembly policies",
+        "campaign-wasm",
+        cases(WASM_CASES),
+        generators::scenario(Some(dir)),
     );
+    assert!(with_wasm > 0, "no configuration loaded a component");
+    eprintln!("({with_wasm} of them with a component)");
 }
 
 /// The default draw reaches every feature the campaign is meant to cover:
