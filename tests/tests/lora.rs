@@ -391,3 +391,101 @@ fn resident_adapters_freshness_governs_what_lora_affinity_sees() {
     assert_eq!(frozen, queue_only);
     assert_ne!(frozen, live);
 }
+
+/// llm-d's `lora-affinity-scorer` (`lora-affinity` with `graded = true`,
+/// and what `--epp-config` maps the llm-d type to), by hand: one adapter
+/// slot per instance, two requests for adapter `a`, the second while the
+/// first's 100 s load is in flight. The first sees a free slot everywhere (0.8, 0.8: the lowest
+/// index wins); the second sees instance 0 loading `a` with no slot left
+/// (0.6) and instance 1 with a free slot (0.8), so it goes to instance 1 —
+/// where the reference's `lora-affinity` sends it to the loading instance
+/// 0 (1 against 0).
+#[test]
+fn llm_d_lora_affinity_scores_free_slots_above_a_load_in_flight() {
+    let dir = TestDir::new("lora_graded");
+    let base = |routing: &str| {
+        format!(
+            "seed = 3\n[model]\nname = \"qwen3-14b\"\nhardware = \"H100\"\n\
+             [instance]\ncount = 2\n\
+             [workload]\naggregate_rate = 5.0\nnum_requests = 2\n\
+             [[workload.clients]]\nid = \"c\"\nadapter = \"a\"\n\
+             input = {{ type = \"constant\", value = 64 }}\noutput = {{ type = \"constant\", value = 4 }}\n\
+             {routing}\n\
+             [lora]\nadapter_capacity = 1\nload_base_latency_us = 100000000.0\n\
+             [[lora.adapters]]\nid = \"a\"\nrank = 8\n\
+             [output]\ntrace_path = \"trace.jsonl\"\n"
+        )
+    };
+    let decisions = |file: &str, extra: &[&str]| -> Vec<Vec<(u64, f64)>> {
+        let mut args = vec!["run", file, "--quiet"];
+        args.extend(extra);
+        crate::util::run_ok(&dir, &args);
+        let trace = std::fs::read_to_string(dir.path().join("trace.jsonl")).unwrap();
+        trace
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v["kind"] == "routing")
+            .map(|v| {
+                // The record ranks the candidates; put them in index order.
+                let mut d: Vec<(u64, f64)> = v["candidates"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| {
+                        let s = c["scorer_scores"].as_object().unwrap();
+                        (
+                            c["instance"].as_u64().unwrap(),
+                            s.values().next().unwrap().as_f64().unwrap(),
+                        )
+                    })
+                    .collect();
+                d.sort_by_key(|&(i, _)| i);
+                d
+            })
+            .collect()
+    };
+    let chosen = |d: &[(u64, f64)]| {
+        d.iter()
+            .fold(
+                (0, f64::NEG_INFINITY),
+                |b, &(i, s)| if s > b.1 { (i, s) } else { b },
+            )
+            .0
+    };
+    dir.write(
+        "graded.toml",
+        &base(
+            "[routing]\npolicy = \"weighted\"\n[[routing.scorers]]\nname = \"lora-affinity\"\n\
+             weight = 1.0\nparams = { graded = true }",
+        ),
+    );
+    let graded = decisions("graded.toml", &[]);
+    assert_eq!(graded[0], [(0, 0.8), (1, 0.8)]);
+    assert_eq!(graded[1], [(0, 0.6), (1, 0.8)]);
+    assert_eq!((chosen(&graded[0]), chosen(&graded[1])), (0, 1));
+
+    dir.write(
+        "reference.toml",
+        &base("[routing]\npolicy = \"weighted\"\n[[routing.scorers]]\nname = \"lora-affinity\"\nweight = 1.0"),
+    );
+    let reference = decisions("reference.toml", &[]);
+    assert_eq!(reference[1], [(0, 1.0), (1, 0.0)]);
+
+    // The llm-d type, read from an EndpointPickerConfig file (its 50 ms
+    // metrics scrape is long past at the second request, ~0.2 s later).
+    dir.write(
+        "lora.yaml",
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n\
+         plugins:\n- type: lora-affinity-scorer\n- type: max-score-picker\n\
+         schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: lora-affinity-scorer\n  - pluginRef: max-score-picker\n",
+    );
+    dir.write("epp.toml", &base(""));
+    let from_epp = decisions("epp.toml", &["--epp-config", "lora.yaml"]);
+    // llm-d's max-score picker breaks the first decision's tie at random
+    // (blis seeds it): the second request sees a load in flight on
+    // whichever instance got the first, and a free slot on the other.
+    assert_eq!(from_epp[0], graded[0]);
+    let mut second: Vec<f64> = from_epp[1].iter().map(|&(_, s)| s).collect();
+    second.sort_by(f64::total_cmp);
+    assert_eq!(second, [0.6, 0.8]);
+}

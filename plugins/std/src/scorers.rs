@@ -539,16 +539,34 @@ mod params_doc_tests {
 /// through the host's LoRA queries: 1 where the request's adapter is
 /// resident or being loaded, 0 elsewhere; 1 everywhere for a base-model
 /// request, in a run without `[lora]`, or when every instance scores the
-/// same.
-pub struct LoraAffinity;
+/// same. With `graded = true`, llm-d's `lora-affinity-scorer`: 1 where the
+/// adapter is resident, else 0.8 where a slot is free (resident adapters
+/// plus the one loading below the capacity), else 0.6 where it is the one
+/// loading, else 0 (llm-d's active and waiting adapters read as blis's
+/// resident and loading ones; no equal-scores rule).
+pub struct LoraAffinity {
+    graded: bool,
+    resident: Vec<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct LoraAffinityParams {
+    graded: bool,
+}
 
 impl PolicyDef for LoraAffinity {
     const NAME: &'static str = "lora-affinity";
     const SUMMARY: &'static str =
-        "1 where the request's LoRA adapter is resident or loading, else 0 (all 1 when all agree)";
+        "1 where the request's LoRA adapter is resident or loading, else 0 (all 1 when all agree); graded: llm-d's 1/0.8/0.6/0";
+    const PARAMS_DOC: &'static str =
+        "graded (bool, default false): llm-d's lora-affinity-scorer (1 resident, 0.8 a free slot, 0.6 loading, else 0)";
     fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
-        params.expect_none()?;
-        Ok(LoraAffinity)
+        let p: LoraAffinityParams = params.parse()?;
+        Ok(LoraAffinity {
+            graded: p.graded,
+            resident: Vec::new(),
+        })
     }
 }
 
@@ -559,6 +577,19 @@ impl Scorer for LoraAffinity {
             scores.extend((0..n).map(|_| 1.0));
             return;
         };
+        if self.graded {
+            for i in 0..n {
+                let score = match lora::instance_adapters(cluster, i, &mut self.resident) {
+                    None => 0.0,
+                    Some(_) if self.resident.contains(&a.index) => 1.0,
+                    Some(st) if st.resident + u32::from(st.loading.is_some()) < st.capacity => 0.8,
+                    Some(st) if st.loading == Some(a.index) => 0.6,
+                    Some(_) => 0.0,
+                };
+                scores.push(score);
+            }
+            return;
+        }
         let start = scores.len();
         scores.extend((0..n).map(|i| {
             if lora::residency(cluster, i, a.index) == lora::Residency::Absent {

@@ -129,7 +129,11 @@ fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
             "blis produces no such endpoint attribute (no DCGM GPU metrics), so every candidate has the same score",
         ),
         "lora-affinity-scorer" => {
-            return Err(unsupported(p, "LoRA adapters are another helper's issue; blis's lora-affinity policy has not landed here"))
+            out.note(format!(
+                "plugin '{}' (lora-affinity-scorer): blis's lora-affinity with graded = true (1 resident, 0.8 a free adapter slot, 0.6 loading, else 0; llm-d's active and waiting adapters read as blis's resident and loading ones, live or as [routing.freshness] resident_adapters_us says; a base-model request scores 1 everywhere); it needs the run file's [lora]",
+                p.name
+            ));
+            ScorerMap::Blis("lora-affinity", table(&[("graded", T::Boolean(true))]))
         }
         "token-load-scorer" => return Err(unsupported(p, "in-flight uncached-token counts")),
         "session-affinity-scorer" => return Err(unsupported(p, "session → instance binding")),
