@@ -605,12 +605,11 @@ impl Cluster {
         };
         let req = &self.store[slot];
         let rv = request_view(req, &self.tenant_names);
-        let admitted = if let Some(l) = self.lora.as_deref_mut() {
-            let answers = l.decision(t, req, &self.instances, &self.workload, None);
-            with_lora(&answers, || self.admission.admit(&rv, &view))?
-        } else {
-            self.admission.admit(&rv, &view)?
-        };
+        let lora = self
+            .lora
+            .as_deref_mut()
+            .map(|l| l.decision(t, req, &self.instances, &self.workload, None));
+        let admitted = with_lora(lora.as_ref(), || self.admission.admit(&rv, &view))?;
         if admitted && self.gateway.is_some() {
             self.gateway_enqueue(t, slot)?;
         } else if admitted {
@@ -753,10 +752,7 @@ impl Cluster {
                 routing.route(&rv, &view, needs_state.then_some(&state))
             }
         };
-        let decision = match &lora {
-            Some(answers) => with_lora(answers, decide)?,
-            None => decide()?,
-        };
+        let decision = with_lora(lora.as_ref(), decide)?;
         let outcome = match decision {
             Decision::Routed {
                 chosen,

@@ -151,6 +151,10 @@ impl Lora {
     /// Write the resident adapters, most recently used first, into `out`
     /// (as many as fit); the number resident.
     pub fn most_recent_first(&self, out: &mut [u32]) -> u32 {
+        if out.is_empty() {
+            // A query for the count alone (a plugin sizing its buffer).
+            return self.resident.len() as u32;
+        }
         let mut by_recency = self.resident.clone();
         by_recency.sort_unstable_by_key(|&(_, stamp)| std::cmp::Reverse(stamp));
         for (o, &(a, _)) in out.iter_mut().zip(&by_recency) {

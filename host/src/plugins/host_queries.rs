@@ -36,8 +36,13 @@ thread_local! {
     static CURRENT: Cell<Option<*const (dyn LoraState + 'static)>> = const { Cell::new(None) };
 }
 
-/// Run `f` (one decision) with `state` answering the LoRA queries.
-pub fn with_lora<R>(state: &dyn LoraState, f: impl FnOnce() -> R) -> R {
+/// Run `f` (one decision) with `state` answering the LoRA queries; with
+/// no state (a run without `[lora]`) just run `f`.
+pub fn with_lora<S: LoraState, R>(state: Option<&S>, f: impl FnOnce() -> R) -> R {
+    let Some(state) = state else {
+        return f();
+    };
+    let state: &dyn LoraState = state;
     struct Restore(Option<*const (dyn LoraState + 'static)>);
     impl Drop for Restore {
         fn drop(&mut self) {

@@ -38,7 +38,7 @@ pub use report::PdReport;
 pub use transfer::{TransferCounts, TransferModel};
 
 use super::lora_view::LoraDecision;
-use super::{request_view, Cluster, Decision, Routing};
+use super::{request_view, Cluster, Decision, Routing, TraceWriter};
 use crate::engine::{later, Event, Tick};
 use crate::instance::InstanceObserver;
 use crate::plugins::host_queries::with_lora;
@@ -164,8 +164,8 @@ impl PdState {
 }
 
 /// Route `req` within `range` with `routing`: the chosen instance (global
-/// index), or `Err(filter)` when that filter of the profile left no
-/// candidate.
+/// index), or `None` when the profile's filters left no candidate (then
+/// written to `trace`, instances numbered as the cluster does).
 #[allow(clippy::too_many_arguments)]
 fn route_stage(
     routing: &mut Routing,
@@ -176,7 +176,8 @@ fn route_stage(
     prefix_blocks: &[u32],
     range: &Range<u32>,
     lora: Option<LoraDecision<'_>>,
-) -> Result<Result<u32, usize>, Box<PluginError>> {
+    trace: Option<&mut TraceWriter>,
+) -> Result<Option<u32>, Box<PluginError>> {
     let (a, b) = (range.start as usize, range.end as usize);
     let view = ClusterView {
         clock_us: t,
@@ -195,7 +196,7 @@ fn route_stage(
     };
     // The stage's view holds its instances only: the LoRA answers are
     // given over the same range, so indices agree.
-    let mut decide = || -> Result<Result<u32, usize>, Box<PluginError>> {
+    let decide = || -> Result<Result<u32, usize>, Box<PluginError>> {
         Ok(
             match routing.route(rv, &view, needs_state.then_some(&state))? {
                 Decision::Routed { chosen, .. } => Ok(chosen),
@@ -203,16 +204,17 @@ fn route_stage(
             },
         )
     };
-    let chosen = match &lora {
-        Some(answers) => with_lora(answers, decide)?,
-        None => decide()?,
-    };
-    let chosen = match chosen {
+    let chosen = match with_lora(lora.as_ref(), decide)? {
         Ok(c) => c,
-        Err(filter) => return Ok(Err(filter)),
+        Err(filter) => {
+            if let (Some(tr), Some(p)) = (trace, routing.profile()) {
+                tr.no_candidate_from(rv.id, t, p, filter, range.start);
+            }
+            return Ok(None);
+        }
     };
     routing.observe(rv, &view, chosen)?;
-    Ok(Ok(range.start + chosen))
+    Ok(Some(range.start + chosen))
 }
 
 impl Cluster {
@@ -248,7 +250,7 @@ impl Cluster {
         let snaps = self.snapshots.snaps();
         let info = self.snapshots.info();
         let rv = request_view(req, &self.tenant_names);
-        let decode = match route_stage(
+        let Some(decode) = route_stage(
             &mut self.routing,
             &rv,
             t,
@@ -259,14 +261,10 @@ impl Cluster {
             self.lora
                 .as_deref_mut()
                 .map(|l| l.decision(t, req, &self.instances, &self.workload, Some(&s.decode))),
-        )? {
-            Ok(d) => d,
-            Err(filter) => {
-                if let (Some(tr), Some(p)) = (self.trace.as_mut(), self.routing.profile()) {
-                    tr.no_candidate_from(rv.id, t, p, filter, s.decode.start);
-                }
-                return self.reject(t, slot, super::Reject::Filter);
-            }
+            self.trace.as_mut(),
+        )?
+        else {
+            return self.reject(t, slot, super::Reject::Filter);
         };
         let (input_len, output_len) = (req.input_len, req.output_len);
         let cached = if s.decider.needs_cache_query() {
@@ -294,14 +292,11 @@ impl Cluster {
                     info: RSlice::from_slice(info),
                     prefix_blocks: RSlice::from_slice(prefix),
                 };
-                let yes = match self
+                let lora = self
                     .lora
                     .as_deref_mut()
-                    .map(|l| l.decision(t, req, &self.instances, &self.workload, None))
-                {
-                    Some(answers) => with_lora(&answers, || p.decide(&rv, &view, &state))?,
-                    None => p.decide(&rv, &view, &state)?,
-                };
+                    .map(|l| l.decision(t, req, &self.instances, &self.workload, None));
+                let yes = with_lora(lora.as_ref(), || p.decide(&rv, &view, &state))?;
                 if let Some(tr) = self.trace.as_mut() {
                     if let Some(reason) = p.take_reason() {
                         let desc = format!("{}::{}", p.label().library, p.label().name);
@@ -313,7 +308,7 @@ impl Cluster {
         };
         let mut target = decode;
         if disaggregate {
-            let prefill = match route_stage(
+            let Some(prefill) = route_stage(
                 &mut s.prefill_routing,
                 &rv,
                 t,
@@ -324,15 +319,10 @@ impl Cluster {
                 self.lora
                     .as_deref_mut()
                     .map(|l| l.decision(t, req, &self.instances, &self.workload, Some(&s.prefill))),
-            )? {
-                Ok(p) => p,
-                Err(filter) => {
-                    if let (Some(tr), Some(p)) = (self.trace.as_mut(), s.prefill_routing.profile())
-                    {
-                        tr.no_candidate_from(rv.id, t, p, filter, s.prefill.start);
-                    }
-                    return self.reject(t, slot, super::Reject::Filter);
-                }
+                self.trace.as_mut(),
+            )?
+            else {
+                return self.reject(t, slot, super::Reject::Filter);
             };
             // A leg an instance could never serve stays whole on its decode instance.
             if prefill != decode
