@@ -561,6 +561,9 @@ fn apply_epp_config(table: &mut Table, path: String) {
 /// Where [`wasm`] leaves its choices for [`scenario`].
 const WASM_PICK: &str = "__wasm";
 
+/// The component the WebAssembly campaign loads (`examples/wasm/rust`).
+const WASM_LIB: &str = "wasm-example";
+
 /// WebAssembly policies from the components in `dir`, if given (the
 /// campaign with WebAssembly policies, when `BLIS_TEST_WASM_DIR` names
 /// what `examples/wasm/build.sh --tests` built): the admission and routing
@@ -571,21 +574,16 @@ const WASM_PICK: &str = "__wasm";
 /// every run costs seconds in a debug build; the integration tests run it.)
 fn wasm(dir: Option<String>) -> impl Strategy<Value = Fragment> {
     (
-        Just(false),
         any::<bool>(),
         any::<bool>(),
         prop::collection::vec((0usize..4, 0.1f64..5.0), 1..4),
         0i64..8,
     )
-        .prop_map(move |(python, router, admission, scorers, threshold)| {
+        .prop_map(move |(router, admission, scorers, threshold)| {
             let Some(dir) = dir.as_ref() else {
                 return Fragment::default();
             };
-            let lib = if python {
-                "wasm-example-py"
-            } else {
-                "wasm-example"
-            };
+            let lib = WASM_LIB;
             let mut pick = Table::new();
             pick.insert(
                 "path".into(),
@@ -595,7 +593,6 @@ fn wasm(dir: Option<String>) -> impl Strategy<Value = Fragment> {
                     .to_string()
                     .into(),
             );
-            pick.insert("lib".into(), lib.into());
             pick.insert("router".into(), router.into());
             pick.insert("admission".into(), admission.into());
             pick.insert("threshold".into(), int(threshold));
@@ -632,7 +629,7 @@ fn apply_wasm(table: &mut Table, pick: Table) {
     {
         return;
     }
-    let lib = pick["lib"].as_str().unwrap_or_default().to_string();
+    let lib = WASM_LIB;
     let mut plugin = Table::new();
     plugin.insert("path".into(), pick["path"].clone());
     table.insert("plugins".into(), Value::Array(vec![Value::Table(plugin)]));
