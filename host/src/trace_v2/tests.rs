@@ -354,6 +354,76 @@ fn row_errors_name_file_line_and_column() {
     assert!(e.contains("missing.csv"), "{e}");
 }
 
+/// Every field of a CSV line quoted (what the csv crate reads).
+fn quote_all(line: &str) -> String {
+    line.split(',')
+        .map(|f| format!("\"{f}\""))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn plain_and_quoted_lines_read_alike_with_the_same_line_numbers() {
+    let d = scratch("plain-quoted");
+    let rows: Vec<String> = (0..6)
+        .map(|i| {
+            ROW.replacen("0,c,t,", &format!("{i},c{i},t,"), 1).replacen(
+                ",10,5,",
+                &format!(",{},5,", 10 + i),
+                1,
+            )
+        })
+        .collect();
+    let plain = format!("{HEAD}\n{}\n", rows.join("\n"));
+    let quoted = format!(
+        "{}\n{}\n",
+        quote_all(HEAD),
+        rows.iter()
+            .map(|r| quote_all(r))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let crlf = plain.replace('\n', "\r\n");
+    let a = rows_of(&d, "plain.csv", &plain).unwrap();
+    assert_eq!(a.len(), 6);
+    assert_eq!(a[3].input_tokens, 13);
+    assert_eq!(a[3].client_id, "c3");
+    assert_eq!(a[5].error_message, "x");
+    assert_eq!(rows_of(&d, "quoted.csv", &quoted).unwrap(), a);
+    assert_eq!(rows_of(&d, "crlf.csv", &crlf).unwrap(), a);
+    // Plain lines, then a quoted field spanning two lines, then plain lines
+    // again (read by the csv crate from the quote on): a bad row after it is
+    // named by its line in the file.
+    let multi = ROW.replacen(", x ,", ",\"two\nlines, here\",", 1);
+    let bad = ROW.replacen(",ok,", ",fine,", 1);
+    let text = format!("{HEAD}\n{ROW}\n{multi}\n{ROW}\n{bad}\n");
+    let e = rows_of(&d, "mixed.csv", &text).unwrap_err();
+    assert!(
+        e.contains("mixed.csv:6:") && e.contains("column status"),
+        "{e}"
+    );
+    let text = format!("{HEAD}\n{ROW}\n{multi}\n{ROW}\n");
+    let got = rows_of(&d, "mixed-ok.csv", &text).unwrap();
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[1].error_message, "two\nlines, here");
+    assert_eq!(got[2], got[0]);
+    let mut rd = TraceReader::open(&d.join("mixed-ok.csv")).unwrap();
+    let mut r = TraceRecord::default();
+    let lines: Vec<u64> = std::iter::from_fn(|| rd.read_into(&mut r).unwrap()).collect();
+    assert_eq!(lines, [2, 3, 5]);
+    // Invalid UTF-8 after plain lines: named by its line, plain or not.
+    let mut bytes = format!("{HEAD}\n{ROW}\n").into_bytes();
+    bytes.extend_from_slice(b"0,c\xff,t,,,0,,0,true,10,5,10,0,0,0,0.5,,0,0,0,0,0,0,0,ok,,\n");
+    let p = d.join("utf8.csv");
+    std::fs::write(&p, bytes).unwrap();
+    let e = TraceReader::open(&p)
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("utf8.csv:3:") && e.contains("UTF-8"), "{e}");
+}
+
 #[test]
 fn go_parsebool_spellings_are_accepted() {
     let d = scratch("bool");

@@ -55,6 +55,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use rand::SeedableRng;
@@ -250,6 +251,8 @@ struct Row {
     round: u32,
     file_idx: u32,
     slo: SloClass,
+    /// The row has a send time (its injection is rebased, quirk 1).
+    sent: bool,
     /// Index into the adapter names (`NO_IDX`: the base model).
     adapter: u32,
     /// Index into the model names (`NO_IDX`: the default model).
@@ -310,6 +313,8 @@ pub struct TraceV2Replay {
     session_horizon: Tick,
     seed: u64,
     ledger: SharedLedger,
+    /// Whether the ledger records trace ids ([`TraceV2Replay::ledger`]).
+    keep_ids: AtomicBool,
     /// Rows whose prompt or output was raised to 1 token.
     pub raised: u64,
 }
@@ -366,14 +371,248 @@ struct Raw {
     model: u32,
 }
 
-fn intern(names: &mut Vec<String>, idx: &mut HashMap<String, u32>, name: &str) -> u32 {
-    if let Some(&i) = idx.get(name) {
-        return i;
+impl Raw {
+    /// The injected row, its send time rebased by `offset`.
+    fn row(&self, file_idx: usize, offset: i64) -> Row {
+        Row {
+            inject: if self.send > 0 {
+                self.send - offset
+            } else {
+                self.arrival
+            },
+            trace_id: self.trace_id,
+            n: self.n,
+            output: self.output,
+            prefix: self.prefix,
+            tenant: self.tenant,
+            client: self.client,
+            session: self.session,
+            round: self.round.min(u64::from(u32::MAX - 1)) as u32,
+            file_idx: file_idx as u32,
+            slo: self.slo,
+            sent: self.send > 0,
+            adapter: self.adapter,
+            model: self.model,
+        }
     }
-    let i = names.len() as u32;
-    names.push(name.to_string());
-    idx.insert(name.to_string(), i);
-    i
+}
+
+/// One kind of name in a trace, each numbered in order of first mention.
+#[derive(Default)]
+struct Interned {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+    /// The last name asked for and its number.
+    last: Option<(String, u32)>,
+}
+
+impl Interned {
+    fn get(&mut self, name: &str) -> u32 {
+        // Most rows repeat the name of the row before.
+        if let Some(&(ref last, i)) = self.last.as_ref() {
+            if last == name {
+                return i;
+            }
+        }
+        let i = self.lookup(name);
+        match &mut self.last {
+            Some((last, j)) => {
+                last.clear();
+                last.push_str(name);
+                *j = i;
+            }
+            None => self.last = Some((name.to_string(), i)),
+        }
+        i
+    }
+
+    fn lookup(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), i);
+        i
+    }
+}
+
+/// The names a trace mentions, and the prefix groups' lengths.
+#[derive(Default)]
+struct Names {
+    tenants: Interned,
+    clients: Interned,
+    groups: Interned,
+    /// Tokens of each prefix group (from the first row that gives one).
+    group_len: Vec<u32>,
+    sessions: Interned,
+    adapters: Interned,
+    model_names: Interned,
+    /// Trace `request_id` → `model`, for rows that name one.
+    models: HashMap<u64, String>,
+}
+
+impl Names {
+    /// Check one record and number its names; `raised` counts outputs of 0
+    /// raised to 1.
+    fn raw(&mut self, rec: &TraceRecord, line: u64, raised: &mut u64) -> Result<Raw, String> {
+        let max = u64::from(MAX_TOKENS);
+        let slo = SloClass::parse(&rec.slo_class).ok_or_else(|| {
+            format!(
+                "column slo_class: unknown class \"{}\" (accepted: critical, standard, batch, sheddable, background, or empty)",
+                rec.slo_class
+            )
+        })?;
+        let tenant = self.tenants.get(if rec.tenant_id.is_empty() {
+            super::trace::DEFAULT_TENANT
+        } else {
+            &rec.tenant_id
+        });
+        let client = self.clients.get(&rec.client_id);
+        let prefix = if rec.prefix_group.is_empty() {
+            NO_IDX
+        } else {
+            let g = self.groups.get(&rec.prefix_group);
+            if g as usize == self.group_len.len() {
+                self.group_len.push(0);
+            }
+            if self.group_len[g as usize] == 0 && rec.prefix_length > 0 {
+                if rec.prefix_length > max {
+                    return Err(format!(
+                        "column prefix_length: {} exceeds {max}",
+                        rec.prefix_length
+                    ));
+                }
+                self.group_len[g as usize] = rec.prefix_length as u32;
+            }
+            g
+        };
+        let n = if rec.server_input_tokens > 0 && rec.prefix_group.is_empty() {
+            rec.server_input_tokens
+        } else {
+            rec.input_tokens
+        };
+        for (col, v) in [("input_tokens", n), ("output_tokens", rec.output_tokens)] {
+            if v > max {
+                return Err(format!("column {col}: {v} exceeds {max}"));
+            }
+        }
+        let session = if rec.session_id.is_empty() {
+            NO_IDX
+        } else {
+            self.sessions.get(&rec.session_id)
+        };
+        let model = if rec.model.is_empty() {
+            NO_IDX
+        } else {
+            self.models.insert(rec.request_id, rec.model.clone());
+            self.model_names.get(&rec.model)
+        };
+        let adapter = if rec.adapter.is_empty() {
+            NO_IDX
+        } else {
+            self.adapters.get(&rec.adapter)
+        };
+        let mut output = rec.output_tokens as u32;
+        if output == 0 {
+            output = 1;
+            *raised += 1;
+        }
+        Ok(Raw {
+            line,
+            trace_id: rec.request_id,
+            arrival: rec.arrival_time_us,
+            send: rec.send_time_us,
+            last_chunk: rec.last_chunk_time_us,
+            think: rec.think_time_us,
+            n: n as u32,
+            output,
+            prefix,
+            tenant,
+            client,
+            session,
+            round: rec.round_index,
+            slo,
+            adapter,
+            model,
+        })
+    }
+}
+
+/// Closed-loop mode: each session's round 0 joins `rows`; its later
+/// rounds become a plan and the round specs in the arena. Errors give a
+/// line and a message.
+fn group_sessions(
+    raws: &[Raw],
+    sessions: &Interned,
+    offset: i64,
+    rows: &mut Vec<Row>,
+) -> Result<(Vec<SessionPlan>, Vec<RoundSpec>), (u64, String)> {
+    let mut plans: Vec<SessionPlan> = Vec::new();
+    let mut arena: Vec<RoundSpec> = Vec::new();
+    // Group each session's rows, in order of first appearance.
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); sessions.names.len()];
+    for (i, r) in raws.iter().enumerate() {
+        if r.session == NO_IDX {
+            rows.push(r.row(i, offset));
+        } else {
+            members[r.session as usize].push(i as u32);
+        }
+    }
+    for (s, m) in members.iter_mut().enumerate() {
+        m.sort_by_key(|&i| (raws[i as usize].round, i));
+        for (k, &i) in m.iter().enumerate() {
+            let r = &raws[i as usize];
+            if r.round != k as u64 {
+                return Err((
+                    r.line,
+                    format!(
+                        "column round_index: session \"{}\" has rounds {} — in closed-loop mode a session's rounds must be exactly 0, 1, 2, … (round {k} expected)",
+                        sessions.names[s],
+                        m.iter()
+                            .map(|&j| raws[j as usize].round.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ),
+                ));
+            }
+        }
+        let r0 = &raws[m[0] as usize];
+        let mut row0 = r0.row(m[0] as usize, offset);
+        row0.session = plans.len() as u32;
+        rows.push(row0);
+        let recorded = m[1..].iter().any(|&i| raws[i as usize].think > 0);
+        let first = arena.len() as u32;
+        for w in m.windows(2) {
+            let (p, c) = (&raws[w[0] as usize], &raws[w[1] as usize]);
+            let think = if recorded {
+                c.think
+            } else if p.last_chunk > 0 && c.send > 0 {
+                (c.send - p.last_chunk).max(0) as u64
+            } else if p.last_chunk > 0 && p.send <= 0 {
+                (c.arrival - p.last_chunk).max(0) as u64
+            } else {
+                (c.arrival - p.arrival).max(0) as u64
+            };
+            arena.push(RoundSpec {
+                n: c.n,
+                output: c.output,
+                adapter: c.adapter,
+                model: c.model,
+                think,
+            });
+        }
+        plans.push(SessionPlan {
+            first,
+            follow_ups: (m.len() - 1) as u32,
+            prefix: r0.prefix,
+            tenant: r0.tenant,
+            client: r0.client,
+            slo: r0.slo,
+            file_idx: m[0],
+        });
+    }
+    Ok((plans, arena))
 }
 
 /// What [`TraceV2Replay::open`] returns besides the source.
@@ -437,239 +676,119 @@ impl TraceV2Replay {
             message,
         };
         let mut rec = TraceRecord::default();
-        let mut raws: Vec<Raw> = Vec::new();
-        let (mut tenants, mut tenant_idx) = (Vec::new(), HashMap::new());
-        let (mut clients, mut client_idx) = (Vec::new(), HashMap::new());
-        let (mut groups, mut group_idx): (Vec<String>, HashMap<String, u32>) =
-            (Vec::new(), HashMap::new());
-        let mut group_len: Vec<u32> = Vec::new();
-        let (mut sessions, mut session_idx): (Vec<String>, HashMap<String, u32>) =
-            (Vec::new(), HashMap::new());
-        let mut models = HashMap::new();
-        let (mut adapters, mut adapter_idx) = (Vec::new(), HashMap::new());
-        let (mut model_names, mut model_idx) = (Vec::new(), HashMap::new());
+        let mut names = Names::default();
         let mut raised = 0u64;
-        let max = u64::from(MAX_TOKENS);
-        while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
-            let slo = SloClass::parse(&rec.slo_class).ok_or_else(|| {
-                row_err(line, format!(
-                    "column slo_class: unknown class \"{}\" (accepted: critical, standard, batch, sheddable, background, or empty)",
-                    rec.slo_class
-                ))
-            })?;
-            let tenant = intern(
-                &mut tenants,
-                &mut tenant_idx,
-                if rec.tenant_id.is_empty() {
-                    super::trace::DEFAULT_TENANT
+        // Fixed mode turns each row into its injected form at once; closed
+        // loop keeps the rows as read to group the sessions afterwards.
+        let mut rows: Vec<Row> = Vec::new();
+        let mut raws: Vec<Raw> = Vec::new();
+        // Reserve for the most rows the file can hold (a row is at least
+        // about 48 bytes): a large table is then mapped on its own, with
+        // small pages (see `with_small_pages`), and only what is written
+        // is ever touched.
+        let most = std::fs::metadata(base_dir.join(&spec.data)).map_or(0, |m| m.len() / 48);
+        let most = most.min(1 << 26) as usize;
+        // Smallest send − arrival over rows that have a send time (quirk 1).
+        let mut offset: Option<i64> = None;
+        // Rows whose injection time may be negative: (line, arrival, send).
+        let mut suspects: Vec<(u64, i64, i64)> = Vec::new();
+        crate::alloc::with_small_pages(|| {
+            // Address space only; a refusal just leaves the table to grow.
+            let _ = if closed_loop {
+                raws.try_reserve(most)
+            } else {
+                rows.try_reserve(most)
+            };
+            while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
+                let raw = names
+                    .raw(&rec, line, &mut raised)
+                    .map_err(|m| row_err(line, m))?;
+                if raw.send > 0 {
+                    let d = raw.send.saturating_sub(raw.arrival);
+                    offset = Some(offset.map_or(d, |o| o.min(d)));
+                }
+                if raw.arrival < 0 || raw.send < 0 {
+                    suspects.push((line, raw.arrival, raw.send));
+                }
+                if closed_loop {
+                    raws.push(raw);
                 } else {
-                    &rec.tenant_id
-                },
-            );
-            let client = intern(&mut clients, &mut client_idx, &rec.client_id);
-            let prefix = if rec.prefix_group.is_empty() {
-                NO_IDX
-            } else {
-                let g = intern(&mut groups, &mut group_idx, &rec.prefix_group);
-                if g as usize == group_len.len() {
-                    group_len.push(0);
-                }
-                if group_len[g as usize] == 0 && rec.prefix_length > 0 {
-                    if rec.prefix_length > max {
-                        return Err(row_err(
-                            line,
-                            format!("column prefix_length: {} exceeds {max}", rec.prefix_length),
-                        ));
-                    }
-                    group_len[g as usize] = rec.prefix_length as u32;
-                }
-                g
-            };
-            let n = if rec.server_input_tokens > 0 && rec.prefix_group.is_empty() {
-                rec.server_input_tokens
-            } else {
-                rec.input_tokens
-            };
-            for (col, v) in [("input_tokens", n), ("output_tokens", rec.output_tokens)] {
-                if v > max {
-                    return Err(row_err(line, format!("column {col}: {v} exceeds {max}")));
+                    let i = rows.len();
+                    rows.push(raw.row(i, 0));
                 }
             }
-            let session = if rec.session_id.is_empty() {
-                NO_IDX
-            } else {
-                intern(&mut sessions, &mut session_idx, &rec.session_id)
-            };
-            let model = if rec.model.is_empty() {
-                NO_IDX
-            } else {
-                models.insert(rec.request_id, rec.model.clone());
-                intern(&mut model_names, &mut model_idx, &rec.model)
-            };
-            let adapter = if rec.adapter.is_empty() {
-                NO_IDX
-            } else {
-                intern(&mut adapters, &mut adapter_idx, &rec.adapter)
-            };
-            let mut output = rec.output_tokens as u32;
-            if output == 0 {
-                output = 1;
-                raised += 1;
-            }
-            raws.push(Raw {
-                line,
-                trace_id: rec.request_id,
-                arrival: rec.arrival_time_us,
-                send: rec.send_time_us,
-                last_chunk: rec.last_chunk_time_us,
-                think: rec.think_time_us,
-                n: n as u32,
-                output,
-                prefix,
-                tenant,
-                client,
-                session,
-                round: rec.round_index,
-                slo,
-                adapter,
-                model,
-            });
-        }
-        if raws.len() >= NO_IDX as usize {
+            Ok::<(), WorkloadError>(())
+        })?;
+        let count = rows.len() + raws.len();
+        if count >= NO_IDX as usize {
             return Err(WorkloadError::File {
                 file,
-                message: format!("{} rows: more than a replay holds", raws.len()),
+                message: format!("{count} rows: more than a replay holds"),
             });
         }
-        let prefixes: Vec<Segment> = groups
+        let prefixes: Vec<Segment> = names
+            .groups
+            .names
             .iter()
-            .zip(&group_len)
+            .zip(&names.group_len)
             .map(|(g, &len)| Segment {
                 seed: prefix_seed(seed, g),
                 len,
             })
             .collect();
-        // Rebase send times (quirk 1).
-        let offset = raws
-            .iter()
-            .filter(|r| r.send > 0)
-            .map(|r| r.send.saturating_sub(r.arrival))
-            .min()
-            .unwrap_or(0)
-            .max(0);
-        let inject_of = |r: &Raw| -> i64 {
-            if r.send > 0 {
-                r.send - offset
-            } else {
-                r.arrival
-            }
+        let offset = offset.unwrap_or(0).max(0);
+        let inject_of = |arrival: i64, send: i64| if send > 0 { send - offset } else { arrival };
+        if let Some(&(line, a, sd)) = suspects.iter().find(|&&(_, a, sd)| inject_of(a, sd) < 0) {
+            return Err(row_err(
+                line,
+                format!(
+                    "the injection time is negative ({} µs): arrival_time_us and send_time_us must be ≥ 0",
+                    inject_of(a, sd)
+                ),
+            ));
+        }
+        // A row with no tokens at all (no prompt and no prefix) gets one.
+        let empty = |n: u32, prefix: u32| {
+            n == 0 && (prefix == NO_IDX || prefixes[prefix as usize].len == 0)
         };
-        for r in &mut raws {
-            if r.n == 0 && (r.prefix == NO_IDX || prefixes[r.prefix as usize].len == 0) {
+        for r in &mut rows {
+            if r.sent {
+                r.inject -= offset;
+            }
+            if empty(r.n, r.prefix) {
                 r.n = 1;
                 raised += 1;
             }
         }
-        for r in &raws {
-            if inject_of(r) < 0 {
-                return Err(row_err(
-                    r.line,
-                    format!(
-                        "the injection time is negative ({} µs): arrival_time_us and send_time_us must be ≥ 0",
-                        inject_of(r)
-                    ),
-                ));
+        for r in &mut raws {
+            if empty(r.n, r.prefix) {
+                r.n = 1;
+                raised += 1;
             }
         }
-        let mk_row = |i: usize, r: &Raw| Row {
-            inject: inject_of(r),
-            trace_id: r.trace_id,
-            n: r.n,
-            output: r.output,
-            prefix: r.prefix,
-            tenant: r.tenant,
-            client: r.client,
-            session: r.session,
-            round: r.round.min(u64::from(u32::MAX - 1)) as u32,
-            file_idx: i as u32,
-            slo: r.slo,
-            adapter: r.adapter,
-            model: r.model,
-        };
-        let mut rows: Vec<Row> = Vec::with_capacity(raws.len());
-        let mut plans: Vec<SessionPlan> = Vec::new();
-        let mut arena: Vec<RoundSpec> = Vec::new();
-        if !closed_loop {
-            for (i, r) in raws.iter().enumerate() {
-                rows.push(mk_row(i, r));
-            }
+        let (plans, arena) = if closed_loop {
+            group_sessions(&raws, &names.sessions, offset, &mut rows)
+                .map_err(|(l, m)| row_err(l, m))?
         } else {
-            // Group each session's rows, in order of first appearance.
-            let mut members: Vec<Vec<u32>> = vec![Vec::new(); sessions.len()];
-            for (i, r) in raws.iter().enumerate() {
-                if r.session == NO_IDX {
-                    rows.push(mk_row(i, r));
-                } else {
-                    members[r.session as usize].push(i as u32);
-                }
-            }
-            for (s, m) in members.iter_mut().enumerate() {
-                m.sort_by_key(|&i| (raws[i as usize].round, i));
-                for (k, &i) in m.iter().enumerate() {
-                    let r = &raws[i as usize];
-                    if r.round != k as u64 {
-                        return Err(row_err(
-                            r.line,
-                            format!(
-                                "column round_index: session \"{}\" has rounds {} — in closed-loop mode a session's rounds must be exactly 0, 1, 2, … (round {k} expected)",
-                                sessions[s],
-                                m.iter()
-                                    .map(|&j| raws[j as usize].round.to_string())
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                            ),
-                        ));
-                    }
-                }
-                let r0 = &raws[m[0] as usize];
-                let mut row0 = mk_row(m[0] as usize, r0);
-                row0.session = plans.len() as u32;
-                rows.push(row0);
-                let recorded = m[1..].iter().any(|&i| raws[i as usize].think > 0);
-                let first = arena.len() as u32;
-                for w in m.windows(2) {
-                    let (p, c) = (&raws[w[0] as usize], &raws[w[1] as usize]);
-                    let think = if recorded {
-                        c.think
-                    } else if p.last_chunk > 0 && c.send > 0 {
-                        (c.send - p.last_chunk).max(0) as u64
-                    } else if p.last_chunk > 0 && p.send <= 0 {
-                        (c.arrival - p.last_chunk).max(0) as u64
-                    } else {
-                        (c.arrival - p.arrival).max(0) as u64
-                    };
-                    arena.push(RoundSpec {
-                        n: c.n,
-                        output: c.output,
-                        adapter: c.adapter,
-                        model: c.model,
-                        think,
-                    });
-                }
-                plans.push(SessionPlan {
-                    first,
-                    follow_ups: (m.len() - 1) as u32,
-                    prefix: r0.prefix,
-                    tenant: r0.tenant,
-                    client: r0.client,
-                    slo: r0.slo,
-                    file_idx: m[0],
-                });
-            }
+            (Vec::new(), Vec::new())
+        };
+        drop(raws);
+        if !rows.is_sorted_by_key(|r| (r.inject, r.file_idx)) {
+            rows.sort_by_key(|r| (r.inject, r.file_idx));
         }
-        rows.sort_by_key(|r| (r.inject, r.file_idx));
         let session_horizon = horizon.unwrap_or(NEVER);
+        let Names {
+            tenants,
+            clients,
+            groups,
+            models,
+            adapters,
+            model_names,
+            ..
+        } = names;
+        let mut tenants = tenants.names;
         let prefix_names = groups
+            .names
             .iter()
             .zip(&prefixes)
             .map(|(g, s)| (s.seed, g.clone()))
@@ -678,7 +797,7 @@ impl TraceV2Replay {
             tenants.push(super::trace::DEFAULT_TENANT.to_string());
         }
         let ledger = Arc::new(Mutex::new(ReplayLedger {
-            ids: Vec::with_capacity(rows.len()),
+            ids: Vec::new(),
             models,
             header: Some(header),
         }));
@@ -698,13 +817,14 @@ impl TraceV2Replay {
                 session_horizon,
                 seed,
                 ledger,
+                keep_ids: AtomicBool::new(false),
                 raised,
             },
             tenants,
-            clients,
+            clients: clients.names,
             prefix_names,
-            adapters,
-            models: model_names,
+            adapters: adapters.names,
+            models: model_names.names,
         })
     }
 
@@ -718,8 +838,15 @@ impl TraceV2Replay {
         self.rows.len() as u64 + self.rounds.len() as u64
     }
 
-    /// The ledger the writers read.
+    /// The ledger the writers read. Asking for it turns on the recording
+    /// of trace ids (a replay that writes no per-request output keeps none).
     pub fn ledger(&self) -> SharedLedger {
+        if !self.keep_ids.swap(true, Relaxed) {
+            if let Ok(mut l) = self.ledger.lock() {
+                let n = self.rows.len() + self.rounds.len();
+                crate::alloc::with_small_pages(|| l.ids.reserve(n));
+            }
+        }
         Arc::clone(&self.ledger)
     }
 
@@ -743,6 +870,9 @@ impl TraceV2Replay {
     }
 
     fn note(&self, trace_id: u64) {
+        if !self.keep_ids.load(Relaxed) {
+            return;
+        }
         if let Ok(mut l) = self.ledger.lock() {
             l.ids.push(trace_id);
         }

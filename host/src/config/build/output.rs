@@ -147,8 +147,10 @@ fn trace_sinks(
 ) -> Result<Vec<Box<dyn crate::metrics::RequestSink>>, String> {
     use crate::metrics::trace_export::{SimResults, TraceExport};
     let mut sinks: Vec<Box<dyn crate::metrics::RequestSink>> = Vec::new();
-    let ledger = workload.replay_ledger();
+    // Asked for only by a sink that needs it: a replay keeps its trace ids
+    // only then.
     if let Some(p) = &run.output.trace_v2 {
+        let ledger = workload.replay_ledger();
         let w = &run.workload;
         let clients = w.clients.as_deref().unwrap_or(&[]);
         let (sessions, accumulate) = match &ledger {
@@ -176,14 +178,14 @@ fn trace_sinks(
             workload.prefix_group_names().clone(),
             sessions,
             accumulate,
-            ledger.clone(),
+            ledger,
             workload.adapter_names().to_vec(),
             workload.model_names().to_vec(),
         )?;
         sinks.push(Box::new(export));
     }
     if let Some(p) = &run.output.sim_results_path {
-        let Some(l) = ledger else {
+        let Some(l) = workload.replay_ledger() else {
             return Err("output.sim_results_path needs a [workload.trace_v2] workload (SimResult entries are keyed by trace request_id)".into());
         };
         sinks.push(Box::new(SimResults::create(
