@@ -85,6 +85,14 @@ pub fn keep_freed_memory() {
     platform::keep_freed_memory();
 }
 
+/// Stop giving huge-page advice for the rest of the process: for a command
+/// that simulates nothing (`blis observe` waits on sockets; its memory is a
+/// growing list of records, where huge pages save no TLB misses but each
+/// costs a slow first touch, see [`with_small_pages`]).
+pub fn small_pages_from_now_on() {
+    ENABLED.store(false, Relaxed);
+}
+
 std::thread_local! {
     /// Set inside [`with_small_pages`].
     static SMALL_PAGES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

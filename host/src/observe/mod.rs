@@ -336,6 +336,7 @@ fn check_args(args: &ObserveArgs) -> Result<(), Failure> {
 
 /// Run `blis observe`: the summary JSON for stdout.
 pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
+    crate::alloc::small_pages_from_now_on();
     check_args(args)?;
     let (run, source, inputs) = load(args)?;
     let itl_path = args
