@@ -16,27 +16,45 @@ blis="${1:-$here/../../target/release/blis}"
 [ -x "$blis" ] || { echo "build blis first: cargo build --release -p blis-host" >&2; exit 2; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-field() { grep -m1 "\"$1\":" "$tmp/report.json" | sed -e 's/.*: *//' -e 's/,$//'; }
+jobs="${BLIS_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 start=$(date +%s.%N)
+# The 30 runs, JOBS at a time (default: one per core), each into its own
+# report; then one table in golden.tsv's order.
+rows=$(grep -v '^#' "$here/golden.tsv" | tail -n +2)
+i=0
+while IFS=$'\t' read -r id model kv cpu rest; do
+  i=$((i + 1))
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  ( "$blis" run "$here/$id.toml" --quiet --set "model.latency_model=\"$model\"" \
+      --set "instance.total_kv_blocks=$kv" --set "instance.kv_offload.cpu_blocks=$cpu" \
+      2>"$tmp/$i.stderr" >"$tmp/$i.json" || { cat "$tmp/$i.stderr" >&2; touch "$tmp/$i.failed"; } ) &
+done <<<"$rows"
+wait
+if ls "$tmp"/*.failed >/dev/null 2>&1; then exit 1; fi
 printf '%-17s %-15s | %-23s %-8s %-8s | %-25s %-9s %-9s | %-21s %-6s %-6s\n' \
   experiment latency_model "TTFT mean blis/ref/Δ%" p90 p99 "E2E mean blis/ref/Δ%" p90 p99 \
   "ITL mean blis/ref/Δ%" p90 p99
-grep -v '^#' "$here/golden.tsv" | tail -n +2 |
-  while IFS=$'\t' read -r id model kv cpu completed tm t90 t99 em e90 e99 im; do
-    "$blis" run "$here/$id.toml" --quiet --set "model.latency_model=\"$model\"" \
-      --set "instance.total_kv_blocks=$kv" --set "instance.kv_offload.cpu_blocks=$cpu" 2>"$tmp/stderr" >"$tmp/report.json" ||
-      { cat "$tmp/stderr" >&2; exit 1; }
-    mark=""
-    [ "$cpu" != 0 ] && mark="*"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-      "$id$mark" "$model" "$(field ttft_mean_ms)" "$tm" "$(field ttft_p90_ms)" "$t90" \
-      "$(field ttft_p99_ms)" "$t99" "$(field e2e_mean_ms)" "$em" "$(field e2e_p90_ms)" "$e90" \
-      "$(field e2e_p99_ms)" "$e99" "$(field itl_mean_ms)" "$im" "$(field itl_p90_ms)" \
-      "$(field itl_p99_ms)" "$(field completed_requests)" "$completed" |
-      awk -F'\t' 'function d(b, r) { return r == 0 ? 0 : 100 * (b - r) / r }
-        { printf "%-17s %-15s | %7.2f/%7.2f/%+6.1f %8.2f %8.2f | %8.1f/%8.1f/%+6.1f %9.1f %9.1f | %6.2f/%6.2f/%+6.1f %6.2f %6.2f%s\n",
-            $1, $2, $3, $4, d($3, $4), $5, $7, $9, $10, d($9, $10), $11, $13, $15, $16, d($15, $16),
-            $17, $18, ($19 == $20 ? "" : sprintf("  (completed %s of %s)", $19, $20)) }'
-  done
+i=0
+while IFS=$'\t' read -r id model kv cpu completed tm t90 t99 em e90 e99 im; do
+  i=$((i + 1))
+  mark=""
+  [ "$cpu" != 0 ] && mark="*"
+  # The report's first value of each field (the cluster-wide one), in one pass.
+  awk -v id="$id$mark" -v model="$model" -v tm="$tm" -v em="$em" -v im="$im" -v completed="$completed" '
+    function d(b, r) { return r == 0 ? 0 : 100 * (b - r) / r }
+    {
+      if (match($0, /"[a-z0-9_]+":/)) {
+        k = substr($0, RSTART + 1, RLENGTH - 3)
+        if (!(k in v)) { x = substr($0, RSTART + RLENGTH); sub(/^ */, "", x); sub(/,$/, "", x); v[k] = x }
+      }
+    }
+    END {
+      printf "%-17s %-15s | %7.2f/%7.2f/%+6.1f %8.2f %8.2f | %8.1f/%8.1f/%+6.1f %9.1f %9.1f | %6.2f/%6.2f/%+6.1f %6.2f %6.2f%s\n",
+        id, model, v["ttft_mean_ms"], tm, d(v["ttft_mean_ms"], tm), v["ttft_p90_ms"], v["ttft_p99_ms"],
+        v["e2e_mean_ms"], em, d(v["e2e_mean_ms"], em), v["e2e_p90_ms"], v["e2e_p99_ms"],
+        v["itl_mean_ms"], im, d(v["itl_mean_ms"], im), v["itl_p90_ms"], v["itl_p99_ms"],
+        (v["completed_requests"] == completed ? "" : sprintf("  (completed %s of %s)", v["completed_requests"], completed))
+    }' "$tmp/$i.json"
+done <<<"$rows"
 end=$(date +%s.%N)
-awk -v s="$start" -v e="$end" 'BEGIN { printf "total wall time: %.1f s (30 runs)\n", e - s }'
+awk -v s="$start" -v e="$end" -v j="$jobs" 'BEGIN { printf "total wall time: %.1f s (30 runs, %d at a time)\n", e - s, j }'
