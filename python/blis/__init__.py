@@ -386,16 +386,17 @@ def replay(
 
 
 def calibrate_fit(
-    measurements: PathLike,
+    measurements: Optional[PathLike],
     out: PathLike,
     *,
+    traces: Union[Mapping[PathLike, Tuple[PathLike, PathLike]], Sequence[str], None] = None,
     fit: Union[str, Sequence[str], None] = None,
     bounds: Union[Mapping[str, Tuple[float, float]], Sequence[str], None] = None,
     weights: Union[Mapping[str, float], Sequence[str], None] = None,
     holdout: int = 0,
     seed: int = 1,
     jobs: Optional[int] = None,
-    iterations: int = 60,
+    iterations: int = 0,
     html: Optional[PathLike] = None,
     quiet: bool = True,
     as_frame: Optional[bool] = None,
@@ -408,7 +409,13 @@ def calibrate_fit(
 
     ``measurements``: a CSV table with header ``run_file,metric,value``
     (``run_file`` relative to the table; ``metric`` a report field such as
-    ``ttft_mean_ms`` or ``stages[0].e2e_p90_ms``).
+    ``ttft_mean_ms`` or ``stages[0].e2e_p90_ms``), or ``None`` with
+    ``traces``.
+
+    ``traces``: observed TraceV2 traces, each with the run file of the
+    server that produced it, as ``--trace RUN_FILE=HEADER.yaml,DATA.csv``:
+    ``{run_file: (header, data)}`` or ``"RUN_FILE=HEADER.yaml,DATA.csv"``
+    strings. Errors per request (TTFT, E2E, ITL) against a replay of each.
 
     The keywords are the command's flags: ``fit`` (coefficients to fit,
     ``"alpha,beta[1]"`` or a list of names; default every nonzero
@@ -416,7 +423,8 @@ def calibrate_fit(
     strings), ``weights`` ({metric: w} or ``"METRIC=W"`` strings),
     ``holdout`` (folds by run file; 0 = none), ``seed`` (folds and
     bootstrap), ``jobs`` (simulations at once; default every core),
-    ``iterations`` (Nelder–Mead iterations of the second stage), ``html``
+    ``iterations`` (Nelder–Mead iterations on the MAPE after the
+    Levenberg–Marquardt stages; default 0), ``html``
     (also write the page of measured against predicted). ``quiet=False``
     shows the progress on stderr, as the command does.
 
@@ -434,9 +442,20 @@ def calibrate_fit(
         lo, hi = v
         return f"{lo}:{hi}"
 
+    if traces is None:
+        trace_args = []
+    elif isinstance(traces, Mapping):
+        trace_args = [
+            f"{os.fspath(run)}={os.fspath(h)},{os.fspath(d)}" for run, (h, d) in traces.items()
+        ]
+    elif isinstance(traces, str):
+        trace_args = [traces]
+    else:
+        trace_args = [str(t) for t in traces]
     summary, profile, rows = _native.calibrate_fit(
-        os.fspath(measurements),
+        None if measurements is None else os.fspath(measurements),
         os.fspath(out),
+        traces=trace_args,
         fit=fit,
         bounds=_pairs(bounds, "=", "bounds", _bound),
         weights=_pairs(weights, "=", "weights", str),

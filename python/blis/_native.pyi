@@ -56,15 +56,16 @@ def replay(
     """One replay, as blis replay: (report text, [(kind, notice)])."""
 
 def calibrate_fit(
-    measurements: Union[str, os.PathLike[str]],
+    measurements: Optional[Union[str, os.PathLike[str]]],
     out: Union[str, os.PathLike[str]],
+    traces: Sequence[str] = ...,
     fit: Optional[str] = None,
     bounds: Sequence[str] = ...,
     weights: Sequence[str] = ...,
     holdout: int = 0,
     seed: int = 1,
     jobs: Optional[int] = None,
-    iterations: int = 60,
+    iterations: int = 0,
     html: Optional[Union[str, os.PathLike[str]]] = None,
     quiet: bool = True,
 ) -> Tuple[

@@ -410,14 +410,15 @@ type FitRow = (
 /// TOML file holds: a dict of its tables), and one tuple per table row.
 #[pyfunction]
 #[pyo3(signature = (
-    measurements, out, fit=None, bounds=Vec::new(), weights=Vec::new(), holdout=0, seed=1,
-    jobs=None, iterations=60, html=None, quiet=true
+    measurements, out, traces=Vec::new(), fit=None, bounds=Vec::new(), weights=Vec::new(),
+    holdout=0, seed=1, jobs=None, iterations=0, html=None, quiet=true
 ))]
 #[allow(clippy::too_many_arguments)]
 fn calibrate_fit(
     py: Python<'_>,
-    measurements: PathBuf,
+    measurements: Option<PathBuf>,
     out: PathBuf,
+    traces: Vec<String>,
     fit: Option<String>,
     bounds: Vec<String>,
     weights: Vec<String>,
@@ -430,8 +431,8 @@ fn calibrate_fit(
 ) -> PyResult<(String, Py<PyAny>, Vec<FitRow>)> {
     let args = FitArgs {
         out,
-        measurements: Some(measurements),
-        traces: Vec::new(),
+        measurements,
+        traces,
         fit,
         bounds,
         weights,

@@ -3,6 +3,7 @@ calibrate fit`: the same flags give the same report and the same profile,
 the SimResult array comes back without files, bad input is an InputError
 naming the file and line or flag, Ctrl-C stops a fit with nothing written."""
 
+import csv
 import json
 import shutil
 import subprocess
@@ -132,6 +133,38 @@ def fit_dir(tmp_path):
 def _profile_body(text):
     """The profile without its comment header and its `created` time."""
     return [l for l in text.splitlines() if not l.startswith("#") and not l.startswith("created = ")]
+
+
+def test_calibrate_fit_takes_traces_as_the_command_does(fit_dir, blis_bin, monkeypatch):
+    monkeypatch.chdir(fit_dir)
+    # The run file's own trace, every request's TTFT and E2E made 20 % longer.
+    subprocess.run([str(blis_bin), "run", "a.toml", "--quiet", "--trace-output", "t"],
+                   check=True, capture_output=True)
+    with open(fit_dir / "t.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    head = rows[0]
+    send, first, last = (head.index(c) for c in ("send_time_us", "first_chunk_time_us",
+                                                  "last_chunk_time_us"))
+    for r in rows[1:]:
+        s0 = int(r[send])
+        r[first] = str(s0 + round((int(r[first]) - s0) * 1.2))
+        r[last] = str(s0 + round((int(r[last]) - s0) * 1.2))
+    with open(fit_dir / "t.csv", "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    fit = blis.calibrate_fit(None, "py.toml", traces={"a.toml": ("t.yaml", "t.csv")},
+                             jobs=2, seed=4, as_frame=False)
+    cli = _cli(blis_bin, "calibrate", "fit", "--trace", "a.toml=t.yaml,t.csv", "--out", "cli.toml",
+               "--jobs", "2", "--seed", "4", "--quiet", cwd=fit_dir)
+    assert fit["train_mape"] < fit["start_mape"]
+    assert {**fit, "profile": None} == {**cli, "profile": None}
+    assert _profile_body((fit_dir / "py.toml").read_text()) == _profile_body(
+        (fit_dir / "cli.toml").read_text())
+    assert {r["metric"] for r in fit.rows} >= {"request_ttft_ms", "request_e2e_ms"}
+    same = blis.calibrate_fit(None, "py2.toml", traces=["a.toml=t.yaml,t.csv"], jobs=2, seed=4,
+                              as_frame=False)
+    assert {**same, "profile": None} == {**fit, "profile": None}
+    with pytest.raises(blis.InputError, match="nope.yaml"):
+        blis.calibrate_fit(None, "x.toml", traces={"a.toml": ("nope.yaml", "t.csv")})
 
 
 def test_calibrate_fit_writes_the_commands_profile(fit_dir, blis_bin, monkeypatch):

@@ -288,7 +288,7 @@ fn a_trace_gives_back_its_coefficients() {
     use blis_host::instance::latency::ITER29_BETA;
     let dir = TestDir::new("calibrate_fit_trace_recovery");
     let truth = observed_trace(&dir);
-    // One factor on every beta (stage 1 only: --iterations 0), fitted from
+    // Every beta (Levenberg–Marquardt only: --iterations 0), fitted from
     // the defaults to the trace's per-request TTFT, E2E and ITL; 3 folds by
     // request.
     let summary = report(
@@ -315,9 +315,8 @@ fn a_trace_gives_back_its_coefficients() {
     // β ×1.3 makes every step 30 % slower: the defaults are far off.
     assert!(start > 15.0, "start {start}");
     // The replay of a blis trace through the true coefficients reproduces
-    // it up to the µs rounding of the chunk times, and the one factor is
-    // found to Nelder–Mead's tolerance (1e-3 in log units): predictions
-    // within 1 %, train and held out.
+    // it up to the µs rounding of the chunk times, and the one-factor stage
+    // finds β ×1.3: predictions within 1 %, train and held out.
     assert!(train < 1.0, "train {train}");
     assert!(held < 1.0, "held out {held}");
     let p: toml::Table = std::fs::read_to_string(dir.path().join("p.toml"))
