@@ -197,3 +197,50 @@ fn template_scorer_changes_routing_decisions() {
         "the template's scorer must change routing decisions"
     );
 }
+
+/// `examples/llm-d/`: the workload with each of the three shipped llm-d
+/// files its README compares (and round-robin), shortened to 1,500
+/// requests: exit 0, INV-1, and the difference the README describes — the
+/// prefix-only file puts more than a third of the requests on one of the 8
+/// instances, the file whose queue and KV scorers outweigh the prefix score
+/// less than a third.
+#[test]
+fn the_llm_d_example_runs_its_three_configurations() {
+    let configs = repo().join("tests/data/llm-d-router-configs");
+    let spread = |r: &Value| -> (u64, u64) {
+        let c: Vec<u64> = r["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| u(i, "completed_requests"))
+            .collect();
+        (*c.iter().min().unwrap(), *c.iter().max().unwrap())
+    };
+    let mut max_share = Vec::new();
+    for f in [
+        "epp-config.yaml",
+        "epp-precise-prefix-cache-config.yaml",
+        "soft-reflective-ceiling-epp-config.yaml",
+    ] {
+        let dir = TestDir::new(&format!("example_llm_d_{}", f.replace(['.', '-'], "_")));
+        let epp = configs.join(f);
+        let r = run_example(
+            &dir,
+            "llm-d/workload.toml",
+            &[
+                "--num-requests",
+                "1500",
+                "--epp-config",
+                epp.to_str().unwrap(),
+            ],
+        );
+        let (lo, hi) = spread(&r);
+        max_share.push((f, lo, hi, u(&r["cluster"], "completed_requests")));
+    }
+    let (_, _, hi0, n0) = max_share[0];
+    let (_, _, hi2, n2) = max_share[2];
+    assert!(
+        hi0 * 3 > n0 && hi2 * 3 < n2,
+        "prefix-only should concentrate, queue+kv+prefix spread: {max_share:?}"
+    );
+}
