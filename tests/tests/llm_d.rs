@@ -392,3 +392,82 @@ fn unusable_weights_and_thresholds_are_refused() {
         "{e}"
     );
 }
+
+/// llm-d's `utilization-filter` runs as blis-std's `utilization` filter:
+/// the converted TOML gives the same report as `--epp-config`; the
+/// filter changes routing (waiting-queue ≤ 0 keeps only instances with an
+/// empty queue, all of them when none has one, with fallbackOnEmpty); its
+/// conditions are checked as llm-d's factory checks them.
+#[test]
+fn the_utilization_filter_is_simulated() {
+    let dir = TestDir::new("llm_d_utilization_filter");
+    dir.write("base.toml", BASE);
+    let file = |conds: &str, fallback: bool| {
+        epp(&format!(
+            "plugins:\n- type: utilization-filter\n  parameters:\n    conditions: {conds}\n    fallbackOnEmpty: {fallback}\n- type: queue-scorer\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: utilization-filter\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let f = dir.write(
+        "u.yaml",
+        &file(
+            "[{metric: waiting-queue, maxValue: 0}, {metric: active-requests, maxValue: 6}]",
+            true,
+        ),
+    );
+    let out = dir
+        .blis()
+        .args(["convert", "epp-config", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let converted = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        converted.contains("name = \"utilization\"")
+            && converted.contains("metric = \"active-requests\"")
+            && converted.contains("fallback_on_empty = true"),
+        "{converted}"
+    );
+    dir.write("converted.toml", &format!("{BASE}{converted}\n"));
+    let (a, notes) = run_ok(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    let (b, _) = run_ok(&dir, &["run", "converted.toml"]);
+    assert_eq!(a, b);
+    assert!(notes.contains("blis's utilization filter"), "{notes}");
+    // The same file without the filter routes differently.
+    let g = dir.write(
+        "plain.yaml",
+        &epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"),
+    );
+    let (c, _) = run_ok(
+        &dir,
+        &["run", "base.toml", "--epp-config", g.to_str().unwrap()],
+    );
+    assert_ne!(a, c, "the filter changed nothing");
+    for (conds, says) in [
+        ("[]", "at least one"),
+        ("[{metric: gpu-temperature, maxValue: 1}]", "is not one of"),
+        ("[{metric: kv-cache-utilization, maxValue: 1.5}]", "≤ 1"),
+        ("[{metric: waiting-queue}]", "maxValue is missing"),
+        (
+            "[{metric: waiting-queue, maxValue: 1, unit: x}]",
+            "unit is not a parameter",
+        ),
+    ] {
+        let f = dir.write("bad.yaml", &file(conds, false));
+        let e = run_bad(
+            &dir,
+            &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+        );
+        assert!(
+            e.contains("'utilization-filter'") && e.contains(says),
+            "{conds}: {e}"
+        );
+    }
+}

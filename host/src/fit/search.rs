@@ -342,8 +342,10 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
     let ident = |p: &[f64]| p.to_vec();
     let name = format!("{label}, stage 2 (every coefficient)");
     let (x2, c2) = levenberg_marquardt(obj, rows, &ident, x.clone(), LM_ITERS_EVERY, &name)?;
-    obj.progress
-        .note(&format!("{name}: weighted MAPE {c2:.3} % ({})", factors(&x2)));
+    obj.progress.note(&format!(
+        "{name}: weighted MAPE {c2:.3} % ({})",
+        factors(&x2)
+    ));
     if c2 <= best_cost {
         x = x2;
         best_cost = c2;

@@ -15,7 +15,8 @@
 //!   queries) ([`scorers`]), and `precise-prefix-cache`, `no-hit-lru`,
 //!   which read the host's prefix-cache query ([`cache_scorers`]);
 //! * filters of a routing profile: `low-queue`, `low-kv-utilization`,
-//!   `unsaturated` (llm-d's utilization-detector as a filter)
+//!   `unsaturated` (llm-d's utilization-detector as a filter),
+//!   `utilization` (llm-d's utilization-filter)
 //!   ([`filters`]);
 //! * pickers of a routing profile: `max-score`, `random`,
 //!   `weighted-random` ([`pickers`]);
@@ -46,7 +47,7 @@ pub mod scorers;
 use admission::{AlwaysAdmit, GaieLegacy, Probabilistic, RejectAll, TierShed, TokenBucket};
 use autoscalers::KvSaturation;
 use cache_scorers::{NoHitLru, PrecisePrefixCache};
-use filters::{LowKvUtilization, LowQueue, Unsaturated};
+use filters::{LowKvUtilization, LowQueue, Unsaturated, Utilization};
 use pickers::{MaxScore, RandomPick, WeightedRandom};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
 use schedulers::{Fcfs, PreemptLowestPriority, PreemptTail, PriorityFcfs, ReversePriority, Sjf};
@@ -73,7 +74,7 @@ blis_plugin_api::export_plugin! {
         WaitingQueue,
         LoraAffinity,
     ],
-    filters: [LowQueue, LowKvUtilization, Unsaturated],
+    filters: [LowQueue, LowKvUtilization, Unsaturated, Utilization],
     pickers: [MaxScore, RandomPick, WeightedRandom],
     schedulers: [Fcfs, PriorityFcfs, Sjf, ReversePriority],
     preemption: [PreemptTail, PreemptLowestPriority],

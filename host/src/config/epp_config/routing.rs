@@ -236,6 +236,9 @@ fn map_filter(
             ]),
         ));
     }
+    if p.info.ty == "utilization-filter" {
+        return utilization_filter(p, out);
+    }
     Ok(FilterMap::NoEffect(match (p.info.ty, stage) {
         ("decode-filter", Stage::Decode) => "the decode stage routes over the decode and both pools (llm-d's role labels are blis's pool roles)".into(),
         ("prefill-filter", Stage::Prefill) => "the prefill stage routes over the prefill and both pools (llm-d's role labels are blis's pool roles)".into(),
@@ -261,6 +264,80 @@ fn map_filter(
         }
         _ => return Err(unsupported(p, "this filter's signal")),
     }))
+}
+
+/// llm-d's `utilization-filter` → blis-std's `utilization` filter, its
+/// conditions checked as llm-d's factory checks them.
+fn utilization_filter(p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
+    const METRICS: [&str; 4] = [
+        "active-requests",
+        "running-requests",
+        "waiting-queue",
+        "kv-cache-utilization",
+    ];
+    let bad = |m: String| format!("plugin '{}' (utilization-filter): {m}", p.name);
+    let conds = match p.params.get("conditions") {
+        Some(Value::Sequence(c)) if !c.is_empty() => c,
+        _ => {
+            return Err(bad(
+                "parameters.conditions needs at least one {metric, maxValue}".into(),
+            ))
+        }
+    };
+    let mut list = Vec::with_capacity(conds.len());
+    for (k, c) in conds.iter().enumerate() {
+        let metric = param_str(c, "metric").unwrap_or("");
+        if !METRICS.contains(&metric) {
+            return Err(bad(format!(
+                "conditions[{k}].metric \"{metric}\" is not one of {}",
+                METRICS.join(", ")
+            )));
+        }
+        let Some(max) = num(c, "maxValue") else {
+            return Err(bad(format!(
+                "conditions[{k}].maxValue is missing or not a number"
+            )));
+        };
+        if !(max >= 0.0 && (metric != "kv-cache-utilization" || max <= 1.0)) {
+            return Err(bad(format!(
+                "conditions[{k}].maxValue {max} must be ≥ 0 (and ≤ 1 for kv-cache-utilization)"
+            )));
+        }
+        if let Some(extra) = c.as_mapping().and_then(|m| {
+            m.keys()
+                .filter_map(Value::as_str)
+                .find(|k| !["metric", "maxValue"].contains(k))
+        }) {
+            return Err(bad(format!(
+                "conditions[{k}].{extra} is not a parameter (metric, maxValue)"
+            )));
+        }
+        list.push(T::Table(table(&[
+            ("metric", T::String(metric.to_string())),
+            ("max", T::Float(max)),
+        ])));
+    }
+    let fallback = p
+        .params
+        .get("fallbackOnEmpty")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    out.note(format!(
+        "plugin '{}' (utilization-filter): blis's utilization filter (active-requests is the router's live in-flight count, the others the scraped metrics){}",
+        p.name,
+        if param_str(&p.params, "inFlightLoadProducerName").is_some() {
+            "; inFlightLoadProducerName: blis counts in-flight requests itself"
+        } else {
+            ""
+        }
+    ));
+    Ok(FilterMap::Blis(
+        "utilization",
+        table(&[
+            ("conditions", T::Array(list)),
+            ("fallback_on_empty", T::Boolean(fallback)),
+        ]),
+    ))
 }
 
 /// One profile as a blis routing section (a table of `RoutingSection`).
