@@ -84,9 +84,8 @@ pub struct FitArgs {
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Nelder–Mead iterations on the weighted MAPE after the two
-    /// Levenberg–Marquardt stages (default 0: none). A polish: on the
-    /// 15-experiment fit of examples/bench/fit-sim-to-real.sh, 30 iterations
-    /// took the error from 0.995 % to 0.872 % for 85 more simulation sets.
+    /// Levenberg–Marquardt stages (default 0: none): a polish of the error
+    /// itself, at one simulation set or more per iteration.
     #[arg(long, default_value_t = 0)]
     pub iterations: u64,
     /// Also write an HTML page: measured against predicted per experiment
