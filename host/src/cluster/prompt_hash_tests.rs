@@ -100,6 +100,11 @@ pub(super) fn sections(kind: &str, name: &str) -> Option<String> {
         "token-bucket" => "\n[admission.params]\ncapacity = 20000.0\nrefill_rate = 60000.0",
         _ => "",
     };
+    // A filter with no default conditions gets some that bite.
+    let filter_params = match name {
+        "utilization" => ", params = { conditions = [{ metric = \"active-requests\", max = 6 }, { metric = \"waiting-queue\", max = 2 }], fallback_on_empty = true }",
+        _ => "",
+    };
     Some(match kind {
         "admission" => format!(
             "[admission]\npolicy = \"{name}\"{admission_params}\n[routing]\npolicy = \"round-robin\""
@@ -111,7 +116,7 @@ pub(super) fn sections(kind: &str, name: &str) -> Option<String> {
         ),
         "filter" => format!(
             "[routing]\npolicy = \"pipeline\"\n[[routing.profiles]]\nname = \"p\"\n\
-             filters = [{{ name = \"{name}\" }}]\nscorers = [{{ name = \"queue-depth\", weight = 1.0 }}]"
+             filters = [{{ name = \"{name}\"{filter_params} }}]\nscorers = [{{ name = \"queue-depth\", weight = 1.0 }}]"
         ),
         "picker" => format!(
             "[routing]\npolicy = \"pipeline\"\n[[routing.profiles]]\nname = \"p\"\n\
