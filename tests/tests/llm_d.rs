@@ -471,3 +471,59 @@ fn the_utilization_filter_is_simulated() {
         );
     }
 }
+
+/// llm-d's `concurrency-detector` referenced as a filter (requests mode)
+/// keeps the instances with fewer than maxConcurrency·(1 + headroom)
+/// requests in flight: blis's `utilization` filter on active-requests with
+/// max ⌈limit⌉ − 1, no fallback. Tokens mode is refused, naming it.
+#[test]
+fn the_concurrency_detector_filters_by_requests_in_flight() {
+    let dir = TestDir::new("llm_d_concurrency_filter");
+    dir.write("base.toml", BASE);
+    let file = |params: &str| {
+        epp(&format!(
+            "plugins:\n- type: concurrency-detector\n  parameters:\n{params}- type: queue-scorer\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: concurrency-detector\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let f = dir.write(
+        "c.yaml",
+        &file("    maxConcurrency: 4\n    headroom: 0.5\n"),
+    );
+    let out = dir
+        .blis()
+        .args(["convert", "epp-config", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let converted = String::from_utf8(out.stdout).unwrap();
+    // 4 · 1.5 = 6: fewer than 6 in flight is at most 5.
+    assert!(
+        converted.contains("name = \"utilization\"")
+            && converted.contains("metric = \"active-requests\"")
+            && converted.contains("max = 5.0")
+            && converted.contains("fallback_on_empty = false"),
+        "{converted}"
+    );
+    dir.write("converted.toml", &format!("{BASE}{converted}\n"));
+    let (a, notes) = run_ok(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    let (b, _) = run_ok(&dir, &["run", "converted.toml"]);
+    assert_eq!(a, b);
+    assert!(notes.contains("fewer than 6 requests in flight"), "{notes}");
+    let f = dir.write("t.yaml", &file("    concurrencyMode: tokens\n"));
+    let e = run_bad(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("'concurrency-detector'") && e.contains("concurrencyMode tokens"),
+        "{e}"
+    );
+}

@@ -239,6 +239,9 @@ fn map_filter(
     if p.info.ty == "utilization-filter" {
         return utilization_filter(p, out);
     }
+    if p.info.ty == "concurrency-detector" {
+        return concurrency_filter(p, out);
+    }
     Ok(FilterMap::NoEffect(match (p.info.ty, stage) {
         ("decode-filter", Stage::Decode) => "the decode stage routes over the decode and both pools (llm-d's role labels are blis's pool roles)".into(),
         ("prefill-filter", Stage::Prefill) => "the prefill stage routes over the prefill and both pools (llm-d's role labels are blis's pool roles)".into(),
@@ -264,6 +267,47 @@ fn map_filter(
         }
         _ => return Err(unsupported(p, "this filter's signal")),
     }))
+}
+
+/// llm-d's `concurrency-detector` as a filter (requests mode): keep the
+/// endpoints with in-flight requests < maxConcurrency·(1 + headroom), none
+/// when all are over — blis-std's `utilization` filter on active-requests
+/// with max = ⌈limit⌉ − 1 (in-flight counts are integers).
+fn concurrency_filter(p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
+    let mode = param_str(&p.params, "concurrencyMode").unwrap_or("requests");
+    if mode != "requests" {
+        return Err(unsupported(
+            p,
+            &format!("concurrencyMode {mode} as a filter (blis counts in-flight requests, not the EPP's in-flight tokens)"),
+        ));
+    }
+    let max = num(&p.params, "maxConcurrency").unwrap_or(100.0);
+    let h = num(&p.params, "headroom").unwrap_or(0.0);
+    let limit = max * (1.0 + h);
+    if !(limit.is_finite() && limit >= 1.0) {
+        return Err(format!(
+            "plugin '{}' (concurrency-detector): maxConcurrency·(1 + headroom) = {limit} keeps no endpoint; give at least 1",
+            p.name
+        ));
+    }
+    let keep_max = limit.ceil() - 1.0;
+    out.note(format!(
+        "plugin '{}' (concurrency-detector) as a filter: blis's utilization filter keeping instances with fewer than {limit} requests in flight (active-requests ≤ {keep_max}; none when all are over, as llm-d)",
+        p.name
+    ));
+    Ok(FilterMap::Blis(
+        "utilization",
+        table(&[
+            (
+                "conditions",
+                T::Array(vec![T::Table(table(&[
+                    ("metric", T::String("active-requests".into())),
+                    ("max", T::Float(keep_max)),
+                ]))]),
+            ),
+            ("fallback_on_empty", T::Boolean(false)),
+        ]),
+    ))
 }
 
 /// llm-d's `utilization-filter` → blis-std's `utilization` filter, its
