@@ -228,6 +228,35 @@ dataLayer:
 
 /// `blis convert epp-config` prints the sections `--epp-config` applies:
 /// the converted TOML appended to the base gives the same report.
+/// `blis convert epp-config FILE` appended to `base` as `converted.toml`
+/// runs exactly like `blis run base.toml --epp-config FILE` (with `base`
+/// written as `base.toml`): returns the converted TOML, the report and the
+/// `--epp-config` run's notes.
+fn converted_runs_like_the_file(dir: &TestDir, base: &str, file: &Path) -> (String, Value, String) {
+    let out = dir
+        .blis()
+        .args(["convert", "epp-config"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let converted = String::from_utf8(out.stdout).unwrap();
+    dir.write("converted.toml", &format!("{base}{converted}\n"));
+    dir.write("base.toml", base);
+    let (a, _) = run_ok(dir, &["run", "converted.toml"]);
+    let (b, notes) = run_ok(
+        dir,
+        &["run", "base.toml", "--epp-config", file.to_str().unwrap()],
+    );
+    assert_eq!(a, b, "{}", file.display());
+    (converted, b, notes)
+}
+
 #[test]
 fn convert_prints_what_run_applies() {
     let dir = TestDir::new("llm_d_convert_prints_what_run_applies");
@@ -236,27 +265,7 @@ fn convert_prints_what_run_applies() {
         ("sim-pd-epp-config.yaml", base_pd()),
         ("probabilistic-admitter-epp-config.yaml", BASE.to_string()),
     ] {
-        let path = configs().join(file);
-        let out = dir
-            .blis()
-            .args(["convert", "epp-config"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{file}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let toml_text = String::from_utf8(out.stdout).unwrap();
-        dir.write("converted.toml", &format!("{base}{toml_text}\n"));
-        dir.write("base.toml", &base);
-        let (a, _) = run_ok(&dir, &["run", "converted.toml"]);
-        let (b, _) = run_ok(
-            &dir,
-            &["run", "base.toml", "--epp-config", path.to_str().unwrap()],
-        );
-        assert_eq!(a, b, "{file}");
+        converted_runs_like_the_file(&dir, &base, &configs().join(file));
     }
 }
 
@@ -415,30 +424,13 @@ fn the_utilization_filter_is_simulated() {
             true,
         ),
     );
-    let out = dir
-        .blis()
-        .args(["convert", "epp-config", f.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let converted = String::from_utf8(out.stdout).unwrap();
+    let (converted, a, notes) = converted_runs_like_the_file(&dir, BASE, &f);
     assert!(
         converted.contains("name = \"utilization\"")
             && converted.contains("metric = \"active-requests\"")
             && converted.contains("fallback_on_empty = true"),
         "{converted}"
     );
-    dir.write("converted.toml", &format!("{BASE}{converted}\n"));
-    let (a, notes) = run_ok(
-        &dir,
-        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
-    );
-    let (b, _) = run_ok(&dir, &["run", "converted.toml"]);
-    assert_eq!(a, b);
     assert!(notes.contains("blis's utilization filter"), "{notes}");
     // The same file without the filter routes differently.
     let g = dir.write(
@@ -490,17 +482,7 @@ fn the_concurrency_detector_filters_by_requests_in_flight() {
         "c.yaml",
         &file("    maxConcurrency: 4\n    headroom: 0.5\n"),
     );
-    let out = dir
-        .blis()
-        .args(["convert", "epp-config", f.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let converted = String::from_utf8(out.stdout).unwrap();
+    let (converted, _, notes) = converted_runs_like_the_file(&dir, BASE, &f);
     // 4 · 1.5 = 6: fewer than 6 in flight is at most 5.
     assert!(
         converted.contains("name = \"utilization\"")
@@ -509,13 +491,6 @@ fn the_concurrency_detector_filters_by_requests_in_flight() {
             && converted.contains("fallback_on_empty = false"),
         "{converted}"
     );
-    dir.write("converted.toml", &format!("{BASE}{converted}\n"));
-    let (a, notes) = run_ok(
-        &dir,
-        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
-    );
-    let (b, _) = run_ok(&dir, &["run", "converted.toml"]);
-    assert_eq!(a, b);
     assert!(notes.contains("fewer than 6 requests in flight"), "{notes}");
     let f = dir.write("t.yaml", &file("    concurrencyMode: tokens\n"));
     let e = run_bad(
