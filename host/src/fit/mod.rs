@@ -8,9 +8,10 @@
 //!   candidate coefficients, on threads;
 //! * [`params`] — which coefficients move, their bounds, the optimiser's
 //!   coordinates;
-//! * [`search`] — the minimisation: Nelder–Mead (argmin) on the weighted
-//!   MAPE, first over one factor per coefficient family, then over every
-//!   coefficient; the held-out folds; the uncertainty (a bootstrap over the
+//! * [`search`] — the minimisation: Levenberg–Marquardt on the weighted
+//!   MAPE (iteratively reweighted squares), first over one factor per
+//!   coefficient family, then over every coefficient, then an optional
+//!   Nelder–Mead (argmin) polish; the held-out folds; the uncertainty (a bootstrap over the
 //!   experiments of the fit linearised at its optimum);
 //! * [`profile`] — the profile written, read back by
 //!   `[model] calibration = "PROFILE.toml"`;
@@ -644,7 +645,14 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
         },
         fit: profile::Settings {
             objective: "weighted mean absolute percentage error (%) over the table's rows and the traces' requests (a trace's requests of one metric weigh as one row)".into(),
-            method: "Nelder-Mead (argmin) on log-factors: one factor per coefficient family, then every coefficient".into(),
+            method: if b.args.iterations > 0 {
+                format!(
+                    "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per coefficient family, then every coefficient; then {} Nelder-Mead (argmin) iterations on the weighted MAPE",
+                    b.args.iterations
+                )
+            } else {
+                "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per coefficient family, then every coefficient".into()
+            },
             seed: b.args.seed,
             holdout_folds: b.args.holdout,
             evaluations: b.evaluations,
