@@ -98,6 +98,13 @@ std::thread_local! {
     static SMALL_PAGES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// Whether this thread is inside [`with_small_pages`] (asked only where
+/// advice would be given: a large block, or the heap's growth).
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
+fn small_pages() -> bool {
+    SMALL_PAGES.with(std::cell::Cell::get)
+}
+
 /// Run `f` with no huge-page advice for what it allocates on this thread.
 ///
 /// For a large table written once, in order, and read in order (a replayed
@@ -151,7 +158,7 @@ unsafe impl GlobalAlloc for HugePageAlloc {
 
 #[inline]
 fn after_alloc(p: *mut u8, size: usize) {
-    if !p.is_null() && ENABLED.load(Relaxed) && !SMALL_PAGES.with(std::cell::Cell::get) {
+    if !p.is_null() && ENABLED.load(Relaxed) {
         platform::advise_block(p as usize, size);
     }
 }
@@ -197,7 +204,9 @@ mod platform {
     #[inline]
     pub fn advise_block(p: usize, size: usize) {
         if size >= LARGE_BLOCK {
-            advise(p, p + size, libc::MADV_HUGEPAGE);
+            if !small_pages() {
+                advise(p, p + size, libc::MADV_HUGEPAGE);
+            }
             return;
         }
         // SAFETY: sbrk(0) reads the current break without moving it.
@@ -207,6 +216,10 @@ mod platform {
             return; // the heap has not moved, or the block is not in it
         }
         if brk > advised {
+            if small_pages() {
+                // Left for the next allocation outside `with_small_pages`.
+                return;
+            }
             // The heap grew: advise its new part.
             advise(advised, brk, libc::MADV_HUGEPAGE);
         }
