@@ -502,3 +502,97 @@ fn the_concurrency_detector_filters_by_requests_in_flight() {
         "{e}"
     );
 }
+
+/// Label selectors over blis's instances, whose only label is their pool's
+/// role (none outside `[[pools]]`): one every candidate passes has no
+/// effect (said so, and the report is the one without it); one that would
+/// leave no endpoint is refused, as llm-d would find none; a malformed one
+/// is refused naming the plugin.
+#[test]
+fn label_selectors_see_the_role_labels_blis_instances_carry() {
+    let dir = TestDir::new("llm_d_label_selectors");
+    dir.write("base.toml", BASE);
+    let file = |ty: &str, params: &str| {
+        epp(&format!(
+            "plugins:\n- type: {ty}\n  parameters:\n{params}- type: queue-scorer\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: {ty}\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let plain = dir.write(
+        "plain.yaml",
+        &epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"),
+    );
+    let (without, _) = run_ok(
+        &dir,
+        &["run", "base.toml", "--epp-config", plain.to_str().unwrap()],
+    );
+    let run = |name: &str, text: &str| {
+        let f = dir.write(name, text);
+        let out = dir
+            .blis()
+            .args(["run", "base.toml", "--quiet", "--epp-config"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            out.stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (ty, params) in [
+        (
+            "label-selector-filter",
+            "    matchExpressions:\n    - key: llm-d.ai/role\n      operator: DoesNotExist\n",
+        ),
+        (
+            "label-selector-filter",
+            "    matchExpressions:\n    - key: llm-d.ai/role\n      operator: NotIn\n      values: [prefill]\n",
+        ),
+        (
+            "by-label",
+            "    label: llm-d.ai/role\n    validValues: [decode]\n    allowsNoLabel: true\n",
+        ),
+    ] {
+        let (code, stdout, err) = run("ok.yaml", &file(ty, params));
+        assert_eq!(code, Some(0), "{ty} {params}: {err}");
+        assert!(err.contains("passes the selector"), "{err}");
+        let report: Value = serde_json::from_slice(&stdout).unwrap();
+        assert_eq!(report, without, "{ty} {params}");
+    }
+    for (ty, params, says) in [
+        (
+            "label-selector-filter",
+            "    matchLabels:\n      llm-d.ai/role: decode\n",
+            "would drop every candidate",
+        ),
+        (
+            "by-label-selector",
+            "    matchExpressions:\n    - key: zone\n      operator: Exists\n",
+            "would drop every candidate",
+        ),
+        (
+            "by-label",
+            "    label: llm-d.ai/role\n    validValues: [decode]\n",
+            "would drop every candidate",
+        ),
+        (
+            "label-selector-filter",
+            "    matchExpressions:\n    - key: zone\n      operator: Near\n",
+            "operator \"Near\"",
+        ),
+        (
+            "label-selector-filter",
+            "    matchExpressions:\n    - key: zone\n      operator: In\n",
+            "needs values",
+        ),
+    ] {
+        let (code, stdout, err) = run("bad.yaml", &file(ty, params));
+        assert_eq!(code, Some(2), "{ty} {params}: {err}");
+        assert!(stdout.is_empty());
+        assert!(
+            err.contains(&format!("({ty})")) && err.contains(says),
+            "{ty}: {err}"
+        );
+    }
+}

@@ -242,6 +242,12 @@ fn map_filter(
     if p.info.ty == "concurrency-detector" {
         return concurrency_filter(p, out);
     }
+    if matches!(
+        p.info.ty,
+        "label-selector-filter" | "by-label-selector" | "by-label"
+    ) {
+        return label_filter(p, stage, pools).map(FilterMap::NoEffect);
+    }
     Ok(FilterMap::NoEffect(match (p.info.ty, stage) {
         ("decode-filter", Stage::Decode) => "the decode stage routes over the decode and both pools (llm-d's role labels are blis's pool roles)".into(),
         ("prefill-filter", Stage::Prefill) => "the prefill stage routes over the prefill and both pools (llm-d's role labels are blis's pool roles)".into(),
@@ -267,6 +273,133 @@ fn map_filter(
         }
         _ => return Err(unsupported(p, "this filter's signal")),
     }))
+}
+
+/// The role label llm-d puts on endpoints (blis's pool roles).
+const ROLE_LABEL: &str = "llm-d.ai/role";
+
+/// Whether an endpoint whose only label is `role` (`None`: no label at
+/// all) passes `p`'s selector (`label-selector-filter`, `by-label-selector`:
+/// Kubernetes `matchLabels` and `matchExpressions`; `by-label`: `label`,
+/// `validValues`, `allowsNoLabel`).
+fn selects(p: &Plugin, role: Option<&str>) -> Result<bool, String> {
+    let bad = |m: String| format!("plugin '{}' ({}): {m}", p.name, p.info.ty);
+    let value = |key: &str| if key == ROLE_LABEL { role } else { None };
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_sequence)
+            .map(|s| {
+                s.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if p.info.ty == "by-label" {
+        let Some(label) = param_str(&p.params, "label") else {
+            return Err(bad("parameters.label is required".into()));
+        };
+        let valid = strings(p.params.get("validValues"));
+        let no_label = p
+            .params
+            .get("allowsNoLabel")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        return Ok(match value(label) {
+            Some(v) => valid.iter().any(|x| x == v),
+            None => no_label,
+        });
+    }
+    if let Some(m) = p.params.get("matchLabels").and_then(Value::as_mapping) {
+        for (k, v) in m {
+            let (Some(k), Some(v)) = (k.as_str(), v.as_str()) else {
+                return Err(bad("matchLabels maps label names to string values".into()));
+            };
+            if value(k) != Some(v) {
+                return Ok(false);
+            }
+        }
+    }
+    if let Some(exprs) = p.params.get("matchExpressions") {
+        let Some(exprs) = exprs.as_sequence() else {
+            return Err(bad(
+                "matchExpressions is a list of {key, operator, values}".into()
+            ));
+        };
+        for (i, e) in exprs.iter().enumerate() {
+            let key = param_str(e, "key").unwrap_or("");
+            let op = param_str(e, "operator").unwrap_or("");
+            let values = strings(e.get("values"));
+            let present = value(key);
+            let ok = match op {
+                "In" | "NotIn" if values.is_empty() => {
+                    return Err(bad(format!("matchExpressions[{i}]: operator {op} needs values")))
+                }
+                "Exists" | "DoesNotExist" if !values.is_empty() => {
+                    return Err(bad(format!("matchExpressions[{i}]: operator {op} takes no values")))
+                }
+                "In" => present.is_some_and(|v| values.iter().any(|x| x == v)),
+                "NotIn" => present.is_none_or(|v| !values.iter().any(|x| x == v)),
+                "Exists" => present.is_some(),
+                "DoesNotExist" => present.is_none(),
+                other => {
+                    return Err(bad(format!(
+                        "matchExpressions[{i}]: operator \"{other}\" is not In, NotIn, Exists or DoesNotExist"
+                    )))
+                }
+            };
+            if !ok {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// A label selector over blis's instances, whose only label is the role
+/// of their pool (none outside `[[pools]]`): it keeps every candidate of
+/// the stage (no simulated effect, said why) or none (refused: llm-d would
+/// find no endpoint); one that keeps some of a stage's pools and not others
+/// is refused (blis routes a stage over all its pools).
+fn label_filter(p: &Plugin, stage: Stage, pools: Option<bool>) -> Result<String, String> {
+    let roles: &[Option<&str>] = match (pools == Some(true), stage) {
+        (false, _) => &[None],
+        (true, Stage::Prefill) => &[Some("prefill"), Some("both")],
+        (true, Stage::Single | Stage::Decode) => &[Some("decode"), Some("both")],
+    };
+    let mut kept = Vec::new();
+    for &r in roles {
+        if selects(p, r)? {
+            kept.push(r);
+        }
+    }
+    let shown =
+        |r: &Option<&str>| r.map_or("no label".to_string(), |v| format!("{ROLE_LABEL}={v}"));
+    let stage_name = match stage {
+        Stage::Single => "the profile",
+        Stage::Prefill => "the prefill stage",
+        Stage::Decode => "the decode stage",
+    };
+    if kept.len() == roles.len() {
+        return Ok(format!(
+            "blis instances carry only their pool's role label, and every candidate of {stage_name} ({}) passes the selector",
+            roles.iter().map(shown).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if kept.is_empty() {
+        return Err(format!(
+            "plugin '{}' ({}): it would drop every candidate of {stage_name} (blis instances carry only their pool's role label: {}), so llm-d would find no endpoint",
+            p.name,
+            p.info.ty,
+            roles.iter().map(shown).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Err(unsupported(
+        p,
+        &format!(
+            "a selector that keeps some pools of {stage_name} ({}) and not others (blis routes a stage over all its pools)",
+            kept.iter().map(shown).collect::<Vec<_>>().join(", ")
+        ),
+    ))
 }
 
 /// llm-d's `concurrency-detector` as a filter (requests mode): keep the
