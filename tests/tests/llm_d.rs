@@ -273,6 +273,19 @@ fn epp(body: &str) -> String {
     format!("apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\n{body}")
 }
 
+/// A file whose one profile is the filter `ty` (its `parameters:` lines
+/// `params`, each indented four spaces and ending in a newline) and
+/// queue-scorer; with `ty` None, queue-scorer alone.
+fn filter_then_queue(ty: Option<&str>, params: &str) -> String {
+    match ty {
+        Some(ty) => epp(&format!(
+            "plugins:\n- type: {ty}\n  parameters:\n{params}- type: queue-scorer\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: {ty}\n  - pluginRef: queue-scorer\n"
+        )),
+        None => epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"),
+    }
+}
+
 /// Each invalid case of llm-d's loader test table is refused (exit 2) with
 /// the loader's reason; each valid structural case is accepted.
 #[test]
@@ -412,10 +425,10 @@ fn the_utilization_filter_is_simulated() {
     let dir = TestDir::new("llm_d_utilization_filter");
     dir.write("base.toml", BASE);
     let file = |conds: &str, fallback: bool| {
-        epp(&format!(
-            "plugins:\n- type: utilization-filter\n  parameters:\n    conditions: {conds}\n    fallbackOnEmpty: {fallback}\n- type: queue-scorer\n\
-             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: utilization-filter\n  - pluginRef: queue-scorer\n"
-        ))
+        filter_then_queue(
+            Some("utilization-filter"),
+            &format!("    conditions: {conds}\n    fallbackOnEmpty: {fallback}\n"),
+        )
     };
     let f = dir.write(
         "u.yaml",
@@ -433,10 +446,7 @@ fn the_utilization_filter_is_simulated() {
     );
     assert!(notes.contains("blis's utilization filter"), "{notes}");
     // The same file without the filter routes differently.
-    let g = dir.write(
-        "plain.yaml",
-        &epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"),
-    );
+    let g = dir.write("plain.yaml", &filter_then_queue(None, ""));
     let (c, _) = run_ok(
         &dir,
         &["run", "base.toml", "--epp-config", g.to_str().unwrap()],
@@ -472,12 +482,7 @@ fn the_utilization_filter_is_simulated() {
 fn the_concurrency_detector_filters_by_requests_in_flight() {
     let dir = TestDir::new("llm_d_concurrency_filter");
     dir.write("base.toml", BASE);
-    let file = |params: &str| {
-        epp(&format!(
-            "plugins:\n- type: concurrency-detector\n  parameters:\n{params}- type: queue-scorer\n\
-             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: concurrency-detector\n  - pluginRef: queue-scorer\n"
-        ))
-    };
+    let file = |params: &str| filter_then_queue(Some("concurrency-detector"), params);
     let f = dir.write(
         "c.yaml",
         &file("    maxConcurrency: 4\n    headroom: 0.5\n"),
@@ -512,16 +517,8 @@ fn the_concurrency_detector_filters_by_requests_in_flight() {
 fn label_selectors_see_the_role_labels_blis_instances_carry() {
     let dir = TestDir::new("llm_d_label_selectors");
     dir.write("base.toml", BASE);
-    let file = |ty: &str, params: &str| {
-        epp(&format!(
-            "plugins:\n- type: {ty}\n  parameters:\n{params}- type: queue-scorer\n\
-             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: {ty}\n  - pluginRef: queue-scorer\n"
-        ))
-    };
-    let plain = dir.write(
-        "plain.yaml",
-        &epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"),
-    );
+    let file = |ty: &str, params: &str| filter_then_queue(Some(ty), params);
+    let plain = dir.write("plain.yaml", &filter_then_queue(None, ""));
     let (without, _) = run_ok(
         &dir,
         &["run", "base.toml", "--epp-config", plain.to_str().unwrap()],
@@ -585,6 +582,12 @@ fn label_selectors_see_the_role_labels_blis_instances_carry() {
             "label-selector-filter",
             "    matchExpressions:\n    - key: zone\n      operator: In\n",
             "needs values",
+        ),
+        // A malformed term after one that drops everything is still named.
+        (
+            "label-selector-filter",
+            "    matchExpressions:\n    - key: zone\n      operator: Exists\n    - key: zone\n      operator: Near\n",
+            "operator \"Near\"",
         ),
     ] {
         let (code, stdout, err) = run("bad.yaml", &file(ty, params));

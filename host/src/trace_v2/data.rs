@@ -199,7 +199,7 @@ struct Layout {
 }
 
 impl Layout {
-    fn from_header(h: &impl Fields) -> Result<Layout, String> {
+    fn from_header(h: &AnyRow<'_>) -> Result<Layout, String> {
         let name = |i: usize| h.get(i).map(str::trim);
         let priority = (name(4) == Some("vllm_priority")).then_some(4);
         let shift = usize::from(priority.is_some());
@@ -299,62 +299,34 @@ enum Rows {
     Switching,
 }
 
-/// The fields of one row, however it was read.
-trait Fields {
-    fn len(&self) -> usize;
-    fn get(&self, i: usize) -> Option<&str>;
-}
-
-impl Fields for csv::StringRecord {
-    fn len(&self) -> usize {
-        csv::StringRecord::len(self)
-    }
-    fn get(&self, i: usize) -> Option<&str> {
-        csv::StringRecord::get(self, i)
-    }
-}
-
-/// A row read either way (a match, not a call through a pointer, per field).
+/// A row read either way: a plain line split on its commas, or a csv record.
 #[derive(Clone, Copy)]
 enum AnyRow<'a> {
-    Plain(Split<'a>),
+    Plain {
+        line: &'a str,
+        /// Field bounds in `line`.
+        bounds: &'a [(u32, u32)],
+    },
     Csv(&'a csv::StringRecord),
 }
 
-impl Fields for AnyRow<'_> {
+impl AnyRow<'_> {
     #[inline]
     fn len(&self) -> usize {
         match self {
-            AnyRow::Plain(r) => r.len(),
-            AnyRow::Csv(r) => Fields::len(*r),
+            AnyRow::Plain { bounds, .. } => bounds.len(),
+            AnyRow::Csv(r) => r.len(),
         }
     }
+
     #[inline]
     fn get(&self, i: usize) -> Option<&str> {
         match self {
-            AnyRow::Plain(r) => r.get(i),
-            AnyRow::Csv(r) => Fields::get(*r, i),
+            AnyRow::Plain { line, bounds } => {
+                bounds.get(i).map(|&(a, b)| &line[a as usize..b as usize])
+            }
+            AnyRow::Csv(r) => r.get(i),
         }
-    }
-}
-
-/// A plain line and its field bounds.
-#[derive(Clone, Copy)]
-struct Split<'a> {
-    line: &'a str,
-    bounds: &'a [(u32, u32)],
-}
-
-impl Fields for Split<'_> {
-    #[inline]
-    fn len(&self) -> usize {
-        self.bounds.len()
-    }
-    #[inline]
-    fn get(&self, i: usize) -> Option<&str> {
-        self.bounds
-            .get(i)
-            .map(|&(a, b)| &self.line[a as usize..b as usize])
     }
 }
 
@@ -426,10 +398,11 @@ impl Rows {
                 }
             }
             bounds.push((start, (end as u32).max(start)));
-            let text = (!quoted).then(|| std::str::from_utf8(&line[..end]).ok());
-            if let Some(Some(text)) = text {
-                let row = Split { line: text, bounds };
-                return Ok(Some(f(AnyRow::Plain(row), *line_no)));
+            if !quoted {
+                if let Ok(text) = std::str::from_utf8(&line[..end]) {
+                    let row = AnyRow::Plain { line: text, bounds };
+                    return Ok(Some(f(row, *line_no)));
+                }
             }
             // This line needs the csv crate: hand it the line and the rest.
             let Rows::Plain {

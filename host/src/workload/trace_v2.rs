@@ -371,15 +371,21 @@ struct Raw {
     model: u32,
 }
 
+/// When a row is injected (quirk 1): its send time rebased by `offset`
+/// when it has one, else its arrival time.
+fn injection(arrival: i64, send: i64, offset: i64) -> i64 {
+    if send > 0 {
+        send - offset
+    } else {
+        arrival
+    }
+}
+
 impl Raw {
     /// The injected row, its send time rebased by `offset`.
     fn row(&self, file_idx: usize, offset: i64) -> Row {
         Row {
-            inject: if self.send > 0 {
-                self.send - offset
-            } else {
-                self.arrival
-            },
+            inject: injection(self.arrival, self.send, offset),
             trace_id: self.trace_id,
             n: self.n,
             output: self.output,
@@ -737,13 +743,15 @@ impl TraceV2Replay {
             })
             .collect();
         let offset = offset.unwrap_or(0).max(0);
-        let inject_of = |arrival: i64, send: i64| if send > 0 { send - offset } else { arrival };
-        if let Some(&(line, a, sd)) = suspects.iter().find(|&&(_, a, sd)| inject_of(a, sd) < 0) {
+        if let Some((line, t)) = suspects
+            .iter()
+            .map(|&(line, a, sd)| (line, injection(a, sd, offset)))
+            .find(|&(_, t)| t < 0)
+        {
             return Err(row_err(
                 line,
                 format!(
-                    "the injection time is negative ({} µs): arrival_time_us and send_time_us must be ≥ 0",
-                    inject_of(a, sd)
+                    "the injection time is negative ({t} µs): arrival_time_us and send_time_us must be ≥ 0"
                 ),
             ));
         }
@@ -839,9 +847,15 @@ impl TraceV2Replay {
     }
 
     /// The ledger the writers read. Asking for it turns on the recording
-    /// of trace ids (a replay that writes no per-request output keeps none).
+    /// of trace ids (a replay that writes no per-request output keeps none),
+    /// so ask before the first request is taken: the ids are indexed by
+    /// request id.
     pub fn ledger(&self) -> SharedLedger {
         if !self.keep_ids.swap(true, Relaxed) {
+            debug_assert!(
+                self.next == 0 && self.seq == 0,
+                "the ledger was asked for after the replay started"
+            );
             if let Ok(mut l) = self.ledger.lock() {
                 let n = self.rows.len() + self.rounds.len();
                 crate::alloc::with_small_pages(|| l.ids.reserve(n));

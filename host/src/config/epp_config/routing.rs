@@ -309,14 +309,15 @@ fn selects(p: &Plugin, role: Option<&str>) -> Result<bool, String> {
             None => no_label,
         });
     }
+    // Every term is read (and checked) whatever the earlier ones gave: a
+    // malformed selector is refused for what it is, not for what it keeps.
+    let mut all = true;
     if let Some(m) = p.params.get("matchLabels").and_then(Value::as_mapping) {
         for (k, v) in m {
             let (Some(k), Some(v)) = (k.as_str(), v.as_str()) else {
                 return Err(bad("matchLabels maps label names to string values".into()));
             };
-            if value(k) != Some(v) {
-                return Ok(false);
-            }
+            all &= value(k) == Some(v);
         }
     }
     if let Some(exprs) = p.params.get("matchExpressions") {
@@ -347,12 +348,10 @@ fn selects(p: &Plugin, role: Option<&str>) -> Result<bool, String> {
                     )))
                 }
             };
-            if !ok {
-                return Ok(false);
-            }
+            all &= ok;
         }
     }
-    Ok(true)
+    Ok(all)
 }
 
 /// A label selector over blis's instances, whose only label is the role
@@ -428,19 +427,27 @@ fn concurrency_filter(p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
         "plugin '{}' (concurrency-detector) as a filter: blis's utilization filter keeping instances with fewer than {limit} requests in flight (active-requests ≤ {keep_max}; none when all are over, as llm-d)",
         p.name
     ));
-    Ok(FilterMap::Blis(
+    Ok(utilization(&[("active-requests", keep_max)], false))
+}
+
+/// blis-std's `utilization` filter with these (metric, max) conditions.
+fn utilization(conditions: &[(&str, f64)], fallback_on_empty: bool) -> FilterMap {
+    let conditions = conditions
+        .iter()
+        .map(|&(metric, max)| {
+            T::Table(table(&[
+                ("metric", T::String(metric.into())),
+                ("max", T::Float(max)),
+            ]))
+        })
+        .collect();
+    FilterMap::Blis(
         "utilization",
         table(&[
-            (
-                "conditions",
-                T::Array(vec![T::Table(table(&[
-                    ("metric", T::String("active-requests".into())),
-                    ("max", T::Float(keep_max)),
-                ]))]),
-            ),
-            ("fallback_on_empty", T::Boolean(false)),
+            ("conditions", T::Array(conditions)),
+            ("fallback_on_empty", T::Boolean(fallback_on_empty)),
         ]),
-    ))
+    )
 }
 
 /// llm-d's `utilization-filter` → blis-std's `utilization` filter, its
@@ -489,10 +496,7 @@ fn utilization_filter(p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
                 "conditions[{k}].{extra} is not a parameter (metric, maxValue)"
             )));
         }
-        list.push(T::Table(table(&[
-            ("metric", T::String(metric.to_string())),
-            ("max", T::Float(max)),
-        ])));
+        list.push((metric, max));
     }
     let fallback = p
         .params
@@ -508,13 +512,7 @@ fn utilization_filter(p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
             ""
         }
     ));
-    Ok(FilterMap::Blis(
-        "utilization",
-        table(&[
-            ("conditions", T::Array(list)),
-            ("fallback_on_empty", T::Boolean(fallback)),
-        ]),
-    ))
+    Ok(utilization(&list, fallback))
 }
 
 /// One profile as a blis routing section (a table of `RoutingSection`).
