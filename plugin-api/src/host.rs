@@ -1,8 +1,9 @@
 //! ABI 0.2 (appended): what a policy may ask the host *during a call*, for
-//! state that the frozen views cannot carry — today the LoRA adapters of a
-//! run with `[lora]`: the adapter of the request being decided and the
-//! adapters resident (or loading) on each instance. Authors use
-//! [`crate::lora`]; this module is the table behind it.
+//! state that the frozen views cannot carry — the LoRA adapters of a run
+//! with `[lora]` (the adapter of the request being decided and the adapters
+//! resident or loading on each instance) and the multi-turn session of the
+//! request being decided. Authors use [`crate::lora`] and
+//! [`crate::session`]; this module is the table behind them.
 //!
 //! The host hands every library one [`HostQueries`] table at load, through
 //! the root module's `set_host` (appended after `create_observer`, so a
@@ -14,7 +15,9 @@
 //!
 //! The host answers only while it is deciding something (an admission or
 //! routing decision, a P/D decider call) for the request it is deciding;
-//! anywhere else the answers are "no adapter" and "no LoRA state".
+//! anywhere else the answers are "no adapter" and "no LoRA state". The
+//! session query also answers for the last request decided (so a policy's
+//! `observe` after the decision may ask it), and "no session" for any other.
 
 use std::sync::OnceLock;
 
@@ -73,7 +76,14 @@ pub struct HostQueries {
     /// most recently used first, into `resident` (as many as fit).
     pub lora_instance:
         extern "C" fn(instance: u32, resident: RSliceMut<'_, u32>) -> InstanceAdapters,
+    /// The multi-turn session of request `request_id` if it is the request
+    /// being decided (or the last one decided), else [`NO_SESSION`] (also
+    /// for a request outside any session). Appended after the LoRA queries.
+    pub request_session: extern "C" fn(request_id: u64) -> u64,
 }
+
+/// "No session" in [`HostQueries::request_session`]'s answer.
+pub const NO_SESSION: u64 = u64::MAX;
 
 static HOST: OnceLock<HostQueriesRef> = OnceLock::new();
 

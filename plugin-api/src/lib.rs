@@ -166,6 +166,7 @@ mod log;
 pub mod lora;
 mod params;
 mod rng;
+pub mod session;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod views;

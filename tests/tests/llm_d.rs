@@ -401,16 +401,13 @@ fn unusable_weights_and_thresholds_are_refused() {
         "{e}"
     );
     // A type blis cannot simulate yet is refused by name, never dropped.
-    let f = dir.write(
-        "s.yaml",
-        &epp("plugins:\n- type: session-affinity-scorer\n"),
-    );
+    let f = dir.write("s.yaml", &epp("plugins:\n- type: latency-scorer\n"));
     let e = run_bad(
         &dir,
         &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
     );
     assert!(
-        e.contains("'session-affinity-scorer'") && e.contains("does not simulate this yet"),
+        e.contains("'latency-scorer'") && e.contains("does not simulate this yet"),
         "{e}"
     );
 }
@@ -598,4 +595,256 @@ fn label_selectors_see_the_role_labels_blis_instances_carry() {
             "{ty}: {err}"
         );
     }
+}
+
+/// BASE with a multi-turn agent whose rounds follow each other closely.
+fn base_sessions() -> String {
+    format!(
+        "{BASE}\n[[workload.clients]]\nid = \"agent\"\nrate_fraction = 0.5\nslo_class = \"standard\"\n\
+         arrival = {{ process = \"poisson\" }}\n\
+         input = {{ type = \"gaussian\", mean = 200, std_dev = 50, min = 16, max = 600 }}\n\
+         output = {{ type = \"gaussian\", mean = 40, std_dev = 10, min = 8, max = 100 }}\n\
+         session = {{ max_rounds = 4, think_time_us = 300000, context_growth = \"accumulate\" }}\n"
+    )
+}
+
+/// Per request of a run with `--results-path` and `--trace-output`:
+/// (session id, round) → instance.
+fn session_instances(
+    dir: &TestDir,
+    base: &str,
+    file: &Path,
+) -> std::collections::BTreeMap<(String, u64), u64> {
+    let results = dir.path().join("results.jsonl");
+    let export = dir.path().join("export");
+    let (_, _) = run_ok(
+        dir,
+        &[
+            "run",
+            base,
+            "--epp-config",
+            file.to_str().unwrap(),
+            "--results-path",
+            results.to_str().unwrap(),
+            "--trace-output",
+            export.to_str().unwrap(),
+        ],
+    );
+    let mut instance = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(&results).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if let Some(i) = v["instance"].as_u64() {
+            instance.insert(v["id"].as_u64().unwrap(), i);
+        }
+    }
+    // The export's columns hold no commas here (numbers and client ids).
+    let text = std::fs::read_to_string(export.with_extension("csv")).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let (id, sid, round) = (col("request_id"), col("session_id"), col("round_index"));
+    let mut out = std::collections::BTreeMap::new();
+    for line in lines {
+        let row: Vec<&str> = line.split(',').collect();
+        assert_eq!(row.len(), head.len(), "{line}");
+        let Ok(rid) = row[id].parse::<u64>() else {
+            continue;
+        };
+        if row[sid].is_empty() {
+            continue;
+        }
+        if let Some(&i) = instance.get(&rid) {
+            out.insert((row[sid].to_string(), row[round].parse().unwrap()), i);
+        }
+    }
+    out
+}
+
+/// llm-d's session-affinity scorer and filter (both strategies) keep every
+/// round of a session on the instance its first round was routed to, while
+/// first rounds spread by queue; without them, sessions move.
+#[test]
+fn session_affinity_keeps_a_session_on_its_instance() {
+    let dir = TestDir::new("llm_d_session_affinity");
+    dir.write("base.toml", &base_sessions());
+    let scorer = |params: &str| {
+        epp(&format!(
+            "plugins:\n- type: session-affinity-scorer\n  parameters:\n{params}- type: queue-scorer\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: session-affinity-scorer\n    weight: 10\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let files = [
+        dir.write(
+            "scorer.yaml",
+            &scorer("    strategy: encoded_endpoint_header\n"),
+        ),
+        dir.write("scorer-id.yaml", &scorer("    strategy: session_id\n")),
+        dir.write(
+            "filter.yaml",
+            &filter_then_queue(
+                Some("session-affinity-filter"),
+                "    strategy: session_id\n",
+            ),
+        ),
+    ];
+    for f in &files {
+        let got = session_instances(&dir, "base.toml", f);
+        let sessions: std::collections::BTreeSet<&String> = got.keys().map(|(s, _)| s).collect();
+        assert!(sessions.len() >= 10, "{} sessions", sessions.len());
+        let mut firsts = std::collections::BTreeSet::new();
+        for ((s, round), i) in &got {
+            let first = got[&(s.clone(), 0)];
+            firsts.insert(first);
+            assert_eq!(*i, first, "{}: session {s} round {round}", f.display());
+        }
+        assert!(firsts.len() > 1, "first rounds all on one instance");
+    }
+    // The control: queue alone moves some session.
+    let queue = dir.write("queue.yaml", &filter_then_queue(None, ""));
+    let got = session_instances(&dir, "base.toml", &queue);
+    assert!(
+        got.iter().any(|((s, _), i)| got[&(s.clone(), 0)] != *i),
+        "no session moved without affinity: the test could not fail"
+    );
+    // The note, and a strategy llm-d does not have.
+    let (_, _, notes) = converted_runs_like_the_file(&dir, &base_sessions(), &files[0]);
+    assert!(notes.contains("blis's session-affinity"), "{notes}");
+    let bad = dir.write("bad.yaml", &scorer("    strategy: cookie\n"));
+    let e = run_bad(
+        &dir,
+        &["run", "base.toml", "--epp-config", bad.to_str().unwrap()],
+    );
+    assert!(e.contains("strategy 'cookie'"), "{e}");
+}
+
+/// token-load-scorer: the first decision of an idle cluster scores every
+/// instance 1 − L/T (the decision trace's own score); the run's KV block
+/// size reaches the scorer; an inflight-load-producer's output estimate
+/// is carried over; a threshold < 1 is refused.
+#[test]
+fn token_load_scores_in_flight_uncached_tokens() {
+    let dir = TestDir::new("llm_d_token_load");
+    dir.write("base.toml", BASE);
+    let file = |t: i64, producer: &str| {
+        epp(&format!(
+            "plugins:\n- type: token-load-scorer\n  parameters:\n    queueThresholdTokens: {t}\n{producer}\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: token-load-scorer\n"
+        ))
+    };
+    let f = dir.write("t.yaml", &file(2000, ""));
+    let (converted, _, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+    assert!(
+        converted.contains("name = \"token-load\"") && converted.contains("threshold = 2000"),
+        "{converted}"
+    );
+    assert!(notes.contains("blis's token-load"), "{notes}");
+    // The decision trace of the first request.
+    let trace = dir.path().join("trace.jsonl");
+    let results = dir.path().join("results.jsonl");
+    run_ok(
+        &dir,
+        &[
+            "run",
+            "base.toml",
+            "--epp-config",
+            f.to_str().unwrap(),
+            "--trace-path",
+            trace.to_str().unwrap(),
+            "--results-path",
+            results.to_str().unwrap(),
+        ],
+    );
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(&trace)
+            .unwrap()
+            .lines()
+            .find(|l| l.contains("\"request_id\":0,"))
+            .expect("a record of request 0"),
+    )
+    .unwrap();
+    let input = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["id"] == 0)
+        .unwrap()["input_tokens"]
+        .as_f64()
+        .unwrap();
+    let want = 1.0 - input.min(2000.0) / 2000.0;
+    let text = first.to_string();
+    // (the trace ranks the best few candidates)
+    let cands = first["candidates"].as_array().expect(&text);
+    assert!(!cands.is_empty(), "{text}");
+    for c in cands {
+        let s = c["scorer_scores"]["token-load"].as_f64().expect(&text);
+        assert!((s - want).abs() < 1e-9, "{s} vs {want}: {text}");
+    }
+    // The output estimate comes from the producer (the run file's block
+    // size is set when applying: host unit test
+    // `token_load_counts_blocks_of_the_run_files_size`).
+    let p = dir.write(
+        "p.yaml",
+        &file(
+            2000,
+            "- type: inflight-load-producer\n  parameters:\n    addEstimatedOutputTokens: true\n    outputRatio: 0.5\n",
+        ),
+    );
+    let (converted, _, _) = converted_runs_like_the_file(&dir, BASE, &p);
+    assert!(converted.contains("output_ratio = 0.5"), "{converted}");
+    let bad = dir.write("bad.yaml", &file(0, ""));
+    let e = run_bad(
+        &dir,
+        &["run", "base.toml", "--epp-config", bad.to_str().unwrap()],
+    );
+    assert!(e.contains("queueThresholdTokens 0"), "{e}");
+}
+
+/// Flow control: edf and slo-deadline ordering are first come, first served
+/// within each blis flow (same sections, same report, a note saying why);
+/// a static usage limit below 1 gates every band at it.
+#[test]
+fn flow_control_orderings_and_a_static_usage_limit() {
+    let dir = TestDir::new("llm_d_flow_orderings");
+    dir.write("base.toml", BASE);
+    let fc = |order: &str, limit: &str| {
+        epp(&format!(
+            "featureGates:\n- flowControl\nplugins:\n- type: queue-scorer\n- type: {order}\n- name: limit\n  type: static-usage-limit-policy\n  parameters:\n    threshold: {limit}\n\
+             flowControl:\n  usageLimitPolicyPluginRef: limit\n  defaultPriorityBand:\n    orderingPolicyRef: {order}\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let fcfs = dir.write("fcfs.yaml", &fc("fcfs-ordering-policy", "1.0"));
+    let body = |c: String| c.split_once('\n').unwrap().1.to_string();
+    let (conv_fcfs, report_fcfs, _) = converted_runs_like_the_file(&dir, BASE, &fcfs);
+    let conv_fcfs = body(conv_fcfs);
+    for order in ["edf-ordering-policy", "slo-deadline-ordering-policy"] {
+        let f = dir.write("o.yaml", &fc(order, "1.0"));
+        let (conv, report, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+        assert_eq!(body(conv), conv_fcfs, "{order}");
+        assert_eq!(report, report_fcfs, "{order}");
+        assert!(
+            notes.contains(&format!("{order}: first come, first served")),
+            "{notes}"
+        );
+    }
+    // Under load (10× the rate), a ceiling of 0.5 holds requests back.
+    let heavy = BASE.replace("aggregate_rate = 30.0", "aggregate_rate = 300.0");
+    let (_, full, _) = converted_runs_like_the_file(&dir, &heavy, &fcfs);
+    let f = dir.write("s.yaml", &fc("fcfs-ordering-policy", "0.5"));
+    let (conv, report, notes) = converted_runs_like_the_file(&dir, &heavy, &f);
+    assert!(
+        conv.contains("usage_limit = \"static\"") && conv.contains("usage_limit_threshold = 0.5"),
+        "{conv}"
+    );
+    assert!(
+        notes.contains("dispatches only while the saturation is below 0.5"),
+        "{notes}"
+    );
+    let depth = |r: &Value| r["cluster"]["flow_control"]["peak_depth"].as_u64().unwrap();
+    assert!(
+        depth(&report) > depth(&full),
+        "peak gateway depth {} with the ceiling at 0.5, {} at 1",
+        depth(&report),
+        depth(&full)
+    );
 }

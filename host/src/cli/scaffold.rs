@@ -56,6 +56,10 @@ const API_FILES: &[(&str, &str)] = &[
         include_str!("../../../plugin-api/src/lora.rs"),
     ),
     (
+        "src/session.rs",
+        include_str!("../../../plugin-api/src/session.rs"),
+    ),
+    (
         "src/params.rs",
         include_str!("../../../plugin-api/src/params.rs"),
     ),

@@ -268,6 +268,13 @@ pub struct Cluster {
     cancel: Option<Arc<AtomicBool>>,
 }
 
+/// Build the ABI view of the request about to be decided, telling the
+/// plugin query table which request (and session) that is.
+fn decision_view<'a>(req: &'a Request, tenants: &'a [String]) -> RequestView<'a> {
+    crate::plugins::host_queries::deciding(req.id, req.session.map(|s| s.0));
+    request_view(req, tenants)
+}
+
 /// Build the ABI view of a request.
 fn request_view<'a>(req: &'a Request, tenants: &'a [String]) -> RequestView<'a> {
     RequestView {
@@ -604,7 +611,7 @@ impl Cluster {
             instances: RSlice::from_slice(snaps),
         };
         let req = &self.store[slot];
-        let rv = request_view(req, &self.tenant_names);
+        let rv = decision_view(req, &self.tenant_names);
         let lora = self
             .lora
             .as_deref_mut()
@@ -672,7 +679,7 @@ impl Cluster {
             info: RSlice::from_slice(self.snapshots.info()),
             prefix_blocks: RSlice::from_slice(prefix_blocks),
         };
-        let rv = request_view(req, &self.tenant_names);
+        let rv = decision_view(req, &self.tenant_names);
         // The candidates when not every instance is one: the instances
         // serving the request's model (several models; with the control
         // plane, the routable ones of them), else the routable ones

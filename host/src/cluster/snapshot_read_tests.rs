@@ -52,7 +52,7 @@ fn no_standard_policy_reads_snapshots_unless_it_says_so() {
             skipping.push(format!("{kind}:{name}"));
         }
     }
-    // The policies that skip were all run (4 when this was written).
+    // The policies that skip were all run (7 when this was written).
     skipping.sort();
     assert_eq!(
         skipping,
@@ -60,7 +60,10 @@ fn no_standard_policy_reads_snapshots_unless_it_says_so() {
             "admission:always-admit",
             "admission:reject-all",
             "admission:token-bucket",
-            "router:round-robin"
+            "filter:session-affinity",
+            "router:round-robin",
+            "scorer:session-affinity",
+            "scorer:token-load"
         ],
     );
 }

@@ -127,8 +127,9 @@ pub struct FlowControlSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub las_half_life_s: Option<f64>,
     /// Band ceilings: `linear` (default: from 1 down to
-    /// `usage_limit_threshold`) or `soft-reflective` (llm-d's
-    /// soft-reflective-ceiling-policy).
+    /// `usage_limit_threshold`), `static` (every band at
+    /// `usage_limit_threshold`, llm-d's static-usage-limit-policy) or
+    /// `soft-reflective` (llm-d's soft-reflective-ceiling-policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limit: Option<String>,
     /// A request still queued this long after it was queued expires, µs

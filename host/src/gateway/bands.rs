@@ -8,7 +8,9 @@
 //! band whose ceiling the signal reaches, so a lower band never dispatches
 //! while a higher one is gated.
 //!
-//! llm-d's `soft-reflective-ceiling-policy` replaces the linear ceilings
+//! llm-d's `static-usage-limit-policy` puts every band's ceiling at
+//! `usage_limit` (`with_static_ceilings`), so the bands differ only in
+//! order. Its `soft-reflective-ceiling-policy` replaces the linear ceilings
 //! (`with_soft_reflective`): band 0's ceiling is 1; band `i > 0` is open
 //! while `s < 1 − i·s/(B − 1)`, closed at `s ≥ 1`, and otherwise every
 //! gated band opens together on one dispatch attempt in `round(s/(1 − s))`
@@ -146,6 +148,14 @@ impl BandQueue {
     pub fn with_program_aware(mut self, las: Las) -> BandQueue {
         self.fairness = Fairness::ProgramAware;
         self.las = las;
+        self
+    }
+
+    /// Every band's ceiling at the lowest band's (llm-d's
+    /// static-usage-limit-policy).
+    pub fn with_static_ceilings(mut self) -> BandQueue {
+        let lowest = self.ceilings[BANDS - 1];
+        self.ceilings = [lowest; BANDS];
         self
     }
 
@@ -435,6 +445,22 @@ mod tests {
             assert!((c - w).abs() < 1e-12, "{:?}", q.ceilings);
         }
         assert_eq!(queue(1.0, Fairness::GlobalStrict).ceilings, [1.0; 5]);
+    }
+
+    /// Static ceilings at 0.6: every band, critical included, waits from
+    /// saturation 0.6 on; below it the bands go in priority order.
+    #[test]
+    fn static_ceilings_gate_every_band_alike() {
+        let mut q = queue(0.6, Fairness::GlobalStrict).with_static_ceilings();
+        assert_eq!(q.ceilings, [0.6; 5]);
+        for (slot, band) in [(40, 4), (10, 1), (0, 0)] {
+            q.enqueue(band, 0, slot);
+        }
+        assert_eq!(q.dequeue_gated(0.6), None);
+        assert_eq!(q.dequeue_gated(0.59), Some(0));
+        assert_eq!(q.dequeue_gated(0.59), Some(10));
+        assert_eq!(q.dequeue_gated(0.61), None);
+        assert_eq!(q.dequeue_gated(0.59), Some(40));
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! The host side of the plugin query table (`blis_plugin_api::host`): what a
 //! policy may ask during a call — the LoRA adapters of the request being
-//! decided and of each instance.
+//! decided and of each instance, and the request's multi-turn session.
+//!
+//! The session is set for every decision ([`deciding`]: two words in a
+//! thread-local, kept until the next decision, so a policy's `observe`
+//! right after may ask too).
 //!
 //! The cluster sets the answers for the length of one decision
 //! ([`with_lora`]); the table's functions read them through a thread-local
@@ -14,7 +18,9 @@ use std::cell::Cell;
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::std_types::{RSliceMut, RStr};
-use blis_plugin_api::host::{AdapterInfo, HostQueries, HostQueriesRef, InstanceAdapters, NONE};
+use blis_plugin_api::host::{
+    AdapterInfo, HostQueries, HostQueriesRef, InstanceAdapters, NONE, NO_SESSION,
+};
 
 /// What the cluster knows about LoRA adapters at a decision.
 pub trait LoraState {
@@ -34,6 +40,26 @@ pub trait LoraState {
 
 thread_local! {
     static CURRENT: Cell<Option<*const (dyn LoraState + 'static)>> = const { Cell::new(None) };
+    /// The request being decided (or last decided) and its session.
+    static DECIDING: Cell<(u64, u64)> = const { Cell::new((u64::MAX, NO_SESSION)) };
+}
+
+/// The host is about to decide request `request_id`, of `session` (if any).
+#[inline]
+pub fn deciding(request_id: u64, session: Option<u32>) {
+    let s = session.map_or(NO_SESSION, u64::from);
+    DECIDING.with(|c| c.set((request_id, s)));
+}
+
+/// The session of `request_id` if it is the request being (or last)
+/// decided on this thread.
+pub fn request_session(request_id: u64) -> Option<u64> {
+    let (id, s) = DECIDING.with(Cell::get);
+    (id == request_id && s != NO_SESSION).then_some(s)
+}
+
+extern "C" fn session_of(request_id: u64) -> u64 {
+    request_session(request_id).unwrap_or(NO_SESSION)
 }
 
 /// Run `f` (one decision) with `state` answering the LoRA queries; with
@@ -144,6 +170,7 @@ pub fn table() -> HostQueriesRef {
             lora_adapter,
             lora_residency,
             lora_instance,
+            request_session: session_of,
         }
         .leak_into_prefix()
     })

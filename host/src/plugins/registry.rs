@@ -43,7 +43,7 @@ impl std::fmt::Display for Origin {
 pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
     matches!(
         (kind.name(), name),
-        ("router", "prefix-affinity") | ("scorer", "prefix-affinity")
+        ("router", "prefix-affinity") | ("scorer", "prefix-affinity" | "token-load")
     )
 }
 
@@ -58,7 +58,10 @@ pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
 pub fn std_reads_snapshots(kind: KindCode, name: &str) -> bool {
     !matches!(
         (kind.name(), name),
-        ("admission", "always-admit" | "reject-all" | "token-bucket") | ("router", "round-robin")
+        ("admission", "always-admit" | "reject-all" | "token-bucket")
+            | ("router", "round-robin")
+            | ("scorer", "token-load" | "session-affinity")
+            | ("filter", "session-affinity")
     )
 }
 

@@ -43,6 +43,8 @@ mod prefix_index;
 pub mod routing;
 pub mod schedulers;
 pub mod scorers;
+pub mod session_affinity;
+pub mod token_load;
 
 use admission::{AlwaysAdmit, GaieLegacy, Probabilistic, RejectAll, TierShed, TokenBucket};
 use autoscalers::KvSaturation;
@@ -55,6 +57,8 @@ use scorers::{
     ActiveRequests, KvUtilization, LoadAware, LoadBalance, LoraAffinity, PrefixAffinityScorer,
     QueueDepth, RunningRequests, VllmDp, WaitingQueue,
 };
+use session_affinity::{SessionAffinityFilter, SessionAffinityScorer};
+use token_load::TokenLoad;
 
 blis_plugin_api::export_plugin! {
     library: "blis-std",
@@ -73,8 +77,16 @@ blis_plugin_api::export_plugin! {
         NoHitLru,
         WaitingQueue,
         LoraAffinity,
+        TokenLoad,
+        SessionAffinityScorer,
     ],
-    filters: [LowQueue, LowKvUtilization, Unsaturated, Utilization],
+    filters: [
+        LowQueue,
+        LowKvUtilization,
+        Unsaturated,
+        Utilization,
+        SessionAffinityFilter,
+    ],
     pickers: [MaxScore, RandomPick, WeightedRandom],
     schedulers: [Fcfs, PriorityFcfs, Sjf, ReversePriority],
     preemption: [PreemptTail, PreemptLowestPriority],

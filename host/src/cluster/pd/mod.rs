@@ -38,7 +38,7 @@ pub use report::PdReport;
 pub use transfer::{TransferCounts, TransferModel};
 
 use super::lora_view::LoraDecision;
-use super::{request_view, Cluster, Decision, Routing, TraceWriter};
+use super::{decision_view, Cluster, Decision, Routing, TraceWriter};
 use crate::engine::{later, Event, Tick};
 use crate::instance::InstanceObserver;
 use crate::plugins::host_queries::with_lora;
@@ -249,7 +249,7 @@ impl Cluster {
         };
         let snaps = self.snapshots.snaps();
         let info = self.snapshots.info();
-        let rv = request_view(req, &self.tenant_names);
+        let rv = decision_view(req, &self.tenant_names);
         let Some(decode) = route_stage(
             &mut self.routing,
             &rv,

@@ -15,10 +15,21 @@ pub(super) struct CheckedFlowControl {
     shedding: bool,
     fairness: Fairness,
     las: Las,
-    soft_reflective: bool,
+    ceilings: Ceilings,
     ttl: Option<i64>,
     tick: i64,
     in_flight_eviction: bool,
+}
+
+/// How the bands' ceilings follow `usage_limit_threshold`.
+#[derive(Clone, Copy)]
+enum Ceilings {
+    /// From 1 (band 0) down to the threshold (the lowest band).
+    Linear,
+    /// Every band at the threshold (llm-d's static-usage-limit-policy).
+    Static,
+    /// llm-d's soft-reflective-ceiling-policy.
+    SoftReflective,
 }
 
 fn positive(key: &str, v: f64, example: &str, problems: &mut Problems) {
@@ -144,16 +155,17 @@ pub(super) fn check(
             }
         }
     }
-    let soft_reflective = match fc.usage_limit.as_deref() {
-        None | Some("linear") => false,
-        Some("soft-reflective") => true,
+    let ceilings = match fc.usage_limit.as_deref() {
+        None | Some("linear") => Ceilings::Linear,
+        Some("static") => Ceilings::Static,
+        Some("soft-reflective") => Ceilings::SoftReflective,
         Some(other) => {
             problems.error(one_of(
                 "flow_control.usage_limit",
                 other,
-                &["linear", "soft-reflective"],
+                &["linear", "static", "soft-reflective"],
             ));
-            false
+            Ceilings::Linear
         }
     };
     Some(CheckedFlowControl {
@@ -164,7 +176,7 @@ pub(super) fn check(
         shedding: fc.shedding,
         fairness,
         las,
-        soft_reflective,
+        ceilings,
         ttl: fc.request_ttl_us,
         tick: fc.dispatch_tick_us,
         in_flight_eviction: fc.in_flight_eviction,
@@ -185,8 +197,10 @@ impl CheckedFlowControl {
         if self.fairness == Fairness::ProgramAware {
             queue = queue.with_program_aware(self.las);
         }
-        if self.soft_reflective {
-            queue = queue.with_soft_reflective();
+        match self.ceilings {
+            Ceilings::Linear => {}
+            Ceilings::Static => queue = queue.with_static_ceilings(),
+            Ceilings::SoftReflective => queue = queue.with_soft_reflective(),
         }
         Gateway {
             queue,

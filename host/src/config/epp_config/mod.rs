@@ -113,6 +113,34 @@ fn section<S: serde::de::DeserializeOwned>(t: toml::Table, what: &str) -> Result
         })
 }
 
+/// Every `token-load` scorer of `t` (at any depth: weighted scorers,
+/// pipeline profiles, P/D stage routings) counts blocks of `block_size`
+/// tokens, the run's KV block size.
+fn set_token_load_block_size(t: &mut toml::Table, block_size: &toml::Value) {
+    if t.get("name").and_then(toml::Value::as_str) == Some("token-load") {
+        let params = t
+            .entry("params")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(p) = params.as_table_mut() {
+            p.insert("block_size".into(), block_size.clone());
+        }
+        return;
+    }
+    for (_, v) in t.iter_mut() {
+        match v {
+            toml::Value::Table(inner) => set_token_load_block_size(inner, block_size),
+            toml::Value::Array(items) => {
+                for x in items {
+                    if let toml::Value::Table(inner) = x {
+                        set_token_load_block_size(inner, block_size);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Apply `run.routing.epp_config` (relative to `base_dir`): the run file
 /// with its routing, admission, flow control and P/D routing replaced by
 /// the EPP config's, and the notes. `None` without an EPP config.
@@ -125,7 +153,12 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
     let text = std::fs::read_to_string(&path).map_err(|e| {
         format!("{label}: cannot read it: {e}\n  Give the path of an llm-d EndpointPickerConfig YAML (relative to the run file).")
     })?;
-    let plan = plan(&text, Some(!run.pools.is_empty())).map_err(|e| format!("{label}: {e}"))?;
+    let mut plan = plan(&text, Some(!run.pools.is_empty())).map_err(|e| format!("{label}: {e}"))?;
+    let block_size = toml::Value::Integer(i64::from(run.instance.block_size));
+    set_token_load_block_size(&mut plan.routing, &block_size);
+    if let Some(pd) = plan.pd.as_mut() {
+        set_token_load_block_size(pd, &block_size);
+    }
     let mut notes: Vec<String> = plan
         .notes
         .iter()
@@ -190,4 +223,32 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
         None => {}
     }
     Ok(Some((out, notes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A token-load scorer gets the run file's KV block size wherever the
+    /// plan puts it (here a weighted `[routing]`).
+    #[test]
+    fn token_load_counts_blocks_of_the_run_files_size() {
+        let text = "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: token-load-scorer\n- type: queue-scorer\n";
+        let mut p = plan(text, Some(false)).unwrap();
+        set_token_load_block_size(&mut p.routing, &toml::Value::Integer(32));
+        let scorers = p.routing["scorers"].as_array().unwrap();
+        let tl = scorers
+            .iter()
+            .find(|s| s["name"].as_str() == Some("token-load"))
+            .unwrap();
+        assert_eq!(tl["params"]["block_size"].as_integer(), Some(32));
+        assert_eq!(tl["params"]["threshold"].as_integer(), Some(4_194_304));
+        let q = scorers
+            .iter()
+            .find(|s| s["name"].as_str() == Some("waiting-queue"))
+            .unwrap();
+        assert!(q
+            .get("params")
+            .is_none_or(|p| p.get("block_size").is_none()));
+    }
 }

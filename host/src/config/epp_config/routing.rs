@@ -135,11 +135,91 @@ fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
             ));
             ScorerMap::Blis("lora-affinity", table(&[("graded", T::Boolean(true))]))
         }
-        "token-load-scorer" => return Err(unsupported(p, "in-flight uncached-token counts")),
-        "session-affinity-scorer" => return Err(unsupported(p, "session → instance binding")),
+        "token-load-scorer" => token_load(l, p, out)?,
+        "session-affinity-scorer" => {
+            ScorerMap::Blis("session-affinity", session_affinity(p, out)?)
+        }
         "latency-scorer" => return Err(unsupported(p, "the predicted-latency family")),
         other => return Err(format!("plugin '{}' ({other}): not a scorer", p.name)),
     })
+}
+
+/// `session-affinity-scorer` / `-filter` → blis's `session-affinity`
+/// params: strategy `encoded_endpoint_header` (the default: the client
+/// echoes the instance of its last response, so no expiry) or `session_id`
+/// (bindings kept 300 s after the session's last request).
+fn session_affinity(p: &Plugin, out: &mut Out) -> Result<toml::Table, String> {
+    let strategy = param_str(&p.params, "strategy").unwrap_or("encoded_endpoint_header");
+    let (params, how) = match strategy {
+        "encoded_endpoint_header" => (
+            toml::Table::new(),
+            "the client echoes the instance of its session's last response (x-session-token)",
+        ),
+        "session_id" => (
+            table(&[("ttl_us", T::Integer(300_000_000))]),
+            "the session id header binds the session to its last instance for 300 s",
+        ),
+        other => {
+            return Err(format!(
+                "plugin '{}' ({}): strategy '{other}' is not one of encoded_endpoint_header, session_id",
+                p.name, p.info.ty
+            ))
+        }
+    };
+    let profile = param_str(&p.params, "profileName")
+        .map(|n| format!("; profileName '{n}': blis binds the instance chosen by the profile the plugin is in"))
+        .unwrap_or_default();
+    out.note(format!(
+        "plugin '{}' ({}): blis's session-affinity: {how}; blis sessions are the workload's multi-turn sessions (every round of one conversation), requests outside a session have none{profile}",
+        p.name, p.info.ty
+    ));
+    Ok(params)
+}
+
+/// `token-load-scorer` (with the `inflight-load-producer` it reads) →
+/// blis's `token-load`; `block_size` is set from the run file when the
+/// config is applied to one.
+fn token_load(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String> {
+    let t = int(&p.params, "queueThresholdTokens").unwrap_or(4_194_304);
+    if t < 1 {
+        return Err(format!(
+            "plugin '{}' (token-load-scorer): queueThresholdTokens {t} must be ≥ 1",
+            p.name
+        ));
+    }
+    let mut params = table(&[("threshold", T::Integer(t))]);
+    let producer = param_str(&p.params, "inFlightLoadProducerName");
+    let prod = l
+        .plugins
+        .iter()
+        .find(|q| q.info.ty == "inflight-load-producer" && producer.is_none_or(|n| q.name == n));
+    let mut estimate = String::new();
+    if let Some(q) = prod {
+        if q.params
+            .get("addEstimatedOutputTokens")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            let ratio = num(&q.params, "outputRatio").unwrap_or(1.5);
+            params.insert("output_ratio".into(), T::Float(ratio));
+            if let Some(m) = int(&q.params, "maxEstimatedOutputTokens") {
+                params.insert("max_output_estimate".into(), T::Integer(m));
+            }
+            estimate = format!(", plus round(prompt × {ratio}) estimated output tokens (blis requests carry no client max_tokens to cap it)");
+        }
+    }
+    let lru = l
+        .plugins
+        .iter()
+        .find(|q| q.info.ty == "approx-prefix-cache-producer")
+        .and_then(|q| int(&q.params, "lruCapacityPerServer"))
+        .unwrap_or(31250);
+    params.insert("capacity".into(), T::Integer(lru.max(1)));
+    out.note(format!(
+        "plugin '{}' (token-load-scorer): blis's token-load: the router's in-flight uncached prompt tokens per instance{estimate}, released at the first token (at the end with an output estimate), plus this request's uncached tokens there, from a router-side prefix index like prefix-affinity's in blocks of the run's KV block size",
+        p.name
+    ));
+    Ok(ScorerMap::Blis("token-load", params))
 }
 
 /// `prefix-cache-scorer` over the producer named `producer` ("" = the
@@ -241,6 +321,12 @@ fn map_filter(
     }
     if p.info.ty == "concurrency-detector" {
         return concurrency_filter(p, out);
+    }
+    if p.info.ty == "session-affinity-filter" {
+        return Ok(FilterMap::Blis(
+            "session-affinity",
+            session_affinity(p, out)?,
+        ));
     }
     if matches!(
         p.info.ty,

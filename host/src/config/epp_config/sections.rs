@@ -175,6 +175,7 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
     bands.extend(f.default_negative_priority_band.iter());
     let mut capacity: Option<i64> = None;
     let mut fairness: Option<&str> = None;
+    let mut orders = std::collections::BTreeSet::new();
     for b in &bands {
         let cap = match &b.max_requests {
             Some(v) => schema::quantity(v, "flowControl band maxRequests")?,
@@ -195,9 +196,7 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
         }
         fairness = Some(fair);
         let order = policy_type(l, b.ordering_policy_ref.as_deref(), "fcfs-ordering-policy");
-        if order != "fcfs-ordering-policy" {
-            return Err(format!("flowControl: ordering policy {order}: blis's gateway orders each flow first come, first served; {order} is not simulated yet"));
-        }
+        orders.insert(order);
         if b.max_bytes.is_some() {
             out.note(
                 "flowControl band maxBytes: no simulated effect: blis requests have no body size"
@@ -205,6 +204,7 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
             );
         }
     }
+    ordering_note(&orders, ttl, out)?;
     fc.insert(
         "per_band_capacity".into(),
         T::Integer(capacity.unwrap_or(5000)),
@@ -268,7 +268,9 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
                 return Err("static-usage-limit-policy: threshold must be in (0, 1]".into());
             }
             if t != 1.0 {
-                return Err(format!("static-usage-limit-policy threshold {t}: blis spreads band ceilings linearly down to usage_limit_threshold; a flat ceiling below 1 is not simulated yet"));
+                fc.insert("usage_limit".into(), T::String("static".into()));
+                fc.insert("usage_limit_threshold".into(), T::Float(t));
+                out.note(format!("static-usage-limit-policy threshold {t}: usage_limit = \"static\": every band (critical included) dispatches only while the saturation is below {t}"));
             }
         }
         "priority-holdback-policy" => {
@@ -304,6 +306,38 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
     }
     out.note("flowControl (gate on): blis's gateway queue, dispatching at most one request per 1 ms cycle while the saturation is below the band's ceiling".into());
     Ok(Some(fc))
+}
+
+/// The bands' ordering policies, as blis simulates them: within a flow
+/// blis's gateway serves first come, first served, and each of llm-d's
+/// orderings reduces to that here. `edf` orders by enqueue time + TTL, and
+/// every request has the same TTL (`defaultRequestTTL`, or none, which
+/// llm-d puts last, ties first come first served). `slo-deadline` orders
+/// by receipt + the request's TTFT SLO (`x-llm-d-slo-ttft-ms`); a blis
+/// flow lives in one band, a band is one SLO class and a class has one
+/// TTFT target (`[slo]`), so every request of a flow has the same offset
+/// (or none: last, ties first come first served).
+fn ordering_note(
+    orders: &std::collections::BTreeSet<&str>,
+    ttl_us: i64,
+    out: &mut Out,
+) -> Result<(), String> {
+    for &order in orders {
+        match order {
+            "fcfs-ordering-policy" => {}
+            "edf-ordering-policy" => out.note(format!(
+                "edf-ordering-policy: first come, first served within each flow, exactly: the deadline is enqueue time + the TTL, and every request has the same TTL ({})",
+                if ttl_us > 0 { format!("{} s", ttl_us as f64 / 1e6) } else { "none: all last, ties first come first served".into() }
+            )),
+            "slo-deadline-ordering-policy" => out.note("slo-deadline-ordering-policy: first come, first served within each flow, exactly: the deadline is receipt + the request's TTFT SLO (x-llm-d-slo-ttft-ms, blis's [slo] target of its class), and a flow holds requests of one class, so one offset (or none)".into()),
+            other => {
+                return Err(format!(
+                    "flowControl: ordering policy {other} is not an llm-d ordering policy"
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The type of the flow-control policy `r` names (default `dflt`).
@@ -370,9 +404,9 @@ pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
             "precise-prefix-cache-producer" => "its KV-event index is blis's live prefix-cache query of each instance's KV cache (KV events arrive as the engine emits them: routing.cache_signal_delay_us = 0)",
             "burst-prefix-cache-producer" => "no simulated effect: its co-location window (its scorer is blis's prefix index)",
             "token-producer" | "tokenizer" => "no simulated effect: blis requests carry their true token counts",
-            "inflight-load-producer" => "no simulated effect: blis counts in-flight requests exactly",
+            "inflight-load-producer" => "its request counts are blis's exact in-flight counts; its token counts (and output estimate) are token-load's",
             "mm-embeddings-cache-producer" => "no simulated effect: blis workloads have no multimodal items",
-            "session-id-producer" => "no simulated effect on its own (no session plugin reads it)",
+            "session-id-producer" => "no simulated effect on its own: blis requests carry their workload session (read by session-affinity)",
             "metrics-data-source" | "core-metrics-extractor" => "the model-server metrics: the scrape interval of [routing.freshness]",
             "models-data-source" | "models-data-extractor" => "no simulated effect: no plugin reads the model list",
             "endpoint-notification-source" | "k8s-notification-source" => "no simulated effect: blis's endpoints are the run file's instances",
