@@ -848,3 +848,113 @@ fn flow_control_orderings_and_a_static_usage_limit() {
         depth(&full)
     );
 }
+
+/// header-profile-handler with two profiles: each workload client's
+/// requests run the profile its `headers` name (header names match
+/// case-insensitively), the others defaultProfile. The decision trace
+/// shows which profile decided (its scorer's name); the run file form
+/// (`profile_handler = "header"`) runs the same. A header naming no
+/// profile, a header-less client without a default, and [[pools]] are
+/// refused naming the cause.
+#[test]
+fn the_header_profile_handler_routes_each_client_by_its_header() {
+    let dir = TestDir::new("llm_d_header_profiles");
+    let base = BASE.replace(
+        "prefix_length = 512\n",
+        "prefix_length = 512\nheaders = { \"epp-profile\" = \"kv\" }\n",
+    );
+    dir.write("base.toml", &base);
+    let file = |default: &str| {
+        epp(&format!(
+            "plugins:\n- type: header-profile-handler\n  parameters:\n    defaultProfile: {default}\n- type: queue-scorer\n- type: kv-cache-utilization-scorer\n- type: max-score-picker\n\
+             schedulingProfiles:\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n  - pluginRef: max-score-picker\n\
+             - name: kv\n  plugins:\n  - pluginRef: kv-cache-utilization-scorer\n  - pluginRef: max-score-picker\n"
+        ))
+    };
+    let f = dir.write("h.yaml", &file("decode"));
+    let (converted, _, notes) = converted_runs_like_the_file(&dir, &base, &f);
+    assert!(
+        converted.contains("profile_handler = \"header\"")
+            && converted.contains("default_profile = \"decode\""),
+        "{converted}"
+    );
+    assert!(notes.contains("EPP-Profile names (decode, kv)"), "{notes}");
+    let trace = dir.path().join("trace.jsonl");
+    let results = dir.path().join("results.jsonl");
+    run_ok(
+        &dir,
+        &[
+            "run",
+            "base.toml",
+            "--epp-config",
+            f.to_str().unwrap(),
+            "--trace-path",
+            trace.to_str().unwrap(),
+            "--results-path",
+            results.to_str().unwrap(),
+        ],
+    );
+    let client: std::collections::HashMap<u64, String> = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            (
+                v["id"].as_u64().unwrap(),
+                v["client_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut seen = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(&trace).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v["kind"] != "routing" {
+            continue;
+        }
+        let scorers = &v["candidates"][0]["scorer_scores"];
+        let profile = if scorers.get("kv-utilization").is_some() {
+            "kv"
+        } else if scorers.get("waiting-queue").is_some() {
+            "decode"
+        } else {
+            panic!("{line}")
+        };
+        let c = &client[&v["request_id"].as_u64().unwrap()];
+        let want = if c == "chat" { "kv" } else { "decode" };
+        assert_eq!(profile, want, "{c}: {line}");
+        *seen.entry(profile).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    // Refusals.
+    let bad_value = BASE.replace(
+        "prefix_length = 512\n",
+        "prefix_length = 512\nheaders = { \"EPP-Profile\" = \"nope\" }\n",
+    );
+    dir.write("bad.toml", &bad_value);
+    let e = run_bad(
+        &dir,
+        &["run", "bad.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("client 'chat'") && e.contains("\"nope\" names no profile"),
+        "{e}"
+    );
+    let f = dir.write("nodefault.yaml", &file("prefill"));
+    let e = run_bad(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("client 'batch'") && e.contains("sends no EPP-Profile header"),
+        "{e}"
+    );
+    dir.write("pd.toml", &base_pd());
+    let e = run_bad(
+        &dir,
+        &["run", "pd.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("header-profile-handler") && e.contains("[[pools]]"),
+        "{e}"
+    );
+}

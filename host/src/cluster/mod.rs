@@ -41,7 +41,7 @@ pub use error::RunError;
 use first_tokens::{FirstToken, FirstTokens};
 use lora_view::LoraView;
 pub use models::{ModelFilter, NO_MODEL};
-pub use routing::{format_weight, Decision, Pick, Profile, Routing};
+pub use routing::{format_weight, ByClient, Decision, Pick, Profile, Routing};
 pub use servable::ServableBound;
 pub use snapshot::{Freshness, SnapshotProvider};
 pub use trace::TraceWriter;
@@ -738,6 +738,7 @@ impl Cluster {
             .lora
             .as_deref_mut()
             .map(|l| l.decision(t, req, &self.instances, &self.workload, None));
+        self.routing.select_client(req.client);
         let decide = || match (subset, &mut self.routing) {
             (Some((ids, compact)), Routing::Single(r)) => {
                 // A router sees the candidates only, in index order.

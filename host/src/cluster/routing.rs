@@ -85,6 +85,8 @@ pub enum Routing {
     Single(RouterPolicy),
     /// A scheduling profile.
     Profile(Box<Profile>),
+    /// A profile per client, chosen by its request header.
+    ByClient(Box<ByClient>),
 }
 
 impl Profile {
@@ -302,6 +304,30 @@ fn max_score(values: &[f64], rng: Option<&mut Rng>) -> usize {
     }
 }
 
+/// Several scheduling profiles, each workload client's requests running
+/// the one its request header names (llm-d's header-profile-handler). The
+/// header is a client's, so the choice is made per client at build time.
+pub struct ByClient {
+    pub profiles: Vec<Profile>,
+    /// The profile of each workload client (in workload order); a client
+    /// beyond the list (a trace's) runs `default`.
+    pub of_client: Vec<u32>,
+    pub default: u32,
+    /// The profile of the decision under way.
+    current: usize,
+}
+
+impl ByClient {
+    pub fn new(profiles: Vec<Profile>, of_client: Vec<u32>, default: u32) -> ByClient {
+        ByClient {
+            profiles,
+            of_client,
+            default,
+            current: default as usize,
+        }
+    }
+}
+
 impl Routing {
     /// The `weighted` policy: `(scorer, weight)` pairs, weights finite, ≥ 0
     /// and not all zero (checked by the config layer); ties broken by `tie`
@@ -316,12 +342,51 @@ impl Routing {
         )))
     }
 
+    /// Every profile (none for a router plugin).
+    fn profiles(&self) -> &[Profile] {
+        match self {
+            Routing::Single(_) => &[],
+            Routing::Profile(p) => std::slice::from_ref(&**p),
+            Routing::ByClient(b) => &b.profiles,
+        }
+    }
+
+    fn profiles_mut(&mut self) -> &mut [Profile] {
+        match self {
+            Routing::Single(_) => &mut [],
+            Routing::Profile(p) => std::slice::from_mut(&mut **p),
+            Routing::ByClient(b) => &mut b.profiles,
+        }
+    }
+
+    /// The next decision is for a request of workload client `client`
+    /// (only profiles chosen per client care).
+    #[inline]
+    pub fn select_client(&mut self, client: u32) {
+        if let Routing::ByClient(b) = self {
+            b.current = b
+                .of_client
+                .get(client as usize)
+                .copied()
+                .unwrap_or(b.default) as usize;
+        }
+    }
+
+    /// The profile of the decision under way, if routing uses profiles.
+    fn current_mut(&mut self) -> Option<&mut Profile> {
+        match self {
+            Routing::Single(_) => None,
+            Routing::Profile(p) => Some(p),
+            Routing::ByClient(b) => b.profiles.get_mut(b.current),
+        }
+    }
+
     /// Restrict the next decisions to `eligible` instances (ascending, not
     /// empty), or lift the restriction with `None` (the instance lifecycle:
     /// only routable instances are chosen). A router plugin is restricted by
     /// the cluster, which shows it only the eligible instances.
     pub fn set_eligible(&mut self, eligible: Option<&[u32]>) {
-        if let Routing::Profile(p) = self {
+        if let Some(p) = self.current_mut() {
             match (eligible, &mut p.eligible) {
                 (None, e) => *e = None,
                 (Some(new), Some(old)) if old.as_slice() == new => {}
@@ -332,22 +397,19 @@ impl Routing {
 
     /// True when decisions need the 0.2 cluster state.
     pub fn needs_state(&self) -> bool {
-        match self {
-            Routing::Single(_) => false,
-            Routing::Profile(p) => p.needs_state(),
-        }
+        self.profiles().iter().any(Profile::needs_state)
     }
 
     /// True when decisions need the per-instance prefix-cache query.
     pub fn needs_prefix_query(&self) -> bool {
-        self.profile().is_some_and(Profile::needs_prefix_query)
+        self.profiles().iter().any(Profile::needs_prefix_query)
     }
 
     /// True when the routing policy may read the instance snapshots.
     pub fn reads_snapshots(&self) -> bool {
         match self {
             Routing::Single(r) => r.label().snapshots,
-            Routing::Profile(_) => true,
+            Routing::Profile(_) | Routing::ByClient(_) => true,
         }
     }
 
@@ -355,23 +417,24 @@ impl Routing {
     pub fn reads_block_hashes(&self) -> bool {
         match self {
             Routing::Single(r) => r.label().block_hashes,
-            Routing::Profile(p) => p.reads_block_hashes(),
+            _ => self.profiles().iter().any(Profile::reads_block_hashes),
         }
     }
 
     /// Ask filters for the reasons of their removals (when a decision
     /// trace is written).
     pub fn keep_reasons(&mut self, keep: bool) {
-        if let Routing::Profile(p) = self {
+        for p in self.profiles_mut() {
             p.keep_reasons = keep;
         }
     }
 
-    /// The profile, if routing uses one.
+    /// The profile of the decision under way, if routing uses one.
     pub fn profile(&self) -> Option<&Profile> {
         match self {
             Routing::Single(_) => None,
             Routing::Profile(p) => Some(p),
+            Routing::ByClient(b) => b.profiles.get(b.current),
         }
     }
 
@@ -390,10 +453,11 @@ impl Routing {
                 candidates: None,
             }),
             Routing::Profile(p) => p.route(req, state, cluster),
+            Routing::ByClient(b) => b.profiles[b.current].route(req, state, cluster),
         }
     }
 
-    /// Tell every stateful policy where `req` went.
+    /// Tell every stateful policy of the deciding profile where `req` went.
     pub fn observe(
         &mut self,
         req: &RequestView<'_>,
@@ -402,18 +466,10 @@ impl Routing {
     ) -> Result<(), Box<PluginError>> {
         match self {
             Routing::Single(r) => r.observe(req, cluster, chosen),
-            Routing::Profile(p) => {
-                for f in p.filters.iter_mut() {
-                    f.observe(req, cluster, chosen)?;
-                }
-                for ws in p.scorers.iter_mut() {
-                    ws.scorer.observe(req, cluster, chosen)?;
-                }
-                if let Pick::Plugin(pk) = &mut p.pick {
-                    pk.observe(req, cluster, chosen)?;
-                }
-                Ok(())
-            }
+            _ => match self.current_mut() {
+                Some(p) => p.observe(req, cluster, chosen),
+                None => Ok(()),
+            },
         }
     }
 
@@ -421,19 +477,7 @@ impl Routing {
     pub fn hooks(&self) -> Hooks {
         match self {
             Routing::Single(r) => r.label().hooks,
-            Routing::Profile(p) => {
-                let mut h = 0;
-                for f in &p.filters {
-                    h |= f.label().hooks.0;
-                }
-                for ws in &p.scorers {
-                    h |= ws.scorer.label().hooks.0;
-                }
-                if let Pick::Plugin(pk) = &p.pick {
-                    h |= pk.label().hooks.0;
-                }
-                Hooks(h)
-            }
+            _ => Hooks(self.profiles().iter().fold(0, |h, p| h | p.hooks().0)),
         }
     }
 
@@ -447,59 +491,117 @@ impl Routing {
         match self {
             Routing::Single(r) if r.wants(kind) => r.on_event(event, cluster),
             Routing::Single(_) => Ok(()),
-            Routing::Profile(p) => {
-                for f in p.filters.iter_mut().filter(|f| f.wants(kind)) {
-                    f.on_event(event, cluster)?;
+            _ => {
+                for p in self.profiles_mut() {
+                    p.on_event(event, cluster)?;
                 }
-                for ws in p.scorers.iter_mut().filter(|w| w.scorer.wants(kind)) {
-                    ws.scorer.on_event(event, cluster)?;
-                }
-                match &mut p.pick {
-                    Pick::Plugin(pk) if pk.wants(kind) => pk.on_event(event, cluster),
-                    _ => Ok(()),
-                }
+                Ok(())
             }
         }
     }
 
     /// Human-readable description for traces and logs.
     pub fn describe(&self) -> String {
-        let named = |l: &crate::plugins::PolicyLabel| format!("{}::{}", l.library, l.name);
         match self {
             Routing::Single(r) => format!("router {}", named(r.label())),
-            Routing::Profile(p) => {
-                let list = |v: Vec<String>| {
-                    if v.is_empty() {
-                        "none".to_string()
-                    } else {
-                        v.join(", ")
-                    }
-                };
-                let filters = list(p.filters.iter().map(|f| named(f.label())).collect());
-                let scorers = list(
-                    p.scorers
-                        .iter()
-                        .map(|w| format!("{}:{}", named(w.scorer.label()), format_weight(w.weight)))
-                        .collect(),
-                );
-                let picker = match &p.pick {
-                    Pick::MaxScore(None) => {
-                        "max-score (host, ties to the lowest index)".to_string()
-                    }
-                    Pick::MaxScore(Some(_)) => "max-score (host, ties at random)".to_string(),
-                    Pick::Plugin(pk) => named(pk.label()),
-                };
-                format!(
-                    "{} profile '{}': filters {filters}; scorers {scorers}; picker {picker}",
-                    if p.name == "weighted" {
-                        "weighted"
-                    } else {
-                        "scheduling"
-                    },
-                    p.name
-                )
-            }
+            Routing::Profile(p) => p.describe(),
+            Routing::ByClient(b) => format!(
+                "header-chosen profiles (default '{}'): {}",
+                b.profiles[b.default as usize].name,
+                b.profiles
+                    .iter()
+                    .map(Profile::describe)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
         }
+    }
+}
+
+fn named(l: &crate::plugins::PolicyLabel) -> String {
+    format!("{}::{}", l.library, l.name)
+}
+
+impl Profile {
+    fn observe(
+        &mut self,
+        req: &RequestView<'_>,
+        cluster: &ClusterView<'_>,
+        chosen: u32,
+    ) -> Result<(), Box<PluginError>> {
+        for f in self.filters.iter_mut() {
+            f.observe(req, cluster, chosen)?;
+        }
+        for ws in self.scorers.iter_mut() {
+            ws.scorer.observe(req, cluster, chosen)?;
+        }
+        if let Pick::Plugin(pk) = &mut self.pick {
+            pk.observe(req, cluster, chosen)?;
+        }
+        Ok(())
+    }
+
+    fn hooks(&self) -> Hooks {
+        let mut h = 0;
+        for f in &self.filters {
+            h |= f.label().hooks.0;
+        }
+        for ws in &self.scorers {
+            h |= ws.scorer.label().hooks.0;
+        }
+        if let Pick::Plugin(pk) = &self.pick {
+            h |= pk.label().hooks.0;
+        }
+        Hooks(h)
+    }
+
+    fn on_event(
+        &mut self,
+        event: &RequestEvent<'_>,
+        cluster: &ClusterState<'_>,
+    ) -> Result<(), Box<PluginError>> {
+        let kind: EventKind = event.kind;
+        for f in self.filters.iter_mut().filter(|f| f.wants(kind)) {
+            f.on_event(event, cluster)?;
+        }
+        for ws in self.scorers.iter_mut().filter(|w| w.scorer.wants(kind)) {
+            ws.scorer.on_event(event, cluster)?;
+        }
+        match &mut self.pick {
+            Pick::Plugin(pk) if pk.wants(kind) => pk.on_event(event, cluster),
+            _ => Ok(()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        let list = |v: Vec<String>| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let filters = list(self.filters.iter().map(|f| named(f.label())).collect());
+        let scorers = list(
+            self.scorers
+                .iter()
+                .map(|w| format!("{}:{}", named(w.scorer.label()), format_weight(w.weight)))
+                .collect(),
+        );
+        let picker = match &self.pick {
+            Pick::MaxScore(None) => "max-score (host, ties to the lowest index)".to_string(),
+            Pick::MaxScore(Some(_)) => "max-score (host, ties at random)".to_string(),
+            Pick::Plugin(pk) => named(pk.label()),
+        };
+        format!(
+            "{} profile '{}': filters {filters}; scorers {scorers}; picker {picker}",
+            if self.name == "weighted" {
+                "weighted"
+            } else {
+                "scheduling"
+            },
+            self.name
+        )
     }
 }
 

@@ -315,9 +315,22 @@ pub struct RoutingSection {
     #[serde(default)]
     pub profiles: Vec<ProfileSection>,
     /// Profile handler of the `pipeline` policy: `single-profile` (the
-    /// default and, for now, the only one).
+    /// default: exactly one profile) or `header` (llm-d's
+    /// header-profile-handler: each workload client's requests run the
+    /// profile its request header `header` names, `default_profile` when it
+    /// has none).
     #[serde(default)]
     pub profile_handler: Option<String>,
+    /// `header` handler: the request header naming the profile (default
+    /// `EPP-Profile`; matched case-insensitively, as HTTP headers are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    /// `header` handler: the profile of requests without the header
+    /// (default: the first profile; `""`: none, as llm-d with a
+    /// defaultProfile that names no profile, which refuses such requests:
+    /// blis then refuses a workload that would send one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_profile: Option<String>,
     /// Staleness of the prefix-cache query read by `precise-prefix-cache`
     /// and `no-hit-lru`, µs (default 0 = live; the reference's default is
     /// 50000).
@@ -425,6 +438,8 @@ impl Default for RoutingSection {
             scorers: Vec::new(),
             profiles: Vec::new(),
             profile_handler: None,
+            header: None,
+            default_profile: None,
             cache_signal_delay_us: 0,
             freshness: None,
             tie_break: None,

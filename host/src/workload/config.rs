@@ -389,6 +389,11 @@ pub struct ClientSpec {
     /// pool serves; default: the run's `[model].name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// HTTP request headers every request of the client carries, as a
+    /// router sees them (e.g. `{ "EPP-Profile" = "fast" }` for llm-d's
+    /// header-profile-handler: `routing.profile_handler = "header"`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// `adapter_mix`: each request (each session, for multi-turn clients)

@@ -708,6 +708,7 @@ fn convert_client(
         adapter: None,
         adapter_mix: None,
         model: None,
+        headers: Default::default(),
     })
 }
 
@@ -840,6 +841,7 @@ fn expand_cohort(
             adapter: None,
             adapter_mix: None,
             model: None,
+            headers: Default::default(),
         });
     }
     Ok(())

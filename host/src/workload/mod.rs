@@ -608,6 +608,7 @@ fn client_specs(c: &WorkloadConfig) -> Result<Vec<ClientSpec>, WorkloadError> {
         adapter: None,
         adapter_mix: None,
         model: None,
+        headers: Default::default(),
     }])
 }
 

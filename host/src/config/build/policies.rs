@@ -142,17 +142,20 @@ impl RoutingPlan {
                  declare the adapters in [lora] or remove the scorer"
             ));
         }
-        let routing = self.create_routing(&run.routing, run.seed, registry)?;
+        let clients = run.workload.clients.as_deref().unwrap_or(&[]);
+        let routing = self.create_routing(&run.routing, run.seed, registry, Some(clients))?;
         Ok((admission, routing))
     }
 
     /// Create the routing of `section` (libraries already loaded), its
-    /// policies seeded from `seed`.
+    /// policies seeded from `seed`; `clients`: the workload's clients, or
+    /// `None` for a P/D stage (see `routing_profiles::create`).
     pub(super) fn create_routing(
         self,
         section: &RoutingSection,
         seed: u64,
         registry: &mut Registry,
+        clients: Option<&[crate::workload::ClientSpec]>,
     ) -> Result<Routing, String> {
         Ok(match self {
             RoutingPlan::Weighted(scorers) => {
@@ -171,7 +174,9 @@ impl RoutingPlan {
                     .then(|| blis_plugin_api::Rng::new(derive_seed(seed, "routing/tie_break")));
                 Routing::weighted(v, tie)
             }
-            RoutingPlan::Pipeline => super::routing_profiles::create(section, registry, seed)?,
+            RoutingPlan::Pipeline => {
+                super::routing_profiles::create(section, registry, seed, clients)?
+            }
             RoutingPlan::Router => Routing::Single(
                 registry
                     .router(

@@ -430,6 +430,7 @@ impl CheckedPools {
                 self.pd.prefill_routing.as_ref().expect("checked"),
                 derive_seed(run.seed, "pd/prefill"),
                 registry,
+                None,
             )?,
             None => {
                 let mut p = Problems::default();
@@ -437,6 +438,7 @@ impl CheckedPools {
                     &run.routing,
                     derive_seed(run.seed, "pd/prefill"),
                     registry,
+                    None,
                 )?
             }
         };
@@ -445,9 +447,13 @@ impl CheckedPools {
                 self.pd.decode_routing.as_ref().expect("checked"),
                 derive_seed(run.seed, "pd/decode"),
                 registry,
+                None,
             )?,
             None => routing,
         };
+        if matches!(routing, Routing::ByClient(_)) {
+            return Err("routing.profile_handler = \"header\" chooses a profile per request, but the decode stage of [[pools]] runs one; use single-profile routing with [[pools]]".into());
+        }
         let transfer = TransferModel {
             bandwidth_bytes_per_us: self.pd.transfer_bandwidth_gbps * 1000.0,
             base_us: self.pd.transfer_base_latency_ms * 1000.0,

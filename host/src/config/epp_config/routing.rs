@@ -609,6 +609,18 @@ pub fn profile_routing(
     pools: Option<bool>,
     out: &mut Out,
 ) -> Result<toml::Table, String> {
+    profile_routing_as(l, prof, stage, pools, true, out)
+}
+
+/// [`profile_routing`], as a `pipeline` profile unless `weighted_ok`.
+fn profile_routing_as(
+    l: &Loaded,
+    prof: &Profile,
+    stage: Stage,
+    pools: Option<bool>,
+    weighted_ok: bool,
+    out: &mut Out,
+) -> Result<toml::Table, String> {
     let ctx = |m: String| format!("schedulingProfiles[{}]: {m}", prof.name);
     let mut filters = Vec::new();
     for &f in &prof.filters {
@@ -667,7 +679,7 @@ pub fn profile_routing(
         })
         .collect();
     let any_weight = scorers.iter().any(|(_, w, _)| *w > 0.0);
-    if max_score && any_weight && filters.is_empty() {
+    if weighted_ok && max_score && any_weight && filters.is_empty() {
         // Scorers and llm-d's max-score pick (ties uniformly random): the
         // host's weighted policy, whose normalised weights rank alike.
         return Ok(table(&[
@@ -731,24 +743,70 @@ pub fn handler_plan(l: &Loaded, pools: Option<bool>, out: &mut Out) -> Result<Ha
             out.note(format!("plugin '{}' (data-parallel-profile-handler): single-profile routing; its x-data-parallel-host-port header and port rewrite have no simulated effect (blis routes to the instance itself)", h.name));
             single(&l.profiles[0], out)
         }
-        "header-profile-handler" => {
-            if l.profiles.len() == 1 {
-                return single(&l.profiles[0], out);
-            }
-            let header = param_str(&h.params, "headerName").unwrap_or("EPP-Profile");
-            let default = param_str(&h.params, "defaultProfile").unwrap_or("decode");
-            let Some(prof) = profile(l, default) else {
-                return Err(format!("plugin '{}' (header-profile-handler): blis requests carry no {header} header, so every request asks for defaultProfile '{default}', which is not a profile: llm-d would refuse them all (429)", h.name));
-            };
-            out.note(format!("plugin '{}' (header-profile-handler): blis requests carry no {header} header, so every request runs defaultProfile '{default}'", h.name));
-            single(prof, out)
-        }
+        "header-profile-handler" => header_handler(l, h, pools, out),
         "disagg-profile-handler" | "pd-profile-handler" => disagg(l, h, pools, out),
         other => Err(format!(
             "plugin '{}' ({other}) is not a profile handler",
             h.name
         )),
     }
+}
+
+/// `header-profile-handler` {headerName EPP-Profile, defaultProfile
+/// decode}: one profile runs for every request; several become blis's
+/// `header` handler over `pipeline` profiles, each workload client's
+/// requests running the profile its `headers` name (the default without).
+fn header_handler(
+    l: &Loaded,
+    h: &Plugin,
+    pools: Option<bool>,
+    out: &mut Out,
+) -> Result<HandlerPlan, String> {
+    if l.profiles.len() == 1 {
+        out.note(format!("plugin '{}' (header-profile-handler): one profile, which every request runs whatever its header says", h.name));
+        return Ok(HandlerPlan {
+            routing: profile_routing(l, &l.profiles[0], Stage::Single, pools, out)?,
+            pd: None,
+        });
+    }
+    if pools == Some(true) {
+        return Err(format!("plugin '{}' (header-profile-handler) with several profiles is llm-d's per-stage coordinator handler (one EPP call per stage); with [[pools]] use disagg-profile-handler, whose stages blis maps onto the pools", h.name));
+    }
+    let header = param_str(&h.params, "headerName").unwrap_or("EPP-Profile");
+    let default = param_str(&h.params, "defaultProfile").unwrap_or("decode");
+    let mut profiles = Vec::new();
+    for prof in &l.profiles {
+        let t = profile_routing_as(l, prof, Stage::Single, pools, false, out)?;
+        let Some(T::Array(mut one)) = t.get("profiles").cloned() else {
+            return Err(format!(
+                "internal: profile '{}' did not map to a pipeline profile",
+                prof.name
+            ));
+        };
+        profiles.append(&mut one);
+    }
+    let mut routing = table(&[
+        ("policy", T::String("pipeline".into())),
+        ("profile_handler", T::String("header".into())),
+        ("header", T::String(header.into())),
+        ("profiles", T::Array(profiles)),
+    ]);
+    let names: Vec<&str> = l.profiles.iter().map(|p| p.name.as_str()).collect();
+    let fallback = if profile(l, default).is_some() {
+        routing.insert("default_profile".into(), T::String(default.into()));
+        format!("defaultProfile '{default}'")
+    } else {
+        // llm-d refuses header-less requests; blis refuses a workload
+        // that would send one (default_profile "" = none).
+        routing.insert("default_profile".into(), T::String(String::new()));
+        format!("defaultProfile '{default}' is no profile, so llm-d refuses requests without the header (429): blis refuses a workload with a client that sends none")
+    };
+    out.note(format!(
+        "plugin '{}' (header-profile-handler): each workload client's requests run the profile its `headers` {header} names ({}); without the header, {fallback}",
+        h.name,
+        names.join(", ")
+    ));
+    Ok(HandlerPlan { routing, pd: None })
 }
 
 fn disagg(

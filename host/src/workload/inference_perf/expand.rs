@@ -147,6 +147,7 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
                 adapter: None,
                 adapter_mix: None,
                 model: None,
+                headers: Default::default(),
             };
             let schedule = if sp.enable_multi_turn_chat {
                 let max_rounds = u32::try_from(share).map_err(|_| {
