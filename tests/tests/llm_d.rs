@@ -597,6 +597,34 @@ fn label_selectors_see_the_role_labels_blis_instances_carry() {
     }
 }
 
+/// `blis run base.toml --epp-config f` with a decision trace and
+/// per-request results: (trace records, result lines).
+fn traced_run(dir: &TestDir, f: &Path) -> (Vec<Value>, Vec<Value>) {
+    let trace = dir.path().join("trace.jsonl");
+    let results = dir.path().join("results.jsonl");
+    run_ok(
+        dir,
+        &[
+            "run",
+            "base.toml",
+            "--epp-config",
+            f.to_str().unwrap(),
+            "--trace-path",
+            trace.to_str().unwrap(),
+            "--results-path",
+            results.to_str().unwrap(),
+        ],
+    );
+    let lines = |p: &Path| -> Vec<Value> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    (lines(&trace), lines(&results))
+}
+
 /// BASE with a multi-turn agent whose rounds follow each other closely.
 fn base_sessions() -> String {
     format!(
@@ -739,35 +767,12 @@ fn token_load_scores_in_flight_uncached_tokens() {
     );
     assert!(notes.contains("blis's token-load"), "{notes}");
     // The decision trace of the first request.
-    let trace = dir.path().join("trace.jsonl");
-    let results = dir.path().join("results.jsonl");
-    run_ok(
-        &dir,
-        &[
-            "run",
-            "base.toml",
-            "--epp-config",
-            f.to_str().unwrap(),
-            "--trace-path",
-            trace.to_str().unwrap(),
-            "--results-path",
-            results.to_str().unwrap(),
-        ],
-    );
-    let first: Value = serde_json::from_str(
-        std::fs::read_to_string(&trace)
-            .unwrap()
-            .lines()
-            .find(|l| l.contains("\"request_id\":0,"))
-            .expect("a record of request 0"),
-    )
-    .unwrap();
-    let input = std::fs::read_to_string(&results)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|v| v["id"] == 0)
-        .unwrap()["input_tokens"]
+    let (trace, results) = traced_run(&dir, &f);
+    let first = trace
+        .iter()
+        .find(|v| v["kind"] == "routing" && v["request_id"] == 0)
+        .expect("a record of request 0");
+    let input = results.iter().find(|v| v["id"] == 0).unwrap()["input_tokens"]
         .as_f64()
         .unwrap();
     let want = 1.0 - input.min(2000.0) / 2000.0;
@@ -879,25 +884,9 @@ fn the_header_profile_handler_routes_each_client_by_its_header() {
         "{converted}"
     );
     assert!(notes.contains("EPP-Profile names (decode, kv)"), "{notes}");
-    let trace = dir.path().join("trace.jsonl");
-    let results = dir.path().join("results.jsonl");
-    run_ok(
-        &dir,
-        &[
-            "run",
-            "base.toml",
-            "--epp-config",
-            f.to_str().unwrap(),
-            "--trace-path",
-            trace.to_str().unwrap(),
-            "--results-path",
-            results.to_str().unwrap(),
-        ],
-    );
-    let client: std::collections::HashMap<u64, String> = std::fs::read_to_string(&results)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    let (trace, results) = traced_run(&dir, &f);
+    let client: std::collections::HashMap<u64, String> = results
+        .iter()
         .map(|v| {
             (
                 v["id"].as_u64().unwrap(),
@@ -906,8 +895,8 @@ fn the_header_profile_handler_routes_each_client_by_its_header() {
         })
         .collect();
     let mut seen = std::collections::BTreeMap::new();
-    for line in std::fs::read_to_string(&trace).unwrap().lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
+    for v in &trace {
+        let line = v.to_string();
         if v["kind"] != "routing" {
             continue;
         }
