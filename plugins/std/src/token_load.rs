@@ -149,6 +149,23 @@ impl TokenLoad {
             *n = n.saturating_sub(tokens);
         }
     }
+
+    fn on_lifecycle(&mut self, kind: EventKind, id: u64) {
+        let Some(&(i, first, end)) = self.charged.get(&id) else {
+            return;
+        };
+        if kind == EventKind::FIRST_TOKEN {
+            self.release(i, first);
+            if end == 0 {
+                self.charged.remove(&id);
+            } else {
+                self.charged.insert(id, (i, 0, end));
+            }
+        } else {
+            self.release(i, first + end);
+            self.charged.remove(&id);
+        }
+    }
 }
 
 impl Scorer for TokenLoad {
@@ -193,25 +210,6 @@ impl Scorer for TokenLoad {
         }
         self.index.record(request.block_hashes.as_slice(), chosen);
         self.matched_for = None;
-    }
-}
-
-impl TokenLoad {
-    fn on_lifecycle(&mut self, kind: EventKind, id: u64) {
-        let Some(&(i, first, end)) = self.charged.get(&id) else {
-            return;
-        };
-        if kind == EventKind::FIRST_TOKEN {
-            self.release(i, first);
-            if end == 0 {
-                self.charged.remove(&id);
-            } else {
-                self.charged.insert(id, (i, 0, end));
-            }
-        } else {
-            self.release(i, first + end);
-            self.charged.remove(&id);
-        }
     }
 }
 

@@ -3,8 +3,9 @@
 //! `single-profile` (exactly one profile) or `header` (llm-d's
 //! header-profile-handler: a workload client's requests run the profile
 //! its request header names; the header is the client's, so the choice is
-//! made here, per client, and the hot loop only indexes it). Weights are llm-d's: raw (not normalised), ≥ 0, default 1. The
-//! picker defaults to the standard `max-score` (ties to the lowest index).
+//! made here, per client, and the hot loop only indexes it). Weights are
+//! llm-d's: raw (not normalised), ≥ 0, default 1. The picker defaults to
+//! the standard `max-score` (ties to the lowest index).
 //! Every policy gets its own seed, derived from the run seed and its place
 //! in the profile.
 
@@ -177,10 +178,9 @@ fn choose(routing: &RoutingSection, clients: &[ClientSpec]) -> Result<(Vec<u32>,
                 .find(|(k, _)| k.eq_ignore_ascii_case(header))
                 .map(|(_, v)| v.as_str());
             match value {
-                None if names.len() == 1 => Ok(0),
-                None => default.ok_or_else(|| no_default(format!("workload client '{}'", c.id))),
                 // llm-d: one profile runs whatever the header says.
-                Some(_) if names.len() == 1 => Ok(0),
+                _ if names.len() == 1 => Ok(0),
+                None => default.ok_or_else(|| no_default(format!("workload client '{}'", c.id))),
                 Some(v) => index(v).ok_or_else(|| {
                     format!(
                         "workload client '{}': header {header} = \"{v}\" names no profile of [[routing.profiles]] ({}); llm-d's header-profile-handler would refuse every such request (429). Name one of them, or remove the header to run routing.default_profile",

@@ -601,7 +601,8 @@ fn utilization_filter(p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
     Ok(utilization(&list, fallback))
 }
 
-/// One profile as a blis routing section (a table of `RoutingSection`).
+/// One profile as a blis routing section (a table of `RoutingSection`):
+/// the `weighted` policy where it ranks alike, else a `pipeline` profile.
 pub fn profile_routing(
     l: &Loaded,
     prof: &Profile,
@@ -609,18 +610,32 @@ pub fn profile_routing(
     pools: Option<bool>,
     out: &mut Out,
 ) -> Result<toml::Table, String> {
-    profile_routing_as(l, prof, stage, pools, true, out)
+    let m = map_profile(l, prof, stage, pools, out)?;
+    Ok(m.weighted.unwrap_or_else(|| {
+        table(&[
+            ("policy", T::String("pipeline".into())),
+            ("profile_handler", T::String("single-profile".into())),
+            ("profiles", T::Array(vec![T::Table(m.pipeline)])),
+        ])
+    }))
 }
 
-/// [`profile_routing`], as a `pipeline` profile unless `weighted_ok`.
-fn profile_routing_as(
+/// A profile mapped to blis: its `[[routing.profiles]]` table, and the
+/// `weighted` policy's `[routing]` keys when the profile is scorers under
+/// a max-score pick and no filter (llm-d's raw weights rank as the
+/// normalised ones, ties uniformly random).
+struct MappedProfile {
+    pipeline: toml::Table,
+    weighted: Option<toml::Table>,
+}
+
+fn map_profile(
     l: &Loaded,
     prof: &Profile,
     stage: Stage,
     pools: Option<bool>,
-    weighted_ok: bool,
     out: &mut Out,
-) -> Result<toml::Table, String> {
+) -> Result<MappedProfile, String> {
     let ctx = |m: String| format!("schedulingProfiles[{}]: {m}", prof.name);
     let mut filters = Vec::new();
     for &f in &prof.filters {
@@ -679,15 +694,13 @@ fn profile_routing_as(
         })
         .collect();
     let any_weight = scorers.iter().any(|(_, w, _)| *w > 0.0);
-    if weighted_ok && max_score && any_weight && filters.is_empty() {
-        // Scorers and llm-d's max-score pick (ties uniformly random): the
-        // host's weighted policy, whose normalised weights rank alike.
-        return Ok(table(&[
+    let weighted = (max_score && any_weight && filters.is_empty()).then(|| {
+        table(&[
             ("policy", T::String("weighted".into())),
             ("tie_break", T::String("random".into())),
-            ("scorers", T::Array(scorer_tables)),
-        ]));
-    }
+            ("scorers", T::Array(scorer_tables.clone())),
+        ])
+    });
     let (pname, pparams) = match picker.info.ty {
         "max-score-picker" => (
             "max-score",
@@ -708,11 +721,10 @@ fn profile_routing_as(
         profile.insert("scorers".into(), T::Array(scorer_tables));
     }
     profile.insert("picker".into(), T::Table(pk));
-    Ok(table(&[
-        ("policy", T::String("pipeline".into())),
-        ("profile_handler", T::String("single-profile".into())),
-        ("profiles", T::Array(vec![T::Table(profile)])),
-    ]))
+    Ok(MappedProfile {
+        pipeline: profile,
+        weighted,
+    })
 }
 
 /// The handler's plan: `[routing]`, and `[pd]` keys for disaggregation.
@@ -776,14 +788,8 @@ fn header_handler(
     let default = param_str(&h.params, "defaultProfile").unwrap_or("decode");
     let mut profiles = Vec::new();
     for prof in &l.profiles {
-        let t = profile_routing_as(l, prof, Stage::Single, pools, false, out)?;
-        let Some(T::Array(mut one)) = t.get("profiles").cloned() else {
-            return Err(format!(
-                "internal: profile '{}' did not map to a pipeline profile",
-                prof.name
-            ));
-        };
-        profiles.append(&mut one);
+        let m = map_profile(l, prof, Stage::Single, pools, out)?;
+        profiles.push(T::Table(m.pipeline));
     }
     let mut routing = table(&[
         ("policy", T::String("pipeline".into())),
