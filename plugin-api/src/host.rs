@@ -1,9 +1,10 @@
 //! ABI 0.2 (appended): what a policy may ask the host *during a call*, for
 //! state that the frozen views cannot carry — the LoRA adapters of a run
 //! with `[lora]` (the adapter of the request being decided and the adapters
-//! resident or loading on each instance) and the multi-turn session of the
-//! request being decided. Authors use [`crate::lora`] and
-//! [`crate::session`]; this module is the table behind them.
+//! resident or loading on each instance), the multi-turn session of the
+//! request being decided and the HTTP headers its client sends. Authors use
+//! [`crate::lora`], [`crate::session`] and [`crate::headers`]; this module
+//! is the table behind them.
 //!
 //! The host hands every library one [`HostQueries`] table at load, through
 //! the root module's `set_host` (appended after `create_observer`, so a
@@ -16,13 +17,14 @@
 //! The host answers only while it is deciding something (an admission or
 //! routing decision, a P/D decider call) for the request it is deciding;
 //! anywhere else the answers are "no adapter" and "no LoRA state". The
-//! session query also answers for the last request decided (so a policy's
-//! `observe` after the decision may ask it), and "no session" for any other.
+//! session and header queries also answer for the last request decided (so
+//! a policy's `observe` after the decision may ask them), and "none" for
+//! any other.
 
 use std::sync::OnceLock;
 
 use abi_stable::{
-    std_types::{RSliceMut, RStr},
+    std_types::{ROption, RSliceMut, RStr},
     StableAbi,
 };
 
@@ -80,6 +82,13 @@ pub struct HostQueries {
     /// being decided (or the last one decided), else [`NO_SESSION`] (also
     /// for a request outside any session). Appended after the LoRA queries.
     pub request_session: extern "C" fn(request_id: u64) -> u64,
+    /// The value of HTTP header `name` (matched case-insensitively) that
+    /// request `request_id` carries, if it is the request being decided (or
+    /// the last one decided) and its client sends that header; else `None`.
+    /// The value is borrowed from the host for the length of the run (the
+    /// author API ties it to the call's views). Appended after the session
+    /// query.
+    pub request_header: extern "C" fn(request_id: u64, name: RStr<'_>) -> ROption<RStr<'static>>,
 }
 
 /// "No session" in [`HostQueries::request_session`]'s answer.

@@ -161,6 +161,7 @@ pub mod abi_before_observer;
 pub mod abi_v0_1;
 mod author;
 pub mod events;
+pub mod headers;
 pub mod host;
 mod log;
 pub mod lora;

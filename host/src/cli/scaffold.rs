@@ -47,6 +47,10 @@ const API_FILES: &[(&str, &str)] = &[
         include_str!("../../../plugin-api/src/events.rs"),
     ),
     (
+        "src/headers.rs",
+        include_str!("../../../plugin-api/src/headers.rs"),
+    ),
+    (
         "src/host.rs",
         include_str!("../../../plugin-api/src/host.rs"),
     ),

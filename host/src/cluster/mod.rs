@@ -61,7 +61,7 @@ use crate::gateway::{Gateway, GatewayCounts, TenantBudgets};
 use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
-use crate::plugins::host_queries::with_lora;
+use crate::plugins::host_queries::{with_lora, ClientHeaders};
 use crate::plugins::{AdmissionPolicy, ObserverPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
 use crate::workload::Workload;
@@ -103,6 +103,9 @@ pub struct ClusterSetup {
     pub pd: Option<pd::PdSetup>,
     /// Several base models (`serve` pools): the model filter before routing.
     pub models: Option<ModelFilter>,
+    /// The headers the workload's clients send (the plugins' header query);
+    /// `None` when no client sends any.
+    pub client_headers: Option<Arc<ClientHeaders>>,
 }
 
 /// Static facts about the (homogeneous) fleet for the 0.2 cluster state.
@@ -263,6 +266,8 @@ pub struct Cluster {
     /// The P/D path's state; `None` without pools (the path is never entered).
     pd: Option<Box<pd::PdState>>,
     models: Option<Box<ModelFilter>>,
+    /// The clients' headers, answered to the plugins' header query.
+    client_headers: Option<Arc<ClientHeaders>>,
     /// Set by someone else to stop the run ([`Cluster::cancel_on`]); read
     /// with the progress call, every 65,536 events.
     cancel: Option<Arc<AtomicBool>>,
@@ -271,7 +276,7 @@ pub struct Cluster {
 /// Build the ABI view of the request about to be decided, telling the
 /// plugin query table which request (and session) that is.
 fn decision_view<'a>(req: &'a Request, tenants: &'a [String]) -> RequestView<'a> {
-    crate::plugins::host_queries::deciding(req.id, req.session.map(|s| s.0));
+    crate::plugins::host_queries::deciding(req.id, req.session.map(|s| s.0), req.client);
     request_view(req, tenants)
 }
 
@@ -374,6 +379,7 @@ impl Cluster {
             control: setup.control.map(|c| Box::new(ControlPlane::new(c, n))),
             pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
             models: setup.models.map(Box::new),
+            client_headers: setup.client_headers,
             cancel: None,
         }
     }
@@ -410,6 +416,7 @@ impl Cluster {
         mut progress: impl FnMut(Tick, u64),
         audit: &mut impl EventAudit,
     ) -> Result<ClusterOutcome, RunError> {
+        crate::plugins::host_queries::run_headers(self.client_headers.clone());
         self.schedule_arrivals();
         self.start_control();
         let mut peak_live = 0usize;

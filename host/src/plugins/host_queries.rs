@@ -2,9 +2,11 @@
 //! policy may ask during a call — the LoRA adapters of the request being
 //! decided and of each instance, and the request's multi-turn session.
 //!
-//! The session is set for every decision ([`deciding`]: two words in a
-//! thread-local, kept until the next decision, so a policy's `observe`
-//! right after may ask too).
+//! The session and the client are set for every decision ([`deciding`]:
+//! three words in a thread-local, kept until the next decision, so a
+//! policy's `observe` right after may ask too). The clients' headers are
+//! set once per run ([`run_headers`]), as a shared table; a run without
+//! headers answers "none" from an empty one.
 //!
 //! The cluster sets the answers for the length of one decision
 //! ([`with_lora`]); the table's functions read them through a thread-local
@@ -14,10 +16,11 @@
 //! ([`table`]); WebAssembly components reach the same answers through the
 //! WIT `lora` interface, which calls the functions of this module.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 use abi_stable::prefix_type::PrefixTypeTrait;
-use abi_stable::std_types::{RSliceMut, RStr};
+use abi_stable::std_types::{ROption, RSliceMut, RStr};
 use blis_plugin_api::host::{
     AdapterInfo, HostQueries, HostQueriesRef, InstanceAdapters, NONE, NO_SESSION,
 };
@@ -40,21 +43,63 @@ pub trait LoraState {
 
 thread_local! {
     static CURRENT: Cell<Option<*const (dyn LoraState + 'static)>> = const { Cell::new(None) };
-    /// The request being decided (or last decided) and its session.
-    static DECIDING: Cell<(u64, u64)> = const { Cell::new((u64::MAX, NO_SESSION)) };
+    /// The request being decided (or last decided), its session and its
+    /// client.
+    static DECIDING: Cell<(u64, u64, u32)> = const { Cell::new((u64::MAX, NO_SESSION, u32::MAX)) };
+    /// The headers of the run's clients (see [`ClientHeaders`]).
+    static HEADERS: RefCell<Option<Arc<ClientHeaders>>> = const { RefCell::new(None) };
 }
 
-/// The host is about to decide request `request_id`, of `session` (if any).
+/// The HTTP headers each client of a run sends: entry `c` holds client
+/// `c`'s (`Request::client`), names lowercased, sorted by name.
+pub type ClientHeaders = Vec<Vec<(String, String)>>;
+
+/// The host is about to decide request `request_id`, of `session` (if any),
+/// sent by `client`.
 #[inline]
-pub fn deciding(request_id: u64, session: Option<u32>) {
+pub fn deciding(request_id: u64, session: Option<u32>, client: u32) {
     let s = session.map_or(NO_SESSION, u64::from);
-    DECIDING.with(|c| c.set((request_id, s)));
+    DECIDING.with(|c| c.set((request_id, s, client)));
+}
+
+/// A run starts on this thread: its clients send `headers` (`None`: none
+/// sends any).
+pub fn run_headers(headers: Option<Arc<ClientHeaders>>) {
+    HEADERS.with(|h| *h.borrow_mut() = headers);
+}
+
+/// Header `name` (any case) of `request_id` if it is the request being (or
+/// last) decided on this thread and its client sends it; `f` reads it.
+pub fn request_header<R>(request_id: u64, name: &str, f: impl FnOnce(&str) -> R) -> Option<R> {
+    let (id, _, client) = DECIDING.with(Cell::get);
+    if id != request_id {
+        return None;
+    }
+    HEADERS.with(|h| {
+        let h = h.borrow();
+        let headers = h.as_ref()?.get(client as usize)?;
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| f(v))
+    })
+}
+
+extern "C" fn header_of(request_id: u64, name: RStr<'_>) -> ROption<RStr<'static>> {
+    request_header(request_id, name.as_str(), |v| {
+        // SAFETY (lifetime): the value lives in the run's header table,
+        // which the thread-local holds until the next run starts on this
+        // thread (after every call of this one); the author API ties it to
+        // the call's views.
+        unsafe { std::mem::transmute::<RStr<'_>, RStr<'static>>(RStr::from(v)) }
+    })
+    .into()
 }
 
 /// The session of `request_id` if it is the request being (or last)
 /// decided on this thread.
 pub fn request_session(request_id: u64) -> Option<u64> {
-    let (id, s) = DECIDING.with(Cell::get);
+    let (id, s, _) = DECIDING.with(Cell::get);
     (id == request_id && s != NO_SESSION).then_some(s)
 }
 
@@ -171,6 +216,7 @@ pub fn table() -> HostQueriesRef {
             lora_residency,
             lora_instance,
             request_session: session_of,
+            request_header: header_of,
         }
         .leak_into_prefix()
     })

@@ -18,6 +18,10 @@
 //!   `unsaturated` (llm-d's utilization-detector as a filter),
 //!   `utilization` (llm-d's utilization-filter)
 //!   ([`filters`]);
+//! * llm-d's predicted-latency routing: the `latency` scorer, the
+//!   `slo-headroom-tier` and `prefix-cache-affinity` filters and the
+//!   `latency-slo` admission, each with an online-trained latency predictor
+//!   ([`predicted_latency`]);
 //! * pickers of a routing profile: `max-score`, `random`,
 //!   `weighted-random` ([`pickers`]);
 //! * wait-queue orders of an instance: `fcfs`, `priority-fcfs`, `sjf`,
@@ -39,6 +43,7 @@ pub mod autoscalers;
 pub mod cache_scorers;
 pub mod filters;
 pub mod pickers;
+pub mod predicted_latency;
 mod prefix_index;
 pub mod routing;
 pub mod schedulers;
@@ -51,6 +56,7 @@ use autoscalers::KvSaturation;
 use cache_scorers::{NoHitLru, PrecisePrefixCache};
 use filters::{LowKvUtilization, LowQueue, Unsaturated, Utilization};
 use pickers::{MaxScore, RandomPick, WeightedRandom};
+use predicted_latency::{Latency, LatencySlo, PrefixCacheAffinity, SloHeadroomTier};
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
 use schedulers::{Fcfs, PreemptLowestPriority, PreemptTail, PriorityFcfs, ReversePriority, Sjf};
 use scorers::{
@@ -62,7 +68,15 @@ use token_load::TokenLoad;
 
 blis_plugin_api::export_plugin! {
     library: "blis-std",
-    admission: [AlwaysAdmit, TokenBucket, RejectAll, TierShed, GaieLegacy, Probabilistic],
+    admission: [
+        AlwaysAdmit,
+        TokenBucket,
+        RejectAll,
+        TierShed,
+        GaieLegacy,
+        Probabilistic,
+        LatencySlo,
+    ],
     routers: [RoundRobin, LeastLoaded, PrefixAffinityRouter, AlwaysBusiest],
     scorers: [
         PrefixAffinityScorer,
@@ -79,6 +93,7 @@ blis_plugin_api::export_plugin! {
         LoraAffinity,
         TokenLoad,
         SessionAffinityScorer,
+        Latency,
     ],
     filters: [
         LowQueue,
@@ -86,6 +101,8 @@ blis_plugin_api::export_plugin! {
         Unsaturated,
         Utilization,
         SessionAffinityFilter,
+        SloHeadroomTier,
+        PrefixCacheAffinity,
     ],
     pickers: [MaxScore, RandomPick, WeightedRandom],
     schedulers: [Fcfs, PriorityFcfs, Sjf, ReversePriority],

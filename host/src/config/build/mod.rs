@@ -325,6 +325,7 @@ pub fn build(
             control,
             pd,
             models,
+            client_headers: client_headers(run),
         },
         fitness_weights: (!run.output.fitness_weights.is_empty())
             .then(|| run.output.fitness_weights.clone()),
@@ -333,4 +334,29 @@ pub fn build(
         outputs,
         calibration: model.calibration.clone(),
     })
+}
+
+/// The headers each `[[workload.clients]]` entry sends (names lowercased,
+/// as the plugins' header query matches them), or `None` when none sends
+/// any. Client `c` of the workload is entry `c` of the run file.
+fn client_headers(
+    run: &RunFile,
+) -> Option<std::sync::Arc<crate::plugins::host_queries::ClientHeaders>> {
+    let clients = run.workload.clients.as_deref()?;
+    if clients.iter().all(|c| c.headers.is_empty()) {
+        return None;
+    }
+    let table = clients
+        .iter()
+        .map(|c| {
+            let mut h: Vec<(String, String)> = c
+                .headers
+                .iter()
+                .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+                .collect();
+            h.sort();
+            h
+        })
+        .collect();
+    Some(std::sync::Arc::new(table))
 }
