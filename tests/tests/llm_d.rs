@@ -401,13 +401,16 @@ fn unusable_weights_and_thresholds_are_refused() {
         "{e}"
     );
     // A type blis cannot simulate yet is refused by name, never dropped.
-    let f = dir.write("s.yaml", &epp("plugins:\n- type: latency-scorer\n"));
+    let f = dir.write(
+        "s.yaml",
+        &epp("featureGates: [flowControl]\nplugins:\n- type: concurrency-detector\n  parameters:\n    concurrencyMode: tokens\n- type: queue-scorer\n"),
+    );
     let e = run_bad(
         &dir,
         &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
     );
     assert!(
-        e.contains("'latency-scorer'") && e.contains("does not simulate this yet"),
+        e.contains("'concurrency-detector'") && e.contains("does not simulate this yet"),
         "{e}"
     );
 }
@@ -945,5 +948,94 @@ fn the_header_profile_handler_routes_each_client_by_its_header() {
     assert!(
         e.contains("header-profile-handler") && e.contains("[[pools]]"),
         "{e}"
+    );
+}
+
+/// llm-d's predicted-latency SLO profile (llm-d-router.md §5.5): strict
+/// prefix affinity → SLO headroom tiers → loose affinity → latency scorer →
+/// weighted-random pick, with the latency-slo admitter and the producer.
+fn slo_profile(admitter: bool) -> String {
+    let admit = if admitter {
+        "- type: latency-slo-admitter\n"
+    } else {
+        ""
+    };
+    epp(&format!(
+        "featureGates: [flowControl]\n\
+         plugins:\n- type: predicted-latency-producer\n  parameters:\n    sloBufferFactor: 1.2\n{admit}\
+         - name: strict\n  type: prefix-cache-affinity-filter\n  parameters:\n    affinityThreshold: 0.99\n\
+         - type: slo-headroom-tier-filter\n  parameters:\n    epsilonExploreNeg: 0\n\
+         - name: loose\n  type: prefix-cache-affinity-filter\n\
+         - type: latency-scorer\n- type: weighted-random-picker\n\
+         schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: predicted-latency-producer\n\
+         \x20 - pluginRef: strict\n  - pluginRef: slo-headroom-tier-filter\n  - pluginRef: loose\n\
+         \x20 - pluginRef: latency-scorer\n  - pluginRef: weighted-random-picker\n"
+    ))
+}
+
+/// The SLO profile runs, converted and direct alike, with every plugin
+/// simulated; the admitter reads each client's SLO headers through the
+/// host: sheddable requests whose TTFT SLO no instance can meet are
+/// refused once the predictor has learned, the same requests with a
+/// generous SLO or no SLO header never are, and standard ones never are.
+#[test]
+fn the_predicted_latency_profile_reads_the_slo_headers() {
+    let dir = TestDir::new("llm_d_predicted_latency");
+    let base = |batch_slo: &str| {
+        BASE.replace("aggregate_rate = 30.0", "aggregate_rate = 80.0")
+            .replace("count = 4\n", "count = 4\ntotal_kv_blocks = 1500\n")
+            .replace("num_requests = 240", "num_requests = 900")
+            .replace(
+                "slo_class = \"sheddable\"\n",
+                &format!("slo_class = \"sheddable\"\n{batch_slo}"),
+            )
+            .replace(
+                "prefix_length = 512\n",
+                "prefix_length = 512\nheaders = { \"x-llm-d-slo-ttft-ms\" = \"1\" }\n",
+            )
+    };
+    let f = dir.write("slo.yaml", &slo_profile(true));
+    dir.write("base.toml", &base(""));
+    let (converted, _, notes) = converted_runs_like_the_file(&dir, &base(""), &f);
+    for want in [
+        "name = \"prefix-cache-affinity\"",
+        "name = \"slo-headroom-tier\"",
+        "name = \"latency\"",
+        "policy = \"latency-slo\"",
+        "slo_buffer = 1.2",
+    ] {
+        assert!(converted.contains(want), "{want}: {converted}");
+    }
+    for want in [
+        "blis's latency scorer",
+        "blis's slo-headroom-tier filter",
+        "blis's prefix-cache-affinity filter",
+        "blis's latency-slo admission",
+        "trains its own predictor",
+    ] {
+        assert!(notes.contains(want), "{want}: {notes}");
+    }
+    assert!(!notes.contains("not simulate"), "{notes}");
+    let rejected = |batch_slo: &str| {
+        dir.write("base.toml", &base(batch_slo));
+        let (report, _) = run_ok(
+            &dir,
+            &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+        );
+        check_conservation(&report, "slo profile");
+        let c = &report["cluster"];
+        (
+            c["rejected_by"]["admission"].as_u64().unwrap(),
+            c["completed_requests"].as_u64().unwrap(),
+        )
+    };
+    let (none, _) = rejected("");
+    let (generous, _) = rejected("headers = { \"x-llm-d-slo-ttft-ms\" = \"600000\" }\n");
+    let (tight, completed) = rejected("headers = { \"X-LLM-D-SLO-TTFT-MS\" = \"1\" }\n");
+    assert_eq!((none, generous), (0, 0));
+    // The standard chat requests (3/4 of 900) are all admitted.
+    assert!(
+        tight > 0 && completed >= 600,
+        "{tight} rejected, {completed} completed"
     );
 }

@@ -43,7 +43,10 @@ impl std::fmt::Display for Origin {
 pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
     matches!(
         (kind.name(), name),
-        ("router", "prefix-affinity") | ("scorer", "prefix-affinity" | "token-load")
+        ("router", "prefix-affinity")
+            | ("scorer", "prefix-affinity" | "token-load" | "latency")
+            | ("filter", "slo-headroom-tier" | "prefix-cache-affinity")
+            | ("admission", "latency-slo")
     )
 }
 

@@ -17,6 +17,7 @@
 
 mod catalogue;
 mod loader;
+mod predicted;
 mod routing;
 mod schema;
 mod sections;
@@ -113,11 +114,16 @@ fn section<S: serde::de::DeserializeOwned>(t: toml::Table, what: &str) -> Result
         })
 }
 
-/// Every `token-load` scorer of `t` (at any depth: weighted scorers,
-/// pipeline profiles, P/D stage routings) counts blocks of `block_size`
-/// tokens, the run's KV block size.
-fn set_token_load_block_size(t: &mut toml::Table, block_size: &toml::Value) {
-    if t.get("name").and_then(toml::Value::as_str) == Some("token-load") {
+/// Every `token-load` scorer and every predicted-latency policy's predictor
+/// of `t` (at any depth: weighted scorers, pipeline profiles, P/D stage
+/// routings, admission) counts blocks of `block_size` tokens, the run's KV
+/// block size.
+fn set_block_size(t: &mut toml::Table, block_size: &toml::Value) {
+    let name = t
+        .get("name")
+        .or_else(|| t.get("policy"))
+        .and_then(toml::Value::as_str);
+    if name == Some("token-load") {
         let params = t
             .entry("params")
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -126,13 +132,26 @@ fn set_token_load_block_size(t: &mut toml::Table, block_size: &toml::Value) {
         }
         return;
     }
+    if matches!(
+        name,
+        Some("latency" | "slo-headroom-tier" | "prefix-cache-affinity" | "latency-slo")
+    ) {
+        if let Some(p) = t
+            .get_mut("params")
+            .and_then(|p| p.get_mut("predictor"))
+            .and_then(toml::Value::as_table_mut)
+        {
+            p.insert("block_size".into(), block_size.clone());
+        }
+        return;
+    }
     for (_, v) in t.iter_mut() {
         match v {
-            toml::Value::Table(inner) => set_token_load_block_size(inner, block_size),
+            toml::Value::Table(inner) => set_block_size(inner, block_size),
             toml::Value::Array(items) => {
                 for x in items {
                     if let toml::Value::Table(inner) = x {
-                        set_token_load_block_size(inner, block_size);
+                        set_block_size(inner, block_size);
                     }
                 }
             }
@@ -155,9 +174,10 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
     })?;
     let mut plan = plan(&text, Some(!run.pools.is_empty())).map_err(|e| format!("{label}: {e}"))?;
     let block_size = toml::Value::Integer(i64::from(run.instance.block_size));
-    set_token_load_block_size(&mut plan.routing, &block_size);
+    set_block_size(&mut plan.routing, &block_size);
+    set_block_size(&mut plan.admission, &block_size);
     if let Some(pd) = plan.pd.as_mut() {
-        set_token_load_block_size(pd, &block_size);
+        set_block_size(pd, &block_size);
     }
     let mut notes: Vec<String> = plan
         .notes
@@ -235,7 +255,7 @@ mod tests {
     fn token_load_counts_blocks_of_the_run_files_size() {
         let text = "apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: token-load-scorer\n- type: queue-scorer\n";
         let mut p = plan(text, Some(false)).unwrap();
-        set_token_load_block_size(&mut p.routing, &toml::Value::Integer(32));
+        set_block_size(&mut p.routing, &toml::Value::Integer(32));
         let scorers = p.routing["scorers"].as_array().unwrap();
         let tl = scorers
             .iter()

@@ -139,7 +139,7 @@ fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
         "session-affinity-scorer" => {
             ScorerMap::Blis("session-affinity", session_affinity(p, out)?)
         }
-        "latency-scorer" => return Err(unsupported(p, "the predicted-latency family")),
+        "latency-scorer" => ScorerMap::Blis("latency", super::predicted::scorer(l, p, out)?),
         other => return Err(format!("plugin '{}' ({other}): not a scorer", p.name)),
     })
 }
@@ -294,6 +294,7 @@ enum FilterMap {
 }
 
 fn map_filter(
+    l: &Loaded,
     p: &Plugin,
     stage: Stage,
     pools: Option<bool>,
@@ -321,6 +322,18 @@ fn map_filter(
     }
     if p.info.ty == "concurrency-detector" {
         return concurrency_filter(p, out);
+    }
+    if p.info.ty == "slo-headroom-tier-filter" {
+        return Ok(FilterMap::Blis(
+            "slo-headroom-tier",
+            super::predicted::tier_filter(l, p, out)?,
+        ));
+    }
+    if p.info.ty == "prefix-cache-affinity-filter" {
+        return Ok(FilterMap::Blis(
+            "prefix-cache-affinity",
+            super::predicted::affinity_filter(l, p, out)?,
+        ));
     }
     if p.info.ty == "session-affinity-filter" {
         return Ok(FilterMap::Blis(
@@ -640,7 +653,7 @@ fn map_profile(
     let mut filters = Vec::new();
     for &f in &prof.filters {
         let p = &l.plugins[f];
-        match map_filter(p, stage, pools, out).map_err(ctx)? {
+        match map_filter(l, p, stage, pools, out).map_err(ctx)? {
             FilterMap::NoEffect(why) => out.note(format!(
                 "plugin '{}' ({}): no simulated effect: {why}",
                 p.name, p.info.ty

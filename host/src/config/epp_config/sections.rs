@@ -98,7 +98,7 @@ pub fn admission(l: &Loaded, out: &mut Out) -> Result<toml::Table, String> {
                 p.insert("k".into(), T::Float(k));
                 t.insert("params".into(), T::Table(p));
             }
-            _ => return Err(unsupported(a, "the predicted-latency family")),
+            _ => return super::predicted::admitter(l, a, legacy, out),
         },
     }
     Ok(t)
@@ -404,6 +404,7 @@ pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
             "precise-prefix-cache-producer" => "its KV-event index is blis's live prefix-cache query of each instance's KV cache (KV events arrive as the engine emits them: routing.cache_signal_delay_us = 0)",
             "burst-prefix-cache-producer" => "no simulated effect: its co-location window (its scorer is blis's prefix index)",
             "token-producer" | "tokenizer" => "no simulated effect: blis requests carry their true token counts",
+            "predicted-latency-producer" => "each policy that reads its predictions (blis's latency, slo-headroom-tier, prefix-cache-affinity, latency-slo) trains its own predictor with its parameters, on the same requests",
             "inflight-load-producer" => "its request counts are blis's exact in-flight counts; its token counts (and output estimate) are token-load's",
             "mm-embeddings-cache-producer" => "no simulated effect: blis workloads have no multimodal items",
             "session-id-producer" => "no simulated effect on its own: blis requests carry their workload session (read by session-affinity)",

@@ -388,6 +388,8 @@ impl Filter for SloHeadroomTier {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct AdmitterParams {
+    saturation_queue_depth: Option<f64>,
+    saturation_kv: Option<f64>,
     predictor: Option<PredictorParams>,
 }
 
@@ -395,6 +397,9 @@ struct AdmitterParams {
 /// refused when no instance is predicted to meet it, unless some instance
 /// runs nothing or has KV utilisation under 0.02.
 pub struct LatencySlo {
+    /// llm-d's legacy admission controller before the admitter: (queue
+    /// depth, KV) thresholds of its saturation.
+    saturation: Option<(f64, f64)>,
     predictor: Predictor,
 }
 
@@ -408,6 +413,11 @@ Admits every request of priority ≥ 0 (critical, standard), every request whose
 client sends no SLO header, and every request before the predictor's first
 fit. Any other is rejected unless some instance is predicted to meet both
 SLOs, runs no request, or has KV utilisation below 0.02.
+saturation_queue_depth (number > 0, optional)  with saturation_kv: first
+                     reject every sheddable request while the mean over
+                     instances of max(queue / this, kv / saturation_kv) is
+                     ≥ 1 (llm-d's legacy admission controller).
+saturation_kv        (number in (0, 1], optional)  see above.
 ",
         predictor::predictor_doc!()
     );
@@ -415,7 +425,23 @@ SLOs, runs no request, or has KV utilisation below 0.02.
 
     fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
         let p: AdmitterParams = params.parse()?;
+        let saturation = match (p.saturation_queue_depth, p.saturation_kv) {
+            (None, None) => None,
+            (Some(qd), Some(kv)) if qd.is_finite() && qd > 0.0 && kv > 0.0 && kv <= 1.0 => {
+                Some((qd, kv))
+            }
+            (Some(_), Some(_)) => {
+                return Err("params.saturation_queue_depth must be > 0 and params.saturation_kv in (0, 1]".into())
+            }
+            _ => {
+                return Err(
+                    "params.saturation_queue_depth and params.saturation_kv go together: give both or neither"
+                        .into(),
+                )
+            }
+        };
         Ok(LatencySlo {
+            saturation,
             predictor: Predictor::new(p.predictor)?,
         })
     }
@@ -429,6 +455,18 @@ impl Admission for LatencySlo {
     fn admit(&mut self, req: &RequestView<'_>, cluster: &ClusterView<'_>) -> bool {
         if !req.slo_class.is_sheddable() {
             return true;
+        }
+        if let Some((qd, kv)) = self.saturation {
+            let snaps = cluster.instances();
+            let sat = snaps
+                .iter()
+                .map(|s| (f64::from(s.queue_depth) / qd).max(s.kv_utilization / kv))
+                .sum::<f64>()
+                / snaps.len().max(1) as f64;
+            if !snaps.is_empty() && sat >= 1.0 {
+                blis_plugin_api::reason("the pool is saturated");
+                return false;
+            }
         }
         let (ttft, tpot) = slo_targets(req);
         if ttft <= 0.0 && tpot <= 0.0 {

@@ -255,10 +255,11 @@ fn solve<const D: usize>(mut a: [[f64; D]; D], mut b: [f64; D]) -> Option<[f64; 
         }
         a.swap(col, pivot);
         b.swap(col, pivot);
+        let pivot_row = a[col];
         for r in col + 1..D {
-            let f = a[r][col] / a[col][col];
-            for c in col..D {
-                a[r][c] -= f * a[col][c];
+            let f = a[r][col] / pivot_row[col];
+            for (x, p) in a[r][col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
             }
             b[r] -= f * b[col];
         }
