@@ -403,14 +403,14 @@ fn unusable_weights_and_thresholds_are_refused() {
     // A type blis cannot simulate yet is refused by name, never dropped.
     let f = dir.write(
         "s.yaml",
-        &epp("featureGates: [flowControl]\nplugins:\n- type: concurrency-detector\n  parameters:\n    concurrencyMode: tokens\n- type: queue-scorer\n"),
+        &epp("plugins:\n- type: queue-scorer\nrequestHandler:\n  parsers:\n  - pluginRef: passthrough-parser\n"),
     );
     let e = run_bad(
         &dir,
         &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
     );
     assert!(
-        e.contains("'concurrency-detector'") && e.contains("does not simulate this yet"),
+        e.contains("passthrough-parser alone") && e.contains("does not simulate yet"),
         "{e}"
     );
 }
@@ -497,13 +497,14 @@ fn the_concurrency_detector_filters_by_requests_in_flight() {
         "{converted}"
     );
     assert!(notes.contains("fewer than 6 requests in flight"), "{notes}");
-    let f = dir.write("t.yaml", &file("    concurrencyMode: tokens\n"));
+    // (tokens and hybrid modes: the_concurrency_detector_counts_tokens)
+    let f = dir.write("t.yaml", &file("    concurrencyMode: bytes\n"));
     let e = run_bad(
         &dir,
         &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
     );
     assert!(
-        e.contains("'concurrency-detector'") && e.contains("concurrencyMode tokens"),
+        e.contains("'concurrency-detector'") && e.contains("concurrencyMode 'bytes'"),
         "{e}"
     );
 }
@@ -854,7 +855,43 @@ fn flow_control_orderings_and_a_static_usage_limit() {
         "peak gateway depth {} with the ceiling at 0.5, {} at 1",
         depth(&report),
         depth(&full)
+    ); // priority-holdback-policy by value from 0.9 down to 0.3 (blis's
+       // ceilings by hand: host unit test `holdback_ceilings_by_hand`): the
+       // top ceiling below 1 holds even critical requests back.
+    let holdback = |domain: &str| {
+        epp(&format!(
+            "featureGates:\n- flowControl\nplugins:\n- type: queue-scorer\n- name: limit\n  type: priority-holdback-policy\n  parameters:\n    minCeiling: 0.3\n    maxCeiling: 0.9\n    domain: {domain}\n\
+             flowControl:\n  usageLimitPolicyPluginRef: limit\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let f = dir.write("h.yaml", &holdback("value"));
+    let (conv, report, notes) = converted_runs_like_the_file(&dir, &heavy, &f);
+    assert!(
+        conv.contains("usage_limit = \"by-priority\"")
+            && conv.contains("usage_limit_max = 0.9")
+            && conv.contains("usage_limit_threshold = 0.3"),
+        "{conv}"
     );
+    assert!(notes.contains("linear by band priority"), "{notes}");
+    assert!(
+        depth(&report) > depth(&full),
+        "{} vs {}",
+        depth(&report),
+        depth(&full)
+    );
+    let f = dir.write("r.yaml", &holdback("rank"));
+    let (conv, _, _) = converted_runs_like_the_file(&dir, &heavy, &f);
+    assert!(
+        !conv.contains("usage_limit = ") && conv.contains("usage_limit_max = 0.9"),
+        "{conv}"
+    );
+    let f = dir.write("bad.yaml", &holdback("volume"));
+    let e = run_bad(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(e.contains("domain 'volume'"), "{e}");
 }
 
 /// header-profile-handler with two profiles: each workload client's
@@ -1037,5 +1074,75 @@ fn the_predicted_latency_profile_reads_the_slo_headers() {
     assert!(
         tight > 0 && completed >= 600,
         "{tight} rejected, {completed} completed"
+    );
+}
+
+/// llm-d's concurrency-detector counting tokens: as the gateway's signal
+/// (`concurrency_mode = "tokens"`: a small token budget holds requests in
+/// the gateway queue that a large one lets through) and as a filter (the
+/// `in-flight-limit` filter: a budget of one token leaves some requests no
+/// candidate, a large one none). Converted TOML and file run alike.
+#[test]
+fn the_concurrency_detector_counts_tokens() {
+    let dir = TestDir::new("llm_d_concurrency_tokens");
+    let heavy = BASE.replace("aggregate_rate = 30.0", "aggregate_rate = 300.0");
+    dir.write("base.toml", &heavy);
+    let gateway = |mode: &str, tokens: u64| {
+        epp(&format!(
+            "featureGates: [flowControl]\nplugins:\n- type: queue-scorer\n- type: concurrency-detector\n  parameters:\n    concurrencyMode: {mode}\n    maxTokenConcurrency: {tokens}\n\
+             flowControl:\n  saturationDetector:\n    pluginRef: concurrency-detector\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let depth = |r: &Value| r["cluster"]["flow_control"]["peak_depth"].as_u64().unwrap();
+    let big = dir.write("big.yaml", &gateway("tokens", 100_000_000));
+    let (conv, wide, notes) = converted_runs_like_the_file(&dir, &heavy, &big);
+    assert!(
+        conv.contains("concurrency_mode = \"tokens\"") && conv.contains("max_token_concurrency"),
+        "{conv}"
+    );
+    assert!(notes.contains("router's in-flight tokens"), "{notes}");
+    let small = dir.write("small.yaml", &gateway("tokens", 300));
+    let (_, narrow, _) = converted_runs_like_the_file(&dir, &heavy, &small);
+    assert!(
+        depth(&narrow) > depth(&wide),
+        "{} vs {}",
+        depth(&narrow),
+        depth(&wide)
+    );
+    let hybrid = dir.write("hybrid.yaml", &gateway("hybrid", 300));
+    let (conv, _, _) = converted_runs_like_the_file(&dir, &heavy, &hybrid);
+    assert!(conv.contains("concurrency_mode = \"hybrid\""), "{conv}");
+    // As a filter.
+    let filter = |mode: &str, tokens: u64| {
+        epp(&format!(
+            "plugins:\n- type: queue-scorer\n- type: concurrency-detector\n  parameters:\n    concurrencyMode: {mode}\n    maxTokenConcurrency: {tokens}\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: concurrency-detector\n  - pluginRef: queue-scorer\n"
+        ))
+    };
+    let rejected = |r: &Value| r["cluster"]["rejected_by"]["filter"].as_u64().unwrap();
+    let f = dir.write("f1.yaml", &filter("tokens", 1));
+    let (conv, one, _) = converted_runs_like_the_file(&dir, &heavy, &f);
+    assert!(
+        conv.contains("name = \"in-flight-limit\"") && conv.contains("max_tokens = 0"),
+        "{conv}"
+    );
+    let f = dir.write("f2.yaml", &filter("hybrid", 100_000_000));
+    let (conv, many, _) = converted_runs_like_the_file(&dir, &heavy, &f);
+    assert!(conv.contains("max_requests = 99"), "{conv}");
+    assert!(
+        rejected(&one) > 0 && rejected(&many) == 0,
+        "{} {}",
+        rejected(&one),
+        rejected(&many)
+    );
+    dir.write("pd.toml", &base_pd());
+    let e = run_bad(
+        &dir,
+        &["run", "pd.toml", "--epp-config", small.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("concurrency_mode") && e.contains("[[pools]]"),
+        "{e}"
     );
 }

@@ -146,9 +146,25 @@ impl Cluster {
                     .iter()
                     .map(|&i| self.in_flight[i as usize])
                     .collect();
-                g.detector.saturation(&c.compact, &flights, g.in_transit)
+                let tokens: Vec<u64> = match self.epp_tokens.as_deref() {
+                    Some(e) => c
+                        .routable
+                        .iter()
+                        .map(|&i| e.per_instance().get(i as usize).copied().unwrap_or(0))
+                        .collect(),
+                    None => Vec::new(),
+                };
+                g.detector
+                    .saturation(&c.compact, &flights, &tokens, g.in_transit)
             }
-            None => g.detector.saturation(snaps, &self.in_flight, g.in_transit),
+            None => {
+                let tokens = self
+                    .epp_tokens
+                    .as_deref()
+                    .map_or(&[][..], |e| e.per_instance());
+                g.detector
+                    .saturation(snaps, &self.in_flight, tokens, g.in_transit)
+            }
         };
         let blocked = sat >= 1.0 && g.eviction.is_some() && g.non_sheddable_waiting();
         let evict = match g.eviction.as_mut() {

@@ -15,6 +15,7 @@
 //! run. The cluster owns the request slab; instances and queues hold slots.
 
 mod cache_signal;
+mod epp_tokens;
 mod error;
 mod first_tokens;
 mod flow_control;
@@ -268,6 +269,9 @@ pub struct Cluster {
     models: Option<Box<ModelFilter>>,
     /// The clients' headers, answered to the plugins' header query.
     client_headers: Option<Arc<ClientHeaders>>,
+    /// The router's in-flight tokens, when the gateway's detector counts
+    /// them (`epp_tokens.rs`).
+    epp_tokens: Option<Box<epp_tokens::EppTokens>>,
     /// Set by someone else to stop the run ([`Cluster::cancel_on`]); read
     /// with the progress call, every 65,536 events.
     cancel: Option<Arc<AtomicBool>>,
@@ -310,6 +314,11 @@ impl Cluster {
         );
         let mut routing = setup.routing;
         routing.keep_reasons(setup.trace.is_some());
+        let epp_tokens = setup
+            .gateway
+            .as_ref()
+            .filter(|g| g.detector.counts_tokens())
+            .map(|_| Box::new(epp_tokens::EppTokens::new(n)));
         let cache_query = routing.needs_prefix_query()
             || setup.pd.as_ref().is_some_and(|p| p.needs_prefix_query());
         let hash_prompts = match setup.prompt_hashing {
@@ -380,6 +389,7 @@ impl Cluster {
             pd: setup.pd.map(|p| Box::new(pd::PdState::new(p, n))),
             models: setup.models.map(Box::new),
             client_headers: setup.client_headers,
+            epp_tokens,
             cancel: None,
         }
     }
@@ -493,7 +503,9 @@ impl Cluster {
                     self.instance_event(instance, t);
                     if self.pd.is_some() {
                         self.pd_step(t, instance)?;
-                    } else if self.hooks.contains(EventKind::FIRST_TOKEN) {
+                    } else if self.hooks.contains(EventKind::FIRST_TOKEN)
+                        || self.epp_tokens.is_some()
+                    {
                         let mut obs = FirstTokens {
                             collector: &mut self.collector,
                             seen: &mut self.first_tokens,
@@ -806,6 +818,9 @@ impl Cluster {
         self.admission.observe(&rv, &view, chosen)?;
         self.pending[chosen as usize] += 1;
         self.in_flight[chosen as usize] += 1;
+        if self.epp_tokens.is_some() {
+            self.charge_tokens(slot, chosen);
+        }
         self.routed_to(chosen);
         let req = &mut self.store[slot];
         req.instance = chosen;
@@ -957,12 +972,36 @@ impl Cluster {
         )
     }
 
-    /// Deliver the first tokens of the last step, in the order they were
+    /// Charge the request in `slot`, just routed to `chosen`, to the
+    /// router's in-flight tokens: its prompt less the leading blocks
+    /// `chosen` caches now.
+    #[cold]
+    fn charge_tokens(&mut self, slot: Slot, chosen: u32) {
+        let req = &self.store[slot];
+        let cached = self.instances[chosen as usize].cached_prompt_blocks(req);
+        let tokens =
+            u64::from(req.input_len).saturating_sub(u64::from(cached) * u64::from(self.block_size));
+        if let Some(e) = self.epp_tokens.as_mut() {
+            e.charge(req.id, chosen, tokens);
+        }
+    }
+
+    /// Release the router's in-flight tokens of the first tokens of the
+    /// last step, then deliver those first tokens, in the order they were
     /// produced, each with the cluster as the step left it.
     #[cold]
     fn deliver_first_tokens(&mut self) -> Result<(), Box<PluginError>> {
         if self.first_tokens.is_empty() {
             return Ok(());
+        }
+        if let Some(e) = self.epp_tokens.as_mut() {
+            for ft in &self.first_tokens {
+                e.release(ft.id);
+            }
+            if !self.hooks.contains(EventKind::FIRST_TOKEN) {
+                self.first_tokens.clear();
+                return Ok(());
+            }
         }
         let firsts = std::mem::take(&mut self.first_tokens);
         self.snapshots.peek(&self.instances, &self.pending);
@@ -1021,6 +1060,9 @@ impl Cluster {
             let instance = self.store[slot].instance;
             if let Some(n) = self.in_flight.get_mut(instance as usize) {
                 *n = n.saturating_sub(1);
+            }
+            if let Some(e) = self.epp_tokens.as_mut() {
+                e.release(self.store[slot].id);
             }
             if self.tenant_budgets.is_some() {
                 self.release_budget(slot);

@@ -328,6 +328,9 @@ impl Cluster {
         for slot in taken {
             self.collector.unqueued(i, &self.store[slot]);
             self.in_flight[i as usize] -= 1;
+            if let Some(e) = self.epp_tokens.as_mut() {
+                e.release(self.store[slot].id);
+            }
             let mut hashes = self.hash_pool.pop().unwrap_or_default();
             let req = &mut self.store[slot];
             req.state = RequestState::Pipeline;

@@ -98,6 +98,15 @@ pub struct FlowControlSection {
     /// `concurrency`: requests in flight per instance at saturation (default 100).
     #[serde(default = "d_max_concurrency")]
     pub max_concurrency: f64,
+    /// `concurrency`: what it counts — `requests` (default), `tokens` (the
+    /// router's in-flight uncached prompt tokens, llm-d's EPP counter) or
+    /// `hybrid` (per instance the larger of the two ratios).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_mode: Option<String>,
+    /// `concurrency` with tokens or hybrid: in-flight tokens per instance at
+    /// saturation (default 1,000,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_token_concurrency: Option<f64>,
     /// Saturation ceiling of the lowest band, in (0, 1] (default 1.0: every
     /// band dispatches below saturation 1).
     #[serde(default = "d_usage_limit")]
@@ -126,12 +135,18 @@ pub struct FlowControlSection {
     /// `program-aware`: half-life of attained service, s (default 60; 0 = no decay).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub las_half_life_s: Option<f64>,
-    /// Band ceilings: `linear` (default: from 1 down to
-    /// `usage_limit_threshold`), `static` (every band at
+    /// Band ceilings: `linear` (default: by band rank from
+    /// `usage_limit_max` down to `usage_limit_threshold`), `by-priority`
+    /// (by the bands' SLO-class priorities between the same two: llm-d's
+    /// priority-holdback-policy with domain value), `static` (every band at
     /// `usage_limit_threshold`, llm-d's static-usage-limit-policy) or
     /// `soft-reflective` (llm-d's soft-reflective-ceiling-policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limit: Option<String>,
+    /// `linear` / `by-priority`: the highest band's ceiling, in (0, 1],
+    /// above `usage_limit_threshold` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_limit_max: Option<f64>,
     /// A request still queued this long after it was queued expires, µs
     /// (absent = never).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,7 +12,7 @@
 //!   MAPE (iteratively reweighted squares), first over one factor per
 //!   coefficient family, then over every coefficient, then an optional
 //!   Nelder–Mead (argmin) polish; the held-out folds; the uncertainty (a bootstrap over the
-//!   experiments of the fit linearised at its optimum);
+//!   experiments, and blocks of a trace's requests, of the fit linearised at its optimum);
 //! * [`profile`] — the profile written, read back by
 //!   `[model] calibration = "PROFILE.toml"`;
 //! * [`html`] — `--html`: measured against predicted, before and after.
@@ -330,6 +330,23 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         }
     }
 
+    // The bootstrap's unit: a table row's experiment; for a trace, blocks of
+    // ⌈√R⌉ consecutive requests (of R). Requests that overlap in time
+    // share queues and batches, so their errors are not independent:
+    // resampling them one by one understates the spread (a block
+    // bootstrap keeps the dependence within a block).
+    let mut boot_unit = row_unit.clone();
+    let mut next_block = table_experiments;
+    for &(first, n) in &trace_spans {
+        let base = row_unit[first];
+        let requests = row_unit[first + n - 1] - base + 1;
+        let len = (requests as f64).sqrt().ceil().max(1.0) as usize;
+        for r in first..first + n {
+            boot_unit[r] = next_block + (row_unit[r] - base) / len;
+        }
+        next_block += requests.div_ceil(len);
+    }
+
     // Inputs (hashed into the profile; outputs must not overwrite them).
     let mut inputs: Vec<(String, PathBuf)> = Vec::new();
     if let Some(m) = &args.measurements {
@@ -369,7 +386,7 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         experiments: &experiments,
         rows: &rows,
         row_exp: &row_exp,
-        row_unit: &row_unit,
+        row_unit: &boot_unit,
         weights: &row_weights,
         space: &space,
         jobs,

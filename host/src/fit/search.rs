@@ -127,7 +127,7 @@ pub struct Objective<'a> {
     pub rows: &'a [Row],
     pub row_exp: &'a [usize],
     /// The unit each row is resampled with in the bootstrap: its experiment
-    /// for a table row, its request for a trace row.
+    /// for a table row, its block of consecutive requests for a trace row.
     pub row_unit: &'a [usize],
     pub weights: &'a [f64],
     pub space: &'a Space,
@@ -552,7 +552,7 @@ pub fn uncertainty(
         })
         .collect();
     obj.progress.note(&format!(
-        "uncertainty: {n} simulation sets for the Jacobian, {BOOTSTRAP} bootstrap resamples of the experiments (a trace's requests)"
+        "uncertainty: {n} simulation sets for the Jacobian, {BOOTSTRAP} bootstrap resamples of the experiments (blocks of a trace's requests)"
     ));
     let shifted = obj.predict_many(rows, &points)?;
     for _ in 0..n {

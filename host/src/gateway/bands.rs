@@ -151,6 +151,13 @@ impl BandQueue {
         self
     }
 
+    /// These ceilings, band 0 (the highest priority) first (llm-d's
+    /// priority-holdback-policy; see `config/build/flow_control.rs`).
+    pub fn with_ceilings(mut self, ceilings: [f64; BANDS]) -> BandQueue {
+        self.ceilings = ceilings;
+        self
+    }
+
     /// Every band's ceiling at the lowest band's (llm-d's
     /// static-usage-limit-policy).
     pub fn with_static_ceilings(mut self) -> BandQueue {

@@ -51,17 +51,32 @@ pub enum Detector {
     Concurrency {
         max_per_instance: f64,
     },
+    /// llm-d's concurrency detector in `tokens` mode: the router's
+    /// in-flight tokens over `max_tokens` per instance; `hybrid`: per
+    /// instance the larger of that ratio and requests over this many.
+    Tokens {
+        max_tokens: f64,
+        hybrid: Option<f64>,
+    },
 }
 
 impl Detector {
-    /// The signal over `snaps` with `in_flight` requests per instance and
-    /// `in_transit` requests dispatched by the gateway and not routed yet
-    /// (counted as spread evenly over the instances), 1 when there is no
-    /// instance.
+    /// Whether the signal reads the router's in-flight tokens.
+    pub fn counts_tokens(&self) -> bool {
+        matches!(self, Detector::Tokens { .. })
+    }
+
+    /// The signal over `snaps` with `in_flight` requests and `tokens`
+    /// router in-flight tokens per instance (empty unless
+    /// [`Detector::counts_tokens`]) and `in_transit` requests dispatched by
+    /// the gateway and not routed yet (counted as spread evenly over the
+    /// instances; they carry no tokens yet: llm-d charges them when it has
+    /// picked their endpoint), 1 when there is no instance.
     pub fn saturation(
         &self,
         snaps: &[InstanceSnapshot],
         in_flight: &[u32],
+        tokens: &[u64],
         in_transit: u64,
     ) -> f64 {
         if snaps.is_empty() {
@@ -85,6 +100,23 @@ impl Detector {
             Detector::Concurrency { max_per_instance } => {
                 let total: u64 = in_flight.iter().map(|&x| u64::from(x)).sum();
                 (total as f64 + transit) / (n * max_per_instance)
+            }
+            Detector::Tokens { max_tokens, hybrid } => {
+                let tok = |i: usize| tokens.get(i).copied().unwrap_or(0) as f64 / max_tokens;
+                match hybrid {
+                    None => (0..snaps.len()).map(tok).sum::<f64>() / n,
+                    Some(max_req) => {
+                        (0..snaps.len())
+                            .map(|i| {
+                                let r = (f64::from(in_flight.get(i).copied().unwrap_or(0))
+                                    + transit / n)
+                                    / max_req;
+                                r.max(tok(i))
+                            })
+                            .sum::<f64>()
+                            / n
+                    }
+                }
             }
         }
     }
@@ -191,16 +223,30 @@ mod tests {
             kv: 0.8,
         };
         // max(4/5, 0.25) = 0.8 and max(0, 0.9/0.8 = 1.125) → mean 0.9625.
-        assert!((u.saturation(&snaps, &[0, 0], 0) - 0.9625).abs() < 1e-12);
+        assert!((u.saturation(&snaps, &[0, 0], &[], 0) - 0.9625).abs() < 1e-12);
         // 2 in transit: one more per instance: max(5/5, ·) = 1, max(1/5, 1.125) → 1.0625.
-        assert!((u.saturation(&snaps, &[0, 0], 2) - 1.0625).abs() < 1e-12);
+        assert!((u.saturation(&snaps, &[0, 0], &[], 2) - 1.0625).abs() < 1e-12);
         let c = Detector::Concurrency {
             max_per_instance: 10.0,
         };
-        assert_eq!(c.saturation(&snaps, &[7, 8], 0), 0.75);
-        assert_eq!(c.saturation(&snaps, &[7, 8], 1), 0.8);
-        assert_eq!(Detector::Never.saturation(&snaps, &[7, 8], 5), 0.0);
-        assert_eq!(u.saturation(&[], &[], 0), 1.0);
+        assert_eq!(c.saturation(&snaps, &[7, 8], &[], 0), 0.75);
+        assert_eq!(c.saturation(&snaps, &[7, 8], &[], 1), 0.8);
+        assert_eq!(Detector::Never.saturation(&snaps, &[7, 8], &[], 5), 0.0);
+        assert_eq!(u.saturation(&[], &[], &[], 0), 1.0);
+        // Tokens: (300 + 100)/(2·1000) = 0.2; hybrid over 10 requests:
+        // max(7/10, 0.3) and max(8/10, 0.1) → 0.75; 2 in transit add one
+        // request each: max(0.8, ·), max(0.9, ·) → 0.85.
+        let t = Detector::Tokens {
+            max_tokens: 1000.0,
+            hybrid: None,
+        };
+        assert!((t.saturation(&snaps, &[7, 8], &[300, 100], 0) - 0.2).abs() < 1e-12);
+        let h = Detector::Tokens {
+            max_tokens: 1000.0,
+            hybrid: Some(10.0),
+        };
+        assert!((h.saturation(&snaps, &[7, 8], &[300, 100], 0) - 0.75).abs() < 1e-12);
+        assert!((h.saturation(&snaps, &[7, 8], &[300, 100], 2) - 0.85).abs() < 1e-12);
     }
 
     #[test]

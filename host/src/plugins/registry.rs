@@ -45,7 +45,10 @@ pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
         (kind.name(), name),
         ("router", "prefix-affinity")
             | ("scorer", "prefix-affinity" | "token-load" | "latency")
-            | ("filter", "slo-headroom-tier" | "prefix-cache-affinity")
+            | (
+                "filter",
+                "slo-headroom-tier" | "prefix-cache-affinity" | "in-flight-limit"
+            )
             | ("admission", "latency-slo")
     )
 }
@@ -64,7 +67,7 @@ pub fn std_reads_snapshots(kind: KindCode, name: &str) -> bool {
         ("admission", "always-admit" | "reject-all" | "token-bucket")
             | ("router", "round-robin")
             | ("scorer", "token-load" | "session-affinity")
-            | ("filter", "session-affinity")
+            | ("filter", "session-affinity" | "in-flight-limit")
     )
 }
 

@@ -64,7 +64,7 @@ use scorers::{
     QueueDepth, RunningRequests, VllmDp, WaitingQueue,
 };
 use session_affinity::{SessionAffinityFilter, SessionAffinityScorer};
-use token_load::TokenLoad;
+use token_load::{InFlightLimit, TokenLoad};
 
 blis_plugin_api::export_plugin! {
     library: "blis-std",
@@ -103,6 +103,7 @@ blis_plugin_api::export_plugin! {
         SessionAffinityFilter,
         SloHeadroomTier,
         PrefixCacheAffinity,
+        InFlightLimit,
     ],
     pickers: [MaxScore, RandomPick, WeightedRandom],
     schedulers: [Fcfs, PriorityFcfs, Sjf, ReversePriority],

@@ -12,12 +12,15 @@
 //! `max_output_estimate`), and its prompt blocks enter the index. The
 //! tokens leave the count at the request's first token (without an output
 //! estimate) or when it finishes (with one), and at a drop in either case.
+//!
+//! The same count, as llm-d's concurrency-detector uses it as a filter in
+//! `tokens` or `hybrid` mode, is the `in-flight-limit` filter.
 
 use std::collections::HashMap;
 
 use blis_plugin_api::{
-    ClusterState, ClusterView, EventKind, Hooks, Params, PolicyDef, RequestEvent, RequestView,
-    Scorer, Scores,
+    ClusterState, ClusterView, EventKind, Filter, Hooks, Kept, Params, PolicyDef, RequestEvent,
+    RequestView, Scorer, Scores,
 };
 use serde::Deserialize;
 
@@ -48,6 +51,13 @@ impl Default for TokenLoadParams {
 /// In-flight uncached tokens per instance, llm-d's token-load scorer.
 pub struct TokenLoad {
     threshold: u64,
+    load: InFlight,
+}
+
+/// llm-d's inflight-load-producer: the tokens the router has sent each
+/// instance and not yet seen answered, with the prefix index it counts
+/// uncached tokens by.
+struct InFlight {
     block_size: u64,
     output_ratio: Option<f64>,
     max_output_estimate: Option<u64>,
@@ -86,6 +96,20 @@ max_output_estimate  (integer ≥ 1, optional)  cap on that estimate.";
         if p.threshold == 0 {
             return Err("params.threshold must be at least 1".into());
         }
+        Ok(TokenLoad {
+            threshold: p.threshold,
+            load: InFlight::create(&p)?,
+        })
+    }
+
+    fn on_event(&mut self, event: &RequestEvent<'_>, _cluster: &ClusterState<'_>) {
+        self.load.on_lifecycle(event.kind, event.request.id);
+    }
+}
+
+impl InFlight {
+    /// The counter of `p` (its checks: see `TokenLoad::create`).
+    fn create(p: &TokenLoadParams) -> Result<InFlight, String> {
         if p.block_size == 0 {
             return Err("params.block_size must be at least 1".into());
         }
@@ -108,8 +132,7 @@ max_output_estimate  (integer ≥ 1, optional)  cap on that estimate.";
                     .into(),
             );
         }
-        Ok(TokenLoad {
-            threshold: p.threshold,
+        Ok(InFlight {
             block_size: u64::from(p.block_size),
             output_ratio: p.output_ratio,
             max_output_estimate: p.max_output_estimate,
@@ -121,12 +144,12 @@ max_output_estimate  (integer ≥ 1, optional)  cap on that estimate.";
         })
     }
 
-    fn on_event(&mut self, event: &RequestEvent<'_>, _cluster: &ClusterState<'_>) {
-        self.on_lifecycle(event.kind, event.request.id);
+    fn grow(&mut self, n: usize) {
+        if self.in_flight.len() < n {
+            self.in_flight.resize(n, 0);
+        }
     }
-}
 
-impl TokenLoad {
     /// The prompt blocks each instance holds for `request` (cached per request).
     fn match_blocks(&mut self, request: &RequestView<'_>, n: usize) {
         if self.matched_for == Some(request.id) && self.matched.len() == n {
@@ -166,31 +189,11 @@ impl TokenLoad {
             self.charged.remove(&id);
         }
     }
-}
 
-impl Scorer for TokenLoad {
-    fn score(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
-        let n = cluster.len();
-        if self.in_flight.len() < n {
-            self.in_flight.resize(n, 0);
-        }
-        self.match_blocks(request, n);
-        let t_max = self.threshold as f64;
-        for i in 0..n {
-            let t = self.in_flight[i] + self.uncached(request, i);
-            scores.push(if t == 0 {
-                1.0
-            } else {
-                1.0 - t.min(self.threshold) as f64 / t_max
-            });
-        }
-    }
-
-    fn observe(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, chosen: usize) {
-        let n = cluster.len().max(chosen + 1);
-        if self.in_flight.len() < n {
-            self.in_flight.resize(n, 0);
-        }
+    /// After a decision: charge `request` to `chosen` and index its prompt.
+    fn charge(&mut self, request: &RequestView<'_>, n: usize, chosen: usize) {
+        let n = n.max(chosen + 1);
+        self.grow(n);
         self.match_blocks(request, n);
         let prompt = self.uncached(request, chosen);
         let output = self.output_ratio.map_or(0, |r| {
@@ -210,6 +213,130 @@ impl Scorer for TokenLoad {
         }
         self.index.record(request.block_hashes.as_slice(), chosen);
         self.matched_for = None;
+    }
+
+    /// The tokens in flight on instance `i`.
+    fn tokens(&self, i: usize) -> u64 {
+        self.in_flight.get(i).copied().unwrap_or(0)
+    }
+}
+
+impl Scorer for TokenLoad {
+    fn score(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let n = cluster.len();
+        let load = &mut self.load;
+        load.grow(n);
+        load.match_blocks(request, n);
+        let t_max = self.threshold as f64;
+        for i in 0..n {
+            let t = load.in_flight[i] + load.uncached(request, i);
+            scores.push(if t == 0 {
+                1.0
+            } else {
+                1.0 - t.min(self.threshold) as f64 / t_max
+            });
+        }
+    }
+
+    fn observe(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, chosen: usize) {
+        self.load.charge(request, cluster.len(), chosen);
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct FilterParams {
+    max_tokens: Option<u64>,
+    max_requests: Option<u32>,
+    block_size: u32,
+    capacity: usize,
+    output_ratio: Option<f64>,
+    max_output_estimate: Option<u64>,
+}
+
+impl Default for FilterParams {
+    fn default() -> Self {
+        let d = TokenLoadParams::default();
+        FilterParams {
+            max_tokens: None,
+            max_requests: None,
+            block_size: d.block_size,
+            capacity: d.capacity,
+            output_ratio: None,
+            max_output_estimate: None,
+        }
+    }
+}
+
+/// llm-d's concurrency-detector as a filter in `tokens` or `hybrid` mode:
+/// keep the candidates with at most `max_tokens` router in-flight tokens
+/// (and, in hybrid mode, at most `max_requests` requests in flight); none
+/// when every candidate is over, as llm-d.
+pub struct InFlightLimit {
+    max_tokens: u64,
+    max_requests: Option<u32>,
+    load: InFlight,
+}
+
+impl PolicyDef for InFlightLimit {
+    const NAME: &'static str = "in-flight-limit";
+    const SUMMARY: &'static str =
+        "keep instances with at most max_tokens router in-flight tokens (llm-d's concurrency-detector in tokens/hybrid mode)";
+    const PARAMS_DOC: &'static str = "\
+max_tokens           (integer ≥ 0, default 999999)  the most in-flight tokens
+                     an instance may hold and stay a candidate (llm-d:
+                     ⌈maxTokenConcurrency·(1 + headroom)⌉ − 1).
+max_requests         (integer ≥ 0, optional)  also the most requests in flight
+                     (hybrid mode).
+block_size           (integer ≥ 1, tokens, default 16)  the run's KV block size.
+capacity             (integer ≥ 1, default 31250)  prefix index LRU per instance.
+output_ratio         (number > 0, optional)  as token-load's.
+max_output_estimate  (integer ≥ 1, optional)  as token-load's.
+In-flight tokens are token-load's: uncached prompt tokens released at the
+first token (with an output estimate: all at the end). Requests in flight are
+the host's exact count.";
+    const HOOKS: Hooks = Hooks::of(EventKind::FIRST_TOKEN)
+        .with(EventKind::COMPLETED)
+        .with(EventKind::DROPPED);
+
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        let p: FilterParams = params.parse()?;
+        let max_tokens = p.max_tokens.unwrap_or(999_999);
+        let load = InFlight::create(&TokenLoadParams {
+            threshold: 1,
+            block_size: p.block_size,
+            capacity: p.capacity,
+            output_ratio: p.output_ratio,
+            max_output_estimate: p.max_output_estimate,
+        })?;
+        Ok(InFlightLimit {
+            max_tokens,
+            max_requests: p.max_requests,
+            load,
+        })
+    }
+
+    fn on_event(&mut self, event: &RequestEvent<'_>, _cluster: &ClusterState<'_>) {
+        self.load.on_lifecycle(event.kind, event.request.id);
+    }
+}
+
+impl Filter for InFlightLimit {
+    fn filter(&mut self, _request: &RequestView<'_>, cluster: &ClusterState<'_>, keep: &mut Kept) {
+        let info = cluster.info();
+        for &i in cluster.candidates() {
+            let tokens_ok = self.load.tokens(i as usize) <= self.max_tokens;
+            let requests_ok = self
+                .max_requests
+                .is_none_or(|m| info.get(i as usize).map_or(0, |x| x.in_flight) <= m);
+            if tokens_ok && requests_ok {
+                keep.push(i);
+            }
+        }
+    }
+
+    fn observe(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, chosen: usize) {
+        self.load.charge(request, cluster.len(), chosen);
     }
 }
 
@@ -247,7 +374,7 @@ mod tests {
             (got[0] - 0.84).abs() < 1e-12 && (got[1] - 0.76).abs() < 1e-12,
             "{got:?}"
         );
-        s.on_lifecycle(EventKind::FIRST_TOKEN, r1.id);
+        s.load.on_lifecycle(EventKind::FIRST_TOKEN, r1.id);
         let got = scores(&mut s, &r2, 2);
         assert!((got[1] - 0.92).abs() < 1e-12, "{got:?}");
         // A load beyond the threshold scores 0; an empty prompt on an idle
@@ -272,11 +399,55 @@ mod tests {
         let probe = request(2, 0, &[]);
         let got = scores(&mut s, &probe, 2);
         assert!((got[0] - 0.74).abs() < 1e-12, "{got:?}");
-        s.on_lifecycle(EventKind::FIRST_TOKEN, r1.id);
+        s.load.on_lifecycle(EventKind::FIRST_TOKEN, r1.id);
         let got = scores(&mut s, &probe, 2);
         assert!((got[0] - 0.74).abs() < 1e-12, "{got:?}");
-        s.on_lifecycle(EventKind::COMPLETED, r1.id);
+        s.load.on_lifecycle(EventKind::COMPLETED, r1.id);
         assert_eq!(scores(&mut s, &probe, 2), vec![1.0, 1.0]);
+    }
+
+    /// The filter keeps the candidates whose in-flight tokens are at most
+    /// max_tokens (and, hybrid, requests at most max_requests): 160 tokens
+    /// charged to instance 1 → with max 100 only instance 0 stays; after
+    /// the first token both do; with max_requests 2, an instance the host
+    /// counts 3 requests on goes.
+    #[test]
+    fn the_in_flight_limit_filter_by_hand() {
+        use blis_plugin_api::abi_stable::std_types::RSlice;
+        use blis_plugin_api::InstanceInfo;
+        let snaps = [snap(0, 0, 0, 0.0); 2];
+        let view = cluster(0, &snaps);
+        let info = [
+            InstanceInfo {
+                in_flight: 3,
+                ..Default::default()
+            },
+            InstanceInfo {
+                in_flight: 1,
+                ..Default::default()
+            },
+        ];
+        let cands = [0u32, 1];
+        let state = ClusterState {
+            view,
+            candidates: RSlice::from_slice(&cands),
+            info: RSlice::from_slice(&info),
+            prefix_blocks: RSlice::from_slice(&[]),
+        };
+        let kept = |f: &mut InFlightLimit| {
+            let mut keep = RVec::new();
+            f.filter(&request(9, 16, &[]), &state, &mut keep);
+            keep.to_vec()
+        };
+        let mut f = InFlightLimit::create(Params::new("max_tokens = 100"), 0).unwrap();
+        f.observe(&request(1, 160, &[]), &view, 1);
+        assert_eq!(kept(&mut f), vec![0]);
+        f.load.on_lifecycle(EventKind::FIRST_TOKEN, 1);
+        assert_eq!(kept(&mut f), vec![0, 1]);
+        let mut h =
+            InFlightLimit::create(Params::new("max_tokens = 100\nmax_requests = 2"), 0).unwrap();
+        assert_eq!(kept(&mut h), vec![1]);
+        blis_plugin_api::check_params_doc::<FilterParams>(InFlightLimit::PARAMS_DOC).unwrap();
     }
 
     #[test]

@@ -4,7 +4,8 @@
 use super::{one_of, Problems};
 use crate::config::bounds::MAX_DELAY_US;
 use crate::config::FlowControlSection;
-use crate::gateway::{BandQueue, Detector, Eviction, Fairness, Gateway, GatewayCounts, Las};
+use crate::gateway::{BandQueue, Detector, Eviction, Fairness, Gateway, GatewayCounts, Las, BANDS};
+use crate::request::SloClass;
 
 /// The checked settings.
 pub(super) struct CheckedFlowControl {
@@ -24,8 +25,12 @@ pub(super) struct CheckedFlowControl {
 /// How the bands' ceilings follow `usage_limit_threshold`.
 #[derive(Clone, Copy)]
 enum Ceilings {
-    /// From 1 (band 0) down to the threshold (the lowest band).
-    Linear,
+    /// From the top ceiling (band 0) down to the threshold (the lowest
+    /// band), by rank.
+    Linear(f64),
+    /// Between the same two, by the bands' priorities (llm-d's
+    /// priority-holdback-policy, domain value).
+    ByPriority(f64),
     /// Every band at the threshold (llm-d's static-usage-limit-policy).
     Static,
     /// llm-d's soft-reflective-ceiling-policy.
@@ -105,9 +110,34 @@ pub(super) fn check(
             queue_depth: fc.queue_depth_threshold,
             kv: fc.kv_cache_util_threshold,
         },
-        "concurrency" => Detector::Concurrency {
-            max_per_instance: fc.max_concurrency,
-        },
+        "concurrency" => {
+            let max_tokens = fc.max_token_concurrency.unwrap_or(1e6);
+            match fc.concurrency_mode.as_deref() {
+                None | Some("requests") => Detector::Concurrency {
+                    max_per_instance: fc.max_concurrency,
+                },
+                Some(mode @ ("tokens" | "hybrid")) => {
+                    positive("max_token_concurrency", max_tokens, "1000000", problems);
+                    if pd {
+                        problems.error(format!(
+                            "flow_control.concurrency_mode = \"{mode}\" with [[pools]]: blis does not count the router's in-flight tokens of P/D stages yet; use concurrency_mode = \"requests\", or the utilization detector"
+                        ));
+                    }
+                    Detector::Tokens {
+                        max_tokens,
+                        hybrid: (mode == "hybrid").then_some(fc.max_concurrency),
+                    }
+                }
+                Some(other) => {
+                    problems.error(one_of(
+                        "flow_control.concurrency_mode",
+                        other,
+                        &["requests", "tokens", "hybrid"],
+                    ));
+                    Detector::Never
+                }
+            }
+        }
         "never" => Detector::Never,
         other => {
             problems.error(one_of(
@@ -118,6 +148,14 @@ pub(super) fn check(
             Detector::Never
         }
     };
+    if fc.saturation_detector != "concurrency"
+        && (fc.concurrency_mode.is_some() || fc.max_token_concurrency.is_some())
+    {
+        problems.error(format!(
+            "flow_control.concurrency_mode / max_token_concurrency belong to saturation_detector = \"concurrency\", not \"{}\"; remove them or change the detector",
+            fc.saturation_detector
+        ));
+    }
     let fairness = match fc.fairness.as_str() {
         "global-strict" => Fairness::GlobalStrict,
         "round-robin" => Fairness::RoundRobin,
@@ -155,19 +193,34 @@ pub(super) fn check(
             }
         }
     }
+    let top = fc.usage_limit_max.unwrap_or(1.0);
     let ceilings = match fc.usage_limit.as_deref() {
-        None | Some("linear") => Ceilings::Linear,
+        None | Some("linear") => Ceilings::Linear(top),
+        Some("by-priority") => Ceilings::ByPriority(top),
         Some("static") => Ceilings::Static,
         Some("soft-reflective") => Ceilings::SoftReflective,
         Some(other) => {
             problems.error(one_of(
                 "flow_control.usage_limit",
                 other,
-                &["linear", "static", "soft-reflective"],
+                &["linear", "by-priority", "static", "soft-reflective"],
             ));
-            Ceilings::Linear
+            Ceilings::Linear(top)
         }
     };
+    if let Some(max) = fc.usage_limit_max {
+        if !matches!(ceilings, Ceilings::Linear(_) | Ceilings::ByPriority(_)) {
+            problems.error(format!(
+                "flow_control.usage_limit_max = {max}: only the linear and by-priority ceilings have a top (usage_limit = \"{}\" sets every band from usage_limit_threshold); remove it",
+                fc.usage_limit.as_deref().unwrap_or("")
+            ));
+        } else if !(max > 0.0 && max <= 1.0) || max <= fc.usage_limit_threshold {
+            problems.error(format!(
+                "flow_control.usage_limit_max = {max}: must be in (0, 1] and above usage_limit_threshold ({})",
+                fc.usage_limit_threshold
+            ));
+        }
+    }
     Some(CheckedFlowControl {
         detector,
         usage_limit: fc.usage_limit_threshold,
@@ -198,7 +251,14 @@ impl CheckedFlowControl {
             queue = queue.with_program_aware(self.las);
         }
         match self.ceilings {
-            Ceilings::Linear => {}
+            Ceilings::Linear(top) => {
+                if top != 1.0 {
+                    queue = queue.with_ceilings(linear_ceilings(top, self.usage_limit));
+                }
+            }
+            Ceilings::ByPriority(top) => {
+                queue = queue.with_ceilings(priority_ceilings(top, self.usage_limit));
+            }
             Ceilings::Static => queue = queue.with_static_ceilings(),
             Ceilings::SoftReflective => queue = queue.with_soft_reflective(),
         }
@@ -213,5 +273,44 @@ impl CheckedFlowControl {
             counts: GatewayCounts::default(),
             eviction: self.in_flight_eviction.then(Eviction::default),
         }
+    }
+}
+
+/// Band `i`'s ceiling `top − i·(top − bottom)/(B − 1)` (llm-d's
+/// priority-holdback-policy by rank).
+fn linear_ceilings(top: f64, bottom: f64) -> [f64; BANDS] {
+    std::array::from_fn(|i| top - i as f64 * (top - bottom) / (BANDS - 1) as f64)
+}
+
+/// Band `i`'s ceiling `bottom + (p_i − p_min)/(p_max − p_min)·(top −
+/// bottom)`, `p_i` its SLO class's priority (llm-d's
+/// priority-holdback-policy by value).
+fn priority_ceilings(top: f64, bottom: f64) -> [f64; BANDS] {
+    let p = SloClass::ALL.map(|c| f64::from(c.priority()));
+    let (lo, hi) = (p[BANDS - 1], p[0]);
+    std::array::from_fn(|i| bottom + (p[i] - lo) / (hi - lo) * (top - bottom))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By hand over blis's five bands (priorities 4, 3, −1, −2, −3), from
+    /// 0.9 down to 0.2: by rank 0.9, 0.725, 0.55, 0.375, 0.2; by value
+    /// 0.2 + (p + 3)/7·0.7 = 0.9, 0.8, 0.4, 0.3, 0.2.
+    #[test]
+    fn holdback_ceilings_by_hand() {
+        let close =
+            |a: [f64; BANDS], b: [f64; BANDS]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12);
+        assert!(close(
+            linear_ceilings(0.9, 0.2),
+            [0.9, 0.725, 0.55, 0.375, 0.2]
+        ));
+        assert!(close(
+            priority_ceilings(0.9, 0.2),
+            [0.9, 0.8, 0.4, 0.3, 0.2]
+        ));
+        // Top 1 by rank is the queue's own default.
+        assert!(close(linear_ceilings(1.0, 0.6), [1.0, 0.9, 0.8, 0.7, 0.6]));
     }
 }

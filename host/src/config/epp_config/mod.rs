@@ -123,7 +123,7 @@ fn set_block_size(t: &mut toml::Table, block_size: &toml::Value) {
         .get("name")
         .or_else(|| t.get("policy"))
         .and_then(toml::Value::as_str);
-    if name == Some("token-load") {
+    if matches!(name, Some("token-load" | "in-flight-limit")) {
         let params = t
             .entry("params")
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));

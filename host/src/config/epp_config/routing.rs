@@ -188,33 +188,11 @@ fn token_load(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
         ));
     }
     let mut params = table(&[("threshold", T::Integer(t))]);
-    let producer = param_str(&p.params, "inFlightLoadProducerName");
-    let prod = l
-        .plugins
-        .iter()
-        .find(|q| q.info.ty == "inflight-load-producer" && producer.is_none_or(|n| q.name == n));
-    let mut estimate = String::new();
-    if let Some(q) = prod {
-        if q.params
-            .get("addEstimatedOutputTokens")
-            .and_then(Value::as_bool)
-            == Some(true)
-        {
-            let ratio = num(&q.params, "outputRatio").unwrap_or(1.5);
-            params.insert("output_ratio".into(), T::Float(ratio));
-            if let Some(m) = int(&q.params, "maxEstimatedOutputTokens") {
-                params.insert("max_output_estimate".into(), T::Integer(m));
-            }
-            estimate = format!(", plus round(prompt × {ratio}) estimated output tokens (blis requests carry no client max_tokens to cap it)");
-        }
-    }
-    let lru = l
-        .plugins
-        .iter()
-        .find(|q| q.info.ty == "approx-prefix-cache-producer")
-        .and_then(|q| int(&q.params, "lruCapacityPerServer"))
-        .unwrap_or(31250);
-    params.insert("capacity".into(), T::Integer(lru.max(1)));
+    params.extend(in_flight_params(l, p));
+    let estimate = match params.get("output_ratio") {
+        Some(ratio) => format!(", plus round(prompt × {ratio}) estimated output tokens (blis requests carry no client max_tokens to cap it)"),
+        None => String::new(),
+    };
     out.note(format!(
         "plugin '{}' (token-load-scorer): blis's token-load: the router's in-flight uncached prompt tokens per instance{estimate}, released at the first token (at the end with an output estimate), plus this request's uncached tokens there, from a router-side prefix index like prefix-affinity's in blocks of the run's KV block size",
         p.name
@@ -321,7 +299,7 @@ fn map_filter(
         return utilization_filter(p, out);
     }
     if p.info.ty == "concurrency-detector" {
-        return concurrency_filter(p, out);
+        return concurrency_filter(l, p, out);
     }
     if p.info.ty == "slo-headroom-tier-filter" {
         return Ok(FilterMap::Blis(
@@ -504,29 +482,79 @@ fn label_filter(p: &Plugin, stage: Stage, pools: Option<bool>) -> Result<String,
 /// endpoints with in-flight requests < maxConcurrency·(1 + headroom), none
 /// when all are over — blis-std's `utilization` filter on active-requests
 /// with max = ⌈limit⌉ − 1 (in-flight counts are integers).
-fn concurrency_filter(p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
+fn concurrency_filter(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
     let mode = param_str(&p.params, "concurrencyMode").unwrap_or("requests");
-    if mode != "requests" {
-        return Err(unsupported(
-            p,
-            &format!("concurrencyMode {mode} as a filter (blis counts in-flight requests, not the EPP's in-flight tokens)"),
-        ));
-    }
-    let max = num(&p.params, "maxConcurrency").unwrap_or(100.0);
     let h = num(&p.params, "headroom").unwrap_or(0.0);
-    let limit = max * (1.0 + h);
-    if !(limit.is_finite() && limit >= 1.0) {
+    // "in flight < limit" as an inclusive integer bound, the limit ≥ 1.
+    let keep_max = |key: &str, default: f64| -> Result<(f64, f64), String> {
+        let limit = num(&p.params, key).unwrap_or(default) * (1.0 + h);
+        if !(limit.is_finite() && limit >= 1.0) {
+            return Err(format!(
+                "plugin '{}' (concurrency-detector): {key}·(1 + headroom) = {limit} keeps no endpoint; give at least 1",
+                p.name
+            ));
+        }
+        Ok((limit, limit.ceil() - 1.0))
+    };
+    let (req_limit, req_max) = keep_max("maxConcurrency", 100.0)?;
+    if mode == "requests" {
+        out.note(format!(
+            "plugin '{}' (concurrency-detector) as a filter: blis's utilization filter keeping instances with fewer than {req_limit} requests in flight (active-requests ≤ {req_max}; none when all are over, as llm-d)",
+            p.name
+        ));
+        return Ok(utilization(&[("active-requests", req_max)], false));
+    }
+    if mode != "tokens" && mode != "hybrid" {
         return Err(format!(
-            "plugin '{}' (concurrency-detector): maxConcurrency·(1 + headroom) = {limit} keeps no endpoint; give at least 1",
+            "plugin '{}' (concurrency-detector): concurrencyMode '{mode}' is not one of requests, tokens, hybrid",
             p.name
         ));
     }
-    let keep_max = limit.ceil() - 1.0;
+    let (tok_limit, tok_max) = keep_max("maxTokenConcurrency", 1_000_000.0)?;
+    let mut t = table(&[("max_tokens", T::Integer(tok_max as i64))]);
+    let mut also = String::new();
+    if mode == "hybrid" {
+        t.insert("max_requests".into(), T::Integer(req_max as i64));
+        also = format!(" and fewer than {req_limit} requests");
+    }
+    t.extend(in_flight_params(l, p));
     out.note(format!(
-        "plugin '{}' (concurrency-detector) as a filter: blis's utilization filter keeping instances with fewer than {limit} requests in flight (active-requests ≤ {keep_max}; none when all are over, as llm-d)",
+        "plugin '{}' (concurrency-detector, {mode}) as a filter: blis's in-flight-limit keeping instances with fewer than {tok_limit} router in-flight tokens{also} (token-load's count: uncached prompt tokens until the first token; none when all are over, as llm-d)",
         p.name
     ));
-    Ok(utilization(&[("active-requests", keep_max)], false))
+    Ok(FilterMap::Blis("in-flight-limit", t))
+}
+
+/// The `inflight-load-producer` settings `p` reads (`inFlightLoadProducerName`
+/// or the config's first): output estimate and the approx index's LRU.
+fn in_flight_params(l: &Loaded, p: &Plugin) -> toml::Table {
+    let mut params = toml::Table::new();
+    let producer = param_str(&p.params, "inFlightLoadProducerName");
+    let prod = l
+        .plugins
+        .iter()
+        .find(|q| q.info.ty == "inflight-load-producer" && producer.is_none_or(|n| q.name == n));
+    if let Some(q) = prod {
+        if q.params
+            .get("addEstimatedOutputTokens")
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            let ratio = num(&q.params, "outputRatio").unwrap_or(1.5);
+            params.insert("output_ratio".into(), T::Float(ratio));
+            if let Some(m) = int(&q.params, "maxEstimatedOutputTokens") {
+                params.insert("max_output_estimate".into(), T::Integer(m));
+            }
+        }
+    }
+    let lru = l
+        .plugins
+        .iter()
+        .find(|q| q.info.ty == "approx-prefix-cache-producer")
+        .and_then(|q| int(&q.params, "lruCapacityPerServer"))
+        .unwrap_or(31250);
+    params.insert("capacity".into(), T::Integer(lru.max(1)));
+    params
 }
 
 /// blis-std's `utilization` filter with these (metric, max) conditions.

@@ -105,7 +105,7 @@ pub fn admission(l: &Loaded, out: &mut Out) -> Result<toml::Table, String> {
 }
 
 /// The saturation detector as `[flow_control]` keys.
-fn detector_keys(l: &Loaded, fc: &mut toml::Table) -> Result<(), String> {
+fn detector_keys(l: &Loaded, fc: &mut toml::Table, out: &mut Out) -> Result<(), String> {
     let det = &l.plugins[l.detector];
     match det.info.ty {
         "utilization-detector" => {
@@ -119,20 +119,34 @@ fn detector_keys(l: &Loaded, fc: &mut toml::Table) -> Result<(), String> {
         }
         _ => {
             let mode = param_str(&det.params, "concurrencyMode").unwrap_or("requests");
-            if mode != "requests" {
-                return Err(unsupported(
-                    det,
-                    &format!(
-                        "concurrencyMode {mode} (blis's concurrency detector counts requests)"
-                    ),
-                ));
-            }
             let max = num(&det.params, "maxConcurrency").unwrap_or(100.0);
             fc.insert(
                 "saturation_detector".into(),
                 T::String("concurrency".into()),
             );
             fc.insert("max_concurrency".into(), T::Float(max));
+            match mode {
+                "requests" => {}
+                "tokens" | "hybrid" => {
+                    let tokens = num(&det.params, "maxTokenConcurrency").unwrap_or(1e6);
+                    if !(tokens.is_finite() && tokens > 0.0) {
+                        return Err(format!("failed to create plugin '{}' (type: concurrency-detector): maxTokenConcurrency must be > 0", det.name));
+                    }
+                    fc.insert("concurrency_mode".into(), T::String(mode.into()));
+                    fc.insert("max_token_concurrency".into(), T::Float(tokens));
+                    out.note(format!(
+                        "plugin '{}' (concurrency-detector, {mode}): the gateway's saturation counts the router's in-flight tokens per instance (uncached prompt tokens until the first token, over maxTokenConcurrency {tokens}{}); blis deducts the prompt blocks the chosen instance's KV cache holds at routing, where llm-d asks its approximate prefix index",
+                        det.name,
+                        if mode == "hybrid" { format!("; per instance the larger of that and requests over {max}") } else { String::new() }
+                    ));
+                }
+                other => {
+                    return Err(format!(
+                        "failed to create plugin '{}' (type: concurrency-detector): concurrencyMode '{other}' is not one of requests, tokens, hybrid",
+                        det.name
+                    ))
+                }
+            }
         }
     }
     Ok(())
@@ -145,7 +159,7 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
     }
     let f = &l.flow_control;
     let mut fc = toml::Table::new();
-    detector_keys(l, &mut fc)?;
+    detector_keys(l, &mut fc, out)?;
     fc.insert("dispatch_tick_us".into(), T::Integer(1000));
     // TTL: 60 s by default, "0s" = none.
     let ttl = match &f.default_request_ttl {
@@ -282,14 +296,27 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
             if !((0.0..1.0).contains(&min) && max > 0.0 && max <= 1.0) || min >= max {
                 return Err(format!("failed to create plugin '{}' (type: priority-holdback-policy): need 0 ≤ minCeiling < maxCeiling ≤ 1", p.name));
             }
-            if max != 1.0 || shape != "linear" || domain != "rank" {
-                return Err(unsupported(
-                    p,
-                    "only shape linear, domain rank, maxCeiling 1 (blis's linear band ceilings)",
-                ));
+            if shape != "linear" {
+                return Err(format!("failed to create plugin '{}' (type: priority-holdback-policy): shape '{shape}' is not one of linear", p.name));
+            }
+            let by = match domain {
+                "rank" => "linear",
+                "value" => "by-priority",
+                other => return Err(format!("failed to create plugin '{}' (type: priority-holdback-policy): domain '{other}' is not one of rank, value", p.name)),
+            };
+            if by != "linear" {
+                fc.insert("usage_limit".into(), T::String(by.into()));
             }
             fc.insert("usage_limit_threshold".into(), T::Float(min));
-            out.note(format!("plugin '{}' (priority-holdback-policy): blis's band ceilings, linear by rank from 1 down to {min} (usage_limit_threshold)", p.name));
+            if max != 1.0 {
+                fc.insert("usage_limit_max".into(), T::Float(max));
+            }
+            let how = if by == "linear" {
+                "by band rank"
+            } else {
+                "by band priority (blis's SLO-class priorities 4, 3, −1, −2, −3)"
+            };
+            out.note(format!("plugin '{}' (priority-holdback-policy): blis's band ceilings, linear {how} from {max} down to {min} over its five SLO-class bands (usage_limit_max, usage_limit_threshold)", p.name));
         }
         "soft-reflective-ceiling-policy" => {
             fc.insert("usage_limit".into(), T::String("soft-reflective".into()));
