@@ -1146,3 +1146,48 @@ fn the_concurrency_detector_counts_tokens() {
         "{e}"
     );
 }
+
+/// The shipped E/P/D and E/PD files on a base with an encode pool and a
+/// client whose requests all carry an image: the encode stage routes
+/// exactly those requests (the vision client's, counted in the results)
+/// over the encode pool, and the run converts to the same sections. On
+/// a base without an encode pool the stage is dropped with a note.
+#[test]
+fn the_encode_stage_of_the_shipped_files_routes_multimodal_requests() {
+    let dir = TestDir::new("llm_d_encode");
+    let base = base_pd().replace(
+        "[workload]",
+        "[[pools]]\nname = \"enc\"\nrole = \"encode\"\ninstances = 2\n[workload]",
+    ) + "multimodal = { tokens = { type = \"constant\", value = 256 } }\n";
+    dir.write("base.toml", &base);
+    for name in ["sim-e-p-d-epp-config.yaml", "sim-e-pd-epp-config.yaml"] {
+        let f = configs().join(name);
+        let (conv, report, notes) = converted_runs_like_the_file(&dir, &base, &f);
+        assert!(
+            conv.contains("encode_decider = \"multimodal\""),
+            "{name}: {conv}"
+        );
+        assert!(
+            notes.contains("the encode stage routes requests with multimodal input"),
+            "{notes}"
+        );
+        let (_, results) = traced_run(&dir, &f);
+        // The batch client (the last one) carries the image.
+        let batch = results.iter().filter(|v| v["client_id"] == "batch").count() as u64;
+        assert!(batch > 20, "{batch}");
+        assert_eq!(
+            report["pd"]["encoded_requests"].as_u64(),
+            Some(batch),
+            "{name}"
+        );
+        check_conservation(&report, name);
+    }
+    dir.write("plain.toml", &base_pd());
+    let f = configs().join("sim-e-p-d-epp-config.yaml");
+    let (report, notes) = run_ok(
+        &dir,
+        &["run", "plain.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(report["pd"].get("encoded_requests").is_none());
+    assert!(notes.contains("no pool of role encode"), "{notes}");
+}

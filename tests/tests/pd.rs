@@ -391,3 +391,88 @@ fn decider_names_are_checked_against_standard_and_plugin_deciders() {
         "{list}"
     );
 }
+
+/// An encode pool: the encode stage routes exactly the requests with
+/// multimodal input (decider `multimodal`, the default), every request
+/// (`always`) or none (`never`), over the encode instances only, which
+/// never get work (the reference's encode takes no time); a text-only run
+/// of the same pools reports what it did without the pool's stage.
+#[test]
+fn the_encode_stage_routes_the_multimodal_requests() {
+    let dir = TestDir::new("pd_encode");
+    let clients = "[workload]\naggregate_rate = 200.0\nnum_requests = 300\n\
+        [[workload.clients]]\nid = \"vision\"\nrate_fraction = 0.5\n\
+        input = { type = \"constant\", value = 900 }\noutput = { type = \"constant\", value = 20 }\n\
+        multimodal = { tokens = { type = \"constant\", value = 576 } }\n\
+        [[workload.clients]]\nid = \"text\"\nrate_fraction = 0.5\n\
+        input = { type = \"constant\", value = 300 }\noutput = { type = \"constant\", value = 20 }\n";
+    let base = BASE.split("[workload]").next().unwrap().to_string()
+        + clients
+        + "[routing]\npolicy = \"least-loaded\"\n";
+    let encode = "[[pools]]\nname = \"enc\"\nrole = \"encode\"\ninstances = 2\n";
+    let file = |decider: &str| format!("{base}{encode}{POOLS}encode_decider = \"{decider}\"\n");
+    dir.write("mm.toml", &file("multimodal"));
+    let results = dir.path().join("r.jsonl");
+    let (mm, _) = run(
+        &dir,
+        &[
+            "run",
+            "mm.toml",
+            "--results-path",
+            results.to_str().unwrap(),
+        ],
+    );
+    let vision = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"client_id\":\"vision\""))
+        .count() as u64;
+    assert!(vision > 100 && vision < 200, "{vision}");
+    assert_eq!(mm["pd"]["encode_decider"], "multimodal");
+    assert_eq!(u(&mm["pd"], "encoded_requests"), vision);
+    assert_eq!(u(&mm["cluster"], "completed_requests"), 300);
+    // Encode instances are the last two: routed to, never given work.
+    let pools = mm["pd"]["pools"].as_array().unwrap();
+    let enc = pools.iter().find(|p| p["role"] == "encode").unwrap();
+    assert_eq!(u(enc, "encoded_requests"), vision);
+    assert_eq!(u(enc, "first_instance"), 4);
+    for i in 4..6 {
+        assert_eq!(u(&mm["instances"][i], "injected_requests"), 0);
+    }
+    dir.write("always.toml", &file("always"));
+    let (always, _) = run(&dir, &["run", "always.toml"]);
+    assert_eq!(u(&always["pd"], "encoded_requests"), 300);
+    dir.write("never.toml", &file("never"));
+    let (never, _) = run(&dir, &["run", "never.toml"]);
+    assert_eq!(u(&never["pd"], "encoded_requests"), 0);
+    // The encode stage takes no time: the same requests, the same latencies.
+    assert_eq!(
+        mm["cluster"]["e2e_mean_ms"],
+        never["cluster"]["e2e_mean_ms"]
+    );
+    // Without an encode pool, its keys are refused, and the report has no
+    // encode fields.
+    dir.write(
+        "bad.toml",
+        &format!("{base}{POOLS}encode_decider = \"always\"\n"),
+    );
+    let e = run_bad(&dir, &["run", "bad.toml"]);
+    assert!(
+        e.contains("pd.encode_decider") && e.contains("role = \"encode\""),
+        "{e}"
+    );
+    dir.write("plain.toml", &format!("{base}{POOLS}"));
+    let (plain, _) = run(&dir, &["run", "plain.toml"]);
+    assert!(plain["pd"].get("encoded_requests").is_none());
+    let e = {
+        dir.write(
+            "badmm.toml",
+            &file("multimodal").replace(
+                "multimodal = { tokens",
+                "multimodal = { fraction = 2.0, tokens",
+            ),
+        );
+        run_bad(&dir, &["run", "badmm.toml"])
+    };
+    assert!(e.contains("multimodal.fraction"), "{e}");
+}

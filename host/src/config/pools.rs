@@ -69,6 +69,14 @@ pub struct PdSection {
     /// Routing of the decode stage (default: a copy of `[routing]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_routing: Option<RoutingSection>,
+    /// With an `encode` pool: which requests the encode stage runs for —
+    /// `multimodal` (default: those with multimodal input), `always` or
+    /// `never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encode_decider: Option<String>,
+    /// Routing of the encode stage (default: a copy of `[routing]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encode_routing: Option<RoutingSection>,
 }
 
 fn d_never() -> String {
@@ -93,6 +101,8 @@ impl Default for PdSection {
             kv_bytes_per_token: None,
             prefill_routing: None,
             decode_routing: None,
+            encode_decider: None,
+            encode_routing: None,
         }
     }
 }

@@ -60,7 +60,7 @@ pub fn section(
         if p.role != PoolRole::Prefill {
             decodes += done;
         }
-        pools.push(json!({
+        let mut pool = json!({
             "name": p.name,
             "role": p.role.name(),
             "instances": p.count,
@@ -69,12 +69,19 @@ pub fn section(
             "completed_requests": done,
             "requests_per_sec": per_s((handoffs + done) as f64),
             "load_imbalance_ratio":
-                imbalance(r.map(|i| (pd.handoffs[i] + completed[i]) as f64)),
-        }));
+                imbalance(r.clone().map(|i| (pd.handoffs[i] + completed[i]) as f64)),
+        });
+        if p.role == PoolRole::Encode {
+            let encoded: u64 = pd.encodes[r.clone()].iter().sum();
+            pool["encoded_requests"] = json!(encoded);
+            pool["requests_per_sec"] = json!(per_s(encoded as f64));
+            pool["load_imbalance_ratio"] = json!(imbalance(r.map(|i| pd.encodes[i] as f64)));
+        }
+        pools.push(pool);
     }
     let t = &pd.transfers;
     let mut durations: Vec<Tick> = t.durations.clone();
-    json!({
+    let mut out = json!({
         "decider": pd.decider,
         "disaggregated_requests": pd.disaggregated,
         "prefill_throughput": per_s(prefills as f64),
@@ -93,5 +100,10 @@ pub fn section(
             "duration": stats(stats_of(&mut durations)),
         },
         "pools": pools,
-    })
+    });
+    if let Some(d) = pd.encode_decider {
+        out["encode_decider"] = json!(d);
+        out["encoded_requests"] = json!(pd.encodes.iter().sum::<u64>());
+    }
+    out
 }

@@ -394,6 +394,24 @@ pub struct ClientSpec {
     /// header-profile-handler: `routing.profile_handler = "header"`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub headers: std::collections::BTreeMap<String, String>,
+    /// Multimodal input (images, audio, video) on some of the client's
+    /// requests: the encode stage of `[[pools]]` runs for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multimodal: Option<MultimodalSpec>,
+}
+
+/// `multimodal`: which requests carry multimodal input, and how many of
+/// their prompt tokens it is.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MultimodalSpec {
+    /// Share of the client's requests with multimodal input, in [0, 1]
+    /// (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
+    /// Multimodal tokens of such a request (part of its prompt: at most
+    /// the prompt length).
+    pub tokens: LengthDist,
 }
 
 /// `adapter_mix`: each request (each session, for multi-turn clients)

@@ -709,6 +709,7 @@ fn convert_client(
         adapter_mix: None,
         model: None,
         headers: Default::default(),
+        multimodal: None,
     })
 }
 
@@ -842,6 +843,7 @@ fn expand_cohort(
             adapter_mix: None,
             model: None,
             headers: Default::default(),
+            multimodal: None,
         });
     }
     Ok(())

@@ -609,6 +609,7 @@ fn client_specs(c: &WorkloadConfig) -> Result<Vec<ClientSpec>, WorkloadError> {
         adapter_mix: None,
         model: None,
         headers: Default::default(),
+        multimodal: None,
     }])
 }
 
@@ -638,6 +639,7 @@ fn plan_clients(
     let mut picks = Vec::with_capacity(specs.len());
     let mut models: Vec<String> = Vec::new();
     let mut client_models: Vec<Option<u32>> = Vec::with_capacity(specs.len());
+    let mut multimodal = Vec::with_capacity(specs.len());
     // group → (segment, id of the client that set it)
     let mut groups: HashMap<&str, (Segment, &str)> = HashMap::new();
     let mut fractions = Vec::with_capacity(specs.len());
@@ -668,6 +670,20 @@ fn plan_clients(
         sampler::validate_arrival(&arrival).map_err(|e| at(format!("arrival: {e}")))?;
         let input = LengthSampler::new(&s.input).map_err(|e| at(format!("input: {e}")))?;
         let output = LengthSampler::new(&s.output).map_err(|e| at(format!("output: {e}")))?;
+        multimodal.push(match &s.multimodal {
+            None => None,
+            Some(m) => {
+                let share = m.fraction.unwrap_or(1.0);
+                if !(0.0..=1.0).contains(&share) {
+                    return Err(at(format!(
+                        "multimodal.fraction must lie in [0, 1], got {share}"
+                    )));
+                }
+                let tokens = LengthSampler::new(&m.tokens)
+                    .map_err(|e| at(format!("multimodal.tokens: {e}")))?;
+                Some((share, tokens))
+            }
+        });
         let prefix = match (&s.prefix_group, s.prefix_length) {
             (None, Some(_)) => {
                 return Err(at("prefix_length is set without a prefix_group".into()))
@@ -846,6 +862,7 @@ fn plan_clients(
             schedule: Schedule::Unlimited,
             adapter,
             model: client_models[i],
+            multimodal: multimodal[i].clone(),
         });
     }
     Ok((plans, names, tenants, adapters, models))

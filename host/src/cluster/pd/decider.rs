@@ -16,6 +16,9 @@ pub enum Decider {
     /// Disaggregate when more than `threshold` prompt tokens are not cached
     /// on the chosen decode instance (GPU or CPU tier, read live).
     PrefixThreshold(u32),
+    /// Disaggregate requests with multimodal input (llm-d's
+    /// always-disagg-multimodal-decider).
+    Multimodal,
 }
 
 impl Decider {
@@ -25,6 +28,7 @@ impl Decider {
             Decider::Never => "never",
             Decider::Always => "always",
             Decider::PrefixThreshold(_) => "prefix-threshold",
+            Decider::Multimodal => "multimodal",
         }
     }
 
@@ -33,12 +37,20 @@ impl Decider {
         matches!(self, Decider::PrefixThreshold(_))
     }
 
-    /// Decide for a prompt of `input_len` tokens of which `cached_blocks`
-    /// blocks of `block_size` tokens are cached on the decode instance.
-    pub fn decide(self, input_len: u32, cached_blocks: u32, block_size: u32) -> bool {
+    /// Decide for a prompt of `input_len` tokens, `multimodal` of them
+    /// multimodal, of which `cached_blocks` blocks of `block_size` tokens
+    /// are cached on the decode instance.
+    pub fn decide(
+        self,
+        input_len: u32,
+        multimodal: u32,
+        cached_blocks: u32,
+        block_size: u32,
+    ) -> bool {
         match self {
             Decider::Never => false,
             Decider::Always => true,
+            Decider::Multimodal => multimodal > 0,
             Decider::PrefixThreshold(threshold) => {
                 let cached = u64::from(cached_blocks) * u64::from(block_size);
                 let uncached = u64::from(input_len).saturating_sub(cached);

@@ -52,6 +52,9 @@ pub enum PoolRole {
     Prefill,
     Decode,
     Both,
+    /// Encoders of multimodal input: routed to, never given work (the
+    /// reference's encode stage takes no time).
+    Encode,
 }
 
 impl PoolRole {
@@ -61,6 +64,7 @@ impl PoolRole {
             PoolRole::Prefill => "prefill",
             PoolRole::Decode => "decode",
             PoolRole::Both => "both",
+            PoolRole::Encode => "encode",
         }
     }
 }
@@ -86,6 +90,37 @@ pub struct PdSetup {
     pub prefill_routing: Routing,
     pub decider: PdDecider,
     pub transfer: TransferModel,
+    /// The encode stage, when the run has an encode pool.
+    pub encode: Option<EncodeStage>,
+}
+
+/// Which requests the encode stage runs for (`pd.encode_decider`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EncodeDecider {
+    Never,
+    Always,
+    /// Requests with multimodal input.
+    Multimodal,
+}
+
+impl EncodeDecider {
+    /// The run-file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EncodeDecider::Never => "never",
+            EncodeDecider::Always => "always",
+            EncodeDecider::Multimodal => "multimodal",
+        }
+    }
+}
+
+/// The encode stage: a routing decision over the encode pools for each
+/// request the decider picks, before its prefill and decode (llm-d's
+/// encode profile; the reference's zero-duration encode).
+pub struct EncodeStage {
+    pub instances: Range<u32>,
+    pub routing: Routing,
+    pub decider: EncodeDecider,
 }
 
 impl PdSetup {
@@ -128,6 +163,8 @@ pub struct PdState {
     /// dropped at reservation).
     handoffs: Vec<u64>,
     transfers_in: Vec<u64>,
+    /// Per instance: requests whose input it encoded.
+    encodes: Vec<u64>,
 }
 
 impl PdState {
@@ -143,6 +180,7 @@ impl PdState {
             dropped_at_decode_kv: 0,
             handoffs: vec![0; n],
             transfers_in: vec![0; n],
+            encodes: vec![0; n],
         }
     }
 
@@ -266,7 +304,35 @@ impl Cluster {
         else {
             return self.reject(t, slot, super::Reject::Filter);
         };
-        let (input_len, output_len) = (req.input_len, req.output_len);
+        if let Some(e) = s.encode.as_mut() {
+            let yes = match e.decider {
+                EncodeDecider::Never => false,
+                EncodeDecider::Always => true,
+                EncodeDecider::Multimodal => req.multimodal_tokens > 0,
+            };
+            if yes {
+                let lora = self.lora.as_deref_mut().map(|l| {
+                    l.decision(t, req, &self.instances, &self.workload, Some(&e.instances))
+                });
+                let Some(enc) = route_stage(
+                    &mut e.routing,
+                    &rv,
+                    t,
+                    snaps,
+                    info,
+                    prefix,
+                    &e.instances,
+                    lora,
+                    self.trace.as_mut(),
+                )?
+                else {
+                    return self.reject(t, slot, super::Reject::Filter);
+                };
+                pd.encodes[enc as usize] += 1;
+            }
+        }
+        let (input_len, output_len, multimodal) =
+            (req.input_len, req.output_len, req.multimodal_tokens);
         let cached = if s.decider.needs_cache_query() {
             self.instances[decode as usize].cached_prompt_blocks(req)
         } else {
@@ -274,7 +340,7 @@ impl Cluster {
         };
         let block_size = self.block_size;
         let disaggregate = match &mut s.decider {
-            PdDecider::Standard(d) => d.decide(input_len, cached, block_size),
+            PdDecider::Standard(d) => d.decide(input_len, multimodal, cached, block_size),
             PdDecider::Plugin(p) => {
                 let view = PdView {
                     decode_instance: decode,

@@ -18,6 +18,10 @@ pub struct PdReport {
     pub handoffs: Vec<u64>,
     /// Per instance: requests received by transfer (or dropped at reservation).
     pub transfers_in: Vec<u64>,
+    /// The encode stage's decider, when the run has an encode pool.
+    pub encode_decider: Option<&'static str>,
+    /// Per instance: requests whose input it encoded.
+    pub encodes: Vec<u64>,
 }
 
 impl PdReport {
@@ -31,6 +35,8 @@ impl PdReport {
             transfers: pd.transfers,
             handoffs: pd.handoffs,
             transfers_in: pd.transfers_in,
+            encode_decider: pd.setup.encode.as_ref().map(|e| e.decider.name()),
+            encodes: pd.encodes,
         }
     }
 

@@ -1,5 +1,5 @@
 //! `pd.decider` (and `[pd.decider_params]`): a standard decider (`never`,
-//! `always`, `prefix-threshold`) or, for any other name, a plugin of kind
+//! `always`, `prefix-threshold`, `multimodal`) or, for any other name, a plugin of kind
 //! `decider`. Standard names win; a plugin name is resolved when the
 //! plugins are loaded (phase 2), with errors that list both sets and say
 //! when the name belongs to a policy of another kind.
@@ -12,7 +12,7 @@ use crate::plugins::registry::closest;
 use crate::plugins::{PluginError, Registry};
 
 /// The standard deciders' names.
-pub(super) const STANDARD: [&str; 3] = ["never", "always", "prefix-threshold"];
+pub(super) const STANDARD: [&str; 4] = ["never", "always", "prefix-threshold", "multimodal"];
 
 /// What `pd.decider` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,7 @@ pub(super) fn check(pd: &PdSection, problems: &mut Problems) -> DeciderSpec {
     let spec = match pd.decider.as_str() {
         "never" => DeciderSpec::Standard(Decider::Never),
         "always" => DeciderSpec::Standard(Decider::Always),
+        "multimodal" => DeciderSpec::Standard(Decider::Multimodal),
         "prefix-threshold" => match pd.prefix_threshold.unwrap_or(16) {
             t if t < 0 => {
                 problems.error(format!("pd.prefix_threshold = {t}: must be ≥ 0 (tokens)"));

@@ -19,7 +19,7 @@ use super::model::{self, CheckedModel};
 use super::pd_decider::{self, DeciderSpec};
 use super::policies::{check_routing, RoutingPlan};
 use super::{derive_seed, kv_offload, one_of, resolve, Problems};
-use crate::cluster::pd::{PdSetup, PoolInfo, PoolRole, TransferModel};
+use crate::cluster::pd::{EncodeDecider, EncodeStage, PdSetup, PoolInfo, PoolRole, TransferModel};
 use crate::cluster::Routing;
 use crate::config::{PdSection, RoutingSection, RunFile};
 use crate::instance::latency::ModelConfig;
@@ -32,7 +32,7 @@ use crate::plugins::Registry;
 const MIN_BANDWIDTH_GBPS: f64 = 1e-3;
 const MAX_KV_BYTES_PER_TOKEN: f64 = 1e9;
 
-const ROLES: [&str; 4] = ["prefill", "both", "decode", "serve"];
+const ROLES: [&str; 5] = ["prefill", "both", "decode", "encode", "serve"];
 
 /// One checked pool.
 struct CheckedPool {
@@ -53,6 +53,8 @@ pub(super) struct CheckedPools {
     decider: DeciderSpec,
     prefill_plan: Option<RoutingPlan>,
     decode_plan: Option<RoutingPlan>,
+    /// The encode stage's decider and routing, with an encode pool.
+    encode: Option<(EncodeDecider, Option<RoutingPlan>)>,
     kv_bytes_per_token: f64,
     split_by_tp: bool,
     /// `serve` pools: instance groups without P/D (every pool's `role`
@@ -144,6 +146,7 @@ pub(super) fn check(
         let role = match p.role.as_str() {
             "prefill" => PoolRole::Prefill,
             "decode" => PoolRole::Decode,
+            "encode" => PoolRole::Encode,
             // (a placeholder: serve pools have no P/D role)
             "both" | "serve" => PoolRole::Both,
             other => {
@@ -242,6 +245,7 @@ pub(super) fn check(
             decider: pd_decider::check(&PdSection::default(), problems),
             prefill_plan: None,
             decode_plan: None,
+            encode: None,
             kv_bytes_per_token: 0.0,
             split_by_tp: true,
             serve: true,
@@ -322,14 +326,43 @@ pub(super) fn check(
         .decode_routing
         .as_ref()
         .map(|r| check_stage(r, "pd.decode_routing", problems));
+    let encode = if has(PoolRole::Encode) {
+        let decider = match pd.encode_decider.as_deref() {
+            None | Some("multimodal") => EncodeDecider::Multimodal,
+            Some("always") => EncodeDecider::Always,
+            Some("never") => EncodeDecider::Never,
+            Some(other) => {
+                problems.error(one_of(
+                    "pd.encode_decider",
+                    other,
+                    &["multimodal", "always", "never"],
+                ));
+                EncodeDecider::Never
+            }
+        };
+        let plan = pd
+            .encode_routing
+            .as_ref()
+            .map(|r| check_stage(r, "pd.encode_routing", problems));
+        Some((decider, plan))
+    } else {
+        if pd.encode_decider.is_some() || pd.encode_routing.is_some() {
+            problems.error(
+                "pd.encode_decider / pd.encode_routing: the run has no pool with role = \"encode\"; add one or remove them",
+            );
+        }
+        None
+    };
     if problems.errors.len() > before {
         return None;
     }
-    // Instance order: prefill pools, both pools, decode pools (file order within a role).
+    // Instance order: prefill pools, both pools, decode pools, encode pools
+    // (file order within a role).
     let rank = |r: PoolRole| match r {
         PoolRole::Prefill => 0,
         PoolRole::Both => 1,
         PoolRole::Decode => 2,
+        PoolRole::Encode => 3,
     };
     pools.sort_by_key(|p| rank(p.role));
     Some(CheckedPools {
@@ -338,6 +371,7 @@ pub(super) fn check(
         decider,
         prefill_plan,
         decode_plan,
+        encode,
         kv_bytes_per_token,
         split_by_tp,
         serve: false,
@@ -454,6 +488,34 @@ impl CheckedPools {
         if matches!(routing, Routing::ByClient(_)) {
             return Err("routing.profile_handler = \"header\" chooses a profile per request, but the decode stage of [[pools]] runs one; use single-profile routing with [[pools]]".into());
         }
+        let encode = match self.encode {
+            Some((decider, plan)) => {
+                let seed = derive_seed(run.seed, "pd/encode");
+                let routing = match plan {
+                    Some(plan) => plan.create_routing(
+                        self.pd.encode_routing.as_ref().expect("checked"),
+                        seed,
+                        registry,
+                        None,
+                    )?,
+                    None => {
+                        let mut p = Problems::default();
+                        check_routing(&run.routing, &mut p).create_routing(
+                            &run.routing,
+                            seed,
+                            registry,
+                            None,
+                        )?
+                    }
+                };
+                Some(EncodeStage {
+                    instances: end(&[PoolRole::Encode]),
+                    routing,
+                    decider,
+                })
+            }
+            None => None,
+        };
         let transfer = TransferModel {
             bandwidth_bytes_per_us: self.pd.transfer_bandwidth_gbps * 1000.0,
             base_us: self.pd.transfer_base_latency_ms * 1000.0,
@@ -472,6 +534,7 @@ impl CheckedPools {
                 prefill_routing,
                 decider: pd_decider::create(self.decider, &self.pd, registry, run.seed)?,
                 transfer,
+                encode,
             },
             routing,
         ))

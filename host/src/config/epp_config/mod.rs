@@ -179,11 +179,22 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
     if let Some(pd) = plan.pd.as_mut() {
         set_block_size(pd, &block_size);
     }
+    let mut encode_note = None;
+    if let Some(pd) = plan.pd.as_mut() {
+        if pd.contains_key("encode_decider") && !run.pools.iter().any(|p| p.role == "encode") {
+            pd.remove("encode_decider");
+            pd.remove("encode_routing");
+            encode_note = Some("the run file has no pool of role encode: llm-d's encode profile would find no endpoint and each request goes on without it (add [[pools]] with role = \"encode\" to see the encode stage)");
+        }
+    }
     let mut notes: Vec<String> = plan
         .notes
         .iter()
         .map(|n| format!("{}: {n}", path.display()))
         .collect();
+    if let Some(n) = encode_note {
+        notes.push(format!("{label}: {n}"));
+    }
     let mut out = run.clone();
     let keep = &run.routing;
     if keep.policy != RoutingSection::default().policy
@@ -228,6 +239,8 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
         "prefix_threshold",
         "prefill_routing",
         "decode_routing",
+        "encode_decider",
+        "encode_routing",
     ] {
         pd_table.remove(k);
     }

@@ -18,6 +18,8 @@ pub enum Stage {
     Single,
     Prefill,
     Decode,
+    /// The encode stage (the run file's encode pools).
+    Encode,
 }
 
 fn int(p: &Value, key: &str) -> Option<i64> {
@@ -328,14 +330,15 @@ fn map_filter(
     Ok(FilterMap::NoEffect(match (p.info.ty, stage) {
         ("decode-filter", Stage::Decode) => "the decode stage routes over the decode and both pools (llm-d's role labels are blis's pool roles)".into(),
         ("prefill-filter", Stage::Prefill) => "the prefill stage routes over the prefill and both pools (llm-d's role labels are blis's pool roles)".into(),
+        ("encode-filter", Stage::Encode) => "the encode stage routes over the encode pools (llm-d's role labels are blis's pool roles)".into(),
         ("decode-filter", Stage::Single) if pools != Some(true) => "blis instances outside [[pools]] carry no role label, which decode-filter keeps: it keeps every instance".into(),
         ("decode-filter", Stage::Single) => "blis routes whole requests over the decode and both pools, which decode-filter keeps".into(),
-        ("prefill-filter" | "encode-filter", _) | ("decode-filter", Stage::Prefill) => {
+        ("prefill-filter" | "encode-filter", _) | ("decode-filter", Stage::Prefill | Stage::Encode) => {
             return Err(format!(
                 "plugin '{}' ({}) in a {} profile: it would drop every candidate of that stage (blis's pool roles are the role labels)",
                 p.name,
                 p.info.ty,
-                match stage { Stage::Single => "single", Stage::Prefill => "prefill", Stage::Decode => "decode" }
+                match stage { Stage::Single => "single", Stage::Prefill => "prefill", Stage::Decode => "decode", Stage::Encode => "encode" }
             ))
         }
         ("topology-affinity-filter", _) => "blis instances carry no topology labels, so no candidate shares a level with the peer and the filter keeps them all".into(),
@@ -441,6 +444,7 @@ fn label_filter(p: &Plugin, stage: Stage, pools: Option<bool>) -> Result<String,
         (false, _) => &[None],
         (true, Stage::Prefill) => &[Some("prefill"), Some("both")],
         (true, Stage::Single | Stage::Decode) => &[Some("decode"), Some("both")],
+        (true, Stage::Encode) => &[Some("encode")],
     };
     let mut kept = Vec::new();
     for &r in roles {
@@ -454,6 +458,7 @@ fn label_filter(p: &Plugin, stage: Stage, pools: Option<bool>) -> Result<String,
         Stage::Single => "the profile",
         Stage::Prefill => "the prefill stage",
         Stage::Decode => "the decode stage",
+        Stage::Encode => "the encode stage",
     };
     if kept.len() == roles.len() {
         return Ok(format!(
@@ -896,18 +901,44 @@ fn disagg(
             .and_then(|(n, _)| l.plugin(n))
             .map(|i| &l.plugins[i])
     };
-    // The encode stage.
+    let mut pd = toml::Table::new();
+    // The encode stage: run iff its decider approves (llm-d), over the run
+    // file's encode pools (`expand` drops it when the run has none).
     if let Some(enc) = profile(l, encode_name) {
-        match decider_of("encode").map(|d| d.info.ty) {
-            None if !prefill_first => out.note(format!("schedulingProfiles[{}]: no encode decider, so llm-d skips the encode stage", enc.name)),
-            Some("always-disagg-multimodal-decider") => out.note(format!(
-                "schedulingProfiles[{}]: no simulated effect: the encode decider always-disagg-multimodal-decider approves only requests with image, video or audio content, and blis workloads have none, so the encode stage never runs",
+        let decider = match decider_of("encode") {
+            None => {
+                out.note(format!(
+                    "schedulingProfiles[{}]: no encode decider, so llm-d skips the encode stage",
+                    enc.name
+                ));
+                None
+            }
+            Some(d) => match d.info.ty {
+                "always-disagg-multimodal-decider" => Some((
+                    "multimodal",
+                    "requests with multimodal input (a workload client's `multimodal`)",
+                )),
+                "always-disagg-pd-decider" => Some(("always", "every request")),
+                _ => {
+                    return Err(unsupported(
+                        d,
+                        "as the encode decider (it reads the prefill stage's signals)",
+                    ))
+                }
+            },
+        };
+        if let Some((name, which)) = decider {
+            pd.insert("encode_decider".into(), T::String(name.into()));
+            pd.insert(
+                "encode_routing".into(),
+                T::Table(profile_routing(l, enc, Stage::Encode, pools, out)?),
+            );
+            out.note(format!(
+                "schedulingProfiles[{}]: the encode stage routes {which} over the run file's pools of role encode; it takes no time in blis (the reference's encode stage), so it changes which encoder is chosen, not latencies",
                 enc.name
-            )),
-            _ => return Err(format!("schedulingProfiles[{}]: blis does not simulate an encode stage that runs (only multimodal-gated encode, which blis workloads never trigger)", enc.name)),
+            ));
         }
     }
-    let mut pd = toml::Table::new();
     let prefill = profile(l, prefill_name);
     let decider = match (prefill, decider_of("prefill")) {
         (None, _) => {
@@ -948,8 +979,8 @@ fn disagg(
                 }
                 "always-disagg-pd-decider" => "always".to_string(),
                 "always-disagg-multimodal-decider" => {
-                    out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the prefill decider: blis workloads have no multimodal content, so it never disaggregates", d.name));
-                    "never".to_string()
+                    out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the prefill decider: blis's decider multimodal, disaggregating the requests with multimodal input (a workload client's `multimodal`)", d.name));
+                    "multimodal".to_string()
                 }
                 other => return Err(format!("plugin '{}' ({other}) is not a decider", d.name)),
             }

@@ -148,6 +148,7 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
                 adapter_mix: None,
                 model: None,
                 headers: Default::default(),
+                multimodal: None,
             };
             let schedule = if sp.enable_multi_turn_chat {
                 let max_rounds = u32::try_from(share).map_err(|_| {
