@@ -228,11 +228,11 @@ pub struct Request {
     /// run's default model (`[model].name`). A client's `model` or a trace
     /// row's `model` column sets it.
     pub model: OptIdx,
-    /// Multimodal tokens of the prompt (images, audio, video; part of
-    /// `input_len`): 0 for a text-only request. A client's `multimodal` or a
-    /// TraceV2 row's image/audio/video columns set it; the encode stage of
-    /// `[[pools]]` runs for requests that have some.
-    pub multimodal_tokens: u32,
+    /// The prompt has multimodal input (images, audio, video): a client's
+    /// `multimodal` sets it; the encode stage of `[[pools]]` runs for such
+    /// requests. (A flag, not a token count: nothing blis simulates reads
+    /// the count, and a flag fits the record's last free byte.)
+    pub multimodal: bool,
 
     // ---- lifecycle (cluster and instance) ----
     pub state: RequestState,

@@ -1158,7 +1158,7 @@ fn the_encode_stage_of_the_shipped_files_routes_multimodal_requests() {
     let base = base_pd().replace(
         "[workload]",
         "[[pools]]\nname = \"enc\"\nrole = \"encode\"\ninstances = 2\n[workload]",
-    ) + "multimodal = { tokens = { type = \"constant\", value = 256 } }\n";
+    ) + "multimodal = {}\n";
     dir.write("base.toml", &base);
     for name in ["sim-e-p-d-epp-config.yaml", "sim-e-pd-epp-config.yaml"] {
         let f = configs().join(name);

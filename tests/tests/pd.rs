@@ -403,7 +403,7 @@ fn the_encode_stage_routes_the_multimodal_requests() {
     let clients = "[workload]\naggregate_rate = 200.0\nnum_requests = 300\n\
         [[workload.clients]]\nid = \"vision\"\nrate_fraction = 0.5\n\
         input = { type = \"constant\", value = 900 }\noutput = { type = \"constant\", value = 20 }\n\
-        multimodal = { tokens = { type = \"constant\", value = 576 } }\n\
+        multimodal = {}\n\
         [[workload.clients]]\nid = \"text\"\nrate_fraction = 0.5\n\
         input = { type = \"constant\", value = 300 }\noutput = { type = \"constant\", value = 20 }\n";
     let base = BASE.split("[workload]").next().unwrap().to_string()
@@ -467,10 +467,7 @@ fn the_encode_stage_routes_the_multimodal_requests() {
     let e = {
         dir.write(
             "badmm.toml",
-            &file("multimodal").replace(
-                "multimodal = { tokens",
-                "multimodal = { fraction = 2.0, tokens",
-            ),
+            &file("multimodal").replace("multimodal = {}", "multimodal = { fraction = 2.0 }"),
         );
         run_bad(&dir, &["run", "badmm.toml"])
     };

@@ -400,18 +400,14 @@ pub struct ClientSpec {
     pub multimodal: Option<MultimodalSpec>,
 }
 
-/// `multimodal`: which requests carry multimodal input, and how many of
-/// their prompt tokens it is.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+/// `multimodal`: which of the client's requests carry multimodal input.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MultimodalSpec {
     /// Share of the client's requests with multimodal input, in [0, 1]
     /// (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fraction: Option<f64>,
-    /// Multimodal tokens of such a request (part of its prompt: at most
-    /// the prompt length).
-    pub tokens: LengthDist,
 }
 
 /// `adapter_mix`: each request (each session, for multi-turn clients)

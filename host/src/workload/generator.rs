@@ -85,26 +85,17 @@ pub(crate) struct ClientPlan {
     pub adapter: AdapterPick,
     /// The model its requests ask for (`None`: the run's default model).
     pub model: Option<u32>,
-    /// `multimodal`: the share of its requests with multimodal input and
-    /// their multimodal token count (drawn last, so a client without it
-    /// draws exactly what it always did).
-    pub multimodal: Option<(f64, LengthSampler)>,
+    /// `multimodal`: the share of its requests with multimodal input
+    /// (drawn last, so a client without it draws exactly what it always
+    /// did).
+    pub multimodal: Option<f64>,
 }
 
-/// A request's multimodal tokens: with probability `share`, a draw of
-/// `tokens` (at most the prompt); else 0.
-fn draw_multimodal<R: Rng>(plan: &ClientPlan, rng: &mut R, input_len: u32) -> u32 {
-    match &plan.multimodal {
-        Some((share, tokens)) => {
-            let u: f64 = rng.random();
-            let n = tokens.sample(rng);
-            if u < *share {
-                n.min(input_len)
-            } else {
-                0
-            }
-        }
-        None => 0,
+/// Whether a request has multimodal input: with probability `share`.
+fn draw_multimodal<R: Rng>(plan: &ClientPlan, rng: &mut R) -> bool {
+    match plan.multimodal {
+        Some(share) => rng.random::<f64>() < share,
+        None => false,
     }
 }
 
@@ -327,7 +318,7 @@ fn fill<R: Rng>(plan: &ClientPlan, rng: &mut R, req: &mut Request) {
         len: input,
     });
     req.input_len = len + input;
-    req.multimodal_tokens = draw_multimodal(plan, rng, req.input_len);
+    req.multimodal = draw_multimodal(plan, rng);
 }
 
 /// A session round waiting for its arrival time.
@@ -345,7 +336,7 @@ struct PendingRound {
     output_seed: u64,
     /// The session's adapter (every round runs with it).
     adapter: Option<u32>,
-    multimodal_tokens: u32,
+    multimodal: bool,
 }
 
 impl PartialEq for PendingRound {
@@ -471,7 +462,7 @@ impl Generator {
             req.private_from = OptIdx::NONE;
             req.adapter = round.adapter.into();
             req.model = cl.plan.model.into();
-            req.multimodal_tokens = round.multimodal_tokens;
+            req.multimodal = round.multimodal;
         }
         true
     }
@@ -589,7 +580,7 @@ impl Generator {
             self.sessions.remove(&sid);
             return;
         }
-        let multimodal_tokens = draw_multimodal(&cl.plan, &mut rng, total as u32);
+        let multimodal = draw_multimodal(&cl.plan, &mut rng);
         let pending = PendingRound {
             at: at.saturating_add(spec.think_time_us.min(i64::MAX as u64) as Tick),
             seq: self.round_seq,
@@ -601,7 +592,7 @@ impl Generator {
             output_len,
             output_seed,
             adapter: req.adapter.get(),
-            multimodal_tokens,
+            multimodal,
         };
         self.round_seq += 1;
         self.rounds.push(Reverse(pending));

@@ -679,9 +679,7 @@ fn plan_clients(
                         "multimodal.fraction must lie in [0, 1], got {share}"
                     )));
                 }
-                let tokens = LengthSampler::new(&m.tokens)
-                    .map_err(|e| at(format!("multimodal.tokens: {e}")))?;
-                Some((share, tokens))
+                Some(share)
             }
         });
         let prefix = match (&s.prefix_group, s.prefix_length) {
@@ -862,7 +860,7 @@ fn plan_clients(
             schedule: Schedule::Unlimited,
             adapter,
             model: client_models[i],
-            multimodal: multimodal[i].clone(),
+            multimodal: multimodal[i],
         });
     }
     Ok((plans, names, tenants, adapters, models))

@@ -37,20 +37,20 @@ impl Decider {
         matches!(self, Decider::PrefixThreshold(_))
     }
 
-    /// Decide for a prompt of `input_len` tokens, `multimodal` of them
-    /// multimodal, of which `cached_blocks` blocks of `block_size` tokens
-    /// are cached on the decode instance.
+    /// Decide for a prompt of `input_len` tokens (with multimodal input or
+    /// not) of which `cached_blocks` blocks of `block_size` tokens are
+    /// cached on the decode instance.
     pub fn decide(
         self,
         input_len: u32,
-        multimodal: u32,
+        multimodal: bool,
         cached_blocks: u32,
         block_size: u32,
     ) -> bool {
         match self {
             Decider::Never => false,
             Decider::Always => true,
-            Decider::Multimodal => multimodal > 0,
+            Decider::Multimodal => multimodal,
             Decider::PrefixThreshold(threshold) => {
                 let cached = u64::from(cached_blocks) * u64::from(block_size);
                 let uncached = u64::from(input_len).saturating_sub(cached);

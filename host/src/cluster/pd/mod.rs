@@ -308,7 +308,7 @@ impl Cluster {
             let yes = match e.decider {
                 EncodeDecider::Never => false,
                 EncodeDecider::Always => true,
-                EncodeDecider::Multimodal => req.multimodal_tokens > 0,
+                EncodeDecider::Multimodal => req.multimodal,
             };
             if yes {
                 let lora = self.lora.as_deref_mut().map(|l| {
@@ -331,8 +331,7 @@ impl Cluster {
                 pd.encodes[enc as usize] += 1;
             }
         }
-        let (input_len, output_len, multimodal) =
-            (req.input_len, req.output_len, req.multimodal_tokens);
+        let (input_len, output_len, multimodal) = (req.input_len, req.output_len, req.multimodal);
         let cached = if s.decider.needs_cache_query() {
             self.instances[decode as usize].cached_prompt_blocks(req)
         } else {

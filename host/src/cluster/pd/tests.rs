@@ -86,20 +86,20 @@ fn transfer_bytes_follow_the_narrower_tp_side() {
 
 #[test]
 fn deciders_decide_as_documented() {
-    assert!(!Decider::Never.decide(5000, 0, 0, 16));
-    assert!(Decider::Always.decide(1, 0, 0, 16));
+    assert!(!Decider::Never.decide(5000, false, 0, 16));
+    assert!(Decider::Always.decide(1, false, 0, 16));
     let d = Decider::PrefixThreshold(16);
     // 1000 tokens, 60 blocks (960 tokens) cached: 40 uncached > 16.
-    assert!(d.decide(1000, 0, 60, 16));
+    assert!(d.decide(1000, false, 60, 16));
     // 62 blocks (992) cached: 8 uncached, not > 16.
-    assert!(!d.decide(1000, 0, 62, 16));
+    assert!(!d.decide(1000, false, 62, 16));
     // Exactly the threshold is not more than it.
-    assert!(!d.decide(16, 0, 0, 16));
-    assert!(d.decide(17, 0, 0, 16));
-    assert!(!d.decide(0, 0, 0, 16));
+    assert!(!d.decide(16, false, 0, 16));
+    assert!(d.decide(17, false, 0, 16));
+    assert!(!d.decide(0, false, 0, 16));
     // multimodal: the requests with multimodal tokens, whatever is cached.
-    assert!(Decider::Multimodal.decide(1000, 576, 62, 16));
-    assert!(!Decider::Multimodal.decide(1000, 0, 0, 16));
+    assert!(Decider::Multimodal.decide(1000, true, 62, 16));
+    assert!(!Decider::Multimodal.decide(1000, false, 0, 16));
 }
 
 /// Run a run file given as text; the report and the results lines.
