@@ -1,3 +1,7 @@
+//! Unit tests of the predicted-latency policies: llm-d's bucket and tier
+//! scores by hand, the composite fallback, the affinity filter, the
+//! predictor learning a known law, and parameter checks.
+
 use super::*;
 use crate::testutil::{cluster, request, snap};
 use blis_plugin_api::abi_stable::std_types::RVec;
