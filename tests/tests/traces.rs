@@ -479,3 +479,57 @@ fn run_file_workload_replays_with_paths_relative_to_the_run_file() {
     // prefix 8 + 10 and prefix 8 + 12 tokens
     assert_eq!(rep["cluster"]["total_input_tokens"], 38);
 }
+
+/// A TraceV2 row with image, audio or video tokens is a request with
+/// multimodal input: on a run with an encode pool, the encode stage routes
+/// exactly those rows (open loop here; closed-loop follow-up rounds carry
+/// the flag in their round record).
+#[test]
+fn multimodal_rows_take_the_encode_stage() {
+    let d = TestDir::new("trace-multimodal");
+    d.write("h.yaml", "trace_version: 3\nmode: real\n");
+    let cols: Vec<&str> = HEAD.split(',').collect();
+    let mut text = HEAD.to_string() + "\n";
+    for r in 0..6 {
+        let v: Vec<String> = cols
+            .iter()
+            .map(|c| match *c {
+                "request_id" => r.to_string(),
+                "client_id" | "tenant_id" | "model" | "prefix_group" | "error_message"
+                | "finish_reason" => String::new(),
+                "session_id" => "s".into(),
+                "round_index" => r.to_string(),
+                "slo_class" => "standard".into(),
+                "streaming" => "true".into(),
+                "status" => "ok".into(),
+                "reason_ratio" => "0".into(),
+                "input_tokens" => "600".into(),
+                "output_tokens" => "4".into(),
+                "image_tokens" if r % 3 == 0 => "576".into(),
+                "audio_tokens" if r == 4 => "100".into(),
+                "arrival_time_us" => (r * 50_000).to_string(),
+                _ => "0".into(),
+            })
+            .collect();
+        text += &(v.join(",") + "\n");
+    }
+    d.write("d.csv", &text);
+    d.write(
+        "run.toml",
+        "[[pools]]\nname = \"e\"\nrole = \"encode\"\ninstances = 1\n\
+         [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 1\n\
+         [workload.trace_v2]\nheader = \"h.yaml\"\ndata = \"d.csv\"\n",
+    );
+    let rep = run_ok(&d, &["run", "run.toml"]);
+    assert_eq!(rep["cluster"]["completed_requests"], 6);
+    // Rows 0 and 3 (images) and 4 (audio).
+    assert_eq!(rep["pd"]["encoded_requests"], 3, "{}", rep["pd"]);
+    // Closed loop: rounds 1 to 5 are follow-ups replayed from the round
+    // records; the same three carry the flag.
+    let closed = std::fs::read_to_string(d.path().join("run.toml")).unwrap()
+        + "session_mode = \"closed-loop\"\n";
+    d.write("closed.toml", &closed);
+    let rep = run_ok(&d, &["run", "closed.toml"]);
+    assert_eq!(rep["cluster"]["completed_requests"], 6);
+    assert_eq!(rep["pd"]["encoded_requests"], 3, "{}", rep["pd"]);
+}

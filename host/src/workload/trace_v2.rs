@@ -257,11 +257,17 @@ struct Row {
     adapter: u32,
     /// Index into the model names (`NO_IDX`: the default model).
     model: u32,
+    /// The row has image, audio or video tokens (in the padding: the row
+    /// stays 56 bytes).
+    multimodal: bool,
 }
 
 /// A follow-up round's lengths and think time (closed-loop).
 #[derive(Clone, Copy, Debug)]
 struct RoundSpec {
+    /// Its own tokens, and [`MULTIMODAL`] when the row has image, audio or
+    /// video tokens (token counts stay below 2³⁰, and the arena keeps 24
+    /// bytes a round).
     n: u32,
     output: u32,
     adapter: u32,
@@ -369,7 +375,11 @@ struct Raw {
     slo: SloClass,
     adapter: u32,
     model: u32,
+    multimodal: bool,
 }
+
+/// The multimodal bit of [`RoundSpec::n`].
+const MULTIMODAL: u32 = 1 << 31;
 
 /// When a row is injected (quirk 1): its send time rebased by `offset`
 /// when it has one, else its arrival time.
@@ -399,6 +409,7 @@ impl Raw {
             sent: self.send > 0,
             adapter: self.adapter,
             model: self.model,
+            multimodal: self.multimodal,
         }
     }
 }
@@ -541,6 +552,7 @@ impl Names {
             slo,
             adapter,
             model,
+            multimodal: rec.image_tokens + rec.audio_tokens + rec.video_tokens > 0,
         })
     }
 }
@@ -601,7 +613,7 @@ fn group_sessions(
                 (c.arrival - p.arrival).max(0) as u64
             };
             arena.push(RoundSpec {
-                n: c.n,
+                n: c.n | if c.multimodal { MULTIMODAL } else { 0 },
                 output: c.output,
                 adapter: c.adapter,
                 model: c.model,
@@ -935,6 +947,7 @@ impl TraceV2Replay {
         req.slo_class = row.slo;
         req.adapter = (row.adapter != NO_IDX).then_some(row.adapter).into();
         req.model = (row.model != NO_IDX).then_some(row.model).into();
+        req.multimodal = row.multimodal;
         let in_session = row.session != NO_IDX;
         req.session = in_session.then_some((row.session, row.round));
         // Content past the prefix is this row's alone unless a later round
@@ -951,7 +964,9 @@ impl TraceV2Replay {
 
     fn emit_follow_up(&mut self, p: Pending, req: &mut Request) {
         let plan = self.sessions[p.session as usize];
-        let spec = self.rounds[(plan.first + p.round - 1) as usize];
+        let mut spec = self.rounds[(plan.first + p.round - 1) as usize];
+        req.multimodal = spec.n & MULTIMODAL != 0;
+        spec.n &= !MULTIMODAL;
         let fresh = Segment {
             seed: seg_seed(
                 self.seed,

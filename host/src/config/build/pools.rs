@@ -459,23 +459,13 @@ impl CheckedPools {
         };
         let prefill = end(&[PoolRole::Prefill, PoolRole::Both]);
         let decode = end(&[PoolRole::Both, PoolRole::Decode]);
-        let prefill_routing = match self.prefill_plan {
-            Some(plan) => plan.create_routing(
-                self.pd.prefill_routing.as_ref().expect("checked"),
-                derive_seed(run.seed, "pd/prefill"),
-                registry,
-                None,
-            )?,
-            None => {
-                let mut p = Problems::default();
-                check_routing(&run.routing, &mut p).create_routing(
-                    &run.routing,
-                    derive_seed(run.seed, "pd/prefill"),
-                    registry,
-                    None,
-                )?
-            }
-        };
+        let prefill_routing = stage_routing(
+            self.prefill_plan,
+            self.pd.prefill_routing.as_ref(),
+            run,
+            "pd/prefill",
+            registry,
+        )?;
         let routing = match self.decode_plan {
             Some(plan) => plan.create_routing(
                 self.pd.decode_routing.as_ref().expect("checked"),
@@ -489,31 +479,17 @@ impl CheckedPools {
             return Err("routing.profile_handler = \"header\" chooses a profile per request, but the decode stage of [[pools]] runs one; use single-profile routing with [[pools]]".into());
         }
         let encode = match self.encode {
-            Some((decider, plan)) => {
-                let seed = derive_seed(run.seed, "pd/encode");
-                let routing = match plan {
-                    Some(plan) => plan.create_routing(
-                        self.pd.encode_routing.as_ref().expect("checked"),
-                        seed,
-                        registry,
-                        None,
-                    )?,
-                    None => {
-                        let mut p = Problems::default();
-                        check_routing(&run.routing, &mut p).create_routing(
-                            &run.routing,
-                            seed,
-                            registry,
-                            None,
-                        )?
-                    }
-                };
-                Some(EncodeStage {
-                    instances: end(&[PoolRole::Encode]),
-                    routing,
-                    decider,
-                })
-            }
+            Some((decider, plan)) => Some(EncodeStage {
+                instances: end(&[PoolRole::Encode]),
+                routing: stage_routing(
+                    plan,
+                    self.pd.encode_routing.as_ref(),
+                    run,
+                    "pd/encode",
+                    registry,
+                )?,
+                decider,
+            }),
             None => None,
         };
         let transfer = TransferModel {
@@ -538,6 +514,25 @@ impl CheckedPools {
             },
             routing,
         ))
+    }
+}
+
+/// A P/D stage's routing: its own section (`plan` checked from
+/// `section`), else a copy of `[routing]`; seeded from `seed_key`.
+fn stage_routing(
+    plan: Option<RoutingPlan>,
+    section: Option<&RoutingSection>,
+    run: &RunFile,
+    seed_key: &str,
+    registry: &mut Registry,
+) -> Result<Routing, String> {
+    let seed = derive_seed(run.seed, seed_key);
+    match (plan, section) {
+        (Some(plan), Some(section)) => plan.create_routing(section, seed, registry, None),
+        _ => {
+            let mut p = Problems::default();
+            check_routing(&run.routing, &mut p).create_routing(&run.routing, seed, registry, None)
+        }
     }
 }
 
