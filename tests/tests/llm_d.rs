@@ -403,14 +403,12 @@ fn unusable_weights_and_thresholds_are_refused() {
     // A type blis cannot simulate yet is refused by name, never dropped.
     let f = dir.write(
         "s.yaml",
-        &epp("plugins:\n- type: queue-scorer\nrequestHandler:\n  parsers:\n  - pluginRef: passthrough-parser\n"),
+        &epp("plugins:\n- type: queue-scorer\n- type: prefix-based-pd-decider\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      encode: prefix-based-pd-decider\n\
+              schedulingProfiles:\n- name: encode\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n"),
     );
-    let e = run_bad(
-        &dir,
-        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
-    );
+    let e = run_bad(&dir, &["convert", "epp-config", f.to_str().unwrap()]);
     assert!(
-        e.contains("passthrough-parser alone") && e.contains("does not simulate yet"),
+        e.contains("'prefix-based-pd-decider'") && e.contains("does not simulate this yet"),
         "{e}"
     );
 }
@@ -1190,4 +1188,48 @@ fn the_encode_stage_of_the_shipped_files_routes_multimodal_requests() {
     );
     assert!(report["pd"].get("encoded_requests").is_none());
     assert!(notes.contains("no pool of role encode"), "{notes}");
+}
+
+/// passthrough-parser alone: the router sees no prompt. A prefix scorer
+/// then scores 0 everywhere (dropped under max-score, said so), so the
+/// profile routes exactly like its queue scorer alone; no-hit-lru treats
+/// every request as cold; the predicted-latency policies see no prompt.
+#[test]
+fn passthrough_parser_alone_hides_the_prompt_from_the_router() {
+    let dir = TestDir::new("llm_d_passthrough");
+    dir.write("base.toml", BASE);
+    let parsers = "requestHandler:\n  parsers:\n  - pluginRef: passthrough-parser\n";
+    let with = dir.write(
+        "with.yaml",
+        &epp(&format!(
+            "plugins:\n- type: prefix-cache-scorer\n- type: queue-scorer\n- type: no-hit-lru-scorer\n- type: latency-scorer\n{parsers}\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: prefix-cache-scorer\n    weight: 3\n  - pluginRef: queue-scorer\n"
+        )),
+    );
+    let alone = dir.write(
+        "alone.yaml",
+        &epp("plugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"),
+    );
+    let (_, with_report, notes) = converted_runs_like_the_file(&dir, BASE, &with);
+    let (_, alone_report, _) = converted_runs_like_the_file(&dir, BASE, &alone);
+    assert!(notes.contains("passthrough-parser alone"), "{notes}");
+    assert!(
+        notes.contains("plugin 'prefix-cache-scorer' (prefix-cache-scorer): no simulated effect")
+            && notes.contains("every candidate scores 0"),
+        "{notes}"
+    );
+    assert_eq!(with_report["cluster"], alone_report["cluster"]);
+    // The unused scorers map too (convert shows every plugin's form).
+    let both = dir.write(
+        "both.yaml",
+        &epp(&format!(
+            "plugins:\n- type: no-hit-lru-scorer\n- type: latency-scorer\n{parsers}\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: no-hit-lru-scorer\n  - pluginRef: latency-scorer\n"
+        )),
+    );
+    let (conv, _, _) = converted_runs_like_the_file(&dir, BASE, &both);
+    assert!(
+        conv.contains("all_cold = true") && conv.contains("prompt = false"),
+        "{conv}"
+    );
 }

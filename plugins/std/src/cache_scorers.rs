@@ -59,6 +59,9 @@ impl Scorer for PrecisePrefixCache {
 /// least to most recently used; `score = 1 − rank/(N − 1)` (1 when N = 1).
 /// After a cold decision the chosen instance becomes the most recent.
 pub struct NoHitLru {
+    /// Every request counts as cold (llm-d's scorer when its router sees
+    /// no prompt).
+    all_cold: bool,
     /// Instances that received a cold request, least recent first.
     lru: Vec<u32>,
     /// The request whose decision was cold (its `observe` updates the list).
@@ -66,14 +69,24 @@ pub struct NoHitLru {
     rank: Vec<u32>,
 }
 
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct NoHitLruParams {
+    all_cold: bool,
+}
+
 impl PolicyDef for NoHitLru {
     const NAME: &'static str = "no-hit-lru";
     const SUMMARY: &'static str =
         "cold requests (no cached prefix anywhere) to the least recently used instance; 0.5 when warm";
+    const PARAMS_DOC: &'static str = "\
+all_cold  (bool, default false)  treat every request as cold (llm-d's
+          no-hit-lru-scorer when the router sees no prompt).";
     const PREFIX_QUERY: bool = true;
     fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
-        params.expect_none()?;
+        let p: NoHitLruParams = params.parse()?;
         Ok(NoHitLru {
+            all_cold: p.all_cold,
             lru: Vec::new(),
             cold_request: None,
             rank: Vec::new(),
@@ -95,7 +108,7 @@ impl Scorer for NoHitLru {
     ) {
         let cands = cluster.candidates();
         let c = cluster.prefix_blocks();
-        let warm = c.is_empty() || cands.iter().any(|&i| c[i as usize] > 0);
+        let warm = !self.all_cold && (c.is_empty() || cands.iter().any(|&i| c[i as usize] > 0));
         if warm {
             self.cold_request = None;
             scores.extend(std::iter::repeat_n(0.5, cands.len()));

@@ -45,6 +45,13 @@ impl Loaded {
     pub fn plugin(&self, name: &str) -> Option<usize> {
         self.plugins.iter().position(|p| p.name == name)
     }
+
+    /// Whether the router sees the prompt: not when `passthrough-parser`
+    /// is its only parser (it forwards the body unparsed: no text, no
+    /// tokens, no prefix hashes, no multimodal content).
+    pub fn sees_prompt(&self) -> bool {
+        !(self.parsers.len() == 1 && self.plugins[self.parsers[0]].info.ty == "passthrough-parser")
+    }
 }
 
 const GATES: [&str; 2] = ["flowControl", "haPopulateNonLeaderDatastore"];

@@ -53,6 +53,10 @@ fn predictor(l: &Loaded, p: &Plugin) -> Result<toml::Table, String> {
     {
         t.insert("capacity".into(), T::Integer(lru.max(1)));
     }
+    if !l.sees_prompt() {
+        // passthrough-parser alone: no prompt length, prefix or tokens.
+        t.insert("prompt".into(), T::Boolean(false));
+    }
     Ok(t)
 }
 

@@ -52,8 +52,36 @@ enum ScorerMap {
     Constant(&'static str),
 }
 
+/// What a prompt-reading scorer is when the router sees no prompt.
+const NO_PROMPT: &str = "llm-d's only parser is passthrough-parser, so the router sees no prompt";
+
 fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String> {
     let params = &p.params;
+    if !l.sees_prompt() {
+        match p.info.ty {
+            "prefix-cache-scorer" | "precise-prefix-cache-scorer" => {
+                return Ok(ScorerMap::Constant(
+                    "llm-d's only parser is passthrough-parser, so the router sees no prompt and no candidate holds any of it: every candidate scores 0",
+                ))
+            }
+            "token-load-scorer" => {
+                return Ok(ScorerMap::Constant(
+                    "llm-d's only parser is passthrough-parser, so the router sees no prompt and counts no tokens: every candidate scores 1",
+                ))
+            }
+            "no-hit-lru-scorer" => {
+                out.note(format!(
+                    "plugin '{}' (no-hit-lru-scorer): {NO_PROMPT}, so no candidate ever holds a prefix and every request is cold: blis's no-hit-lru with all_cold = true (least recently used instance first)",
+                    p.name
+                ));
+                return Ok(ScorerMap::Blis(
+                    "no-hit-lru",
+                    table(&[("all_cold", T::Boolean(true))]),
+                ));
+            }
+            _ => {}
+        }
+    }
     Ok(match p.info.ty {
         "queue-scorer" => ScorerMap::Blis("waiting-queue", toml::Table::new()),
         "kv-cache-utilization-scorer" => ScorerMap::Blis("kv-utilization", toml::Table::new()),
@@ -309,6 +337,11 @@ fn map_filter(
             super::predicted::tier_filter(l, p, out)?,
         ));
     }
+    if p.info.ty == "prefix-cache-affinity-filter" && !l.sees_prompt() {
+        return Ok(FilterMap::NoEffect(format!(
+            "{NO_PROMPT}: no candidate holds any of it, so none is sticky and every candidate is kept"
+        )));
+    }
     if p.info.ty == "prefix-cache-affinity-filter" {
         return Ok(FilterMap::Blis(
             "prefix-cache-affinity",
@@ -516,6 +549,19 @@ fn concurrency_filter(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<FilterMap
         ));
     }
     let (tok_limit, tok_max) = keep_max("maxTokenConcurrency", 1_000_000.0)?;
+    if !l.sees_prompt() {
+        // No tokens are ever counted: the token condition keeps everyone.
+        if mode == "tokens" {
+            return Ok(FilterMap::NoEffect(format!(
+                "{NO_PROMPT} and counts no in-flight tokens: every candidate is under {tok_limit}"
+            )));
+        }
+        out.note(format!(
+            "plugin '{}' (concurrency-detector, hybrid) as a filter: {NO_PROMPT} and counts no tokens: blis's utilization filter keeping instances with fewer than {req_limit} requests in flight",
+            p.name
+        ));
+        return Ok(utilization(&[("active-requests", req_max)], false));
+    }
     let mut t = table(&[("max_tokens", T::Integer(tok_max as i64))]);
     let mut also = String::new();
     if mode == "hybrid" {
@@ -884,6 +930,7 @@ fn disagg(
     let encode_name = nested("encode")
         .or(flat("encodeProfile"))
         .unwrap_or("encode");
+    let sees = l.sees_prompt();
     let Some(decode) = profile(l, decode_name) else {
         return Err(format!("plugin '{}' ({}): no scheduling profile named '{decode_name}' (the decode profile): every request would fail", h.name, h.info.ty));
     };
@@ -911,6 +958,10 @@ fn disagg(
                     "schedulingProfiles[{}]: no encode decider, so llm-d skips the encode stage",
                     enc.name
                 ));
+                None
+            }
+            Some(d) if !sees && d.info.ty == "always-disagg-multimodal-decider" => {
+                out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the encode decider: {NO_PROMPT} and finds no multimodal content: the encode stage never runs", d.name));
                 None
             }
             Some(d) => match d.info.ty {
@@ -958,6 +1009,10 @@ fn disagg(
         }
         (Some(_), Some(d)) => {
             match d.info.ty {
+                "prefix-based-pd-decider" | "always-disagg-multimodal-decider" if !sees => {
+                    out.note(format!("plugin '{}' ({}): {NO_PROMPT}: no uncached tokens and no multimodal content, so it never disaggregates: blis's decider never", d.name, d.info.ty));
+                    "never".to_string()
+                }
                 "prefix-based-pd-decider" => {
                     let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
                     let pt = int(&d.params, "promptTokens").unwrap_or(0);

@@ -127,6 +127,13 @@ fn detector_keys(l: &Loaded, fc: &mut toml::Table, out: &mut Out) -> Result<(), 
             fc.insert("max_concurrency".into(), T::Float(max));
             match mode {
                 "requests" => {}
+                "tokens" | "hybrid" if !l.sees_prompt() => {
+                    out.note(format!("plugin '{}' (concurrency-detector, {mode}): llm-d's only parser is passthrough-parser, so the router counts no tokens: {}", det.name, if mode == "tokens" { "the gateway is never saturated (saturation_detector = \"never\")" } else { "the requests in flight alone decide (concurrency_mode = \"requests\")" }));
+                    if mode == "tokens" {
+                        fc.insert("saturation_detector".into(), T::String("never".into()));
+                        fc.remove("max_concurrency");
+                    }
+                }
                 "tokens" | "hybrid" => {
                     let tokens = num(&det.params, "maxTokenConcurrency").unwrap_or(1e6);
                     if !(tokens.is_finite() && tokens > 0.0) {
@@ -461,10 +468,8 @@ pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
         };
         out.note(format!("plugin '{}' ({}): {note}", p.name, p.info.ty));
     }
-    let passthrough_only =
-        l.parsers.len() == 1 && l.plugins[l.parsers[0]].info.ty == "passthrough-parser";
-    if passthrough_only {
-        return Err("requestHandler.parsers is passthrough-parser alone: llm-d then sees no prompt (no prefix scores, no token counts), which blis does not simulate yet".into());
+    if !l.sees_prompt() {
+        out.note("requestHandler.parsers is passthrough-parser alone: the router sees no prompt, so every plugin that reads one sees none (prefix scores 0, no token counts, no multimodal content; stated per plugin); the instances still serve the whole request".into());
     }
     Ok(())
 }

@@ -49,6 +49,9 @@ predictor            (table, optional)  the latency predictor, shared keys:
                      the first fit.
   retrain_interval_us (integer ≥ 1, µs, default 10000000)  refit period.
   window             (integer ≥ 10, default 2000)  latest samples fitted.
+  prompt             (bool, default true)  false: the router sees no prompt
+                     (llm-d with passthrough-parser alone): prompt length,
+                     prefix ratio and uncached tokens are all 0.
 "
     };
 }
@@ -64,6 +67,7 @@ pub struct PredictorParams {
     min_samples: usize,
     retrain_interval_us: i64,
     window: usize,
+    prompt: bool,
 }
 
 impl Default for PredictorParams {
@@ -76,6 +80,7 @@ impl Default for PredictorParams {
             min_samples: 100,
             retrain_interval_us: 10_000_000,
             window: 2000,
+            prompt: true,
         }
     }
 }
@@ -340,7 +345,7 @@ impl Predictor {
     /// (after [`Predictor::prepare`]).
     pub fn prefix_ratio(&self, req: &RequestView<'_>, i: usize) -> f64 {
         let total = req.block_hashes.len();
-        if total == 0 {
+        if total == 0 || !self.p.prompt {
             0.0
         } else {
             f64::from(self.matched[i]) / total as f64
@@ -360,17 +365,25 @@ impl Predictor {
 
     fn features(&self, req: &RequestView<'_>, cluster: &ClusterView<'_>, i: usize) -> Features {
         let s = &cluster.instances[i];
+        let (input, prefix_ratio) = if self.p.prompt {
+            (f64::from(req.input_tokens), self.prefix_ratio(req, i))
+        } else {
+            (0.0, 0.0)
+        };
         Features {
             kv: s.kv_utilization,
             waiting: f64::from(s.queue_depth),
             running: f64::from(self.requests[i]),
-            input: f64::from(req.input_tokens),
+            input,
             tokens_in_flight: self.tokens[i] as f64,
-            prefix_ratio: self.prefix_ratio(req, i),
+            prefix_ratio,
         }
     }
 
     fn uncached(&self, req: &RequestView<'_>, i: usize) -> u64 {
+        if !self.p.prompt {
+            return 0;
+        }
         let held = u64::from(self.matched[i]) * u64::from(self.p.block_size);
         u64::from(req.input_tokens).saturating_sub(held)
     }
