@@ -1134,14 +1134,35 @@ fn the_concurrency_detector_counts_tokens() {
         rejected(&one),
         rejected(&many)
     );
-    dir.write("pd.toml", &base_pd());
-    let e = run_bad(
-        &dir,
-        &["run", "pd.toml", "--epp-config", small.to_str().unwrap()],
-    );
+    // With [[pools]]: a disaggregated request's tokens are charged to its
+    // prefill instance and released at the hand-off; the budget still
+    // holds requests back.
+    let pd = base_pd().replace("aggregate_rate = 30.0", "aggregate_rate = 300.0");
+    dir.write("pd.toml", &pd);
+    let pd_run = |tokens: u64| {
+        let f = dir.write(
+            "pd.yaml",
+            &epp(&format!(
+                "featureGates: [flowControl]\nplugins:\n- type: queue-scorer\n- type: concurrency-detector\n  parameters:\n    concurrencyMode: tokens\n    maxTokenConcurrency: {tokens}\n\
+                 - type: always-disagg-pd-decider\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      prefill: always-disagg-pd-decider\n\
+                 flowControl:\n  saturationDetector:\n    pluginRef: concurrency-detector\n\
+                 schedulingProfiles:\n- name: prefill\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n"
+            )),
+        );
+        let (r, _) = run_ok(
+            &dir,
+            &["run", "pd.toml", "--epp-config", f.to_str().unwrap()],
+        );
+        check_conservation(&r, "pd tokens");
+        assert_eq!(r["pd"]["disaggregated_requests"], 240, "{}", r["pd"]);
+        r
+    };
+    let (narrow, wide) = (pd_run(300), pd_run(100_000_000));
     assert!(
-        e.contains("concurrency_mode") && e.contains("[[pools]]"),
-        "{e}"
+        depth(&narrow) > depth(&wide),
+        "{} vs {}",
+        depth(&narrow),
+        depth(&wide)
     );
 }
 

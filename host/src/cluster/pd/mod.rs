@@ -413,6 +413,12 @@ impl Cluster {
         self.admission.observe(&rv, &view, target)?;
         self.pending[target as usize] += 1;
         self.in_flight[target as usize] += 1;
+        if self.epp_tokens.is_some() {
+            // On the prefill instance of a disaggregated request: released
+            // at its hand-off (llm-d releases the prefill target's entry at
+            // the first chunk).
+            self.charge_tokens(slot, target);
+        }
         let req = &mut self.store[slot];
         req.instance = target;
         if target != decode {
@@ -436,7 +442,7 @@ impl Cluster {
     /// that hides prefill legs, then finished legs start their transfers.
     pub(super) fn pd_step(&mut self, t: Tick, instance: u32) -> Result<(), Box<PluginError>> {
         let mut pd = self.pd.take().expect("a P/D run");
-        let first_tokens = self.hooks.contains(EventKind::FIRST_TOKEN);
+        let first_tokens = self.hooks.contains(EventKind::FIRST_TOKEN) || self.epp_tokens.is_some();
         {
             let PdState {
                 prefilling, done, ..
@@ -483,6 +489,9 @@ impl Cluster {
                 .expect("a finished prefill leg");
             let (p, d) = (leg.prefill, leg.decode);
             pd.handoffs[p as usize] += 1;
+            if let Some(e) = self.epp_tokens.as_mut() {
+                e.release(self.store[slot].id);
+            }
             let n = &mut self.in_flight[p as usize];
             *n = n.saturating_sub(1);
             self.in_flight[d as usize] += 1;

@@ -118,11 +118,6 @@ pub(super) fn check(
                 },
                 Some(mode @ ("tokens" | "hybrid")) => {
                     positive("max_token_concurrency", max_tokens, "1000000", problems);
-                    if pd {
-                        problems.error(format!(
-                            "flow_control.concurrency_mode = \"{mode}\" with [[pools]]: blis does not count the router's in-flight tokens of P/D stages yet; use concurrency_mode = \"requests\", or the utilization detector"
-                        ));
-                    }
                     Detector::Tokens {
                         max_tokens,
                         hybrid: (mode == "hybrid").then_some(fc.max_concurrency),
