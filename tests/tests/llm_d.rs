@@ -1201,6 +1201,17 @@ fn the_encode_stage_of_the_shipped_files_routes_multimodal_requests() {
         );
         check_conservation(&report, name);
     }
+    // A file without an encode stage sends nothing to the encode pool.
+    let f = configs().join("pd-epp-config.yaml");
+    let (report, notes) = run_ok(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert_eq!(report["pd"]["encoded_requests"], 0, "{}", report["pd"]);
+    assert!(
+        notes.contains("the run file's encode pools get no requests"),
+        "{notes}"
+    );
     dir.write("plain.toml", &base_pd());
     let f = configs().join("sim-e-p-d-epp-config.yaml");
     let (report, notes) = run_ok(

@@ -244,6 +244,18 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
     ] {
         pd_table.remove(k);
     }
+    // An encode pool with a config that has no encode stage: llm-d routes
+    // no request to it.
+    let has_encode_pool = run.pools.iter().any(|p| p.role == "encode");
+    if has_encode_pool
+        && plan
+            .pd
+            .as_ref()
+            .is_none_or(|pd| !pd.contains_key("encode_decider"))
+    {
+        pd_table.insert("encode_decider".into(), toml::Value::String("never".into()));
+        notes.push(format!("{label}: no encode stage (no encode profile with an encode decider): the run file's encode pools get no requests (pd.encode_decider = \"never\")"));
+    }
     match plan.pd {
         Some(pd) => {
             pd_table.extend(pd);
