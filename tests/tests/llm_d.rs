@@ -403,12 +403,14 @@ fn unusable_weights_and_thresholds_are_refused() {
     // A type blis cannot simulate yet is refused by name, never dropped.
     let f = dir.write(
         "s.yaml",
-        &epp("plugins:\n- type: queue-scorer\n- type: prefix-based-pd-decider\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      encode: prefix-based-pd-decider\n\
+        &epp("plugins:\n- type: queue-scorer\n- type: prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 8\n    promptTokens: 100\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      encode: prefix-based-pd-decider\n\
               schedulingProfiles:\n- name: encode\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n"),
     );
     let e = run_bad(&dir, &["convert", "epp-config", f.to_str().unwrap()]);
     assert!(
-        e.contains("'prefix-based-pd-decider'") && e.contains("does not simulate this yet"),
+        e.contains("'prefix-based-pd-decider'")
+            && e.contains("does not simulate this yet")
+            && e.contains("promptTokens"),
         "{e}"
     );
 }
@@ -1201,6 +1203,23 @@ fn the_encode_stage_of_the_shipped_files_routes_multimodal_requests() {
         );
         check_conservation(&report, name);
     }
+    // llm-d's prefix-based decider as the encode decider: encode the
+    // requests with ≥ 600 uncached prompt tokens on their decode instance
+    // (the batch client's prompts are about 512; the chat client's are
+    // 256 + a 512-token shared prefix, cached after its first requests).
+    let f = dir.write(
+        "enc-prefix.yaml",
+        &epp("plugins:\n- type: queue-scorer\n- type: prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 600\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      encode: prefix-based-pd-decider\n\
+              schedulingProfiles:\n- name: encode\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n"),
+    );
+    let (conv, report, _) = converted_runs_like_the_file(&dir, &base, &f);
+    assert!(
+        conv.contains("encode_decider = \"prefix-threshold\"")
+            && conv.contains("encode_prefix_threshold = 599"),
+        "{conv}"
+    );
+    let encoded = report["pd"]["encoded_requests"].as_u64().unwrap();
+    assert!(encoded > 0 && encoded < 240, "{encoded}");
     // A file without an encode stage sends nothing to the encode pool.
     let f = configs().join("pd-epp-config.yaml");
     let (report, notes) = run_ok(

@@ -74,6 +74,10 @@ pub struct PdSection {
     /// `never`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encode_decider: Option<String>,
+    /// `encode_decider = "prefix-threshold"`: encode when more than this
+    /// many prompt tokens are not cached on the decode instance (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encode_prefix_threshold: Option<i64>,
     /// Routing of the encode stage (default: a copy of `[routing]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encode_routing: Option<RoutingSection>,
@@ -102,6 +106,7 @@ impl Default for PdSection {
             prefill_routing: None,
             decode_routing: None,
             encode_decider: None,
+            encode_prefix_threshold: None,
             encode_routing: None,
         }
     }

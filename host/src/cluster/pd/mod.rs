@@ -101,6 +101,9 @@ pub enum EncodeDecider {
     Always,
     /// Requests with multimodal input.
     Multimodal,
+    /// Requests with more than this many prompt tokens not cached on their
+    /// decode instance (llm-d's prefix-based decider as the encode decider).
+    PrefixThreshold(u32),
 }
 
 impl EncodeDecider {
@@ -110,6 +113,7 @@ impl EncodeDecider {
             EncodeDecider::Never => "never",
             EncodeDecider::Always => "always",
             EncodeDecider::Multimodal => "multimodal",
+            EncodeDecider::PrefixThreshold(_) => "prefix-threshold",
         }
     }
 }
@@ -309,6 +313,15 @@ impl Cluster {
                 EncodeDecider::Never => false,
                 EncodeDecider::Always => true,
                 EncodeDecider::Multimodal => req.multimodal,
+                EncodeDecider::PrefixThreshold(n) => {
+                    let cached = self.instances[decode as usize].cached_prompt_blocks(req);
+                    Decider::PrefixThreshold(n).decide(
+                        req.input_len,
+                        false,
+                        cached,
+                        self.block_size,
+                    )
+                }
             };
             if yes {
                 let lora = self.lora.as_deref_mut().map(|l| {

@@ -331,22 +331,44 @@ pub(super) fn check(
             None | Some("multimodal") => EncodeDecider::Multimodal,
             Some("always") => EncodeDecider::Always,
             Some("never") => EncodeDecider::Never,
+            Some("prefix-threshold") => match pd.encode_prefix_threshold.unwrap_or(16) {
+                t if (0..=i64::from(u32::MAX)).contains(&t) => {
+                    EncodeDecider::PrefixThreshold(t as u32)
+                }
+                t => {
+                    problems.error(format!(
+                        "pd.encode_prefix_threshold = {t}: must be an integer in [0, {}]",
+                        u32::MAX
+                    ));
+                    EncodeDecider::Never
+                }
+            },
             Some(other) => {
                 problems.error(one_of(
                     "pd.encode_decider",
                     other,
-                    &["multimodal", "always", "never"],
+                    &["multimodal", "always", "never", "prefix-threshold"],
                 ));
                 EncodeDecider::Never
             }
         };
+        if pd.encode_prefix_threshold.is_some()
+            && !matches!(decider, EncodeDecider::PrefixThreshold(_))
+        {
+            problems.error(
+                "pd.encode_prefix_threshold is given but pd.encode_decider is not \"prefix-threshold\"; remove it or set the decider",
+            );
+        }
         let plan = pd
             .encode_routing
             .as_ref()
             .map(|r| check_stage(r, "pd.encode_routing", problems));
         Some((decider, plan))
     } else {
-        if pd.encode_decider.is_some() || pd.encode_routing.is_some() {
+        if pd.encode_decider.is_some()
+            || pd.encode_routing.is_some()
+            || pd.encode_prefix_threshold.is_some()
+        {
             problems.error(
                 "pd.encode_decider / pd.encode_routing: the run has no pool with role = \"encode\"; add one or remove them",
             );

@@ -183,6 +183,7 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
     if let Some(pd) = plan.pd.as_mut() {
         if pd.contains_key("encode_decider") && !run.pools.iter().any(|p| p.role == "encode") {
             pd.remove("encode_decider");
+            pd.remove("encode_prefix_threshold");
             pd.remove("encode_routing");
             encode_note = Some("the run file has no pool of role encode: llm-d's encode profile would find no endpoint and each request goes on without it (add [[pools]] with role = \"encode\" to see the encode stage)");
         }
@@ -240,6 +241,7 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
         "prefill_routing",
         "decode_routing",
         "encode_decider",
+        "encode_prefix_threshold",
         "encode_routing",
     ] {
         pd_table.remove(k);

@@ -964,19 +964,42 @@ fn disagg(
                 out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the encode decider: {NO_PROMPT} and finds no multimodal content: the encode stage never runs", d.name));
                 None
             }
-            Some(d) => match d.info.ty {
-                "always-disagg-multimodal-decider" => Some((
-                    "multimodal",
-                    "requests with multimodal input (a workload client's `multimodal`)",
-                )),
-                "always-disagg-pd-decider" => Some(("always", "every request")),
-                _ => {
-                    return Err(unsupported(
-                        d,
-                        "as the encode decider (it reads the prefill stage's signals)",
-                    ))
+            Some(d) if !sees && d.info.ty == "prefix-based-pd-decider" => {
+                out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: {NO_PROMPT}: no uncached tokens, so the encode stage never runs", d.name));
+                None
+            }
+            Some(d) => {
+                match d.info.ty {
+                    "always-disagg-multimodal-decider" => Some((
+                        "multimodal",
+                        "requests with multimodal input (a workload client's `multimodal`)"
+                            .to_string(),
+                    )),
+                    "always-disagg-pd-decider" => Some(("always", "every request".to_string())),
+                    "prefix-based-pd-decider" => {
+                        let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
+                        let pt = int(&d.params, "promptTokens").unwrap_or(0);
+                        if n == 0 {
+                            out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: nonCachedTokens 0 never approves: the encode stage never runs", d.name));
+                            None
+                        } else if pt > n {
+                            return Err(unsupported(d, "promptTokens above nonCachedTokens (a prompt-length floor of its own)"));
+                        } else {
+                            pd.insert("encode_prefix_threshold".into(), T::Integer(n - 1));
+                            Some((
+                            "prefix-threshold",
+                            format!("the requests with at least {n} prompt tokens not cached on their decode instance (llm-d's ≥; encode_prefix_threshold = {}: blis's >)", n - 1),
+                        ))
+                        }
+                    }
+                    _ => {
+                        return Err(format!(
+                            "plugin '{}' ({}) is not a decider",
+                            d.name, d.info.ty
+                        ))
+                    }
                 }
-            },
+            }
         };
         if let Some((name, which)) = decider {
             pd.insert("encode_decider".into(), T::String(name.into()));
