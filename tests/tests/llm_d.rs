@@ -400,18 +400,24 @@ fn unusable_weights_and_thresholds_are_refused() {
         e.contains("'load-aware-scorer'") && e.contains("9223372036854775807"),
         "{e}"
     );
-    // A type blis cannot simulate yet is refused by name, never dropped.
+    // llm-d's promptTokens floor (above nonCachedTokens) converts to the
+    // deciders' prompt-length floor, for the prefill and encode deciders.
     let f = dir.write(
         "s.yaml",
-        &epp("plugins:\n- type: queue-scorer\n- type: prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 8\n    promptTokens: 100\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      encode: prefix-based-pd-decider\n\
-              schedulingProfiles:\n- name: encode\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n"),
+        &epp("plugins:\n- type: queue-scorer\n- type: prefix-based-pd-decider\n  parameters:\n    nonCachedTokens: 8\n    promptTokens: 100\n- type: disagg-profile-handler\n  parameters:\n    deciders:\n      encode: prefix-based-pd-decider\n      prefill: prefix-based-pd-decider\n\
+              schedulingProfiles:\n- name: encode\n  plugins:\n  - pluginRef: queue-scorer\n- name: prefill\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n"),
     );
-    let e = run_bad(&dir, &["convert", "epp-config", f.to_str().unwrap()]);
+    let out = dir
+        .blis()
+        .args(["convert", "epp-config", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let conv = String::from_utf8_lossy(&out.stdout);
     assert!(
-        e.contains("'prefix-based-pd-decider'")
-            && e.contains("does not simulate this yet")
-            && e.contains("promptTokens"),
-        "{e}"
+        out.status.success()
+            && conv.contains("prefix_min_prompt_tokens = 100")
+            && conv.contains("encode_prefix_min_prompt_tokens = 100"),
+        "{conv}"
     );
 }
 

@@ -473,3 +473,41 @@ fn the_encode_stage_routes_the_multimodal_requests() {
     };
     assert!(e.contains("multimodal.fraction"), "{e}");
 }
+
+/// `prefix_min_prompt_tokens` (llm-d's promptTokens): the prefix-threshold
+/// decider disaggregates no prompt shorter than the floor — exactly the
+/// prompts of at least 1000 tokens here, nothing being cached.
+#[test]
+fn the_prompt_length_floor_keeps_short_prompts_whole() {
+    let dir = TestDir::new("pd_min_prompt");
+    dir.write(
+        "pd.toml",
+        &format!("{BASE}{POOLS}decider = \"prefix-threshold\"\nprefix_threshold = 0\nprefix_min_prompt_tokens = 1000\n"),
+    );
+    let results = dir.path().join("r.jsonl");
+    let (r, _) = run(
+        &dir,
+        &[
+            "run",
+            "pd.toml",
+            "--results-path",
+            results.to_str().unwrap(),
+        ],
+    );
+    let long = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["input_tokens"].as_u64().unwrap() >= 1000
+        })
+        .count() as u64;
+    assert!(long > 20 && long < 180, "{long}");
+    assert_eq!(u(&r["pd"], "disaggregated_requests"), long);
+    dir.write(
+        "bad.toml",
+        &format!("{BASE}{POOLS}prefix_min_prompt_tokens = 10\n"),
+    );
+    let e = run_bad(&dir, &["run", "bad.toml"]);
+    assert!(e.contains("pd.prefix_min_prompt_tokens"), "{e}");
+}

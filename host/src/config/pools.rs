@@ -49,6 +49,10 @@ pub struct PdSection {
     /// tokens are not cached on the chosen decode instance (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix_threshold: Option<i64>,
+    /// `prefix-threshold`: never disaggregate a prompt shorter than this
+    /// (llm-d's promptTokens; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_min_prompt_tokens: Option<i64>,
     /// Per-link KV transfer bandwidth, GB/s (decimal; default 25).
     #[serde(default = "d_bandwidth")]
     pub transfer_bandwidth_gbps: f64,
@@ -78,6 +82,10 @@ pub struct PdSection {
     /// many prompt tokens are not cached on the decode instance (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encode_prefix_threshold: Option<i64>,
+    /// `encode_decider = "prefix-threshold"`: never encode a prompt shorter
+    /// than this (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encode_prefix_min_prompt_tokens: Option<i64>,
     /// Routing of the encode stage (default: a copy of `[routing]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encode_routing: Option<RoutingSection>,
@@ -99,6 +107,7 @@ impl Default for PdSection {
             decider: d_never(),
             decider_params: toml::Table::new(),
             prefix_threshold: None,
+            prefix_min_prompt_tokens: None,
             transfer_bandwidth_gbps: d_bandwidth(),
             transfer_base_latency_ms: d_base_latency(),
             transfer_contention: false,
@@ -107,6 +116,7 @@ impl Default for PdSection {
             decode_routing: None,
             encode_decider: None,
             encode_prefix_threshold: None,
+            encode_prefix_min_prompt_tokens: None,
             encode_routing: None,
         }
     }

@@ -89,6 +89,9 @@ pub struct PdSetup {
     /// routing, which also receives the lifecycle events).
     pub prefill_routing: Routing,
     pub decider: PdDecider,
+    /// The `prefix-threshold` decider disaggregates no prompt shorter than
+    /// this (0: no floor).
+    pub min_prompt: u32,
     pub transfer: TransferModel,
     /// The encode stage, when the run has an encode pool.
     pub encode: Option<EncodeStage>,
@@ -125,6 +128,8 @@ pub struct EncodeStage {
     pub instances: Range<u32>,
     pub routing: Routing,
     pub decider: EncodeDecider,
+    /// `PrefixThreshold`: no prompt shorter than this is encoded.
+    pub min_prompt: u32,
 }
 
 impl PdSetup {
@@ -313,6 +318,7 @@ impl Cluster {
                 EncodeDecider::Never => false,
                 EncodeDecider::Always => true,
                 EncodeDecider::Multimodal => req.multimodal,
+                EncodeDecider::PrefixThreshold(_) if req.input_len < e.min_prompt => false,
                 EncodeDecider::PrefixThreshold(n) => {
                     let cached = self.instances[decode as usize].cached_prompt_blocks(req);
                     Decider::PrefixThreshold(n).decide(
@@ -352,7 +358,9 @@ impl Cluster {
         };
         let block_size = self.block_size;
         let disaggregate = match &mut s.decider {
-            PdDecider::Standard(d) => d.decide(input_len, multimodal, cached, block_size),
+            PdDecider::Standard(d) => {
+                input_len >= s.min_prompt && d.decide(input_len, multimodal, cached, block_size)
+            }
             PdDecider::Plugin(p) => {
                 let view = PdView {
                     decode_instance: decode,

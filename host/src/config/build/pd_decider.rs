@@ -51,6 +51,26 @@ pub(super) fn check(pd: &PdSection, problems: &mut Problems) -> DeciderSpec {
         }
         _ => DeciderSpec::Plugin,
     };
+    for (key, v) in [
+        ("prefix_min_prompt_tokens", pd.prefix_min_prompt_tokens),
+        (
+            "encode_prefix_min_prompt_tokens",
+            pd.encode_prefix_min_prompt_tokens,
+        ),
+    ] {
+        if let Some(v) = v.filter(|&v| !(0..=i64::from(u32::MAX)).contains(&v)) {
+            problems.error(format!(
+                "pd.{key} = {v}: must be an integer in [0, {}]",
+                u32::MAX
+            ));
+        }
+    }
+    if pd.prefix_min_prompt_tokens.is_some() && pd.decider != "prefix-threshold" {
+        problems.error(format!(
+            "pd.prefix_min_prompt_tokens is given but pd.decider = \"{}\"; it is used only by decider = \"prefix-threshold\"",
+            pd.decider
+        ));
+    }
     if pd.prefix_threshold.is_some() && pd.decider != "prefix-threshold" {
         problems.error(format!(
             "pd.prefix_threshold is given but pd.decider = \"{}\"; it is used only by decider = \"prefix-threshold\"",

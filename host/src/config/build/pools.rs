@@ -352,7 +352,7 @@ pub(super) fn check(
                 EncodeDecider::Never
             }
         };
-        if pd.encode_prefix_threshold.is_some()
+        if (pd.encode_prefix_threshold.is_some() || pd.encode_prefix_min_prompt_tokens.is_some())
             && !matches!(decider, EncodeDecider::PrefixThreshold(_))
         {
             problems.error(
@@ -368,6 +368,7 @@ pub(super) fn check(
         if pd.encode_decider.is_some()
             || pd.encode_routing.is_some()
             || pd.encode_prefix_threshold.is_some()
+            || pd.encode_prefix_min_prompt_tokens.is_some()
         {
             problems.error(
                 "pd.encode_decider / pd.encode_routing: the run has no pool with role = \"encode\"; add one or remove them",
@@ -503,6 +504,7 @@ impl CheckedPools {
         let encode = match self.encode {
             Some((decider, plan)) => Some(EncodeStage {
                 instances: end(&[PoolRole::Encode]),
+                min_prompt: min_prompt(self.pd.encode_prefix_min_prompt_tokens),
                 routing: stage_routing(
                     plan,
                     self.pd.encode_routing.as_ref(),
@@ -531,12 +533,18 @@ impl CheckedPools {
                 decode,
                 prefill_routing,
                 decider: pd_decider::create(self.decider, &self.pd, registry, run.seed)?,
+                min_prompt: min_prompt(self.pd.prefix_min_prompt_tokens),
                 transfer,
                 encode,
             },
             routing,
         ))
     }
+}
+
+/// A checked prompt-length floor (0 when absent).
+fn min_prompt(v: Option<i64>) -> u32 {
+    v.map_or(0, |v| v.clamp(0, i64::from(u32::MAX)) as u32)
 }
 
 /// A P/D stage's routing: its own section (`plan` checked from

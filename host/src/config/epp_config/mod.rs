@@ -184,6 +184,7 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
         if pd.contains_key("encode_decider") && !run.pools.iter().any(|p| p.role == "encode") {
             pd.remove("encode_decider");
             pd.remove("encode_prefix_threshold");
+            pd.remove("encode_prefix_min_prompt_tokens");
             pd.remove("encode_routing");
             encode_note = Some("the run file has no pool of role encode: llm-d's encode profile would find no endpoint and each request goes on without it (add [[pools]] with role = \"encode\" to see the encode stage)");
         }
@@ -238,10 +239,12 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
         "decider",
         "decider_params",
         "prefix_threshold",
+        "prefix_min_prompt_tokens",
         "prefill_routing",
         "decode_routing",
         "encode_decider",
         "encode_prefix_threshold",
+        "encode_prefix_min_prompt_tokens",
         "encode_routing",
     ] {
         pd_table.remove(k);

@@ -968,38 +968,36 @@ fn disagg(
                 out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: {NO_PROMPT}: no uncached tokens, so the encode stage never runs", d.name));
                 None
             }
-            Some(d) => {
-                match d.info.ty {
-                    "always-disagg-multimodal-decider" => Some((
-                        "multimodal",
-                        "requests with multimodal input (a workload client's `multimodal`)"
-                            .to_string(),
-                    )),
-                    "always-disagg-pd-decider" => Some(("always", "every request".to_string())),
-                    "prefix-based-pd-decider" => {
-                        let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
-                        let pt = int(&d.params, "promptTokens").unwrap_or(0);
-                        if n == 0 {
-                            out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: nonCachedTokens 0 never approves: the encode stage never runs", d.name));
-                            None
-                        } else if pt > n {
-                            return Err(unsupported(d, "promptTokens above nonCachedTokens (a prompt-length floor of its own)"));
-                        } else {
-                            pd.insert("encode_prefix_threshold".into(), T::Integer(n - 1));
-                            Some((
+            Some(d) => match d.info.ty {
+                "always-disagg-multimodal-decider" => Some((
+                    "multimodal",
+                    "requests with multimodal input (a workload client's `multimodal`)".to_string(),
+                )),
+                "always-disagg-pd-decider" => Some(("always", "every request".to_string())),
+                "prefix-based-pd-decider" => {
+                    let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
+                    let pt = int(&d.params, "promptTokens").unwrap_or(0);
+                    if n == 0 {
+                        out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: nonCachedTokens 0 never approves: the encode stage never runs", d.name));
+                        None
+                    } else {
+                        if pt > n {
+                            pd.insert("encode_prefix_min_prompt_tokens".into(), T::Integer(pt));
+                        }
+                        pd.insert("encode_prefix_threshold".into(), T::Integer(n - 1));
+                        Some((
                             "prefix-threshold",
                             format!("the requests with at least {n} prompt tokens not cached on their decode instance (llm-d's ≥; encode_prefix_threshold = {}: blis's >)", n - 1),
                         ))
-                        }
-                    }
-                    _ => {
-                        return Err(format!(
-                            "plugin '{}' ({}) is not a decider",
-                            d.name, d.info.ty
-                        ))
                     }
                 }
-            }
+                _ => {
+                    return Err(format!(
+                        "plugin '{}' ({}) is not a decider",
+                        d.name, d.info.ty
+                    ))
+                }
+            },
         };
         if let Some((name, which)) = decider {
             pd.insert("encode_decider".into(), T::String(name.into()));
@@ -1044,7 +1042,10 @@ fn disagg(
                         "never".to_string()
                     } else {
                         if pt > n {
-                            return Err(unsupported(d, "promptTokens above nonCachedTokens (a prompt-length floor of its own)"));
+                            // (pt ≤ n needs no floor: n uncached tokens
+                            // already make a prompt of at least n.)
+                            pd.insert("prefix_min_prompt_tokens".into(), T::Integer(pt));
+                            out.note(format!("plugin '{}' (prefix-based-pd-decider): promptTokens {pt}: no prompt shorter than that is disaggregated (pd.prefix_min_prompt_tokens)", d.name));
                         }
                         pd.insert("prefix_threshold".into(), T::Integer(n - 1));
                         out.note(format!(
