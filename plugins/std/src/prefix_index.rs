@@ -30,6 +30,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use blis_plugin_api::RequestView;
+
 /// Start fetching the cache line at `p` (a hint: never faults).
 #[inline]
 fn prefetch<T>(p: *const T) {
@@ -591,6 +593,61 @@ impl PrefixIndex {
                 }
             }
         }
+    }
+}
+
+/// A prefix index with the match counts of the request being decided,
+/// computed once for its decision and its `observe` (the `token-load`
+/// scorer, the `in-flight-limit` filter and the predicted-latency
+/// predictor): each instance's uncached prompt tokens `L − matched·B`, B the
+/// run's KV block size.
+pub struct RequestMatches {
+    index: PrefixIndex,
+    block_size: u64,
+    counts: Vec<u32>,
+    /// The request `counts` belong to.
+    request: Option<u64>,
+}
+
+impl RequestMatches {
+    /// `capacity` hashes per instance, blocks of `block_size` tokens.
+    pub fn new(capacity: usize, block_size: u32) -> Self {
+        RequestMatches {
+            index: PrefixIndex::new(capacity),
+            block_size: u64::from(block_size),
+            counts: Vec::new(),
+            request: None,
+        }
+    }
+
+    /// Count `request`'s blocks held on each of `n` instances (once per
+    /// request and cluster size).
+    pub fn prepare(&mut self, request: &RequestView<'_>, n: usize) {
+        if self.request == Some(request.id) && self.counts.len() == n {
+            return;
+        }
+        self.counts.clear();
+        self.counts.resize(n, 0);
+        self.index
+            .count_matches(request.block_hashes.as_slice(), &mut self.counts);
+        self.request = Some(request.id);
+    }
+
+    /// Leading blocks of the prepared request held on instance `i`.
+    pub fn matched(&self, i: usize) -> u32 {
+        self.counts[i]
+    }
+
+    /// The prepared request's prompt tokens not held on instance `i`.
+    pub fn uncached(&self, request: &RequestView<'_>, i: usize) -> u64 {
+        let held = u64::from(self.counts[i]) * self.block_size;
+        u64::from(request.input_tokens).saturating_sub(held)
+    }
+
+    /// `request` went to `chosen`: its blocks enter the index.
+    pub fn record(&mut self, request: &RequestView<'_>, chosen: usize) {
+        self.index.record(request.block_hashes.as_slice(), chosen);
+        self.request = None;
     }
 }
 

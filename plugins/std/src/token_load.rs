@@ -24,7 +24,7 @@ use blis_plugin_api::{
 };
 use serde::Deserialize;
 
-use crate::prefix_index::PrefixIndex;
+use crate::prefix_index::RequestMatches;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -58,18 +58,14 @@ pub struct TokenLoad {
 /// instance and not yet seen answered, with the prefix index it counts
 /// uncached tokens by.
 struct InFlight {
-    block_size: u64,
     output_ratio: Option<f64>,
     max_output_estimate: Option<u64>,
-    index: PrefixIndex,
+    prompts: RequestMatches,
     /// Tokens charged to each instance and not yet released.
     in_flight: Vec<u64>,
     /// Request id → (instance, tokens released at the first token, tokens
     /// released at the end).
     charged: HashMap<u64, (usize, u64, u64)>,
-    /// The matched blocks per instance of the last request scored.
-    matched: Vec<u32>,
-    matched_for: Option<u64>,
 }
 
 impl PolicyDef for TokenLoad {
@@ -133,14 +129,11 @@ impl InFlight {
             );
         }
         Ok(InFlight {
-            block_size: u64::from(p.block_size),
             output_ratio: p.output_ratio,
             max_output_estimate: p.max_output_estimate,
-            index: PrefixIndex::new(p.capacity),
+            prompts: RequestMatches::new(p.capacity, p.block_size),
             in_flight: Vec::new(),
             charged: HashMap::new(),
-            matched: Vec::new(),
-            matched_for: None,
         })
     }
 
@@ -148,23 +141,6 @@ impl InFlight {
         if self.in_flight.len() < n {
             self.in_flight.resize(n, 0);
         }
-    }
-
-    /// The prompt blocks each instance holds for `request` (cached per request).
-    fn match_blocks(&mut self, request: &RequestView<'_>, n: usize) {
-        if self.matched_for == Some(request.id) && self.matched.len() == n {
-            return;
-        }
-        self.matched.clear();
-        self.matched.resize(n, 0);
-        self.index
-            .count_matches(request.block_hashes.as_slice(), &mut self.matched);
-        self.matched_for = Some(request.id);
-    }
-
-    fn uncached(&self, request: &RequestView<'_>, i: usize) -> u64 {
-        let held = u64::from(self.matched[i]) * self.block_size;
-        u64::from(request.input_tokens).saturating_sub(held)
     }
 
     fn release(&mut self, instance: usize, tokens: u64) {
@@ -194,8 +170,8 @@ impl InFlight {
     fn charge(&mut self, request: &RequestView<'_>, n: usize, chosen: usize) {
         let n = n.max(chosen + 1);
         self.grow(n);
-        self.match_blocks(request, n);
-        let prompt = self.uncached(request, chosen);
+        self.prompts.prepare(request, n);
+        let prompt = self.prompts.uncached(request, chosen);
         let output = self.output_ratio.map_or(0, |r| {
             let est = (f64::from(request.input_tokens) * r).round() as u64;
             self.max_output_estimate.map_or(est, |m| est.min(m))
@@ -211,8 +187,7 @@ impl InFlight {
         if at_first + at_end > 0 {
             self.charged.insert(request.id, (chosen, at_first, at_end));
         }
-        self.index.record(request.block_hashes.as_slice(), chosen);
-        self.matched_for = None;
+        self.prompts.record(request, chosen);
     }
 
     /// The tokens in flight on instance `i`.
@@ -226,10 +201,10 @@ impl Scorer for TokenLoad {
         let n = cluster.len();
         let load = &mut self.load;
         load.grow(n);
-        load.match_blocks(request, n);
+        load.prompts.prepare(request, n);
         let t_max = self.threshold as f64;
         for i in 0..n {
-            let t = load.in_flight[i] + load.uncached(request, i);
+            let t = load.in_flight[i] + load.prompts.uncached(request, i);
             scores.push(if t == 0 {
                 1.0
             } else {

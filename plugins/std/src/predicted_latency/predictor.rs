@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use blis_plugin_api::{headers, ClusterView, EventKind, Hooks, RequestEvent, RequestView};
 use serde::Deserialize;
 
-use crate::prefix_index::PrefixIndex;
+use crate::prefix_index::RequestMatches;
 
 /// The lifecycle events the predictor learns from.
 pub const HOOKS: Hooks = Hooks::of(EventKind::FIRST_TOKEN)
@@ -293,16 +293,13 @@ struct Pending {
 /// index it reads.
 pub struct Predictor {
     p: PredictorParams,
-    index: PrefixIndex,
+    prompts: RequestMatches,
     requests: Vec<u32>,
     tokens: Vec<u64>,
     pending: HashMap<u64, Pending>,
     ttft: Ridge<TTFT_D>,
     tpot: Ridge<TPOT_D>,
     last_fit_us: Option<i64>,
-    /// Matched blocks per instance of request `matched_for`.
-    matched: Vec<u32>,
-    matched_for: Option<u64>,
 }
 
 impl Predictor {
@@ -310,7 +307,7 @@ impl Predictor {
         let p = p.unwrap_or_default();
         p.check()?;
         Ok(Predictor {
-            index: PrefixIndex::new(p.capacity),
+            prompts: RequestMatches::new(p.capacity, p.block_size),
             ttft: Ridge::new(p.window),
             tpot: Ridge::new(p.window),
             p,
@@ -318,8 +315,6 @@ impl Predictor {
             tokens: Vec::new(),
             pending: HashMap::new(),
             last_fit_us: None,
-            matched: Vec::new(),
-            matched_for: None,
         })
     }
 
@@ -330,17 +325,6 @@ impl Predictor {
         }
     }
 
-    fn match_blocks(&mut self, req: &RequestView<'_>, n: usize) {
-        if self.matched_for == Some(req.id) && self.matched.len() == n {
-            return;
-        }
-        self.matched.clear();
-        self.matched.resize(n, 0);
-        self.index
-            .count_matches(req.block_hashes.as_slice(), &mut self.matched);
-        self.matched_for = Some(req.id);
-    }
-
     /// The fraction of `req`'s prompt blocks the index holds for instance `i`
     /// (after [`Predictor::prepare`]).
     pub fn prefix_ratio(&self, req: &RequestView<'_>, i: usize) -> f64 {
@@ -348,7 +332,7 @@ impl Predictor {
         if total == 0 || !self.p.prompt {
             0.0
         } else {
-            f64::from(self.matched[i]) / total as f64
+            f64::from(self.prompts.matched(i)) / total as f64
         }
     }
 
@@ -360,7 +344,7 @@ impl Predictor {
     /// Make the per-request state ready for `req` on a cluster of `n`.
     pub fn prepare(&mut self, req: &RequestView<'_>, n: usize) {
         self.grow(n);
-        self.match_blocks(req, n);
+        self.prompts.prepare(req, n);
     }
 
     fn features(&self, req: &RequestView<'_>, cluster: &ClusterView<'_>, i: usize) -> Features {
@@ -384,13 +368,7 @@ impl Predictor {
         if !self.p.prompt {
             return 0;
         }
-        let held = u64::from(self.matched[i]) * u64::from(self.p.block_size);
-        u64::from(req.input_tokens).saturating_sub(held)
-    }
-
-    /// Whether a model has been fitted (predictions exist).
-    pub fn trained(&self) -> bool {
-        self.ttft.weights.is_some()
+        self.prompts.uncached(req, i)
     }
 
     /// The prediction for `req` on instance `i` with SLO targets `slo`
@@ -452,8 +430,7 @@ impl Predictor {
                 },
             },
         );
-        self.index.record(req.block_hashes.as_slice(), chosen);
-        self.matched_for = None;
+        self.prompts.record(req, chosen);
     }
 
     fn release_tokens(&mut self, q: &mut Pending) {
