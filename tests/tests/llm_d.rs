@@ -1290,3 +1290,231 @@ fn passthrough_parser_alone_hides_the_prompt_from_the_router() {
         "{conv}"
     );
 }
+
+/// One profile of `plugins` (each `- type: …` with its parameters) and the
+/// `refs` (each `pluginRef` with its weight).
+fn profile(plugins: &str, refs: &[(&str, u32)]) -> String {
+    let refs: String = refs
+        .iter()
+        .map(|(r, w)| format!("  - pluginRef: {r}\n    weight: {w}\n"))
+        .collect();
+    epp(&format!(
+        "plugins:\n{plugins}schedulingProfiles:\n- name: default\n  plugins:\n{refs}"
+    ))
+}
+
+/// The parameter values the llm-d loader accepts that blis once refused
+/// run, each as the converted TOML runs: active-request-scorer's
+/// idleThreshold/maxBusyScore, prefix-cache-scorer's match-length term,
+/// a constant-score scorer under the weighted-random picker, two
+/// admitters after the legacy controller, the legacy controller over a
+/// concurrency-detector in each mode; and program-aware-fairness's unknown
+/// strategy is refused with the loader's reason.
+#[test]
+fn the_values_blis_once_refused_are_simulated() {
+    let dir = TestDir::new("llm_d_once_refused");
+    dir.write("base.toml", BASE);
+    let f = dir.write(
+        "active.yaml",
+        &profile(
+            "- type: active-request-scorer\n  parameters:\n    idleThreshold: 2\n    maxBusyScore: 0.5\n- type: queue-scorer\n",
+            &[("active-request-scorer", 2), ("queue-scorer", 1)],
+        ),
+    );
+    let (conv, report, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+    assert!(
+        conv.contains("idle_threshold = 2") && conv.contains("max_busy_score = 0.5"),
+        "{conv}"
+    );
+    check_conservation(&report, "active");
+    assert!(!notes.contains("not simulate"), "{notes}");
+
+    let f = dir.write(
+        "match.yaml",
+        &profile(
+            "- type: prefix-cache-scorer\n  parameters:\n    matchLengthWeight: 0.9\n    matchLengthScaleTokens: 65536\n- type: queue-scorer\n",
+            &[("prefix-cache-scorer", 3), ("queue-scorer", 1)],
+        ),
+    );
+    let (conv, with_term, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+    assert!(
+        conv.contains("match_length_weight = 0.9")
+            && conv.contains("match_length_scale_tokens = 65536.0"),
+        "{conv}"
+    );
+    // Matches of at most 1,024 tokens over a 65,536-token scale: the
+    // prefix score shrinks to about a tenth, and the queue decides more.
+    assert!(
+        notes.contains("0.9·min(1, matched tokens/65536)²"),
+        "{notes}"
+    );
+    let f = dir.write(
+        "plain.yaml",
+        &profile(
+            "- type: prefix-cache-scorer\n- type: queue-scorer\n",
+            &[("prefix-cache-scorer", 3), ("queue-scorer", 1)],
+        ),
+    );
+    let (_, plain, _) = converted_runs_like_the_file(&dir, BASE, &f);
+    check_conservation(&with_term, "match length");
+    assert_ne!(
+        with_term["cluster"], plain["cluster"],
+        "the term changes the routing"
+    );
+
+    // context-length-aware scores 0.5 everywhere: a constant that flattens
+    // a draw by score, and nothing under max-score.
+    let picker = |p: &str| {
+        profile(
+            &format!("- type: context-length-aware\n- type: queue-scorer\n- type: {p}\n"),
+            &[("context-length-aware", 1), ("queue-scorer", 1), (p, 1)],
+        )
+    };
+    let f = dir.write("wr.yaml", &picker("weighted-random-picker"));
+    let (conv, report, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+    assert!(
+        conv.contains("name = \"constant\"") && conv.contains("value = 0.5"),
+        "{conv}"
+    );
+    assert!(
+        notes.contains("blis's constant scorer (value 0.5)"),
+        "{notes}"
+    );
+    check_conservation(&report, "constant");
+    let f = dir.write("ms.yaml", &picker("max-score-picker"));
+    let (conv, _, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+    assert!(!conv.contains("\"constant\""), "{conv}");
+    assert!(
+        notes.contains("plugin 'context-length-aware' (context-length-aware): no simulated effect"),
+        "{notes}"
+    );
+
+    // The legacy controller, then two admitters, in llm-d's order.
+    let f = dir.write(
+        "admitters.yaml",
+        &epp(
+            "plugins:\n- type: queue-scorer\n- type: probabilistic-admitter\n- type: latency-slo-admitter\n\
+             schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n",
+        ),
+    );
+    let (conv, report, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+    let t: toml::Table = conv.parse().unwrap();
+    let a = &t["admission"];
+    assert_eq!(a["policy"].as_str(), Some("gaie-legacy"));
+    let then: Vec<&str> = a["then"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(then, ["probabilistic", "latency-slo"]);
+    assert!(
+        notes.contains("blis asks gaie-legacy, then probabilistic, then latency-slo in turn"),
+        "{notes}"
+    );
+    check_conservation(&report, "admitters");
+
+    // The legacy controller over a concurrency-detector: one request in
+    // flight per instance saturates, so sheddable requests are refused
+    // (never standard ones); a budget nobody reaches refuses none.
+    let rejected = |name: &str, params: &str| {
+        let f = dir.write(
+            &format!("{name}.yaml"),
+            &epp(&format!(
+                "plugins:\n- type: queue-scorer\n- type: concurrency-detector\n  parameters:\n{params}\
+                 flowControl:\n  saturationDetector:\n    pluginRef: concurrency-detector\n\
+                 schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"
+            )),
+        );
+        let (conv, report, _) = converted_runs_like_the_file(&dir, BASE, &f);
+        assert!(conv.contains("policy = \"concurrency-shed\""), "{conv}");
+        check_conservation(&report, name);
+        let c = &report["cluster"];
+        assert_eq!(
+            report["slo_classes"]["standard"]["rejected_requests"].as_u64(),
+            Some(0),
+            "{name}"
+        );
+        c["rejected_by"]["admission"].as_u64().unwrap()
+    };
+    for (mode, tight, loose) in [
+        ("requests", "maxConcurrency: 1", "maxConcurrency: 100000"),
+        (
+            "tokens",
+            "maxTokenConcurrency: 100",
+            "maxTokenConcurrency: 100000000",
+        ),
+        (
+            "hybrid",
+            "maxConcurrency: 1\n    maxTokenConcurrency: 100",
+            "maxConcurrency: 100000\n    maxTokenConcurrency: 100000000",
+        ),
+    ] {
+        let tight_n = rejected(
+            &format!("{mode}-tight"),
+            &format!("    concurrencyMode: {mode}\n    {tight}\n"),
+        );
+        let loose_n = rejected(
+            &format!("{mode}-loose"),
+            &format!("    concurrencyMode: {mode}\n    {loose}\n"),
+        );
+        assert!(tight_n > 0 && loose_n == 0, "{mode}: {tight_n} {loose_n}");
+    }
+
+    // Bands of their own: the sheddable class's band holds one request and
+    // takes tenants in turn; the others keep llm-d's 5000. Only sheddable
+    // requests meet a full band (one in flight per instance saturates).
+    let banded = |cap: u32| {
+        let f = dir.write(
+            &format!("bands-{cap}.yaml"),
+            &epp(&format!(
+                "featureGates:\n- flowControl\nplugins:\n- type: queue-scorer\n- type: concurrency-detector\n  parameters:\n    maxConcurrency: 1\n\
+                 - type: round-robin-fairness-policy\nflowControl:\n  saturationDetector:\n    pluginRef: concurrency-detector\n\
+                 \x20 priorityBands:\n  - priority: -2\n    maxRequests: {cap}\n    fairnessPolicyRef: round-robin-fairness-policy\n\
+                 schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"
+            )),
+        );
+        let (conv, report, notes) = converted_runs_like_the_file(&dir, BASE, &f);
+        assert!(
+            conv.contains(&format!(
+                "[flow_control.band_capacity]\nsheddable = {cap}\n"
+            )) && conv.contains("[flow_control.band_fairness]\nsheddable = \"round-robin\"")
+                && conv.contains("per_band_capacity = 5000"),
+            "{conv}"
+        );
+        assert!(
+            notes.contains(&format!("sheddable: capacity {cap}, round-robin")),
+            "{notes}"
+        );
+        check_conservation(&report, "bands");
+        let by_class = |c: &str| {
+            report["slo_classes"][c]["rejected_requests"]
+                .as_u64()
+                .unwrap()
+        };
+        assert_eq!(by_class("standard"), 0);
+        (
+            report["cluster"]["rejected_by"]["gateway"]
+                .as_u64()
+                .unwrap(),
+            by_class("sheddable"),
+        )
+    };
+    let (gateway, sheddable) = banded(1);
+    assert!(gateway > 0 && gateway == sheddable, "{gateway} {sheddable}");
+    assert_eq!(banded(4000).0, 0);
+
+    let f = dir.write(
+        "pa.yaml",
+        &epp("plugins:\n- type: queue-scorer\n- type: program-aware-fairness\n  parameters:\n    strategy: wfq\n\
+              schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n"),
+    );
+    let e = run_bad(
+        &dir,
+        &["run", "base.toml", "--epp-config", f.to_str().unwrap()],
+    );
+    assert!(
+        e.contains("program-aware-fairness") && e.contains("only \"las\" is supported"),
+        "{e}"
+    );
+}

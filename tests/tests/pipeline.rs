@@ -446,6 +446,126 @@ fn admission_and_filter_reasons_reach_the_trace_and_logs_are_rate_limited() {
     assert!(logged[20].contains("further log lines of this policy are suppressed"));
 }
 
+/// `[[admission.then]]`: a request is admitted only when every policy
+/// admits it, asked in order up to the first refusal, and the trace names
+/// the policy that refused. reject-odd before or after always-admit
+/// refuses exactly the 250 odd ids; reject-all after reject-odd refuses
+/// all 500, the odd ones by reject-odd (reject-all never sees them) and the
+/// even ones by reject-all; always-admit twice is the bare run byte for
+/// byte; a bad policy in the chain names its place.
+#[test]
+fn an_admission_chain_admits_what_every_policy_admits() {
+    let dir = TestDir::new("an_admission_chain");
+    let run = |name: &str, admission: &str, trace: bool| {
+        let file = dir.write(
+            &format!("{name}.toml"),
+            &format!("{SCENARIO}{admission}[routing]\npolicy = \"round-robin\"\n"),
+        );
+        let tr = dir.path().join(format!("{name}.trace"));
+        let mut cmd = dir.blis();
+        cmd.arg("run")
+            .arg(&file)
+            .arg("--plugin")
+            .arg(artifacts().pipeline())
+            .arg("--quiet");
+        if trace {
+            cmd.arg("--trace-path").arg(&tr);
+        }
+        let out = cmd.output().expect("cannot run blis");
+        (out, tr)
+    };
+    let refusals = |name: &str, admission: &str| {
+        let (out, tr) = run(name, admission, true);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut by: Vec<(u64, String)> = std::fs::read_to_string(tr)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["kind"] == "admission")
+            .map(|r| {
+                (
+                    r["request_id"].as_u64().unwrap(),
+                    r["policy"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        by.sort();
+        assert_eq!(
+            report["cluster"]["rejected_by"]["admission"]
+                .as_u64()
+                .unwrap(),
+            by.len() as u64
+        );
+        by
+    };
+    let step = |p: &str| format!("[[admission.then]]\npolicy = \"{p}\"\n");
+    let odd_first = refusals(
+        "odd-first",
+        &format!(
+            "[admission]\npolicy = \"reject-odd\"\n{}",
+            step("always-admit")
+        ),
+    );
+    let odd_last = refusals(
+        "odd-last",
+        &format!(
+            "[admission]\npolicy = \"always-admit\"\n{}",
+            step("reject-odd")
+        ),
+    );
+    assert_eq!(odd_first.len(), 250);
+    assert!(odd_first
+        .iter()
+        .all(|(id, p)| id % 2 == 1 && p == "fixture-pipeline::reject-odd"));
+    assert_eq!(odd_first, odd_last);
+    let all = refusals(
+        "all",
+        &format!(
+            "[admission]\npolicy = \"reject-odd\"\n{}",
+            step("reject-all")
+        ),
+    );
+    assert_eq!(all.len(), 500);
+    for (id, p) in &all {
+        let want = if id % 2 == 1 {
+            "fixture-pipeline::reject-odd"
+        } else {
+            "blis-std::reject-all"
+        };
+        assert_eq!(p, want, "request {id}");
+    }
+    let (bare, _) = run("bare", "[admission]\npolicy = \"always-admit\"\n", false);
+    let (twice, _) = run(
+        "twice",
+        &format!(
+            "[admission]\npolicy = \"always-admit\"\n{}",
+            step("always-admit")
+        ),
+        false,
+    );
+    assert!(bare.status.success() && twice.status.success());
+    assert_eq!(bare.stdout, twice.stdout);
+    let (bad, _) = run(
+        "bad",
+        &format!(
+            "[admission]\npolicy = \"always-admit\"\n{}",
+            step("no-such-policy")
+        ),
+        false,
+    );
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("admission.then[0]") && e.contains("no-such-policy"),
+        "{e}"
+    );
+}
+
 /// `[routing.freshness]` with llm-d's 50 ms scrape for queue depth and
 /// batch size: round-robin routing does not read the snapshots, so the run
 /// is the same as with live signals, and at every decision the trace shows,

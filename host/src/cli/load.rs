@@ -67,7 +67,7 @@ pub fn load_run_from(source: Source, args: &RunArgs) -> Result<(RunFile, Source)
 /// `--workload NAME` replaces length keys.
 fn drop_replaced_keys(table: &mut toml::Table, args: &RunArgs, parsed: &RunFile) {
     if let Some(v) = &args.admission_policy {
-        if *v != parsed.admission.policy && drop_keys(table, "admission", &["params"]) {
+        if *v != parsed.admission.policy && drop_keys(table, "admission", &["params", "then"]) {
             eprintln!("note: --admission-policy {v} replaces the run file's policy and its params");
         }
     }

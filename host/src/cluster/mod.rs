@@ -14,6 +14,7 @@
 //! then FIFO). An event later than the horizon is not executed and ends the
 //! run. The cluster owns the request slab; instances and queues hold slots.
 
+mod admission;
 mod cache_signal;
 mod epp_tokens;
 mod error;
@@ -37,6 +38,7 @@ mod snapshot_read_tests;
 #[cfg(test)]
 mod tests;
 
+pub use admission::Admission;
 use cache_signal::CacheSignal;
 pub use error::RunError;
 use first_tokens::{FirstToken, FirstTokens};
@@ -63,7 +65,7 @@ use crate::instance::{Instance, PreemptionKind, SchedulerKind};
 use crate::metrics::timeseries::{ClusterCounts, TimeSeries};
 use crate::metrics::Collector;
 use crate::plugins::host_queries::{with_lora, ClientHeaders};
-use crate::plugins::{AdmissionPolicy, ObserverPolicy, PluginError};
+use crate::plugins::{ObserverPolicy, PluginError};
 use crate::request::{prompt_block_hashes, Request, RequestState, RequestStore, Slot};
 use crate::workload::Workload;
 
@@ -76,7 +78,7 @@ pub struct ClusterSetup {
     pub snapshot_reads: Provide,
     pub instances: Vec<Instance>,
     pub workload: Workload,
-    pub admission: AdmissionPolicy,
+    pub admission: Admission,
     pub routing: Routing,
     /// Observer plugins (kind `observer`): lifecycle events only.
     pub observers: Vec<ObserverPolicy>,
@@ -205,7 +207,7 @@ pub struct Cluster {
     instances: Vec<Instance>,
     pending: Vec<u32>,
     workload: Workload,
-    admission: AdmissionPolicy,
+    admission: Admission,
     routing: Routing,
     observers: Vec<ObserverPolicy>,
     snapshots: SnapshotProvider,
@@ -228,7 +230,6 @@ pub struct Cluster {
     rejected_by: RejectCounts,
     events: u64,
     end_time: Tick,
-    admission_desc: String,
     tenant_names: Vec<String>,
     /// Requests routed to each instance and not finished yet.
     in_flight: Vec<u32>,
@@ -307,11 +308,6 @@ impl Cluster {
         let n = setup.instances.len();
         let servable = ServableBound::new(&setup.instances);
         let tenant_names = setup.collector.tenant_names.clone();
-        let admission_desc = format!(
-            "{}::{}",
-            setup.admission.label().library,
-            setup.admission.label().name
-        );
         let mut routing = setup.routing;
         routing.keep_reasons(setup.trace.is_some());
         let epp_tokens = setup
@@ -326,7 +322,7 @@ impl Cluster {
             Provide::Never => false,
             Provide::WhenRead => {
                 cache_query
-                    || setup.admission.label().block_hashes
+                    || setup.admission.reads_block_hashes()
                     || routing.reads_block_hashes()
                     || setup.pd.as_ref().is_some_and(|p| p.reads_block_hashes())
             }
@@ -335,7 +331,7 @@ impl Cluster {
             Provide::Always => (true, true),
             Provide::Never => (false, false),
             Provide::WhenRead => (
-                setup.admission.label().snapshots,
+                setup.admission.reads_snapshots(),
                 routing.reads_snapshots() || setup.trace.is_some(),
             ),
         };
@@ -378,7 +374,6 @@ impl Cluster {
             rejected_by: RejectCounts::default(),
             events: 0,
             end_time: 0,
-            admission_desc,
             tenant_names,
             hash_pool: Vec::new(),
             hash_prompts,
@@ -644,7 +639,7 @@ impl Cluster {
         } else {
             if let Some(tr) = self.trace.as_mut() {
                 let reason = self.admission.take_reason();
-                tr.rejection(req.id, t, &self.admission_desc, reason);
+                tr.rejection(req.id, t, self.admission.refuser(), reason);
             }
             self.reject(t, slot, Reject::Admission)?;
         }
@@ -1160,7 +1155,7 @@ impl Cluster {
 
 /// Deliver one lifecycle event to every policy that handles it.
 fn notify(
-    admission: &mut AdmissionPolicy,
+    admission: &mut Admission,
     routing: &mut Routing,
     observers: &mut [ObserverPolicy],
     event: &RequestEvent<'_>,
@@ -1178,12 +1173,12 @@ fn notify(
 
 /// The lifecycle events any policy of the run handles.
 fn lifecycle_hooks(
-    admission: &AdmissionPolicy,
+    admission: &Admission,
     routing: &Routing,
     observers: &[ObserverPolicy],
 ) -> Hooks {
     let observed = observers.iter().fold(0, |h, o| h | o.label().hooks.0);
-    Hooks(admission.label().hooks.0 | routing.hooks().0 | observed)
+    Hooks(admission.hooks().0 | routing.hooks().0 | observed)
 }
 
 /// Why a request was refused before reaching an instance.

@@ -58,11 +58,13 @@ fn no_standard_policy_reads_snapshots_unless_it_says_so() {
         skipping,
         [
             "admission:always-admit",
+            "admission:concurrency-shed",
             "admission:reject-all",
             "admission:token-bucket",
             "filter:in-flight-limit",
             "filter:session-affinity",
             "router:round-robin",
+            "scorer:constant",
             "scorer:session-affinity",
             "scorer:token-load"
         ],

@@ -126,6 +126,15 @@ pub struct FlowControlSection {
     /// program-aware-fairness).
     #[serde(default = "d_fairness")]
     pub fairness: String,
+    /// One band's own capacity: SLO class → requests its band may hold
+    /// (instead of `per_band_capacity`; llm-d's per-band `maxRequests`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub band_capacity: std::collections::BTreeMap<String, u64>,
+    /// One band's own fairness: SLO class → `global-strict`, `round-robin`
+    /// or `program-aware` (instead of `fairness`; llm-d's per-band
+    /// `fairnessPolicyRef`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub band_fairness: std::collections::BTreeMap<String, String>,
     /// `program-aware`: weight of the attained-service term (default 0.8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub las_weight_service: Option<f64>,

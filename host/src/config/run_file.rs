@@ -261,6 +261,21 @@ pub struct AdmissionSection {
     /// Parameters handed to the plugin.
     #[serde(default)]
     pub params: toml::Table,
+    /// `[[admission.then]]`: more admission policies, asked in order after
+    /// `policy`; a request is admitted only when every one admits it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<AdmissionStep>,
+}
+
+/// One `[[admission.then]]` entry.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionStep {
+    /// Admission policy name, or `library::name`.
+    pub policy: String,
+    /// Parameters handed to the plugin.
+    #[serde(default)]
+    pub params: toml::Table,
 }
 
 fn d_admit() -> String {
@@ -273,6 +288,7 @@ impl Default for AdmissionSection {
             policy: d_admit(),
             latency_us: 0,
             params: toml::Table::new(),
+            then: Vec::new(),
         }
     }
 }

@@ -90,10 +90,12 @@ pub enum Enqueued {
 pub struct BandQueue {
     bands: [Band; BANDS],
     ceilings: [f64; BANDS],
-    per_band_capacity: Option<u64>,
+    /// Requests each band may hold.
+    capacity: [Option<u64>; BANDS],
     max_depth: Option<u64>,
     shedding: bool,
-    fairness: Fairness,
+    /// How each band picks a flow.
+    fairness: [Fairness; BANDS],
     depth: u64,
     next_seq: u64,
     las: Las,
@@ -127,10 +129,10 @@ impl BandQueue {
         BandQueue {
             bands,
             ceilings,
-            per_band_capacity,
+            capacity: [per_band_capacity; BANDS],
             max_depth,
             shedding,
-            fairness,
+            fairness: [fairness; BANDS],
             depth: 0,
             next_seq: 0,
             las: Las {
@@ -144,10 +146,26 @@ impl BandQueue {
         }
     }
 
-    /// Program-aware fairness with these settings.
+    /// Program-aware fairness with these settings (in every band, or in
+    /// the bands [`with_band`](Self::with_band) gives it).
     pub fn with_program_aware(mut self, las: Las) -> BandQueue {
-        self.fairness = Fairness::ProgramAware;
+        if !self.fairness.contains(&Fairness::ProgramAware) {
+            self.fairness = [Fairness::ProgramAware; BANDS];
+        }
         self.las = las;
+        self
+    }
+
+    /// Band `band`'s own capacity and fairness (llm-d's per-band
+    /// `maxRequests` and `fairnessPolicyRef`).
+    pub fn with_band(
+        mut self,
+        band: usize,
+        capacity: Option<u64>,
+        fairness: Fairness,
+    ) -> BandQueue {
+        self.capacity[band] = capacity;
+        self.fairness[band] = fairness;
         self
     }
 
@@ -187,7 +205,7 @@ impl BandQueue {
     /// A request of `flow` completed at `now` with this service (input + 2
     /// × output tokens): program-aware fairness counts it.
     pub fn attain(&mut self, flow: usize, service: f64, now: i64) {
-        if self.fairness != Fairness::ProgramAware {
+        if !self.fairness.contains(&Fairness::ProgramAware) {
             return;
         }
         if flow >= self.service.len() {
@@ -240,10 +258,7 @@ impl BandQueue {
 
     /// [`enqueue`](Self::enqueue) at time `now`, µs.
     pub fn enqueue_at(&mut self, band: usize, flow: usize, slot: Slot, now: i64) -> Enqueued {
-        if self
-            .per_band_capacity
-            .is_some_and(|c| self.bands[band].len >= c)
-        {
+        if self.capacity[band].is_some_and(|c| self.bands[band].len >= c) {
             return Enqueued::Rejected;
         }
         let mut shed = None;
@@ -320,7 +335,7 @@ impl BandQueue {
             if self.bands[i].len == 0 {
                 continue;
             }
-            let fairness = self.fairness;
+            let fairness = self.fairness[i];
             let las_pick = (fairness == Fairness::ProgramAware).then(|| self.las_flow(i, now));
             let b = &mut self.bands[i];
             let n = b.flows.len();
@@ -515,6 +530,41 @@ mod tests {
             let got: Vec<Slot> = (0..6).map(|_| q.dequeue_gated(0.0).unwrap()).collect();
             assert_eq!(got, want, "{fairness:?}");
         }
+    }
+
+    /// Per-band settings: the batch band (2) holds one request and takes
+    /// tenants in turn, the standard band (1) keeps the global capacity 2
+    /// and the oldest head first. Flows as in the test above.
+    #[test]
+    fn each_band_has_its_own_capacity_and_fairness() {
+        let mut q = BandQueue::new(3, 1.0, Some(2), None, false, Fairness::GlobalStrict).with_band(
+            2,
+            Some(1),
+            Fairness::RoundRobin,
+        );
+        assert_eq!(q.enqueue(2, 0, 100), Enqueued::Accepted);
+        assert_eq!(q.enqueue(2, 0, 101), Enqueued::Rejected);
+        assert_eq!(q.enqueue(1, 0, 102), Enqueued::Accepted);
+        assert_eq!(q.enqueue(1, 0, 103), Enqueued::Accepted);
+        assert_eq!(q.enqueue(1, 0, 104), Enqueued::Rejected);
+        let drain = |q: &mut BandQueue| -> Vec<Slot> {
+            std::iter::from_fn(|| q.dequeue_gated(0.0)).collect()
+        };
+        assert_eq!(drain(&mut q), [102, 103, 100]);
+        let mut q = BandQueue::new(3, 1.0, None, None, false, Fairness::GlobalStrict).with_band(
+            2,
+            None,
+            Fairness::RoundRobin,
+        );
+        for band in [1, 2] {
+            for (slot, tenant) in [(1, 2), (2, 0), (3, 1), (4, 0), (5, 1), (6, 0)] {
+                q.enqueue(band, tenant, band as Slot * 10 + slot);
+            }
+        }
+        assert_eq!(
+            drain(&mut q),
+            [11, 12, 13, 14, 15, 16, 22, 23, 21, 24, 25, 26]
+        );
     }
 
     #[test]

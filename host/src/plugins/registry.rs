@@ -49,7 +49,7 @@ pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
                 "filter",
                 "slo-headroom-tier" | "prefix-cache-affinity" | "in-flight-limit"
             )
-            | ("admission", "latency-slo")
+            | ("admission", "latency-slo" | "concurrency-shed")
     )
 }
 
@@ -64,9 +64,11 @@ pub fn std_reads_block_hashes(kind: KindCode, name: &str) -> bool {
 pub fn std_reads_snapshots(kind: KindCode, name: &str) -> bool {
     !matches!(
         (kind.name(), name),
-        ("admission", "always-admit" | "reject-all" | "token-bucket")
-            | ("router", "round-robin")
-            | ("scorer", "token-load" | "session-affinity")
+        (
+            "admission",
+            "always-admit" | "reject-all" | "token-bucket" | "concurrency-shed"
+        ) | ("router", "round-robin")
+            | ("scorer", "token-load" | "session-affinity" | "constant")
             | ("filter", "session-affinity" | "in-flight-limit")
     )
 }

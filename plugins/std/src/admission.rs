@@ -1,9 +1,14 @@
 //! Admission policies: the first gate of the pipeline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use blis_plugin_api::{Admission, ClusterView, Params, PolicyDef, RequestView, Rng, SloClass};
+use blis_plugin_api::{
+    Admission, ClusterState, ClusterView, EventKind, Hooks, Params, PolicyDef, RequestEvent,
+    RequestView, Rng, SloClass,
+};
 use serde::Deserialize;
+
+use crate::token_load::{InFlight, TokenLoadParams};
 
 /// Admit every request (the default).
 pub struct AlwaysAdmit;
@@ -397,10 +402,250 @@ impl Admission for Probabilistic {
     }
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ConcurrencyShedParams {
+    mode: String,
+    max_concurrency: f64,
+    max_token_concurrency: f64,
+    block_size: u32,
+    capacity: usize,
+}
+
+impl Default for ConcurrencyShedParams {
+    fn default() -> Self {
+        ConcurrencyShedParams {
+            mode: "requests".into(),
+            max_concurrency: 100.0,
+            max_token_concurrency: 1e6,
+            block_size: 16,
+            capacity: 31_250,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Requests,
+    Tokens,
+    Hybrid,
+}
+
+/// llm-d's legacy admission controller over a `concurrency-detector`: a
+/// sheddable request is rejected while the router's in-flight load is
+/// saturated — requests: Σ requests / (N · max_concurrency); tokens:
+/// Σ tokens / (N · max_token_concurrency); hybrid: the mean over instances
+/// of the larger ratio — at ≥ 1. Requests count from dispatch to the end;
+/// tokens are token-load's (uncached prompt tokens until the first token).
+pub struct ConcurrencyShed {
+    mode: Mode,
+    max_requests: f64,
+    max_tokens: f64,
+    /// Requests in flight per instance, and where each one is.
+    requests: Vec<u64>,
+    at: HashMap<u64, usize>,
+    tokens: Option<InFlight>,
+}
+
+impl PolicyDef for ConcurrencyShed {
+    const NAME: &'static str = "concurrency-shed";
+    const SUMMARY: &'static str =
+        "reject sheddable classes while the router's in-flight requests or tokens saturate the instances (llm-d's legacy controller over a concurrency-detector)";
+    const PARAMS_DOC: &'static str = "\
+mode                   (\"requests\", \"tokens\" or \"hybrid\", default \"requests\")
+                       what saturates (llm-d's concurrencyMode).
+max_concurrency        (number > 0, default 100)  requests in flight per instance
+                       that count as full.
+max_token_concurrency  (number > 0, default 1000000)  tokens in flight per
+                       instance that count as full.
+block_size             (integer ≥ 1, tokens, default 16)  the run's KV block size
+                       (tokens mode: uncached prompt tokens).
+capacity               (integer ≥ 1, default 31250)  prefix index LRU per instance.
+Saturation: requests Σ r / (N·max_concurrency); tokens Σ t / (N·max_token_concurrency);
+hybrid the mean over instances of max(r / max_concurrency, t / max_token_concurrency).
+A sheddable request (batch, sheddable, background) is rejected when it is ≥ 1.
+Requests count from dispatch to completion or drop; tokens as token-load's
+(uncached prompt tokens, released at the first token).";
+    const HOOKS: Hooks = Hooks::of(EventKind::DISPATCHED)
+        .with(EventKind::FIRST_TOKEN)
+        .with(EventKind::COMPLETED)
+        .with(EventKind::DROPPED);
+
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        let p: ConcurrencyShedParams = params.parse()?;
+        let mode = match p.mode.as_str() {
+            "requests" => Mode::Requests,
+            "tokens" => Mode::Tokens,
+            "hybrid" => Mode::Hybrid,
+            other => {
+                return Err(format!(
+                    "params.mode = \"{other}\": must be \"requests\", \"tokens\" or \"hybrid\""
+                ))
+            }
+        };
+        for (k, v) in [
+            ("max_concurrency", p.max_concurrency),
+            ("max_token_concurrency", p.max_token_concurrency),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("params.{k} = {v}: must be a finite number > 0"));
+            }
+        }
+        let tokens = if mode == Mode::Requests {
+            None
+        } else {
+            Some(InFlight::create(&TokenLoadParams {
+                threshold: 1,
+                block_size: p.block_size,
+                capacity: p.capacity,
+                output_ratio: None,
+                max_output_estimate: None,
+            })?)
+        };
+        Ok(ConcurrencyShed {
+            mode,
+            max_requests: p.max_concurrency,
+            max_tokens: p.max_token_concurrency,
+            requests: Vec::new(),
+            at: HashMap::new(),
+            tokens,
+        })
+    }
+
+    fn on_event(&mut self, event: &RequestEvent<'_>, _cluster: &ClusterState<'_>) {
+        self.lifecycle(event.kind, event.instance, event.request.id);
+    }
+}
+
+impl ConcurrencyShed {
+    fn lifecycle(&mut self, kind: EventKind, instance: u32, id: u64) {
+        match kind {
+            EventKind::DISPATCHED => {
+                let i = instance as usize;
+                if let Some(old) = self.at.insert(id, i) {
+                    self.requests[old] -= 1;
+                }
+                if self.requests.len() <= i {
+                    self.requests.resize(i + 1, 0);
+                }
+                self.requests[i] += 1;
+            }
+            EventKind::COMPLETED | EventKind::DROPPED => {
+                if let Some(i) = self.at.remove(&id) {
+                    self.requests[i] -= 1;
+                }
+            }
+            _ => {}
+        }
+        if let Some(t) = self.tokens.as_mut() {
+            if kind != EventKind::DISPATCHED {
+                t.on_lifecycle(kind, id);
+            }
+        }
+    }
+
+    /// The saturation over `n` instances.
+    fn saturation(&self, n: usize) -> f64 {
+        if n == 0 {
+            return 1.0;
+        }
+        let r = |i: usize| self.requests.get(i).copied().unwrap_or(0) as f64 / self.max_requests;
+        let t = |i: usize| self.tokens.as_ref().map_or(0, |t| t.tokens(i)) as f64 / self.max_tokens;
+        let sum: f64 = match self.mode {
+            Mode::Requests => (0..n).map(r).sum(),
+            Mode::Tokens => (0..n).map(t).sum(),
+            Mode::Hybrid => (0..n).map(|i| r(i).max(t(i))).sum(),
+        };
+        sum / n as f64
+    }
+}
+
+impl Admission for ConcurrencyShed {
+    fn admit(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>) -> bool {
+        if !request.slo_class.is_sheddable() || self.saturation(cluster.len()) < 1.0 {
+            return true;
+        }
+        blis_plugin_api::reason("the router's in-flight load saturates the pool");
+        false
+    }
+
+    fn observe(&mut self, request: &RequestView<'_>, cluster: &ClusterView<'_>, chosen: usize) {
+        if let Some(t) = self.tokens.as_mut() {
+            t.charge(request, cluster.len(), chosen);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::{cluster, request, snap};
+
+    fn sheddable(id: u64, len: u32) -> RequestView<'static> {
+        let mut r = request(id, len, &[]);
+        r.slo_class = SloClass::BATCH;
+        r
+    }
+
+    /// Two instances, max_concurrency 2: saturation = Σ requests / 4.
+    /// Three requests in flight (0.75) admit; a fourth (1.0) refuses a
+    /// sheddable request but never a standard one; one completing (0.75)
+    /// admits again. A request dispatched twice (redirected) counts once.
+    #[test]
+    fn concurrency_shed_requests_by_hand() {
+        let mut a = ConcurrencyShed::create(Params::new("max_concurrency = 2"), 0).unwrap();
+        let s = [snap(0, 0, 0, 0.0), snap(0, 0, 0, 0.0)];
+        let view = cluster(0, &s);
+        for (id, i) in [(1, 0), (2, 0), (3, 1)] {
+            a.lifecycle(EventKind::DISPATCHED, i, id);
+        }
+        a.lifecycle(EventKind::DISPATCHED, 1, 3); // redirected: still 3 in all
+        assert!(a.admit(&sheddable(9, 16), &view));
+        a.lifecycle(EventKind::DISPATCHED, 1, 4);
+        assert!(!a.admit(&sheddable(9, 16), &view));
+        assert!(a.admit(&request(9, 16, &[]), &view));
+        a.lifecycle(EventKind::COMPLETED, 0, 1);
+        assert!(a.admit(&sheddable(9, 16), &view));
+        blis_plugin_api::check_params_doc::<ConcurrencyShedParams>(ConcurrencyShed::PARAMS_DOC)
+            .unwrap();
+    }
+
+    /// Tokens: 160-token prompts (10 blocks of 16), max 200 tokens per
+    /// instance over 2 instances. One request charges 160 (0.4), a second
+    /// on the other instance 160 more (0.8), a third 160 (1.2): refused.
+    /// At the first request's first token its 160 leave (0.8). Hybrid with
+    /// max_concurrency 1: instance 0 has one request (ratio 1), instance 1
+    /// two (2) → mean of max(1, 0.8), max(2, 0.8) = 1.5, refused.
+    #[test]
+    fn concurrency_shed_tokens_and_hybrid_by_hand() {
+        for mode in ["tokens", "hybrid"] {
+            let mut a = ConcurrencyShed::create(
+                Params::new(&format!(
+                    "mode = \"{mode}\"\nmax_token_concurrency = 200\nmax_concurrency = 1"
+                )),
+                0,
+            )
+            .unwrap();
+            let s = [snap(0, 0, 0, 0.0), snap(0, 0, 0, 0.0)];
+            let view = cluster(0, &s);
+            let route = |a: &mut ConcurrencyShed, id: u64, i: u32| {
+                let h: Vec<u64> = (0..10).map(|b| id * 100 + b).collect();
+                a.observe(&request(id, 160, &h), &view, i as usize);
+                a.lifecycle(EventKind::DISPATCHED, i, id);
+            };
+            route(&mut a, 1, 0);
+            if mode == "tokens" {
+                assert!(a.admit(&sheddable(9, 16), &view)); // 0.4
+            }
+            route(&mut a, 2, 1);
+            route(&mut a, 3, 1);
+            assert!(!a.admit(&sheddable(9, 16), &view)); // tokens 1.2, hybrid 1.5
+            a.lifecycle(EventKind::FIRST_TOKEN, 0, 1);
+            assert_eq!(a.admit(&sheddable(9, 16), &view), mode == "tokens"); // 0.8 / 1.5
+        }
+        assert!(ConcurrencyShed::create(Params::new("mode = \"bytes\""), 0).is_err());
+        assert!(ConcurrencyShed::create(Params::new("max_concurrency = 0"), 0).is_err());
+    }
 
     #[test]
     fn token_bucket_accepts_and_rejects_with_refills_at_known_times() {

@@ -5,19 +5,72 @@
 
 use blis_plugin_api::{ClusterState, ClusterView, Params, PolicyDef, RequestView, Scorer, Scores};
 
-/// `c_i` = cached leading blocks of the prompt on instance i; min-max
-/// normalised over the candidates, `(c_i − min)/(max − min)`, all 1 when
-/// equal (or without the query). Stateless.
-pub struct PrecisePrefixCache;
+use crate::prefix_index::{match_length_doc, MatchLength};
+
+/// `c_i` = cached leading blocks of the prompt on instance i; by default
+/// min-max normalised over the candidates, `(c_i − min)/(max − min)`, all
+/// 1 when equal (or without the query); with `normalise = "total"`,
+/// `c_i / ⌊L/B⌋` (llm-d's prefix-cache-scorer over its precise producer).
+/// Stateless.
+pub struct PrecisePrefixCache {
+    by_total: bool,
+    match_length: MatchLength,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct PreciseParams {
+    normalise: String,
+    match_length_weight: f64,
+    match_length_scale_tokens: f64,
+    block_size: u32,
+}
+
+impl Default for PreciseParams {
+    fn default() -> Self {
+        PreciseParams {
+            normalise: "min-max".into(),
+            match_length_weight: 0.0,
+            match_length_scale_tokens: 8192.0,
+            block_size: 16,
+        }
+    }
+}
 
 impl PolicyDef for PrecisePrefixCache {
     const NAME: &'static str = "precise-prefix-cache";
     const SUMMARY: &'static str =
         "min-max normalised leading prompt blocks held in each instance's KV cache";
+    const PARAMS_DOC: &'static str = concat!(
+        "\
+normalise                  (\"min-max\" or \"total\", default \"min-max\")  min-max:
+                           (c − min)/(max − min) over the candidates (all 1 when
+                           equal: the reference's scorer); total: c / ⌊L/B⌋, the
+                           fraction of the prompt's blocks cached (llm-d's
+                           prefix-cache-scorer), 0 for a prompt under one block.
+",
+        match_length_doc!()
+    );
     const PREFIX_QUERY: bool = true;
     fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
-        params.expect_none()?;
-        Ok(PrecisePrefixCache)
+        let p: PreciseParams = params.parse()?;
+        let by_total = match p.normalise.as_str() {
+            "min-max" => false,
+            "total" => true,
+            other => {
+                return Err(format!(
+                    "params.normalise = \"{other}\": must be \"min-max\" or \"total\""
+                ))
+            }
+        };
+        Ok(PrecisePrefixCache {
+            by_total,
+            match_length: MatchLength::new(
+                p.match_length_weight,
+                p.match_length_scale_tokens,
+                p.block_size,
+            )?,
+        })
     }
 }
 
@@ -29,7 +82,7 @@ impl Scorer for PrecisePrefixCache {
 
     fn score_candidates(
         &mut self,
-        _: &RequestView<'_>,
+        request: &RequestView<'_>,
         cluster: &ClusterState<'_>,
         scores: &mut Scores,
     ) {
@@ -39,15 +92,31 @@ impl Scorer for PrecisePrefixCache {
             scores.extend(std::iter::repeat_n(1.0, cands.len()));
             return;
         }
+        if self.by_total {
+            let total = request.input_tokens / self.match_length.block_size;
+            for &i in cands {
+                let m = c[i as usize].min(total);
+                scores.push(if total == 0 {
+                    0.0
+                } else {
+                    self.match_length.score(m, f64::from(m) / f64::from(total))
+                });
+            }
+            return;
+        }
         let (lo, hi) = cands.iter().fold((u32::MAX, 0), |(l, h), &i| {
             (l.min(c[i as usize]), h.max(c[i as usize]))
         });
         for &i in cands {
-            scores.push(if hi == lo {
-                1.0
-            } else {
-                f64::from(c[i as usize] - lo) / f64::from(hi - lo)
-            });
+            let m = c[i as usize];
+            scores.push(self.match_length.score(
+                m,
+                if hi == lo {
+                    1.0
+                } else {
+                    f64::from(m - lo) / f64::from(hi - lo)
+                },
+            ));
         }
     }
 }
@@ -163,23 +232,56 @@ mod tests {
         out.to_vec()
     }
 
+    fn precise(params: &str) -> PrecisePrefixCache {
+        PrecisePrefixCache::create(Params::new(params), 0).unwrap()
+    }
+
+    /// llm-d's prefix-cache-scorer over its precise producer: matched/total,
+    /// and the match-length term w·min(1, matched·B/S)² + (1 − w)·ratio.
+    #[test]
+    fn precise_prefix_cache_by_total_and_match_length() {
+        // 100 tokens / 16 = 6 full blocks.
+        let f = Fixture::idle(3).prefix_blocks(&[3, 6, 0]).input_tokens(100);
+        assert_eq!(
+            scores(&mut precise("normalise = \"total\""), &f, 0),
+            vec![0.5, 1.0, 0.0]
+        );
+        // w = 0.5, S = 64: 3 blocks = 48 tokens → (48/64)² = 0.5625;
+        // 0.5·0.5625 + 0.5·0.5 = 0.53125; 6 blocks = 96 ≥ 64 → 0.5 + 0.5 = 1.
+        let mut s = precise(
+            "normalise = \"total\"\nmatch_length_weight = 0.5\nmatch_length_scale_tokens = 64",
+        );
+        assert_eq!(scores(&mut s, &f, 0), vec![0.53125, 1.0, 0.0]);
+        // A prompt under one block scores 0 everywhere.
+        let short = Fixture::idle(2).prefix_blocks(&[0, 0]).input_tokens(10);
+        assert_eq!(
+            scores(&mut precise("normalise = \"total\""), &short, 0),
+            vec![0.0, 0.0]
+        );
+        assert!(PrecisePrefixCache::create(Params::new("normalise = \"max\""), 0).is_err());
+        blis_plugin_api::check_params_doc::<PreciseParams>(PrecisePrefixCache::PARAMS_DOC).unwrap();
+        assert!(PrecisePrefixCache::create(Params::new("match_length_weight = 1.5"), 0).is_err());
+        assert!(PrecisePrefixCache::create(
+            Params::new("match_length_weight = 0.5\nmatch_length_scale_tokens = 0"),
+            0
+        )
+        .is_err());
+    }
+
     #[test]
     fn precise_prefix_cache_min_max_normalises_over_the_candidates() {
         let f = Fixture::idle(4).prefix_blocks(&[3, 7, 1, 5]);
         assert_eq!(
-            scores(&mut PrecisePrefixCache, &f, 0),
+            scores(&mut precise(""), &f, 0),
             vec![2.0 / 6.0, 1.0, 0.0, 4.0 / 6.0]
         );
         // Instance 1 filtered out: max is now 5.
         let f = f.candidates(&[0, 2, 3]);
-        assert_eq!(scores(&mut PrecisePrefixCache, &f, 0), vec![0.5, 0.0, 1.0]);
+        assert_eq!(scores(&mut precise(""), &f, 0), vec![0.5, 0.0, 1.0]);
         // All equal, or no query: all 1.
         let f = Fixture::idle(3).prefix_blocks(&[2, 2, 2]);
-        assert_eq!(scores(&mut PrecisePrefixCache, &f, 0), vec![1.0; 3]);
-        assert_eq!(
-            scores(&mut PrecisePrefixCache, &Fixture::idle(3), 0),
-            vec![1.0; 3]
-        );
+        assert_eq!(scores(&mut precise(""), &f, 0), vec![1.0; 3]);
+        assert_eq!(scores(&mut precise(""), &Fixture::idle(3), 0), vec![1.0; 3]);
     }
 
     /// `1 − rank/(N − 1)` for each instance's rank.

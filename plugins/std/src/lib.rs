@@ -51,7 +51,9 @@ pub mod scorers;
 pub mod session_affinity;
 pub mod token_load;
 
-use admission::{AlwaysAdmit, GaieLegacy, Probabilistic, RejectAll, TierShed, TokenBucket};
+use admission::{
+    AlwaysAdmit, ConcurrencyShed, GaieLegacy, Probabilistic, RejectAll, TierShed, TokenBucket,
+};
 use autoscalers::KvSaturation;
 use cache_scorers::{NoHitLru, PrecisePrefixCache};
 use filters::{LowKvUtilization, LowQueue, Unsaturated, Utilization};
@@ -60,8 +62,8 @@ use predicted_latency::{Latency, LatencySlo, PrefixCacheAffinity, SloHeadroomTie
 use routing::{AlwaysBusiest, LeastLoaded, PrefixAffinityRouter, RoundRobin};
 use schedulers::{Fcfs, PreemptLowestPriority, PreemptTail, PriorityFcfs, ReversePriority, Sjf};
 use scorers::{
-    ActiveRequests, KvUtilization, LoadAware, LoadBalance, LoraAffinity, PrefixAffinityScorer,
-    QueueDepth, RunningRequests, VllmDp, WaitingQueue,
+    ActiveRequests, Constant, KvUtilization, LoadAware, LoadBalance, LoraAffinity,
+    PrefixAffinityScorer, QueueDepth, RunningRequests, VllmDp, WaitingQueue,
 };
 use session_affinity::{SessionAffinityFilter, SessionAffinityScorer};
 use token_load::{InFlightLimit, TokenLoad};
@@ -76,6 +78,7 @@ blis_plugin_api::export_plugin! {
         GaieLegacy,
         Probabilistic,
         LatencySlo,
+        ConcurrencyShed,
     ],
     routers: [RoundRobin, LeastLoaded, PrefixAffinityRouter, AlwaysBusiest],
     scorers: [
@@ -94,6 +97,7 @@ blis_plugin_api::export_plugin! {
         TokenLoad,
         SessionAffinityScorer,
         Latency,
+        Constant,
     ],
     filters: [
         LowQueue,

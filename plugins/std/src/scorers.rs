@@ -8,7 +8,7 @@ use blis_plugin_api::{
 };
 use serde::Deserialize;
 
-use crate::prefix_index::PrefixIndex;
+use crate::prefix_index::{match_length_doc, MatchLength, PrefixIndex};
 
 /// Min-max normalised effective load, lower load scores higher:
 /// `(max − load) / (max − min)`, and 1.0 for every instance when all loads are equal.
@@ -94,11 +94,19 @@ impl Scorer for LoadBalance {
 #[serde(deny_unknown_fields, default)]
 struct PrefixAffinityParams {
     capacity: usize,
+    match_length_weight: f64,
+    match_length_scale_tokens: f64,
+    block_size: u32,
 }
 
 impl Default for PrefixAffinityParams {
     fn default() -> Self {
-        PrefixAffinityParams { capacity: 10_000 }
+        PrefixAffinityParams {
+            capacity: 10_000,
+            match_length_weight: 0.0,
+            match_length_scale_tokens: 8192.0,
+            block_size: 16,
+        }
     }
 }
 
@@ -108,15 +116,21 @@ impl Default for PrefixAffinityParams {
 pub struct PrefixAffinityScorer {
     index: PrefixIndex,
     counts: Vec<u32>,
+    match_length: MatchLength,
 }
 
 impl PolicyDef for PrefixAffinityScorer {
     const NAME: &'static str = "prefix-affinity";
     const SUMMARY: &'static str =
         "fraction of the request's prefix blocks recently routed to each instance";
-    const PARAMS_DOC: &'static str = "\
-capacity  (integer ≥ 1, block hashes per instance, default 10000)  size of each
-          instance's LRU set in the router-side prefix index.";
+    const PARAMS_DOC: &'static str = concat!(
+        "\
+capacity                   (integer ≥ 1, block hashes per instance, default 10000)
+                           size of each instance's LRU set in the router-side
+                           prefix index.
+",
+        match_length_doc!()
+    );
 
     fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
         let p: PrefixAffinityParams = params.parse()?;
@@ -126,6 +140,11 @@ capacity  (integer ≥ 1, block hashes per instance, default 10000)  size of eac
         Ok(PrefixAffinityScorer {
             index: PrefixIndex::new(p.capacity),
             counts: Vec::new(),
+            match_length: MatchLength::new(
+                p.match_length_weight,
+                p.match_length_scale_tokens,
+                p.block_size,
+            )?,
         })
     }
 }
@@ -141,7 +160,7 @@ impl Scorer for PrefixAffinityScorer {
             scores.push(if total == 0 {
                 0.0
             } else {
-                f64::from(c) / total as f64
+                self.match_length.score(c, f64::from(c) / total as f64)
             });
         }
     }
@@ -190,6 +209,22 @@ mod tests {
         pa.observe(&request(0, 64, &[1, 2, 3, 4]), &cluster(0, &s), 1);
         assert_eq!(run(&mut pa, &[1, 2, 7, 8], &s), vec![0.0, 0.5]);
         assert_eq!(run(&mut pa, &[], &s), vec![0.0, 0.0]);
+    }
+
+    /// llm-d's match-length term: 2 of 4 blocks of 16 tokens matched, S =
+    /// 64: w = 0.25 → 0.25·(32/64)² + 0.75·0.5 = 0.4375.
+    #[test]
+    fn prefix_affinity_match_length_term() {
+        let mut pa = PrefixAffinityScorer::create(
+            Params::new("match_length_weight = 0.25\nmatch_length_scale_tokens = 64"),
+            0,
+        )
+        .unwrap();
+        let s = [snap(0, 0, 0, 0.0), snap(0, 0, 0, 0.0)];
+        pa.observe(&request(0, 64, &[1, 2, 3, 4]), &cluster(0, &s), 1);
+        assert_eq!(run(&mut pa, &[1, 2, 7, 8], &s), vec![0.0, 0.4375]);
+        // All 4 blocks: 64 tokens reach S → 0.25 + 0.75 = 1.
+        assert_eq!(run(&mut pa, &[1, 2, 3, 4], &s), vec![0.0, 1.0]);
     }
 }
 
@@ -365,27 +400,124 @@ impl Scorer for LoadAware {
     }
 }
 
+/// The same score for every candidate: what an llm-d scorer whose signal
+/// a simulation does not have (a topology label, a request header, an
+/// unparsed prompt) gives every endpoint. Under max-score it changes
+/// nothing; under a random picker drawing by score it flattens the draw.
+pub struct Constant {
+    value: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConstantParams {
+    #[serde(default = "one")]
+    value: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl PolicyDef for Constant {
+    const NAME: &'static str = "constant";
+    const SUMMARY: &'static str = "the same score for every candidate";
+    const PARAMS_DOC: &'static str = "\
+value  (number in [0, 1], default 1)  every candidate's score.";
+    fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
+        let p: ConstantParams = params.parse()?;
+        if !(0.0..=1.0).contains(&p.value) {
+            return Err(format!("params.value = {}: must be in [0, 1]", p.value));
+        }
+        Ok(Constant { value: p.value })
+    }
+}
+
+impl Scorer for Constant {
+    fn score(&mut self, _: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        for _ in cluster.instances() {
+            scores.push(self.value);
+        }
+    }
+
+    fn score_candidates(
+        &mut self,
+        _: &RequestView<'_>,
+        cluster: &ClusterState<'_>,
+        scores: &mut Scores,
+    ) {
+        for _ in cluster.candidates() {
+            scores.push(self.value);
+        }
+    }
+}
+
 /// llm-d's active-request scorer (the reference's `active-requests`):
 /// c = requests dispatched to the instance and not finished (the host's
-/// exact in-flight count); `(max − c) / max` over the candidates, 1 when
-/// c = 0 or max = 0.
-pub struct ActiveRequests;
+/// exact in-flight count); 1 when c ≤ `idle_threshold`, else
+/// `(max − c) / max · max_busy_score`, max over the candidates.
+pub struct ActiveRequests {
+    idle_threshold: u64,
+    max_busy_score: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct ActiveRequestsParams {
+    idle_threshold: u64,
+    max_busy_score: f64,
+}
+
+impl Default for ActiveRequestsParams {
+    fn default() -> Self {
+        ActiveRequestsParams {
+            idle_threshold: 0,
+            max_busy_score: 1.0,
+        }
+    }
+}
+
+impl Default for ActiveRequests {
+    fn default() -> Self {
+        ActiveRequests {
+            idle_threshold: 0,
+            max_busy_score: 1.0,
+        }
+    }
+}
 
 impl PolicyDef for ActiveRequests {
     const NAME: &'static str = "active-requests";
     const SUMMARY: &'static str = "(max − in-flight) / max over the candidates; idle → 1";
+    const PARAMS_DOC: &'static str = "\
+idle_threshold  (integer ≥ 0, requests, default 0)  an instance with at most this
+                many requests in flight is idle and scores 1 (llm-d's idleThreshold).
+max_busy_score  (number in [0, 1], default 1)  the top score of a busy
+                instance (llm-d's maxBusyScore): (max − c) / max · max_busy_score,
+                c its requests in flight, max the most among the candidates.";
     const USES_STATE: bool = true;
     fn create(params: Params<'_>, _seed: u64) -> Result<Self, String> {
-        params.expect_none()?;
-        Ok(ActiveRequests)
+        let p: ActiveRequestsParams = params.parse()?;
+        if !(0.0..=1.0).contains(&p.max_busy_score) {
+            return Err(format!(
+                "params.max_busy_score = {}: must be in [0, 1]",
+                p.max_busy_score
+            ));
+        }
+        Ok(ActiveRequests {
+            idle_threshold: p.idle_threshold,
+            max_busy_score: p.max_busy_score,
+        })
     }
 }
 
-fn active_score(c: u64, max: u64) -> f64 {
-    if c == 0 || max == 0 {
-        1.0
-    } else {
-        (max - c) as f64 / max as f64
+impl ActiveRequests {
+    fn score_of(&self, c: u64, max: u64) -> f64 {
+        if c <= self.idle_threshold || max == 0 {
+            1.0
+        } else {
+            (max - c) as f64 / max as f64 * self.max_busy_score
+        }
     }
 }
 
@@ -400,7 +532,7 @@ impl Scorer for ActiveRequests {
             .max()
             .unwrap_or(0);
         for x in cluster.instances() {
-            scores.push(active_score(x.effective_load(), max));
+            scores.push(self.score_of(x.effective_load(), max));
         }
     }
 
@@ -419,7 +551,7 @@ impl Scorer for ActiveRequests {
             .max()
             .unwrap_or(0);
         for &i in cluster.candidates() {
-            scores.push(active_score(c(i), max));
+            scores.push(self.score_of(c(i), max));
         }
     }
 }
@@ -436,9 +568,34 @@ mod active_requests_tests {
             x.in_flight = n;
         }
         let mut out = Scores::new();
-        ActiveRequests.score_candidates(&f.request(0), &f.state(), &mut out);
+        ActiveRequests::default().score_candidates(&f.request(0), &f.state(), &mut out);
         // max over the candidates is 4 (instance 2 was filtered out).
         assert_eq!(out.as_slice(), &[0.0, 1.0, 0.5]);
+    }
+
+    /// llm-d's idleThreshold and maxBusyScore: in-flight 4, 0, 9, 2 over
+    /// the candidates 0, 1, 3 with idle ≤ 2 and busy scores scaled by 0.5.
+    #[test]
+    fn idle_threshold_and_max_busy_score() {
+        let mut f = Fixture::idle(4).candidates(&[0, 1, 3]);
+        for (x, n) in f.info.iter_mut().zip([4u32, 0, 9, 2]) {
+            x.in_flight = n;
+        }
+        let mut s =
+            ActiveRequests::create(Params::new("idle_threshold = 2\nmax_busy_score = 0.5"), 0)
+                .unwrap();
+        let mut out = Scores::new();
+        s.score_candidates(&f.request(0), &f.state(), &mut out);
+        // 4 > 2: (4 − 4)/4·0.5 = 0; 0 and 2 are idle.
+        assert_eq!(out.as_slice(), &[0.0, 1.0, 1.0]);
+        for (x, n) in f.info.iter_mut().zip([3u32, 0, 9, 6]) {
+            x.in_flight = n;
+        }
+        let mut out = Scores::new();
+        s.score_candidates(&f.request(0), &f.state(), &mut out);
+        // max 6: (6 − 3)/6·0.5 = 0.25, idle 1, (6 − 6)/6·0.5 = 0.
+        assert_eq!(out.as_slice(), &[0.25, 1.0, 0.0]);
+        assert!(ActiveRequests::create(Params::new("max_busy_score = 1.5"), 0).is_err());
     }
 }
 
@@ -532,6 +689,9 @@ mod params_doc_tests {
         blis_plugin_api::check_params_doc::<PrefixAffinityParams>(PrefixAffinityScorer::PARAMS_DOC)
             .unwrap();
         blis_plugin_api::check_params_doc::<LoadAwareParams>(LoadAware::PARAMS_DOC).unwrap();
+        blis_plugin_api::check_params_doc::<ActiveRequestsParams>(ActiveRequests::PARAMS_DOC)
+            .unwrap();
+        blis_plugin_api::check_params_doc::<ConstantParams>(Constant::PARAMS_DOC).unwrap();
     }
 }
 

@@ -28,12 +28,12 @@ use crate::prefix_index::RequestMatches;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct TokenLoadParams {
-    threshold: u64,
-    block_size: u32,
-    capacity: usize,
-    output_ratio: Option<f64>,
-    max_output_estimate: Option<u64>,
+pub(crate) struct TokenLoadParams {
+    pub threshold: u64,
+    pub block_size: u32,
+    pub capacity: usize,
+    pub output_ratio: Option<f64>,
+    pub max_output_estimate: Option<u64>,
 }
 
 impl Default for TokenLoadParams {
@@ -57,7 +57,7 @@ pub struct TokenLoad {
 /// llm-d's inflight-load-producer: the tokens the router has sent each
 /// instance and not yet seen answered, with the prefix index it counts
 /// uncached tokens by.
-struct InFlight {
+pub(crate) struct InFlight {
     output_ratio: Option<f64>,
     max_output_estimate: Option<u64>,
     prompts: RequestMatches,
@@ -105,7 +105,7 @@ max_output_estimate  (integer ≥ 1, optional)  cap on that estimate.";
 
 impl InFlight {
     /// The counter of `p` (its checks: see `TokenLoad::create`).
-    fn create(p: &TokenLoadParams) -> Result<InFlight, String> {
+    pub(crate) fn create(p: &TokenLoadParams) -> Result<InFlight, String> {
         if p.block_size == 0 {
             return Err("params.block_size must be at least 1".into());
         }
@@ -149,7 +149,7 @@ impl InFlight {
         }
     }
 
-    fn on_lifecycle(&mut self, kind: EventKind, id: u64) {
+    pub(crate) fn on_lifecycle(&mut self, kind: EventKind, id: u64) {
         let Some(&(i, first, end)) = self.charged.get(&id) else {
             return;
         };
@@ -167,7 +167,7 @@ impl InFlight {
     }
 
     /// After a decision: charge `request` to `chosen` and index its prompt.
-    fn charge(&mut self, request: &RequestView<'_>, n: usize, chosen: usize) {
+    pub(crate) fn charge(&mut self, request: &RequestView<'_>, n: usize, chosen: usize) {
         let n = n.max(chosen + 1);
         self.grow(n);
         self.prompts.prepare(request, n);
@@ -191,7 +191,7 @@ impl InFlight {
     }
 
     /// The tokens in flight on instance `i`.
-    fn tokens(&self, i: usize) -> u64 {
+    pub(crate) fn tokens(&self, i: usize) -> u64 {
         self.in_flight.get(i).copied().unwrap_or(0)
     }
 }

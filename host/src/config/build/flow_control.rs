@@ -15,6 +15,10 @@ pub(super) struct CheckedFlowControl {
     max_depth: Option<u64>,
     shedding: bool,
     fairness: Fairness,
+    /// Bands with their own (capacity, fairness): (band, capacity, fairness).
+    bands: Vec<(usize, Option<u64>, Fairness)>,
+    /// Some band is program-aware.
+    program_aware: bool,
     las: Las,
     ceilings: Ceilings,
     ttl: Option<i64>,
@@ -67,6 +71,61 @@ fn capacity(key: &str, v: Option<u64>, problems: &mut Problems) {
             "flow_control.{key} = 0: a queue that holds nothing rejects every request; give a capacity ≥ 1, or remove the key for no limit"
         ));
     }
+}
+
+fn fairness_of(key: &str, name: &str, problems: &mut Problems) -> Fairness {
+    match name {
+        "global-strict" => Fairness::GlobalStrict,
+        "round-robin" => Fairness::RoundRobin,
+        "program-aware" => Fairness::ProgramAware,
+        other => {
+            problems.error(one_of(
+                key,
+                other,
+                &["global-strict", "round-robin", "program-aware"],
+            ));
+            Fairness::GlobalStrict
+        }
+    }
+}
+
+/// `band_capacity` / `band_fairness`: the bands (SLO classes) with their
+/// own settings, the others keeping `per_band_capacity` and `fairness`.
+fn bands(
+    fc: &FlowControlSection,
+    fairness: Fairness,
+    problems: &mut Problems,
+) -> Vec<(usize, Option<u64>, Fairness)> {
+    let names: Vec<&str> = SloClass::ALL.iter().map(|c| c.name()).collect();
+    for key in fc.band_capacity.keys().chain(fc.band_fairness.keys()) {
+        if !names.contains(&key.as_str()) {
+            let section = if fc.band_capacity.contains_key(key) {
+                "band_capacity"
+            } else {
+                "band_fairness"
+            };
+            problems.error(one_of(&format!("flow_control.{section} key"), key, &names));
+        }
+    }
+    let mut out = Vec::new();
+    for (band, class) in SloClass::ALL.iter().enumerate() {
+        let cap = fc.band_capacity.get(class.name()).copied();
+        let fair = fc.band_fairness.get(class.name());
+        if cap.is_none() && fair.is_none() {
+            continue;
+        }
+        capacity(&format!("band_capacity.{}", class.name()), cap, problems);
+        let fair = match fair {
+            Some(f) => fairness_of(
+                &format!("flow_control.band_fairness.{}", class.name()),
+                f,
+                problems,
+            ),
+            None => fairness,
+        };
+        out.push((band, cap.or(fc.per_band_capacity), fair));
+    }
+    out
 }
 
 /// `pd`: the run has `[[pools]]` (P/D, or serve pools of several models).
@@ -151,19 +210,10 @@ pub(super) fn check(
             fc.saturation_detector
         ));
     }
-    let fairness = match fc.fairness.as_str() {
-        "global-strict" => Fairness::GlobalStrict,
-        "round-robin" => Fairness::RoundRobin,
-        "program-aware" => Fairness::ProgramAware,
-        other => {
-            problems.error(one_of(
-                "flow_control.fairness",
-                other,
-                &["global-strict", "round-robin", "program-aware"],
-            ));
-            Fairness::GlobalStrict
-        }
-    };
+    let fairness = fairness_of("flow_control.fairness", &fc.fairness, problems);
+    let bands = bands(fc, fairness, problems);
+    let program_aware =
+        fairness == Fairness::ProgramAware || bands.iter().any(|b| b.2 == Fairness::ProgramAware);
     let las = Las {
         w_service: fc.las_weight_service.unwrap_or(0.8),
         w_wait: fc.las_weight_head_wait.unwrap_or(0.2),
@@ -176,9 +226,9 @@ pub(super) fn check(
     ];
     for (key, v) in las_keys {
         if let Some(v) = v {
-            if fairness != Fairness::ProgramAware {
+            if !program_aware {
                 problems.error(format!(
-                    "flow_control.{key} is given but flow_control.fairness = \"{}\"; it is used only by fairness = \"program-aware\"",
+                    "flow_control.{key} is given but flow_control.fairness = \"{}\" and no band_fairness is \"program-aware\"; it is used only by program-aware fairness",
                     fc.fairness
                 ));
             } else if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
@@ -223,6 +273,8 @@ pub(super) fn check(
         max_depth: fc.max_depth,
         shedding: fc.shedding,
         fairness,
+        bands,
+        program_aware,
         las,
         ceilings,
         ttl: fc.request_ttl_us,
@@ -242,7 +294,10 @@ impl CheckedFlowControl {
             self.shedding,
             self.fairness,
         );
-        if self.fairness == Fairness::ProgramAware {
+        for &(band, capacity, fairness) in &self.bands {
+            queue = queue.with_band(band, capacity, fairness);
+        }
+        if self.program_aware {
             queue = queue.with_program_aware(self.las);
         }
         match self.ceilings {

@@ -137,13 +137,12 @@ fn check_top_level(run: &RunFile, problems: &mut Problems) -> Tick {
 /// order a request meets them (plugins as `library::name`).
 fn pipeline_note(
     run: &RunFile,
-    admission: &crate::plugins::AdmissionPolicy,
+    admission: &crate::cluster::Admission,
     routing: &crate::cluster::Routing,
     observers: &[crate::plugins::ObserverPolicy],
 ) -> String {
-    let a = admission.label();
     let mut parts = vec![
-        format!("admission {}::{}", a.library, a.name),
+        format!("admission {}", admission.describe()),
         format!("routing: {}", routing.describe()),
         format!(
             "instance scheduler {}, preemption {}",

@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use super::{derive_seed, resolve, Problems};
+use crate::cluster::Admission;
 use crate::cluster::Routing;
 use crate::config::{RoutingSection, RunFile};
-use crate::plugins::{AdmissionPolicy, ObserverPolicy, Registry};
+use crate::plugins::{ObserverPolicy, Registry};
 
 /// The scorer profile of `policy = "weighted"` when none is given.
 const DEFAULT_PROFILE: [(&str, f64); 3] = [
@@ -118,7 +119,7 @@ impl RoutingPlan {
         run: &RunFile,
         base_dir: &Path,
         registry: &mut Registry,
-    ) -> Result<(AdmissionPolicy, Routing), String> {
+    ) -> Result<(Admission, Routing), String> {
         for p in &run.plugins {
             let path = resolve(base_dir, &p.path);
             let limits = crate::plugins::WasmLimitsSpec {
@@ -136,6 +137,19 @@ impl RoutingPlan {
                 derive_seed(run.seed, "admission"),
             )
             .map_err(|e| e.to_string())?;
+        let mut then = Vec::new();
+        for (i, step) in run.admission.then.iter().enumerate() {
+            then.push(
+                registry
+                    .admission(
+                        &step.policy,
+                        &params_text(&step.params),
+                        derive_seed(run.seed, &format!("admission/then/{i}/{}", step.policy)),
+                    )
+                    .map_err(|e| format!("admission.then[{i}]: {e}"))?,
+            );
+        }
+        let admission = Admission::new(admission, then);
         if run.lora.is_none() && self.uses_lora_affinity() {
             return Err(format!(
                 "routing.scorers: '{LORA_AFFINITY}' scores LoRA adapter residency, but the run file has no [lora] section; \

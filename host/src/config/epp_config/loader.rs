@@ -570,6 +570,37 @@ pub fn dependencies(p: &Plugin) -> Vec<(String, &'static str)> {
     deps
 }
 
+/// `program-aware-fairness`'s factory checks: its one strategy and the
+/// ranges of its numbers.
+fn program_aware(p: &Plugin) -> Result<(), String> {
+    let fail = |m: String| {
+        Err(format!(
+            "failed to create plugin '{}' (type: program-aware-fairness): {m}",
+            p.name
+        ))
+    };
+    if let Some(s) = param_str(&p.params, "strategy").filter(|s| !s.is_empty() && *s != "las") {
+        return fail(format!(
+            "unknown scoring strategy \"{s}\": only \"las\" is supported"
+        ));
+    }
+    let num = |k: &str| p.params.get(k).and_then(Value::as_f64);
+    for k in [
+        "lasWeightService",
+        "lasWeightHeadWait",
+        "lasHalfLifeSeconds",
+        "evictionTtlSeconds",
+    ] {
+        if let Some(v) = num(k).filter(|v| *v < 0.0) {
+            return fail(format!("{k} must be ≥ 0, got {v}"));
+        }
+    }
+    if let Some(v) = num("evictionSweepSeconds").filter(|v| *v <= 0.0) {
+        return fail(format!("evictionSweepSeconds must be > 0, got {v}"));
+    }
+    Ok(())
+}
+
 fn check_dependencies(plugins: &[Plugin]) -> Result<(), String> {
     for p in plugins {
         if p.info.ty == "disagg-profile-handler" {
@@ -617,6 +648,9 @@ fn check_dependencies(plugins: &[Plugin]) -> Result<(), String> {
                 }
                 Some(o) => return Err(format!("failed to create plugin '{}' (type: disagg-profile-handler): stageOrder '{o}' is not valid (decode-first, prefill-first)", p.name)),
             }
+        }
+        if p.info.ty == "program-aware-fairness" {
+            program_aware(p)?;
         }
         if p.info.ty == "prefix-based-pd-decider" {
             for k in ["nonCachedTokens", "promptTokens"] {

@@ -114,38 +114,52 @@ fn section<S: serde::de::DeserializeOwned>(t: toml::Table, what: &str) -> Result
         })
 }
 
-/// Every `token-load` scorer and every predicted-latency policy's predictor
-/// of `t` (at any depth: weighted scorers, pipeline profiles, P/D stage
-/// routings, admission) counts blocks of `block_size` tokens, the run's KV
-/// block size.
+/// Every policy of `t` that counts prompt blocks — `token-load`,
+/// `in-flight-limit`, `concurrency-shed` counting tokens, prefix scorers
+/// with llm-d's match-length term or total normalisation, and every
+/// predicted-latency policy's predictor — at any depth (weighted scorers,
+/// pipeline profiles, P/D stage routings, admission and its `then` steps)
+/// counts blocks of `block_size` tokens, the run's KV block size.
 fn set_block_size(t: &mut toml::Table, block_size: &toml::Value) {
     let name = t
         .get("name")
         .or_else(|| t.get("policy"))
-        .and_then(toml::Value::as_str);
-    if matches!(name, Some("token-load" | "in-flight-limit")) {
-        let params = t
-            .entry("params")
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let Some(p) = params.as_table_mut() {
-            p.insert("block_size".into(), block_size.clone());
+        .and_then(toml::Value::as_str)
+        .map(str::to_string);
+    let params = t.get_mut("params").and_then(toml::Value::as_table_mut);
+    match (name.as_deref(), params) {
+        (Some("token-load" | "in-flight-limit"), _) => {
+            let params = t
+                .entry("params")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let Some(p) = params.as_table_mut() {
+                p.insert("block_size".into(), block_size.clone());
+            }
         }
-        return;
-    }
-    if matches!(
-        name,
-        Some("latency" | "slo-headroom-tier" | "prefix-cache-affinity" | "latency-slo")
-    ) {
-        if let Some(p) = t
-            .get_mut("params")
-            .and_then(|p| p.get_mut("predictor"))
-            .and_then(toml::Value::as_table_mut)
+        // Their block size counts matched tokens (the match-length term)
+        // and the prompt's blocks (normalise = "total").
+        (Some("prefix-affinity" | "precise-prefix-cache"), Some(p))
+            if p.contains_key("match_length_weight") || p.contains_key("normalise") =>
         {
             p.insert("block_size".into(), block_size.clone());
         }
-        return;
+        (Some("concurrency-shed"), Some(p))
+            if p.get("mode").and_then(toml::Value::as_str) != Some("requests") =>
+        {
+            p.insert("block_size".into(), block_size.clone());
+        }
+        (
+            Some("latency" | "slo-headroom-tier" | "prefix-cache-affinity" | "latency-slo"),
+            Some(p),
+        ) => {
+            if let Some(p) = p.get_mut("predictor").and_then(toml::Value::as_table_mut) {
+                p.insert("block_size".into(), block_size.clone());
+            }
+        }
+        _ => {}
     }
-    for (_, v) in t.iter_mut() {
+    // Policies nest in profiles, stages and `[[admission.then]]`.
+    for (_, v) in t.iter_mut().filter(|(k, _)| *k != "params") {
         match v {
             toml::Value::Table(inner) => set_block_size(inner, block_size),
             toml::Value::Array(items) => {

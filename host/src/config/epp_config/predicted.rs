@@ -176,30 +176,14 @@ pub fn affinity_filter(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<toml::Ta
     Ok(t)
 }
 
-/// `latency-slo-admitter` → blis's `latency-slo` admission; `legacy`: the
-/// legacy admission controller's (queue, KV) thresholds when the flow
-/// control gate is off (it runs before the admitter: blis's policy applies
-/// both, in that order).
-pub fn admitter(
-    l: &Loaded,
-    p: &Plugin,
-    legacy: Option<(f64, f64)>,
-    out: &mut Out,
-) -> Result<toml::Table, String> {
+/// `latency-slo-admitter` → blis's `latency-slo` admission (policy name
+/// and params).
+pub fn admitter(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<(String, toml::Table), String> {
     let mut params = toml::Table::new();
     params.insert("predictor".into(), T::Table(predictor(l, p)?));
-    let mut also = String::new();
-    if let Some((qd, kv)) = legacy {
-        params.insert("saturation_queue_depth".into(), T::Float(qd));
-        params.insert("saturation_kv".into(), T::Float(kv));
-        also = format!(", after llm-d's legacy controller (sheddable requests rejected while the mean of max(queue/{qd}, kv/{kv}) is ≥ 1)");
-    }
     out.note(format!(
-        "plugin '{}' (latency-slo-admitter): blis's latency-slo admission{also}, with {PREDICTOR}",
+        "plugin '{}' (latency-slo-admitter): blis's latency-slo admission, with {PREDICTOR}",
         p.name
     ));
-    let mut t = toml::Table::new();
-    t.insert("policy".into(), T::String("latency-slo".into()));
-    t.insert("params".into(), T::Table(params));
-    Ok(t)
+    Ok(("latency-slo".into(), params))
 }

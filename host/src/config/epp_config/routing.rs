@@ -40,7 +40,7 @@ fn table(pairs: &[(&str, T)]) -> toml::Table {
 
 fn unsupported(p: &Plugin, why: &str) -> String {
     format!(
-        "plugin '{}' ({}): blis does not simulate this yet: {why}. Remove it from the profile to run the rest (see the llm-d table in README.md)",
+        "plugin '{}' ({}): blis cannot run this: {why}. Remove it from the profile to run the rest (see \"What blis refuses\" in docs/src/llm-d.md)",
         p.name, p.info.ty
     )
 }
@@ -49,7 +49,8 @@ fn unsupported(p: &Plugin, why: &str) -> String {
 /// instance in a simulation (with the reason).
 enum ScorerMap {
     Blis(&'static str, toml::Table),
-    Constant(&'static str),
+    /// Every candidate's score and why.
+    Constant(f64, &'static str),
 }
 
 /// What a prompt-reading scorer is when the router sees no prompt.
@@ -61,11 +62,13 @@ fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
         match p.info.ty {
             "prefix-cache-scorer" | "precise-prefix-cache-scorer" => {
                 return Ok(ScorerMap::Constant(
+                    0.0,
                     "llm-d's only parser is passthrough-parser, so the router sees no prompt and no candidate holds any of it: every candidate scores 0",
                 ))
             }
             "token-load-scorer" => {
                 return Ok(ScorerMap::Constant(
+                    1.0,
                     "llm-d's only parser is passthrough-parser, so the router sees no prompt and counts no tokens: every candidate scores 1",
                 ))
             }
@@ -111,29 +114,42 @@ fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
             ScorerMap::Blis("load-aware", table(&[("threshold", T::Integer(t))]))
         }
         "active-request-scorer" => {
-            let idle = int(params, "idleThreshold").unwrap_or(0);
-            let busy = num(params, "maxBusyScore").unwrap_or(1.0);
-            if idle != 0 || busy != 1.0 {
-                return Err(unsupported(p, "idleThreshold ≠ 0 or maxBusyScore ≠ 1 (blis's active-requests is llm-d's scorer with the defaults)"));
+            let mut idle = int(params, "idleThreshold").unwrap_or(0);
+            let mut busy = num(params, "maxBusyScore").unwrap_or(1.0);
+            if idle < 0 {
+                out.note(format!("plugin '{}' (active-request-scorer): idleThreshold {idle} < 0 counts as 0", p.name));
+                idle = 0;
+            }
+            if !(0.0..=1.0).contains(&busy) {
+                out.note(format!("plugin '{}' (active-request-scorer): maxBusyScore {busy} is outside [0, 1] and counts as 1", p.name));
+                busy = 1.0;
             }
             if params.get("requestTimeout").is_some() {
                 out.note(format!("plugin '{}' (active-request-scorer): requestTimeout is ignored by llm-d too", p.name));
             }
-            ScorerMap::Blis("active-requests", toml::Table::new())
+            let mut t = toml::Table::new();
+            if idle != 0 {
+                t.insert("idle_threshold".into(), T::Integer(idle));
+            }
+            if busy != 1.0 {
+                t.insert("max_busy_score".into(), T::Float(busy));
+            }
+            ScorerMap::Blis("active-requests", t)
         }
         "prefix-cache-scorer" => {
-            if num(params, "matchLengthWeight").is_some_and(|w| w > 0.0) {
-                return Err(unsupported(p, "matchLengthWeight > 0 (the match-length term)"));
-            }
             let producer = param_str(params, "prefixMatchInfoProducerName").unwrap_or("");
-            prefix_scorer(l, p, producer, out)?
+            let mut m = prefix_scorer(l, p, producer, out)?;
+            if let ScorerMap::Blis(_, t) = &mut m {
+                match_length(p, t, out)?;
+            }
+            m
         }
         "precise-prefix-cache-scorer" => {
             out.note(format!(
-                "plugin '{}' (precise-prefix-cache-scorer): blis's precise-prefix-cache (the engine's KV cache read live; blis min-max normalises the matched blocks where llm-d scores matched/total)",
+                "plugin '{}' (precise-prefix-cache-scorer): llm-d's prefix-cache-scorer over a precise producer: blis's precise-prefix-cache with normalise = \"total\" (the fraction of the prompt's blocks the engine's KV cache holds)",
                 p.name
             ));
-            ScorerMap::Blis("precise-prefix-cache", toml::Table::new())
+            ScorerMap::Blis("precise-prefix-cache", precise_total())
         }
         "no-hit-lru-scorer" => {
             let lru = int(params, "lruSize").unwrap_or(1024);
@@ -144,19 +160,24 @@ fn map_scorer(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
             ScorerMap::Blis("no-hit-lru", toml::Table::new())
         }
         "topology-affinity-scorer" => ScorerMap::Constant(
+            0.0,
             "blis instances carry no topology labels, so every candidate shares no level with the peer and scores 0",
         ),
         "header-label-affinity-scorer" => ScorerMap::Constant(
+            0.0,
             "blis requests carry no such header and instances no such label, so every candidate scores 0",
         ),
         "mm-embeddings-cache-scorer" => ScorerMap::Constant(
-            "blis workloads have no multimodal items, so every candidate scores 0",
+            0.0,
+            "blis requests carry a multimodal flag but no items, so no candidate's encoder cache holds any and every candidate scores 0",
         ),
         "context-length-aware" => ScorerMap::Constant(
+            0.5,
             "blis instances carry no context-length-range label, so every candidate scores 0.5",
         ),
         "endpoint-attribute-scorer" => ScorerMap::Constant(
-            "blis produces no such endpoint attribute (no DCGM GPU metrics), so every candidate has the same score",
+            0.0,
+            "blis produces no such endpoint attribute (no DCGM GPU metrics), so every candidate misses it and scores 0",
         ),
         "lora-affinity-scorer" => {
             out.note(format!(
@@ -232,6 +253,36 @@ fn token_load(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
 
 /// `prefix-cache-scorer` over the producer named `producer` ("" = the
 /// default approximate index).
+/// blis's `precise-prefix-cache` scoring as llm-d's prefix-cache-scorer
+/// does over a precise producer: matched / total blocks.
+fn precise_total() -> toml::Table {
+    table(&[("normalise", T::String("total".into()))])
+}
+
+/// `matchLengthWeight` / `matchLengthScaleTokens` of a prefix-cache-scorer
+/// onto its blis scorer's params (validated as llm-d does).
+fn match_length(p: &Plugin, t: &mut toml::Table, out: &mut Out) -> Result<(), String> {
+    let w = num(&p.params, "matchLengthWeight").unwrap_or(0.0);
+    let scale = num(&p.params, "matchLengthScaleTokens").unwrap_or(8192.0);
+    if !(0.0..=1.0).contains(&w) {
+        return Err(format!("failed to create plugin '{}' (type: prefix-cache-scorer): matchLengthWeight {w} must be in [0, 1]", p.name));
+    }
+    if w > 0.0 && scale <= 0.0 {
+        return Err(format!("failed to create plugin '{}' (type: prefix-cache-scorer): matchLengthScaleTokens {scale} must be > 0 when matchLengthWeight > 0", p.name));
+    }
+    if w == 0.0 {
+        return Ok(());
+    }
+    t.insert("match_length_weight".into(), T::Float(w));
+    t.insert("match_length_scale_tokens".into(), T::Float(scale));
+    out.note(format!(
+        "plugin '{}' (prefix-cache-scorer): matchLengthWeight {w}, matchLengthScaleTokens {scale}: score = {w}·min(1, matched tokens/{scale})² + {}·(the match fraction), matched tokens counted in the run's KV blocks",
+        p.name,
+        1.0 - w
+    ));
+    Ok(())
+}
+
 fn prefix_scorer(
     l: &Loaded,
     p: &Plugin,
@@ -273,10 +324,10 @@ fn prefix_scorer(
         }
         "precise-prefix-cache-producer" => {
             out.note(format!(
-                "plugin '{}' (prefix-cache-scorer on {producer}): blis's precise-prefix-cache, the engine's KV cache as KV events report it (blis min-max normalises the matched blocks where llm-d scores matched/total)",
+                "plugin '{}' (prefix-cache-scorer on {producer}): blis's precise-prefix-cache with normalise = \"total\": the fraction of the prompt's blocks the engine's KV cache holds, as KV events report it",
                 p.name
             ));
-            ScorerMap::Blis("precise-prefix-cache", toml::Table::new())
+            ScorerMap::Blis("precise-prefix-cache", precise_total())
         }
         "burst-prefix-cache-producer" => {
             out.note(format!(
@@ -380,7 +431,7 @@ fn map_filter(
             let pass = param_str(&p.params, "onMissing").unwrap_or("Pass") == "Pass";
             let fallback = p.params.get("fallbackOnEmpty").and_then(Value::as_bool).unwrap_or(false);
             if !(pass || fallback) {
-                return Err(unsupported(p, "blis produces no such attribute, so onMissing would drop every instance (set onMissing: Pass or fallbackOnEmpty: true)"));
+                return Err(unsupported(p, "blis instances carry no such attribute (no DCGM GPU metrics), so this onMissing would leave no endpoint for any request, where the deployment's endpoints carry it (set onMissing: Pass or fallbackOnEmpty: true)"));
             }
             "blis produces no such endpoint attribute (no DCGM GPU metrics), so every instance passes (onMissing: Pass / fallbackOnEmpty)".into()
         }
@@ -758,20 +809,21 @@ fn map_profile(
         let p = &l.plugins[s];
         match map_scorer(l, p, out).map_err(ctx)? {
             ScorerMap::Blis(name, params) => scorers.push((name, w, params)),
-            ScorerMap::Constant(why) => {
-                if !max_score && !why.contains("scores 0") {
-                    return Err(ctx(unsupported(
-                        p,
-                        &format!(
-                            "{why}; a constant score shifts the totals {} draws from",
-                            picker.info.ty
-                        ),
-                    )));
+            ScorerMap::Constant(value, why) => {
+                // A constant moves no argmax, and a draw by score only
+                // when it is not 0 (the totals scale with the weights).
+                if max_score || value == 0.0 || picker.info.ty == "random-picker" {
+                    out.note(format!(
+                        "plugin '{}' ({}): no simulated effect: {why}",
+                        p.name, p.info.ty
+                    ));
+                } else {
+                    out.note(format!(
+                        "plugin '{}' ({}): blis's constant scorer (value {value}): {why}, which flattens the draw of {}",
+                        p.name, p.info.ty, picker.info.ty
+                    ));
+                    scorers.push(("constant", w, table(&[("value", T::Float(value))])));
                 }
-                out.note(format!(
-                    "plugin '{}' ({}): no simulated effect: {why}",
-                    p.name, p.info.ty
-                ));
             }
         }
     }

@@ -16,13 +16,6 @@ fn num(p: &Value, key: &str) -> Option<f64> {
     p.get(key).and_then(Value::as_f64)
 }
 
-fn unsupported(p: &Plugin, why: &str) -> String {
-    format!(
-        "plugin '{}' ({}): blis does not simulate this yet: {why} (see the llm-d table in README.md)",
-        p.name, p.info.ty
-    )
-}
-
 /// `utilization-detector` thresholds (validated as llm-d does).
 fn utilization(p: &Plugin) -> Result<(f64, f64), String> {
     let qd = num(&p.params, "queueDepthThreshold").unwrap_or(5.0);
@@ -37,71 +30,124 @@ fn utilization(p: &Plugin) -> Result<(f64, f64), String> {
 }
 
 /// `[admission]`: llm-d's admission controller (legacy when the gate is
-/// off) and its admitters.
+/// off) and then its admitters, each a blis admission policy asked in turn
+/// (`policy`, then `[[admission.then]]`).
 pub fn admission(l: &Loaded, out: &mut Out) -> Result<toml::Table, String> {
-    let det = &l.plugins[l.detector];
-    let admitters: Vec<&Plugin> = l
-        .plugins
-        .iter()
-        .filter(|p| p.info.is(kind::ADMITTER))
-        .collect();
-    if admitters.len() > 1 {
-        return Err(format!(
-            "admitters {}: blis runs one admission policy; more than one admitter is not simulated yet",
-            admitters.iter().map(|p| format!("'{}'", p.name)).collect::<Vec<_>>().join(", ")
+    let mut steps: Vec<(String, toml::Table)> = Vec::new();
+    if !l.flow_control_gate {
+        steps.extend(legacy(l, out)?);
+    }
+    for a in l.plugins.iter().filter(|p| p.info.is(kind::ADMITTER)) {
+        steps.push(match a.info.ty {
+            "probabilistic-admitter" => probabilistic(a, out),
+            _ => super::predicted::admitter(l, a, out)?,
+        });
+    }
+    if steps.len() > 1 {
+        out.note(format!(
+            "admission: blis asks {} in turn (llm-d's order: the legacy controller, then the admitters); a request is admitted when every one admits it",
+            steps.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>().join(", then ")
         ));
     }
-    let legacy = if l.flow_control_gate {
-        None
-    } else {
-        match det.info.ty {
-            "utilization-detector" => Some(utilization(det)?),
-            _ => return Err(unsupported(det, "the legacy admission controller over a concurrency detector (blis's gaie-legacy reads queue and KV utilisation)")),
+    let mut steps = steps.into_iter().map(|(policy, params)| {
+        let mut t = toml::Table::new();
+        t.insert("policy".into(), T::String(policy));
+        if !params.is_empty() {
+            t.insert("params".into(), T::Table(params));
         }
+        t
+    });
+    let Some(mut t) = steps.next() else {
+        let mut t = toml::Table::new();
+        t.insert("policy".into(), T::String("always-admit".into()));
+        return Ok(t);
     };
-    let mut t = toml::Table::new();
-    match (admitters.first(), legacy) {
-        (None, Some((qd, kv))) => {
-            out.note(format!(
-                "admission: llm-d's legacy admission controller (gate flowControl off) over '{}': blis's gaie-legacy, rejecting sheddable requests (priority < 0: batch, sheddable, background) while the mean of max(queue/{qd}, kv/{kv}) is ≥ 1",
-                det.name
-            ));
-            t.insert("policy".into(), T::String("gaie-legacy".into()));
-            let mut p = toml::Table::new();
-            p.insert("queue_depth_threshold".into(), T::Float(qd));
-            p.insert("kv_threshold".into(), T::Float(kv));
-            t.insert("params".into(), T::Table(p));
-        }
-        (None, None) => {
-            t.insert("policy".into(), T::String("always-admit".into()));
-        }
-        (Some(a), legacy) => match a.info.ty {
-            "probabilistic-admitter" => {
-                let qd = num(&a.params, "queueDepthThreshold").unwrap_or(5.0);
-                let kv = num(&a.params, "kvCacheUtilThreshold").unwrap_or(0.8);
-                let power = num(&a.params, "power").unwrap_or(5.0);
-                let k = num(&a.params, "k").unwrap_or(300.0);
-                if let Some((lqd, lkv)) = legacy {
-                    // The legacy controller rejects a sheddable request when its
-                    // saturation is ≥ 1; the admitter's saturation is at least as
-                    // high when its thresholds are lower, and rejects surely then.
-                    if !(qd <= lqd && kv <= lkv && power > 0.0 && k >= 1.0) {
-                        return Err(unsupported(a, "an admitter alongside a legacy controller with lower thresholds than the admitter's (blis runs one admission policy)"));
-                    }
-                    out.note(format!("admission: llm-d's legacy controller over '{}' (thresholds {lqd}, {lkv}) rejects only what '{}' rejects surely (its thresholds {qd}, {kv} are lower): blis runs the admitter alone", det.name, a.name));
-                }
-                t.insert("policy".into(), T::String("probabilistic".into()));
-                let mut p = toml::Table::new();
-                p.insert("queue_depth_threshold".into(), T::Float(qd));
-                p.insert("kv_threshold".into(), T::Float(kv));
-                p.insert("power".into(), T::Float(power));
-                p.insert("k".into(), T::Float(k));
-                t.insert("params".into(), T::Table(p));
-            }
-            _ => return super::predicted::admitter(l, a, legacy, out),
-        },
+    let then: Vec<T> = steps.map(T::Table).collect();
+    if !then.is_empty() {
+        t.insert("then".into(), T::Array(then));
     }
     Ok(t)
+}
+
+/// llm-d's legacy admission controller (gate off) over the saturation
+/// detector, or none when it can never reject.
+fn legacy(l: &Loaded, out: &mut Out) -> Result<Option<(String, toml::Table)>, String> {
+    let det = &l.plugins[l.detector];
+    let mut p = toml::Table::new();
+    if det.info.ty == "utilization-detector" {
+        let (qd, kv) = utilization(det)?;
+        out.note(format!(
+            "admission: llm-d's legacy admission controller (gate flowControl off) over '{}': blis's gaie-legacy, rejecting sheddable requests (priority < 0: batch, sheddable, background) while the mean of max(queue/{qd}, kv/{kv}) is ≥ 1",
+            det.name
+        ));
+        p.insert("queue_depth_threshold".into(), T::Float(qd));
+        p.insert("kv_threshold".into(), T::Float(kv));
+        return Ok(Some(("gaie-legacy".into(), p)));
+    }
+    let (mode, max, tokens) = concurrency(det)?;
+    let mode = match mode {
+        "tokens" | "hybrid" if !l.sees_prompt() => {
+            if mode == "tokens" {
+                out.note(format!("admission: llm-d's legacy admission controller over '{}' (concurrency-detector, tokens): llm-d's only parser is passthrough-parser, so the router counts no tokens and the controller never rejects", det.name));
+                return Ok(None);
+            }
+            out.note(format!("admission: '{}' (concurrency-detector, hybrid): llm-d's only parser is passthrough-parser, so the router counts no tokens and the requests in flight alone decide", det.name));
+            "requests"
+        }
+        m => m,
+    };
+    out.note(format!(
+        "admission: llm-d's legacy admission controller (gate flowControl off) over '{}' (concurrency-detector, {mode}): blis's concurrency-shed, rejecting sheddable requests (priority < 0: batch, sheddable, background) while the router's in-flight {} is ≥ 1{}",
+        det.name,
+        match mode {
+            "requests" => format!("requests over {max} per instance"),
+            "tokens" => format!("tokens over {tokens} per instance"),
+            _ => format!("load, the mean over instances of max(requests/{max}, tokens/{tokens}),"),
+        },
+        if mode == "requests" { "" } else { " (tokens: uncached prompt tokens until the first token, uncached as the router-side prefix index in blocks of the run's KV block size says)" }
+    ));
+    p.insert("mode".into(), T::String(mode.into()));
+    p.insert("max_concurrency".into(), T::Float(max));
+    if mode != "requests" {
+        p.insert("max_token_concurrency".into(), T::Float(tokens));
+    }
+    Ok(Some(("concurrency-shed".into(), p)))
+}
+
+/// A `concurrency-detector`'s mode, maxConcurrency and maxTokenConcurrency
+/// (validated as llm-d does).
+fn concurrency(det: &Plugin) -> Result<(&str, f64, f64), String> {
+    let mode = param_str(&det.params, "concurrencyMode").unwrap_or("requests");
+    let max = num(&det.params, "maxConcurrency").unwrap_or(100.0);
+    let tokens = num(&det.params, "maxTokenConcurrency").unwrap_or(1e6);
+    if !matches!(mode, "requests" | "tokens" | "hybrid") {
+        return Err(format!(
+            "failed to create plugin '{}' (type: concurrency-detector): concurrencyMode '{mode}' is not one of requests, tokens, hybrid",
+            det.name
+        ));
+    }
+    if mode != "requests" && !(tokens.is_finite() && tokens > 0.0) {
+        return Err(format!("failed to create plugin '{}' (type: concurrency-detector): maxTokenConcurrency must be > 0", det.name));
+    }
+    Ok((mode, max, tokens))
+}
+
+/// `probabilistic-admitter` → blis's `probabilistic`.
+fn probabilistic(a: &Plugin, out: &mut Out) -> (String, toml::Table) {
+    let qd = num(&a.params, "queueDepthThreshold").unwrap_or(5.0);
+    let kv = num(&a.params, "kvCacheUtilThreshold").unwrap_or(0.8);
+    let power = num(&a.params, "power").unwrap_or(5.0);
+    let k = num(&a.params, "k").unwrap_or(300.0);
+    out.note(format!(
+        "plugin '{}' (probabilistic-admitter): blis's probabilistic admission, rejecting a sheddable request with probability min(sat^{power}·{k}, 1), sat the mean of max(queue/{qd}, kv/{kv})",
+        a.name
+    ));
+    let mut p = toml::Table::new();
+    p.insert("queue_depth_threshold".into(), T::Float(qd));
+    p.insert("kv_threshold".into(), T::Float(kv));
+    p.insert("power".into(), T::Float(power));
+    p.insert("k".into(), T::Float(k));
+    ("probabilistic".into(), p)
 }
 
 /// The saturation detector as `[flow_control]` keys.
@@ -118,8 +164,7 @@ fn detector_keys(l: &Loaded, fc: &mut toml::Table, out: &mut Out) -> Result<(), 
             fc.insert("kv_cache_util_threshold".into(), T::Float(kv));
         }
         _ => {
-            let mode = param_str(&det.params, "concurrencyMode").unwrap_or("requests");
-            let max = num(&det.params, "maxConcurrency").unwrap_or(100.0);
+            let (mode, max, tokens) = concurrency(det)?;
             fc.insert(
                 "saturation_detector".into(),
                 T::String("concurrency".into()),
@@ -134,11 +179,7 @@ fn detector_keys(l: &Loaded, fc: &mut toml::Table, out: &mut Out) -> Result<(), 
                         fc.remove("max_concurrency");
                     }
                 }
-                "tokens" | "hybrid" => {
-                    let tokens = num(&det.params, "maxTokenConcurrency").unwrap_or(1e6);
-                    if !(tokens.is_finite() && tokens > 0.0) {
-                        return Err(format!("failed to create plugin '{}' (type: concurrency-detector): maxTokenConcurrency must be > 0", det.name));
-                    }
+                _ => {
                     fc.insert("concurrency_mode".into(), T::String(mode.into()));
                     fc.insert("max_token_concurrency".into(), T::Float(tokens));
                     out.note(format!(
@@ -146,12 +187,6 @@ fn detector_keys(l: &Loaded, fc: &mut toml::Table, out: &mut Out) -> Result<(), 
                         det.name,
                         if mode == "hybrid" { format!("; per instance the larger of that and requests over {max}") } else { String::new() }
                     ));
-                }
-                other => {
-                    return Err(format!(
-                        "failed to create plugin '{}' (type: concurrency-detector): concurrencyMode '{other}' is not one of requests, tokens, hybrid",
-                        det.name
-                    ))
                 }
             }
         }
@@ -190,85 +225,7 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
             "flowControl.maxBytes: no simulated effect: blis requests have no body size".into(),
         );
     }
-    // Bands: llm-d's integer priorities; blis's bands are the SLO classes.
-    let mut bands: Vec<&schema::Band> = f.priority_bands.iter().collect();
-    bands.extend(f.default_priority_band.iter());
-    bands.extend(f.default_negative_priority_band.iter());
-    let mut capacity: Option<i64> = None;
-    let mut fairness: Option<&str> = None;
-    let mut orders = std::collections::BTreeSet::new();
-    for b in &bands {
-        let cap = match &b.max_requests {
-            Some(v) => schema::quantity(v, "flowControl band maxRequests")?,
-            None => 0,
-        };
-        let cap = if cap == 0 { 5000 } else { cap };
-        if capacity.is_some_and(|c| c != cap) {
-            return Err("flowControl: bands with different maxRequests are not simulated yet (blis's per_band_capacity is one value)".into());
-        }
-        capacity = Some(cap);
-        let fair = policy_type(
-            l,
-            b.fairness_policy_ref.as_deref(),
-            "global-strict-fairness-policy",
-        );
-        if fairness.is_some_and(|x| x != fair) {
-            return Err("flowControl: bands with different fairness policies are not simulated yet (blis's fairness is one setting)".into());
-        }
-        fairness = Some(fair);
-        let order = policy_type(l, b.ordering_policy_ref.as_deref(), "fcfs-ordering-policy");
-        orders.insert(order);
-        if b.max_bytes.is_some() {
-            out.note(
-                "flowControl band maxBytes: no simulated effect: blis requests have no body size"
-                    .into(),
-            );
-        }
-    }
-    ordering_note(&orders, ttl, out)?;
-    fc.insert(
-        "per_band_capacity".into(),
-        T::Integer(capacity.unwrap_or(5000)),
-    );
-    let fairness = fairness.unwrap_or("global-strict-fairness-policy");
-    let blis_fairness = match fairness {
-        "global-strict-fairness-policy" => "global-strict",
-        "round-robin-fairness-policy" => "round-robin",
-        "program-aware-fairness" => {
-            let r = bands
-                .iter()
-                .find_map(|b| b.fairness_policy_ref.as_deref())
-                .unwrap_or("");
-            if let Some(p) = l.plugin(r).map(|i| &l.plugins[i]) {
-                if param_str(&p.params, "strategy").is_some_and(|s| s != "las") {
-                    return Err(unsupported(p, "a strategy other than las"));
-                }
-                for (k, key) in [
-                    ("lasWeightService", "las_weight_service"),
-                    ("lasWeightHeadWait", "las_weight_head_wait"),
-                    ("lasHalfLifeSeconds", "las_half_life_s"),
-                ] {
-                    if let Some(v) = num(&p.params, k) {
-                        fc.insert(key.into(), T::Float(v));
-                    }
-                }
-                out.note(format!("plugin '{}' (program-aware-fairness): blis's program-aware fairness: per tenant (llm-d's fairness ID), attained service = input + 2 × output tokens of completed requests, halved every lasHalfLifeSeconds; evictionTtlSeconds/evictionSweepSeconds (idle-flow clean-up) have no simulated effect", p.name));
-            }
-            "program-aware"
-        }
-        other => {
-            return Err(format!(
-                "flowControl: fairness policy {other} is not simulated yet"
-            ))
-        }
-    };
-    fc.insert("fairness".into(), T::String(blis_fairness.into()));
-    if !f.priority_bands.is_empty() {
-        out.note(format!(
-            "flowControl.priorityBands (priorities {}): blis's gateway has one band per SLO class of the workload (critical 4, standard 3, batch −1, sheddable −2, background −3), so requests are banded by their class's priority",
-            f.priority_bands.iter().map(|b| b.priority.unwrap_or(0).to_string()).collect::<Vec<_>>().join(", ")
-        ));
-    }
+    bands(l, ttl, &mut fc, out)?;
     // Usage limit.
     let ul = policy_type(
         l,
@@ -340,6 +297,159 @@ pub fn flow_control(l: &Loaded, out: &mut Out) -> Result<Option<toml::Table>, St
     }
     out.note("flowControl (gate on): blis's gateway queue, dispatching at most one request per 1 ms cycle while the saturation is below the band's ceiling".into());
     Ok(Some(fc))
+}
+
+/// The llm-d band the requests of priority `p` land in: the
+/// `priorityBands` entry of that priority, else the band templated from
+/// `defaultNegativePriorityBand` (p < 0, when set) or
+/// `defaultPriorityBand`; `None`: the built-in defaults.
+fn band_of(f: &schema::FlowControl, p: i64) -> Option<&schema::Band> {
+    f.priority_bands
+        .iter()
+        .find(|b| b.priority.unwrap_or(0) == p)
+        .or(if p < 0 {
+            f.default_negative_priority_band
+                .as_ref()
+                .or(f.default_priority_band.as_ref())
+        } else {
+            f.default_priority_band.as_ref()
+        })
+}
+
+/// The bands (llm-d's integer priorities) as blis's: one band per SLO
+/// class, with the capacity and fairness of the llm-d band its priority
+/// lands in (`per_band_capacity` / `fairness` for the standard class's,
+/// `band_capacity` / `band_fairness` for each class that differs).
+fn bands(l: &Loaded, ttl: i64, fc: &mut toml::Table, out: &mut Out) -> Result<(), String> {
+    const CLASSES: [(&str, i64); 5] = [
+        ("critical", 4),
+        ("standard", 3),
+        ("batch", -1),
+        ("sheddable", -2),
+        ("background", -3),
+    ];
+    let f = &l.flow_control;
+    let mut orders = std::collections::BTreeSet::new();
+    let declared = f
+        .priority_bands
+        .iter()
+        .chain(f.default_priority_band.iter())
+        .chain(f.default_negative_priority_band.iter());
+    for b in declared {
+        orders.insert(policy_type(
+            l,
+            b.ordering_policy_ref.as_deref(),
+            "fcfs-ordering-policy",
+        ));
+        if b.max_bytes.is_some() {
+            out.note(
+                "flowControl band maxBytes: no simulated effect: blis requests have no body size"
+                    .into(),
+            );
+        }
+    }
+    ordering_note(&orders, ttl, out)?;
+    // Each class's (capacity, fairness policy plugin or type).
+    let mut per_class = Vec::new();
+    for (class, p) in CLASSES {
+        let band = band_of(f, p);
+        let cap = match band.and_then(|b| b.max_requests.as_ref()) {
+            Some(v) => schema::quantity(v, "flowControl band maxRequests")?,
+            None => 0,
+        };
+        let cap = if cap == 0 { 5000 } else { cap };
+        let fair_ref = band.and_then(|b| b.fairness_policy_ref.as_deref());
+        let fair = policy_type(l, fair_ref, "global-strict-fairness-policy");
+        per_class.push((class, cap, fair, fair_ref));
+    }
+    let (_, cap, fair, _) = per_class[1];
+    fc.insert("per_band_capacity".into(), T::Integer(cap));
+    fc.insert("fairness".into(), T::String(blis_fairness(fair)?.into()));
+    let mut caps = toml::Table::new();
+    let mut fairs = toml::Table::new();
+    for &(class, c, f2, _) in &per_class {
+        if c != cap {
+            caps.insert(class.into(), T::Integer(c));
+        }
+        if f2 != fair {
+            fairs.insert(class.into(), T::String(blis_fairness(f2)?.into()));
+        }
+    }
+    if !caps.is_empty() || !fairs.is_empty() {
+        out.note(format!(
+            "flowControl bands: each blis SLO class takes the llm-d band of its priority (a priorityBands entry, else the default band it is templated from): {}",
+            per_class
+                .iter()
+                .map(|(class, c, f2, _)| format!("{class}: capacity {c}, {}", blis_fairness(f2).unwrap_or("?")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    if !caps.is_empty() {
+        fc.insert("band_capacity".into(), T::Table(caps));
+    }
+    if !fairs.is_empty() {
+        fc.insert("band_fairness".into(), T::Table(fairs));
+    }
+    program_aware(l, &per_class, fc, out)?;
+    if !f.priority_bands.is_empty() {
+        out.note(format!(
+            "flowControl.priorityBands (priorities {}): blis's gateway has one band per SLO class of the workload (critical 4, standard 3, batch −1, sheddable −2, background −3), so requests are banded by their class's priority",
+            f.priority_bands.iter().map(|b| b.priority.unwrap_or(0).to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// blis's name of an llm-d fairness policy type.
+fn blis_fairness(ty: &str) -> Result<&'static str, String> {
+    Ok(match ty {
+        "global-strict-fairness-policy" => "global-strict",
+        "round-robin-fairness-policy" => "round-robin",
+        "program-aware-fairness" => "program-aware",
+        other => {
+            return Err(format!(
+                "flowControl: {other} is not an llm-d fairness policy"
+            ))
+        }
+    })
+}
+
+/// The `program-aware-fairness` plugin the classes' bands use → blis's
+/// `las_*` keys (one set: blis's gateway has one).
+fn program_aware(
+    l: &Loaded,
+    per_class: &[(&str, i64, &str, Option<&str>)],
+    fc: &mut toml::Table,
+    out: &mut Out,
+) -> Result<(), String> {
+    let mut plugins: Vec<&Plugin> = per_class
+        .iter()
+        .filter(|c| c.2 == "program-aware-fairness")
+        .filter_map(|c| c.3.and_then(|r| l.plugin(r)).map(|i| &l.plugins[i]))
+        .collect();
+    plugins.sort_by(|a, b| a.name.cmp(&b.name));
+    plugins.dedup_by(|a, b| a.name == b.name);
+    let Some(p) = plugins.first() else {
+        return Ok(());
+    };
+    if let Some(q) = plugins.iter().find(|q| q.params != p.params) {
+        return Err(format!(
+            "flowControl: bands use program-aware-fairness plugins '{}' and '{}' with different parameters; blis's gateway has one set of program-aware settings, so give the bands one plugin",
+            p.name, q.name
+        ));
+    }
+    for (k, key) in [
+        ("lasWeightService", "las_weight_service"),
+        ("lasWeightHeadWait", "las_weight_head_wait"),
+        ("lasHalfLifeSeconds", "las_half_life_s"),
+    ] {
+        if let Some(v) = num(&p.params, k) {
+            fc.insert(key.into(), T::Float(v));
+        }
+    }
+    out.note(format!("plugin '{}' (program-aware-fairness): blis's program-aware fairness: per tenant (llm-d's fairness ID), attained service = input + 2 × output tokens of completed requests, halved every lasHalfLifeSeconds; evictionTtlSeconds/evictionSweepSeconds (idle-flow clean-up) have no simulated effect", p.name));
+    Ok(())
 }
 
 /// The bands' ordering policies, as blis simulates them: within a flow
