@@ -1,4 +1,4 @@
-"""blis policies in Python, as WebAssembly components (world blis:plugin@0.1.1).
+"""blis policies in Python, as WebAssembly components (world blis:plugin@0.1.2).
 
 A policy is a class: subclass the base class of its kind (Admission, Router,
 Scorer, Filter, Picker, Scheduler, Preemption, Decider, Autoscaler,
@@ -31,6 +31,11 @@ the P/D decider): request_adapter(request) gives the request's adapter
 (index, name, rank) or None; residency(instance, adapter) is ABSENT,
 RESIDENT or LOADING; instance_adapters(instance) gives capacity, resident
 (most recently used first) and loading, or None.
+
+The request being decided (answered during admission, routing and the P/D
+decider, and the observe calls right after): request_session(request) is
+its multi-turn session (an int) or None; request_header(request, name) the
+value of a header its client sends (name in any case) or None.
 """
 
 import tomllib
@@ -39,7 +44,7 @@ from types import SimpleNamespace
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import host, lora as _lora, types
+from wit_world.imports import host, lora as _lora, request as _request, types
 
 ADMISSION, ROUTER, SCORER, FILTER, PICKER = 0, 1, 2, 3, 4
 SCHEDULER, PREEMPTION, DECIDER, AUTOSCALER, OBSERVER = 5, 6, 7, 8, 9
@@ -84,6 +89,18 @@ def instance_adapters(instance):
     """capacity, resident (most recently used first) and loading (or None)
     of instance `instance`, or None without LoRA state."""
     return _lora.instance_adapters(instance)
+
+
+def request_session(request):
+    """The multi-turn session of the request being decided (an int), or
+    None for a request outside a session (and outside a decision)."""
+    return _request.session(request.id)
+
+
+def request_header(request, name):
+    """The value of header `name` (any case) that the client of the request
+    being decided sends, or None."""
+    return _request.header(request.id, str(name))
 
 
 def log(message):

@@ -71,7 +71,7 @@ fn example_run(dir: &TestDir, file: &str, wasm: Option<&Path>) -> Output {
 /// The report without its `plugins` section (the only part that names
 /// the files loaded), as the exact text blis would print.
 fn without_plugins(v: Value, wasm: &Path) -> String {
-    without_plugins_of(v, wasm, "blis:plugin@0.1.1")
+    without_plugins_of(v, wasm, "blis:plugin@0.1.2")
 }
 
 /// [`without_plugins`], for a component built against WIT package `wit`.
@@ -90,27 +90,52 @@ fn without_plugins_of(mut v: Value, wasm: &Path, wit: &str) -> String {
     serde_json::to_string_pretty(&v).unwrap()
 }
 
-/// A component built against the first WIT version, `blis:plugin@0.1.0`
-/// (`tests/fixtures/wasm-wit-0.1.0/wasm-example.wasm`: the example's Rust
+/// Components built against the earlier WIT versions load in this host —
+/// wasmtime matches their `@0.1.0` / `@0.1.1` imports and export to the
+/// host's `@0.1.2` ones — report the version they were built against, and
+/// give the native report byte for byte: `blis:plugin@0.1.0`
+/// (`tests/fixtures/wasm-wit-0.1.0/wasm-example.wasm`, the example's Rust
 /// guest as this repository built it before 0.1.1 added the `lora`
-/// interface), loads in this host — wasmtime matches its `@0.1.0` imports
-/// and export to the host's `@0.1.1` ones — reports the version it was
-/// built against, and gives the native report byte for byte. Needs no
-/// toolchain: the component is committed.
+/// interface) and `blis:plugin@0.1.1` (`wasm-wit-0.1.1/`, built before
+/// 0.1.2 added the `request` interface; its `lora-affinity` imports
+/// `lora@0.1.1` and routes `examples/lora.toml` as the native scorer).
+/// Needs no toolchain: the components are committed.
 #[test]
-fn a_component_built_against_wit_0_1_0_loads_and_decides_unchanged() {
+fn components_built_against_earlier_wit_versions_load_and_decide_unchanged() {
     let dir = TestDir::new("wasm_wit_0_1_0");
     let native = report(&example_run(&dir, "native.toml", None), "native.toml");
+    for version in ["0.1.0", "0.1.1"] {
+        let old = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("fixtures/wasm-wit-{version}/wasm-example.wasm"));
+        let rust = report(
+            &example_run(&dir, "rust.toml", Some(&old)),
+            &format!("rust.toml ({version})"),
+        );
+        assert_eq!(
+            without_plugins_of(rust, &old, &format!("blis:plugin@{version}")),
+            serde_json::to_string_pretty(&native).unwrap(),
+            "a {version} component vs native"
+        );
+    }
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lora.toml");
+    let example = example.to_str().unwrap();
+    let outcome = |args: &[&str]| -> Value {
+        let mut all = vec!["run", example];
+        all.extend(args);
+        let v = report(&run(&dir, &all), "examples/lora.toml");
+        serde_json::json!({ "cluster": v["cluster"], "adapters": v["adapters"], "instances": v["instances"] })
+    };
     let old =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/wasm-wit-0.1.0/wasm-example.wasm");
-    let rust = report(
-        &example_run(&dir, "rust.toml", Some(&old)),
-        "rust.toml (0.1.0)",
-    );
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/wasm-wit-0.1.1/wasm-example.wasm");
     assert_eq!(
-        without_plugins_of(rust, &old, "blis:plugin@0.1.0"),
-        serde_json::to_string_pretty(&native).unwrap(),
-        "a 0.1.0 component vs native"
+        outcome(&[
+            "--plugin",
+            old.to_str().unwrap(),
+            "--routing-scorers",
+            "wasm-example::lora-affinity:3,wasm-example::queue-depth:1",
+        ]),
+        outcome(&[]),
+        "lora-affinity of a 0.1.1 component vs native"
     );
 }
 
@@ -482,7 +507,7 @@ fn plugins_list_shows_a_components_policies() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let at = out
-        .find("\nwasm-example 0.1.0 (WebAssembly blis:plugin@0.1.1, ")
+        .find("\nwasm-example 0.1.0 (WebAssembly blis:plugin@0.1.2, ")
         .unwrap_or_else(|| panic!("the component's header in:\n{out}"));
     let rows: Vec<Vec<&str>> = out[at + 1..]
         .lines()
@@ -493,11 +518,13 @@ fn plugins_list_shows_a_components_policies() {
         rows,
         [
             ["admission", "token-bucket"],
+            ["admission", "header-gate"],
             ["router", "least-loaded"],
             ["scorer", "queue-depth"],
             ["scorer", "kv-utilization"],
             ["scorer", "prefix-affinity"],
             ["scorer", "lora-affinity"],
+            ["scorer", "session-affinity"],
             ["filter", "low-queue"],
         ],
         "{out}"
@@ -591,5 +618,98 @@ fn lora_affinity_from_components_routes_like_the_native_scorer() {
             &scorers,
         ]);
         assert_eq!(got, native, "{lib}");
+    }
+}
+
+/// A multi-turn agent (sessions) and a client that sends `x-tier: free`.
+const SESSIONS: &str = "seed = 5
+[instance]
+count = 3
+[workload]
+aggregate_rate = 20.0
+num_requests = 300
+[[workload.clients]]
+id = \"agent\"
+tenant_id = \"paid\"
+rate_fraction = 0.6
+arrival = { process = \"poisson\" }
+input = { type = \"gaussian\", mean = 300, std_dev = 50, min = 16, max = 800 }
+output = { type = \"gaussian\", mean = 40, std_dev = 10, min = 8, max = 100 }
+session = { max_rounds = 4, think_time_us = 300000, context_growth = \"accumulate\" }
+[[workload.clients]]
+id = \"free\"
+tenant_id = \"free\"
+rate_fraction = 0.4
+arrival = { process = \"poisson\" }
+input = { type = \"gaussian\", mean = 200, std_dev = 50, min = 16, max = 600 }
+output = { type = \"gaussian\", mean = 30, std_dev = 10, min = 8, max = 100 }
+headers = { \"x-tier\" = \"free\" }
+";
+
+/// The request queries reach WebAssembly components through WIT 0.1.2's
+/// `request` interface. The example components' `session-affinity` (the
+/// session query) routes the multi-turn agent exactly as blis-std's — the
+/// report is the native run's, and differs from queue-depth alone — and
+/// their `header-gate` (the header query) rejects exactly the 48 requests
+/// of the client that sends `x-tier: free` (asked as `X-Tier`), none of the
+/// others, naming the header in the trace.
+#[test]
+fn sessions_and_headers_reach_components() {
+    let Some(wdir) = wasm_dir("sessions_and_headers_reach_components") else {
+        return;
+    };
+    let dir = TestDir::new("wasm_request_queries");
+    let file = dir.write("sessions.toml", SESSIONS);
+    let file = file.to_str().unwrap();
+    let outcome = |args: &[&str]| -> Value {
+        let mut all = vec!["run", file];
+        all.extend(args);
+        let v = report(&run(&dir, &all), "sessions.toml");
+        serde_json::json!({ "cluster": v["cluster"], "instances": v["instances"] })
+    };
+    let native = outcome(&["--routing-scorers", "session-affinity:3,queue-depth:1"]);
+    assert_ne!(native, outcome(&["--routing-scorers", "queue-depth:1"]));
+    for lib in ["wasm-example", "wasm-example-py"] {
+        let wasm = component(&wdir, lib);
+        let wasm = wasm.to_str().unwrap();
+        let scorers = format!("{lib}::session-affinity:3,{lib}::queue-depth:1");
+        let got = outcome(&["--plugin", wasm, "--routing-scorers", &scorers]);
+        assert_eq!(got, native, "{lib}");
+
+        let gated = dir.write(
+            &format!("gated-{lib}.toml"),
+            &format!(
+                "{SESSIONS}[admission]\npolicy = \"{lib}::header-gate\"\n\
+                 params = {{ header = \"X-Tier\", value = \"free\" }}\n"
+            ),
+        );
+        let trace = dir.path().join(format!("gated-{lib}.trace"));
+        let out = run(
+            &dir,
+            &[
+                "run",
+                gated.to_str().unwrap(),
+                "--plugin",
+                wasm,
+                "--trace-path",
+                trace.to_str().unwrap(),
+            ],
+        );
+        let v = report(&out, "header-gate");
+        assert_eq!(v["tenants"]["free"]["num_requests"], 48, "{lib}");
+        assert_eq!(v["tenants"]["free"]["rejected_requests"], 48, "{lib}");
+        assert_eq!(v["tenants"]["paid"]["rejected_requests"], 0, "{lib}");
+        let reasons: Vec<Value> = std::fs::read_to_string(&trace)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["kind"] == "admission")
+            .map(|r| r["reason"].clone())
+            .collect();
+        assert_eq!(reasons.len(), 48, "{lib}");
+        assert!(
+            reasons.iter().all(|r| r == "X-Tier: free"),
+            "{lib}: {reasons:?}"
+        );
     }
 }

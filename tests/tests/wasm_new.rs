@@ -30,7 +30,7 @@ fn new_and_build(dir: &Path, name: &str, lang: &str) -> PathBuf {
     let (code, stdout, stderr) = blis_in(dir, &["plugins", "new", name, "--wasm", "--lang", lang]);
     assert_eq!(Some(0), code, "{stderr}");
     assert!(stdout.contains("./build.sh"), "{stdout}");
-    assert!(stdout.contains("blis:plugin@0.1.1"), "{stdout}");
+    assert!(stdout.contains("blis:plugin@0.1.2"), "{stdout}");
     let project = dir.join(name);
     let readme = std::fs::read_to_string(project.join("README.md")).unwrap();
     for needle in ["./build.sh", "network", &format!("{name}.wasm")] {
@@ -118,7 +118,7 @@ fn run(project: &Path, file: &str, wasm: &Path) -> (Value, String) {
     assert_eq!(Some(0), code, "{} {file}:\n{stderr}", wasm.display());
     let mut report: Value = serde_json::from_str(&stdout).unwrap();
     let plugins = report.as_object_mut().unwrap().remove("plugins").unwrap();
-    assert_eq!(plugins[0]["abi_version"], "blis:plugin@0.1.1", "{plugins}");
+    assert_eq!(plugins[0]["abi_version"], "blis:plugin@0.1.2", "{plugins}");
     (report, stderr)
 }
 

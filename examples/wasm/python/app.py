@@ -134,6 +134,53 @@ class LoraAffinity(blis.Scorer):
         return scores
 
 
+class SessionAffinity(blis.Scorer):
+    """blis-std's session-affinity scorer (bindings that never expire),
+    through the host's request queries."""
+
+    NAME = "session-affinity"
+    SUMMARY = "1 for the instance the request's session was last routed to, else 0"
+
+    def __init__(self, params, seed):
+        if params:
+            raise ValueError(f"unknown parameter '{sorted(params)[0]}'")
+        self.bound = {}
+
+    def score(self, request, cluster):
+        s = blis.request_session(request)
+        bound = self.bound.get(s) if s is not None else None
+        return [1.0 if i == bound else 0.0 for i in range(len(cluster.instances))]
+
+    def observe(self, request, cluster, chosen):
+        s = blis.request_session(request)
+        if s is not None:
+            self.bound[s] = chosen
+
+
+class HeaderGate(blis.Admission):
+    """Rejects the requests whose client sends header = value."""
+
+    NAME = "header-gate"
+    SUMMARY = "reject the requests whose client sends header = value"
+    PARAMS_DOC = "header (string, required), value (string, required)"
+
+    def __init__(self, params, seed):
+        unknown = set(params) - {"header", "value"}
+        if unknown:
+            raise ValueError(f"unknown parameter '{sorted(unknown)[0]}'")
+        if not params.get("header"):
+            raise ValueError("params.header is required: the header's name")
+        self.header = str(params["header"])
+        self.value = str(params.get("value", ""))
+
+    def admit(self, request, cluster):
+        v = blis.request_header(request, self.header)
+        if v == self.value:
+            blis.reason(f"{self.header}: {v}")
+            return False
+        return True
+
+
 class LowQueue(blis.Filter):
     NAME = "low-queue"
     SUMMARY = "keep instances with queue depth ≤ threshold"
@@ -153,5 +200,15 @@ class LowQueue(blis.Filter):
 Policy = blis.export(
     "wasm-example-py",
     "0.1.0",
-    [TokenBucket, LeastLoaded, QueueDepth, KvUtilization, PrefixAffinity, LoraAffinity, LowQueue],
+    [
+        TokenBucket,
+        HeaderGate,
+        LeastLoaded,
+        QueueDepth,
+        KvUtilization,
+        PrefixAffinity,
+        LoraAffinity,
+        SessionAffinity,
+        LowQueue,
+    ],
 )

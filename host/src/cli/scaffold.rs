@@ -309,7 +309,7 @@ fn write_files(files: &[(PathBuf, String)]) -> Result<(), String> {
 }
 
 /// The WIT world the WebAssembly project is written against.
-pub const WIT_WORLD: &str = "blis:plugin@0.1.1";
+pub const WIT_WORLD: &str = "blis:plugin@0.1.2";
 
 /// The WIT file, as this `blis` was built with it.
 const WIT_FILE: &str = include_str!("../../../wit/blis-plugin.wit");
@@ -331,6 +331,10 @@ const GUEST_FILES: &[(&str, &str)] = &[
     (
         "src/lora.rs",
         include_str!("../../../guests/rust/blis-wasm-guest/src/lora.rs"),
+    ),
+    (
+        "src/request.rs",
+        include_str!("../../../guests/rust/blis-wasm-guest/src/request.rs"),
     ),
     (
         "src/params.rs",

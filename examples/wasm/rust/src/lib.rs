@@ -1,14 +1,19 @@
 //! The policies of `examples/wasm` as a Rust WebAssembly component: the
 //! same formulas as blis-std's `token-bucket`, `least-loaded`,
-//! `queue-depth`, `kv-utilization`, `prefix-affinity`, `lora-affinity` and
-//! `low-queue`, so `rust.toml` gives the report `native.toml` gives (and
+//! `queue-depth`, `kv-utilization`, `prefix-affinity`, `lora-affinity`,
+//! `session-affinity` and `low-queue`, so `rust.toml` gives the report
+//! `native.toml` gives (and
 //! `examples/bench/wasm-64x1m-weighted.toml` the report of
 //! `e-64x1m-weighted.toml`; `lora-rust.toml` the report of
-//! `examples/lora.toml`). Built by `examples/wasm/build.sh`.
+//! `examples/lora.toml`), and `header-gate`, an admission policy keyed on
+//! a request header. Built by `examples/wasm/build.sh`.
 
 mod prefix_index;
 
+use std::collections::HashMap;
+
 use blis_wasm_guest::lora::{self, Residency};
+use blis_wasm_guest::request;
 use blis_wasm_guest::{
     Admission, ClusterState, ClusterView, Filter, InstanceSnapshot, Kept, Params, PolicyDef,
     RequestView, Router, Scorer, Scores,
@@ -275,11 +280,79 @@ impl Scorer for LoraAffinity {
     }
 }
 
+/// blis-std's `session-affinity` scorer (bindings that never expire),
+/// through the host's request queries: 1 for the instance the request's
+/// session was last routed to, else 0.
+pub struct SessionAffinity {
+    bound: HashMap<u64, u32>,
+}
+
+impl PolicyDef for SessionAffinity {
+    const NAME: &'static str = "session-affinity";
+    const SUMMARY: &'static str =
+        "1 for the instance the request's session was last routed to, else 0";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.expect_none()?;
+        Ok(SessionAffinity {
+            bound: HashMap::new(),
+        })
+    }
+}
+
+impl Scorer for SessionAffinity {
+    fn score(&mut self, req: &RequestView<'_>, cluster: &ClusterView<'_>, scores: &mut Scores) {
+        let bound = request::request_session(req).and_then(|s| self.bound.get(&s).copied());
+        scores.extend((0..cluster.len() as u32).map(|i| if bound == Some(i) { 1.0 } else { 0.0 }));
+    }
+
+    fn observe(&mut self, req: &RequestView<'_>, _cluster: &ClusterView<'_>, chosen: usize) {
+        if let Some(s) = request::request_session(req) {
+            self.bound.insert(s, chosen as u32);
+        }
+    }
+}
+
+/// Rejects the requests whose client sends the header `header` with the
+/// value `value` (say, a tier a deployment turns away under load).
+pub struct HeaderGate {
+    header: String,
+    value: String,
+}
+
+impl PolicyDef for HeaderGate {
+    const NAME: &'static str = "header-gate";
+    const SUMMARY: &'static str = "reject the requests whose client sends header = value";
+    const PARAMS_DOC: &'static str = "\
+header  (string, required)  the header's name (any case).
+value   (string, required)  the value that is rejected.";
+    fn create(params: Params, _seed: u64) -> Result<Self, String> {
+        params.only(&["header", "value"])?;
+        let header = params.str_or("header", "")?;
+        let value = params.str_or("value", "")?;
+        if header.is_empty() {
+            return Err("params.header is required: the header's name".to_string());
+        }
+        Ok(HeaderGate { header, value })
+    }
+}
+
+impl Admission for HeaderGate {
+    fn admit(&mut self, request: &RequestView<'_>, _cluster: &ClusterView<'_>) -> bool {
+        match request::request_header(request, &self.header) {
+            Some(v) if v == self.value => {
+                blis_wasm_guest::reason(&format!("{}: {v}", self.header));
+                false
+            }
+            _ => true,
+        }
+    }
+}
+
 blis_wasm_guest::export_plugin! {
     library: "wasm-example",
     version: "0.1.0",
-    admission: [TokenBucket],
+    admission: [TokenBucket, HeaderGate],
     routers: [LeastLoaded],
-    scorers: [QueueDepth, KvUtilization, PrefixAffinity, LoraAffinity],
+    scorers: [QueueDepth, KvUtilization, PrefixAffinity, LoraAffinity, SessionAffinity],
     filters: [LowQueue],
 }

@@ -2,7 +2,7 @@
 //!
 //! The same author traits as `blis-plugin-api` ([`PolicyDef`] plus one
 //! trait per kind), for a `cdylib` built for `wasm32-unknown-unknown` and
-//! turned into a component of the world `blis:plugin@0.1.1`
+//! turned into a component of the world `blis:plugin@0.1.2`
 //! (`wit/blis-plugin.wit` in the blis repository). List the policies with
 //! [`export_plugin!`] at the crate root:
 //!
@@ -27,10 +27,13 @@
 //! A panic traps the component; the host names the policy, the call and
 //! the request, with the panic's message. The module imports nothing but
 //! the world's `host` interface (and `lora` when a policy asks about LoRA
-//! adapters, [`lora`]): no files, clock, environment or entropy.
+//! adapters, [`lora`]; `request` when it asks about the session or headers
+//! of the request being decided, [`request`]): no files, clock,
+//! environment or entropy.
 
 mod author;
 pub mod lora;
+pub mod request;
 mod params;
 mod rng;
 #[doc(hidden)]
@@ -186,63 +189,63 @@ macro_rules! export_plugin {
             extern "C" fn __blis_cabi_realloc(old: *mut u8, old_size: usize, align: usize, new_size: usize) -> *mut u8 {
                 $crate::rt::realloc(old, old_size, align, new_size)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#describe"]
+            #[export_name = "blis:plugin/policy@0.1.2#describe"]
             extern "C" fn __blis_describe() -> *const u8 {
                 $crate::rt::describe(&__BLIS_LIBRARY)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#create"]
+            #[export_name = "blis:plugin/policy@0.1.2#create"]
             extern "C" fn __blis_create_export(kind: i32, np: i32, nl: i32, pp: i32, pl: i32, seed: i64) -> *const u8 {
                 $crate::rt::create(&__BLIS_LIBRARY, kind, np, nl, pp, pl, seed)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#admit"]
+            #[export_name = "blis:plugin/policy@0.1.2#admit"]
             extern "C" fn __blis_admit(handle: i32, id: i64, arrival: i64, input: i32, slo: i32, tenant_ptr: i32, tenant_len: i32, hashes_ptr: i32, hashes_len: i32, clock: i64, instances_ptr: i32, instances_len: i32) -> i32 {
                 $crate::rt::admit($crate::rt::Flat { handle, id, arrival, input, slo, tenant_ptr, tenant_len, hashes_ptr, hashes_len, clock, instances_ptr, instances_len })
             }
-            #[export_name = "blis:plugin/policy@0.1.1#route"]
+            #[export_name = "blis:plugin/policy@0.1.2#route"]
             extern "C" fn __blis_route(handle: i32, id: i64, arrival: i64, input: i32, slo: i32, tenant_ptr: i32, tenant_len: i32, hashes_ptr: i32, hashes_len: i32, clock: i64, instances_ptr: i32, instances_len: i32) -> i32 {
                 $crate::rt::route($crate::rt::Flat { handle, id, arrival, input, slo, tenant_ptr, tenant_len, hashes_ptr, hashes_len, clock, instances_ptr, instances_len })
             }
-            #[export_name = "blis:plugin/policy@0.1.1#score"]
+            #[export_name = "blis:plugin/policy@0.1.2#score"]
             extern "C" fn __blis_score(handle: i32, id: i64, arrival: i64, input: i32, slo: i32, tenant_ptr: i32, tenant_len: i32, hashes_ptr: i32, hashes_len: i32, clock: i64, instances_ptr: i32, instances_len: i32) -> *const u8 {
                 $crate::rt::score($crate::rt::Flat { handle, id, arrival, input, slo, tenant_ptr, tenant_len, hashes_ptr, hashes_len, clock, instances_ptr, instances_len })
             }
-            #[export_name = "blis:plugin/policy@0.1.1#observe"]
+            #[export_name = "blis:plugin/policy@0.1.2#observe"]
             extern "C" fn __blis_observe(handle: i32, id: i64, arrival: i64, input: i32, slo: i32, tenant_ptr: i32, tenant_len: i32, hashes_ptr: i32, hashes_len: i32, clock: i64, instances_ptr: i32, instances_len: i32, chosen: i32) {
                 $crate::rt::observe($crate::rt::Flat { handle, id, arrival, input, slo, tenant_ptr, tenant_len, hashes_ptr, hashes_len, clock, instances_ptr, instances_len }, chosen)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#score-candidates"]
+            #[export_name = "blis:plugin/policy@0.1.2#score-candidates"]
             extern "C" fn __blis_score_candidates(args: i32) -> *const u8 {
                 $crate::rt::score_candidates(args)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#filter"]
+            #[export_name = "blis:plugin/policy@0.1.2#filter"]
             extern "C" fn __blis_filter(args: i32) -> *const u8 {
                 $crate::rt::filter(args)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#pick"]
+            #[export_name = "blis:plugin/policy@0.1.2#pick"]
             extern "C" fn __blis_pick(args: i32) -> i32 {
                 $crate::rt::pick(args)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#on-event"]
+            #[export_name = "blis:plugin/policy@0.1.2#on-event"]
             extern "C" fn __blis_on_event(args: i32) {
                 $crate::rt::on_event(args)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#take-reason"]
+            #[export_name = "blis:plugin/policy@0.1.2#take-reason"]
             extern "C" fn __blis_take_reason(handle: i32) -> *const u8 {
                 $crate::rt::take_reason(handle)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#key"]
+            #[export_name = "blis:plugin/policy@0.1.2#key"]
             extern "C" fn __blis_key(handle: i32, id: i64, arrival: i64, input: i32, slo: i32, tenant_ptr: i32, tenant_len: i32, hashes_ptr: i32, hashes_len: i32) -> i64 {
                 $crate::rt::key(handle, id, arrival, input, slo, tenant_ptr, tenant_len, hashes_ptr, hashes_len)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#victim"]
+            #[export_name = "blis:plugin/policy@0.1.2#victim"]
             extern "C" fn __blis_victim(handle: i32, ptr: i32, len: i32) -> i32 {
                 $crate::rt::victim(handle, ptr, len)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#autoscale"]
+            #[export_name = "blis:plugin/policy@0.1.2#autoscale"]
             extern "C" fn __blis_autoscale(handle: i32, clock: i64, ip: i32, il: i32, cp: i32, cl: i32, fp: i32, fl: i32, pp: i32, pl: i32) -> i32 {
                 $crate::rt::autoscale(handle, clock, ip, il, cp, cl, fp, fl, pp, pl)
             }
-            #[export_name = "blis:plugin/policy@0.1.1#disaggregate"]
+            #[export_name = "blis:plugin/policy@0.1.2#disaggregate"]
             extern "C" fn __blis_disaggregate(args: i32) -> i32 {
                 $crate::rt::disaggregate(args)
             }

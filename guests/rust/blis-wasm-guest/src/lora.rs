@@ -42,7 +42,7 @@ pub struct InstanceAdapters {
 }
 
 #[cfg(target_arch = "wasm32")]
-#[link(wasm_import_module = "blis:plugin/lora@0.1.1")]
+#[link(wasm_import_module = "blis:plugin/lora@0.1.2")]
 extern "C" {
     #[link_name = "request-adapter"]
     fn lora_request_adapter(request_id: i64, ret: *mut u8);

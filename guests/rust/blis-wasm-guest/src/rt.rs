@@ -122,7 +122,7 @@ fn reason_slot() -> &'static mut Option<String> {
 }
 
 #[cfg(target_arch = "wasm32")]
-#[link(wasm_import_module = "blis:plugin/host@0.1.1")]
+#[link(wasm_import_module = "blis:plugin/host@0.1.2")]
 extern "C" {
     #[link_name = "log"]
     fn host_log(ptr: *const u8, len: usize);

@@ -1,7 +1,7 @@
 //! WebAssembly component plugins (`[[plugins]] path = "x.wasm"`, feature
 //! `wasm`): the sibling of the abi_stable loader. A component of the world
-//! `blis:plugin/plugin@0.1.1` (`wit/blis-plugin.wit`; components built
-//! against 0.1.0 load too) is validated and
+//! `blis:plugin/plugin@0.1.2` (`wit/blis-plugin.wit`; components built
+//! against 0.1.0 and 0.1.1 load too) is validated and
 //! compiled once per process (cached by SHA-256, so a sweep's runs share
 //! it), described once, and each policy created from it gets a store and
 //! an instance of its own, wrapped in the same ABI policy objects a native
@@ -39,10 +39,10 @@ mod bindings {
 /// The version of the WIT package this host implements (it also loads
 /// components built against every earlier 0.1.x: wasmtime matches names
 /// semver-compatibly, and each version only adds interfaces).
-pub const WIT_PACKAGE: &str = "blis:plugin@0.1.1";
+pub const WIT_PACKAGE: &str = "blis:plugin@0.1.2";
 
 /// The name of the interface a component exports.
-const POLICY_INTERFACE: &str = "blis:plugin/policy@0.1.1";
+const POLICY_INTERFACE: &str = "blis:plugin/policy@0.1.2";
 
 /// Per-library limits, from `[[plugins]]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -329,7 +329,7 @@ fn instantiate_error(path: &Path, e: &wasmtime::Error) -> PluginError {
         path: path.to_path_buf(),
         detail: format!(
             "{} (a blis component exports blis:plugin/policy@0.1.x and may import only \
-             blis:plugin/host@0.1.x, blis:plugin/lora@0.1.1 and WASI 0.2)",
+             blis:plugin/host@0.1.x, blis:plugin/lora@0.1.x, blis:plugin/request@0.1.2 and WASI 0.2)",
             short(e)
         ),
     }

@@ -1,5 +1,6 @@
 //! The store of one WebAssembly policy: what the component may touch (the
-//! `host` interface of the WIT world and, when it needs WASI, a WASI with
+//! `host`, `lora` and `request` interfaces of the WIT world and, when it
+//! needs WASI, a WASI with
 //! no files, sockets or environment, a fixed clock and entropy from the
 //! policy's seed), its memory cap and its log lines.
 
@@ -142,6 +143,19 @@ impl bindings::blis::plugin::lora::Host for HostState {
             resident,
             loading: (state.loading != blis_plugin_api::host::NONE).then_some(state.loading),
         })
+    }
+}
+
+/// The request queries (WIT 0.1.2): the session and the headers of the
+/// request being decided, exactly as a native library's
+/// (`plugins::host_queries`).
+impl bindings::blis::plugin::request::Host for HostState {
+    fn session(&mut self, request_id: u64) -> Option<u64> {
+        host_queries::request_session(request_id)
+    }
+
+    fn header(&mut self, request_id: u64, name: String) -> Option<String> {
+        host_queries::request_header(request_id, &name, str::to_string)
     }
 }
 
