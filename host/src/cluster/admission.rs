@@ -35,16 +35,6 @@ impl Admission {
         }
     }
 
-    /// One policy alone.
-    pub fn single(policy: AdmissionPolicy) -> Self {
-        Admission::new(policy, Vec::new())
-    }
-
-    /// The policies in order.
-    pub fn policies(&self) -> &[AdmissionPolicy] {
-        &self.policies
-    }
-
     /// `library::name` of every policy, joined with " then ".
     pub fn describe(&self) -> String {
         self.descs.join(" then ")

@@ -15,7 +15,8 @@
 //! while `s < 1 − i·s/(B − 1)`, closed at `s ≥ 1`, and otherwise every
 //! gated band opens together on one dispatch attempt in `round(s/(1 − s))`
 //! (one shared counter of such attempts). llm-d's `program-aware-fairness`
-//! (least attained service, `with_program_aware`) picks, inside a band, the
+//! (least attained service, `Fairness::ProgramAware` with the settings of
+//! `with_las`) picks, inside a band, the
 //! flow with the highest `w_s·(1 − norm(S)) + w_w·norm(head wait)`, S the
 //! tenant's attained service (input + 2 × output tokens of its completed
 //! requests, halved every `half_life`), norm a min-max over the band's
@@ -146,12 +147,8 @@ impl BandQueue {
         }
     }
 
-    /// Program-aware fairness with these settings (in every band, or in
-    /// the bands [`with_band`](Self::with_band) gives it).
-    pub fn with_program_aware(mut self, las: Las) -> BandQueue {
-        if !self.fairness.contains(&Fairness::ProgramAware) {
-            self.fairness = [Fairness::ProgramAware; BANDS];
-        }
+    /// The settings of program-aware fairness, in the bands that have it.
+    pub fn with_las(mut self, las: Las) -> BandQueue {
         self.las = las;
         self
     }
@@ -416,7 +413,7 @@ mod tests {
             w_wait: 0.2,
             half_life_us: 1e6,
         };
-        let mut q = queue(1.0, Fairness::GlobalStrict).with_program_aware(las);
+        let mut q = queue(1.0, Fairness::ProgramAware).with_las(las);
         q.attain(0, 1000.0, 0);
         assert_eq!(q.attained(0, 1_000_000), 500.0);
         q.enqueue_at(1, 0, 10, 1_000_000 - 100);
@@ -425,7 +422,7 @@ mod tests {
         assert_eq!(q.dequeue_at(0.0, 1_000_000), Some(11));
         assert_eq!(q.dequeue_at(0.0, 1_000_000), Some(10));
         // Equal service and wait: 0.5·0.8 + 0.5·0.2 each, the first flow.
-        let mut q = queue(1.0, Fairness::GlobalStrict).with_program_aware(las);
+        let mut q = queue(1.0, Fairness::ProgramAware).with_las(las);
         q.enqueue_at(1, 2, 20, 0);
         q.enqueue_at(1, 1, 21, 0);
         assert_eq!(q.dequeue_at(0.0, 0), Some(21));

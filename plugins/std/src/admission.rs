@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use blis_plugin_api::{
-    Admission, ClusterState, ClusterView, EventKind, Hooks, Params, PolicyDef, RequestEvent,
-    RequestView, Rng, SloClass,
+    Admission, ClusterState, ClusterView, EventKind, Hooks, InstanceSnapshot, Params, PolicyDef,
+    RequestEvent, RequestView, Rng, SloClass,
 };
 use serde::Deserialize;
 
@@ -272,21 +272,28 @@ background) is rejected when saturation ≥ 1.";
     }
 }
 
+/// llm-d's utilization-detector saturation: the mean over `snaps` of
+/// max(queue depth / `qd`, KV utilisation / `kv`); `None` without instances.
+pub(crate) fn utilization_saturation(snaps: &[InstanceSnapshot], qd: f64, kv: f64) -> Option<f64> {
+    if snaps.is_empty() {
+        return None;
+    }
+    let sum: f64 = snaps
+        .iter()
+        .map(|s| (f64::from(s.queue_depth) / qd).max(s.kv_utilization / kv))
+        .sum();
+    Some(sum / snaps.len() as f64)
+}
+
 impl GaieLegacy {
     /// Mean saturation over the instances (1 with none).
     fn saturation(&self, cluster: &ClusterView<'_>) -> f64 {
-        let snaps = cluster.instances();
-        if snaps.is_empty() {
-            return 1.0;
-        }
-        let sum: f64 = snaps
-            .iter()
-            .map(|s| {
-                (f64::from(s.queue_depth) / self.queue_depth_threshold)
-                    .max(s.kv_utilization / self.kv_threshold)
-            })
-            .sum();
-        sum / snaps.len() as f64
+        utilization_saturation(
+            cluster.instances(),
+            self.queue_depth_threshold,
+            self.kv_threshold,
+        )
+        .unwrap_or(1.0)
     }
 }
 
@@ -379,16 +386,10 @@ min(saturation^power · k, 1), one seeded draw per sheddable request.";
 impl Probabilistic {
     /// The rejection probability of a sheddable request.
     fn reject_probability(&self, cluster: &ClusterView<'_>) -> f64 {
-        let snaps = cluster.instances();
-        if snaps.is_empty() {
-            return 0.0;
+        match utilization_saturation(cluster.instances(), self.qd, self.kv) {
+            Some(sat) => (sat.powf(self.power) * self.k).min(1.0),
+            None => 0.0,
         }
-        let sat = snaps
-            .iter()
-            .map(|s| (f64::from(s.queue_depth) / self.qd).max(s.kv_utilization / self.kv))
-            .sum::<f64>()
-            / snaps.len() as f64;
-        (sat.powf(self.power) * self.k).min(1.0)
     }
 }
 

@@ -651,6 +651,66 @@ impl RequestMatches {
     }
 }
 
+/// llm-d's `prefix-cache-scorer` match-length term (`matchLengthWeight` w,
+/// `matchLengthScaleTokens` S): `w·min(1, matched·B/S)² + (1 − w)·ratio`,
+/// `ratio` the scorer's own fraction. With `w = 0` it is `ratio`.
+#[derive(Clone, Copy, Debug)]
+pub struct MatchLength {
+    pub weight: f64,
+    pub scale_tokens: f64,
+    pub block_size: u32,
+}
+
+impl MatchLength {
+    /// From the scorer's parameters (checked: `w ∈ [0, 1]`, `S > 0` when
+    /// `w > 0`, `B ≥ 1`).
+    pub fn new(weight: f64, scale_tokens: f64, block_size: u32) -> Result<Self, String> {
+        if !(0.0..=1.0).contains(&weight) {
+            return Err(format!(
+                "params.match_length_weight = {weight}: must be in [0, 1]"
+            ));
+        }
+        if weight > 0.0 && !(scale_tokens.is_finite() && scale_tokens > 0.0) {
+            return Err(format!(
+                "params.match_length_scale_tokens = {scale_tokens}: must be > 0 when match_length_weight > 0"
+            ));
+        }
+        if block_size == 0 {
+            return Err("params.block_size must be ≥ 1".into());
+        }
+        Ok(MatchLength {
+            weight,
+            scale_tokens,
+            block_size,
+        })
+    }
+
+    /// The score of `matched` blocks whose plain score is `ratio`.
+    #[inline]
+    pub fn score(&self, matched: u32, ratio: f64) -> f64 {
+        if self.weight == 0.0 {
+            return ratio;
+        }
+        let len = (f64::from(matched) * f64::from(self.block_size) / self.scale_tokens).min(1.0);
+        self.weight * len * len + (1.0 - self.weight) * ratio
+    }
+}
+
+/// The parameters' documentation of [`MatchLength`].
+macro_rules! match_length_doc {
+    () => {
+        "\
+match_length_weight        (number in [0, 1], default 0)  weight w of llm-d's
+                           match-length term: score = w·min(1, matched·B/S)²
+                           + (1 − w)·(the plain score).
+match_length_scale_tokens  (number > 0, tokens, default 8192)  S above.
+block_size                 (integer ≥ 1, tokens, default 16)  tokens per block B:
+                           the run's KV block size.
+"
+    };
+}
+pub(crate) use match_length_doc;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -861,63 +921,3 @@ mod tests {
         }
     }
 }
-
-/// llm-d's `prefix-cache-scorer` match-length term (`matchLengthWeight` w,
-/// `matchLengthScaleTokens` S): `w·min(1, matched·B/S)² + (1 − w)·ratio`,
-/// `ratio` the scorer's own fraction. With `w = 0` it is `ratio`.
-#[derive(Clone, Copy, Debug)]
-pub struct MatchLength {
-    pub weight: f64,
-    pub scale_tokens: f64,
-    pub block_size: u32,
-}
-
-impl MatchLength {
-    /// From the scorer's parameters (checked: `w ∈ [0, 1]`, `S > 0` when
-    /// `w > 0`, `B ≥ 1`).
-    pub fn new(weight: f64, scale_tokens: f64, block_size: u32) -> Result<Self, String> {
-        if !(0.0..=1.0).contains(&weight) {
-            return Err(format!(
-                "params.match_length_weight = {weight}: must be in [0, 1]"
-            ));
-        }
-        if weight > 0.0 && !(scale_tokens.is_finite() && scale_tokens > 0.0) {
-            return Err(format!(
-                "params.match_length_scale_tokens = {scale_tokens}: must be > 0 when match_length_weight > 0"
-            ));
-        }
-        if block_size == 0 {
-            return Err("params.block_size must be ≥ 1".into());
-        }
-        Ok(MatchLength {
-            weight,
-            scale_tokens,
-            block_size,
-        })
-    }
-
-    /// The score of `matched` blocks whose plain score is `ratio`.
-    #[inline]
-    pub fn score(&self, matched: u32, ratio: f64) -> f64 {
-        if self.weight == 0.0 {
-            return ratio;
-        }
-        let len = (f64::from(matched) * f64::from(self.block_size) / self.scale_tokens).min(1.0);
-        self.weight * len * len + (1.0 - self.weight) * ratio
-    }
-}
-
-/// The parameters' documentation of [`MatchLength`].
-macro_rules! match_length_doc {
-    () => {
-        "\
-match_length_weight        (number in [0, 1], default 0)  weight w of llm-d's
-                           match-length term: score = w·min(1, matched·B/S)²
-                           + (1 − w)·(the plain score).
-match_length_scale_tokens  (number > 0, tokens, default 8192)  S above.
-block_size                 (integer ≥ 1, tokens, default 16)  tokens per block B:
-                           the run's KV block size.
-"
-    };
-}
-pub(crate) use match_length_doc;

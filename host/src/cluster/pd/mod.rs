@@ -97,37 +97,15 @@ pub struct PdSetup {
     pub encode: Option<EncodeStage>,
 }
 
-/// Which requests the encode stage runs for (`pd.encode_decider`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EncodeDecider {
-    Never,
-    Always,
-    /// Requests with multimodal input.
-    Multimodal,
-    /// Requests with more than this many prompt tokens not cached on their
-    /// decode instance (llm-d's prefix-based decider as the encode decider).
-    PrefixThreshold(u32),
-}
-
-impl EncodeDecider {
-    /// The run-file name.
-    pub fn name(self) -> &'static str {
-        match self {
-            EncodeDecider::Never => "never",
-            EncodeDecider::Always => "always",
-            EncodeDecider::Multimodal => "multimodal",
-            EncodeDecider::PrefixThreshold(_) => "prefix-threshold",
-        }
-    }
-}
-
 /// The encode stage: a routing decision over the encode pools for each
 /// request the decider picks, before its prefill and decode (llm-d's
 /// encode profile; the reference's zero-duration encode).
 pub struct EncodeStage {
     pub instances: Range<u32>,
     pub routing: Routing,
-    pub decider: EncodeDecider,
+    /// Which requests are encoded (`pd.encode_decider`: a standard P/D
+    /// decider, llm-d's prefix-based decider as its prefix-threshold).
+    pub decider: Decider,
     /// `PrefixThreshold`: no prompt shorter than this is encoded.
     pub min_prompt: u32,
 }
@@ -314,20 +292,14 @@ impl Cluster {
             return self.reject(t, slot, super::Reject::Filter);
         };
         if let Some(e) = s.encode.as_mut() {
-            let yes = match e.decider {
-                EncodeDecider::Never => false,
-                EncodeDecider::Always => true,
-                EncodeDecider::Multimodal => req.multimodal,
-                EncodeDecider::PrefixThreshold(_) if req.input_len < e.min_prompt => false,
-                EncodeDecider::PrefixThreshold(n) => {
-                    let cached = self.instances[decode as usize].cached_prompt_blocks(req);
-                    Decider::PrefixThreshold(n).decide(
-                        req.input_len,
-                        false,
-                        cached,
-                        self.block_size,
-                    )
-                }
+            let yes = req.input_len >= e.min_prompt && {
+                let cached = if e.decider.needs_cache_query() {
+                    self.instances[decode as usize].cached_prompt_blocks(req)
+                } else {
+                    0
+                };
+                e.decider
+                    .decide(req.input_len, req.multimodal, cached, self.block_size)
             };
             if yes {
                 let lora = self.lora.as_deref_mut().map(|l| {

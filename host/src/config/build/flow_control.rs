@@ -17,8 +17,6 @@ pub(super) struct CheckedFlowControl {
     fairness: Fairness,
     /// Bands with their own (capacity, fairness): (band, capacity, fairness).
     bands: Vec<(usize, Option<u64>, Fairness)>,
-    /// Some band is program-aware.
-    program_aware: bool,
     las: Las,
     ceilings: Ceilings,
     ttl: Option<i64>,
@@ -274,7 +272,6 @@ pub(super) fn check(
         shedding: fc.shedding,
         fairness,
         bands,
-        program_aware,
         las,
         ceilings,
         ttl: fc.request_ttl_us,
@@ -297,9 +294,7 @@ impl CheckedFlowControl {
         for &(band, capacity, fairness) in &self.bands {
             queue = queue.with_band(band, capacity, fairness);
         }
-        if self.program_aware {
-            queue = queue.with_program_aware(self.las);
-        }
+        queue = queue.with_las(self.las);
         match self.ceilings {
             Ceilings::Linear(top) => {
                 if top != 1.0 {

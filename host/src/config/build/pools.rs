@@ -19,7 +19,7 @@ use super::model::{self, CheckedModel};
 use super::pd_decider::{self, DeciderSpec};
 use super::policies::{check_routing, RoutingPlan};
 use super::{derive_seed, kv_offload, one_of, resolve, Problems};
-use crate::cluster::pd::{EncodeDecider, EncodeStage, PdSetup, PoolInfo, PoolRole, TransferModel};
+use crate::cluster::pd::{Decider, EncodeStage, PdSetup, PoolInfo, PoolRole, TransferModel};
 use crate::cluster::Routing;
 use crate::config::{PdSection, RoutingSection, RunFile};
 use crate::instance::latency::ModelConfig;
@@ -54,7 +54,7 @@ pub(super) struct CheckedPools {
     prefill_plan: Option<RoutingPlan>,
     decode_plan: Option<RoutingPlan>,
     /// The encode stage's decider and routing, with an encode pool.
-    encode: Option<(EncodeDecider, Option<RoutingPlan>)>,
+    encode: Option<(Decider, Option<RoutingPlan>)>,
     kv_bytes_per_token: f64,
     split_by_tp: bool,
     /// `serve` pools: instance groups without P/D (every pool's `role`
@@ -328,19 +328,17 @@ pub(super) fn check(
         .map(|r| check_stage(r, "pd.decode_routing", problems));
     let encode = if has(PoolRole::Encode) {
         let decider = match pd.encode_decider.as_deref() {
-            None | Some("multimodal") => EncodeDecider::Multimodal,
-            Some("always") => EncodeDecider::Always,
-            Some("never") => EncodeDecider::Never,
+            None | Some("multimodal") => Decider::Multimodal,
+            Some("always") => Decider::Always,
+            Some("never") => Decider::Never,
             Some("prefix-threshold") => match pd.encode_prefix_threshold.unwrap_or(16) {
-                t if (0..=i64::from(u32::MAX)).contains(&t) => {
-                    EncodeDecider::PrefixThreshold(t as u32)
-                }
+                t if (0..=i64::from(u32::MAX)).contains(&t) => Decider::PrefixThreshold(t as u32),
                 t => {
                     problems.error(format!(
                         "pd.encode_prefix_threshold = {t}: must be an integer in [0, {}]",
                         u32::MAX
                     ));
-                    EncodeDecider::Never
+                    Decider::Never
                 }
             },
             Some(other) => {
@@ -349,11 +347,11 @@ pub(super) fn check(
                     other,
                     &["multimodal", "always", "never", "prefix-threshold"],
                 ));
-                EncodeDecider::Never
+                Decider::Never
             }
         };
         if (pd.encode_prefix_threshold.is_some() || pd.encode_prefix_min_prompt_tokens.is_some())
-            && !matches!(decider, EncodeDecider::PrefixThreshold(_))
+            && !matches!(decider, Decider::PrefixThreshold(_))
         {
             problems.error(
                 "pd.encode_prefix_threshold is given but pd.encode_decider is not \"prefix-threshold\"; remove it or set the decider",

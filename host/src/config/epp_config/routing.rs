@@ -251,8 +251,6 @@ fn token_load(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<ScorerMap, String
     Ok(ScorerMap::Blis("token-load", params))
 }
 
-/// `prefix-cache-scorer` over the producer named `producer` ("" = the
-/// default approximate index).
 /// blis's `precise-prefix-cache` scoring as llm-d's prefix-cache-scorer
 /// does over a precise producer: matched / total blocks.
 fn precise_total() -> toml::Table {
@@ -283,6 +281,8 @@ fn match_length(p: &Plugin, t: &mut toml::Table, out: &mut Out) -> Result<(), St
     Ok(())
 }
 
+/// `prefix-cache-scorer` over the producer named `producer` ("" = the
+/// default approximate index).
 fn prefix_scorer(
     l: &Loaded,
     p: &Plugin,

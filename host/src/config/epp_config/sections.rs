@@ -11,6 +11,7 @@ use super::catalogue::kind;
 use super::loader::{param_str, Loaded, Plugin};
 use super::schema;
 use super::Out;
+use crate::request::SloClass;
 
 fn num(p: &Value, key: &str) -> Option<f64> {
     p.get(key).and_then(Value::as_f64)
@@ -321,13 +322,6 @@ fn band_of(f: &schema::FlowControl, p: i64) -> Option<&schema::Band> {
 /// lands in (`per_band_capacity` / `fairness` for the standard class's,
 /// `band_capacity` / `band_fairness` for each class that differs).
 fn bands(l: &Loaded, ttl: i64, fc: &mut toml::Table, out: &mut Out) -> Result<(), String> {
-    const CLASSES: [(&str, i64); 5] = [
-        ("critical", 4),
-        ("standard", 3),
-        ("batch", -1),
-        ("sheddable", -2),
-        ("background", -3),
-    ];
     let f = &l.flow_control;
     let mut orders = std::collections::BTreeSet::new();
     let declared = f
@@ -351,8 +345,8 @@ fn bands(l: &Loaded, ttl: i64, fc: &mut toml::Table, out: &mut Out) -> Result<()
     ordering_note(&orders, ttl, out)?;
     // Each class's (capacity, fairness policy plugin or type).
     let mut per_class = Vec::new();
-    for (class, p) in CLASSES {
-        let band = band_of(f, p);
+    for class in SloClass::ALL {
+        let band = band_of(f, i64::from(class.priority()));
         let cap = match band.and_then(|b| b.max_requests.as_ref()) {
             Some(v) => schema::quantity(v, "flowControl band maxRequests")?,
             None => 0,
@@ -360,9 +354,9 @@ fn bands(l: &Loaded, ttl: i64, fc: &mut toml::Table, out: &mut Out) -> Result<()
         let cap = if cap == 0 { 5000 } else { cap };
         let fair_ref = band.and_then(|b| b.fairness_policy_ref.as_deref());
         let fair = policy_type(l, fair_ref, "global-strict-fairness-policy");
-        per_class.push((class, cap, fair, fair_ref));
+        per_class.push((class.name(), cap, fair, fair_ref));
     }
-    let (_, cap, fair, _) = per_class[1];
+    let (_, cap, fair, _) = per_class[SloClass::Standard as usize];
     fc.insert("per_band_capacity".into(), T::Integer(cap));
     fc.insert("fairness".into(), T::String(blis_fairness(fair)?.into()));
     let mut caps = toml::Table::new();

@@ -457,13 +457,8 @@ impl Admission for LatencySlo {
             return true;
         }
         if let Some((qd, kv)) = self.saturation {
-            let snaps = cluster.instances();
-            let sat = snaps
-                .iter()
-                .map(|s| (f64::from(s.queue_depth) / qd).max(s.kv_utilization / kv))
-                .sum::<f64>()
-                / snaps.len().max(1) as f64;
-            if !snaps.is_empty() && sat >= 1.0 {
+            let sat = crate::admission::utilization_saturation(cluster.instances(), qd, kv);
+            if sat.is_some_and(|s| s >= 1.0) {
                 blis_plugin_api::reason("the pool is saturated");
                 return false;
             }
