@@ -395,6 +395,7 @@ def calibrate_fit(
     weights: Union[Mapping[str, float], Sequence[str], None] = None,
     holdout: int = 0,
     seed: int = 1,
+    sim_seeds: int = 1,
     jobs: Optional[int] = None,
     iterations: int = 0,
     html: Optional[PathLike] = None,
@@ -422,7 +423,8 @@ def calibrate_fit(
     coefficient), ``bounds`` ({name: (lo, hi)} or ``"NAME=LO:HI"``
     strings), ``weights`` ({metric: w} or ``"METRIC=W"`` strings),
     ``holdout`` (folds by run file; 0 = none), ``seed`` (folds and
-    bootstrap), ``jobs`` (simulations at once; default every core),
+    bootstrap), ``sim_seeds`` (workload seeds each run file is simulated
+    at, predictions averaged over them; default 1), ``jobs`` (simulations at once; default every core),
     ``iterations`` (Nelder–Mead iterations on the MAPE after the
     Levenberg–Marquardt stages; default 0), ``html``
     (also write the page of measured against predicted). ``quiet=False``
@@ -465,6 +467,7 @@ def calibrate_fit(
         iterations=iterations,
         html=_opt_path(html),
         quiet=quiet,
+        sim_seeds=sim_seeds,
     )
     names = ("line", "run_file", "metric", "measured", "start", "fitted", "heldout", "fold")
     table = [dict(zip(names, row)) for row in rows]

@@ -68,6 +68,7 @@ def calibrate_fit(
     iterations: int = 0,
     html: Optional[Union[str, os.PathLike[str]]] = None,
     quiet: bool = True,
+    sim_seeds: int = 1,
 ) -> Tuple[
     str,
     Dict[str, Any],

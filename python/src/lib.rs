@@ -411,7 +411,7 @@ type FitRow = (
 #[pyfunction]
 #[pyo3(signature = (
     measurements, out, traces=Vec::new(), fit=None, bounds=Vec::new(), weights=Vec::new(),
-    holdout=0, seed=1, jobs=None, iterations=0, html=None, quiet=true
+    holdout=0, seed=1, jobs=None, iterations=0, html=None, quiet=true, sim_seeds=1
 ))]
 #[allow(clippy::too_many_arguments)]
 fn calibrate_fit(
@@ -428,6 +428,7 @@ fn calibrate_fit(
     iterations: u64,
     html: Option<PathBuf>,
     quiet: bool,
+    sim_seeds: u32,
 ) -> PyResult<(String, Py<PyAny>, Vec<FitRow>)> {
     let args = FitArgs {
         out,
@@ -438,6 +439,7 @@ fn calibrate_fit(
         weights,
         holdout,
         seed,
+        sim_seeds,
         jobs,
         iterations,
         html,

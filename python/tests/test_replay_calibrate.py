@@ -205,6 +205,21 @@ def test_calibrate_fit_flags_as_python_values(fit_dir, monkeypatch):
     assert list(fit["fitted"]) == ["beta[0]"]
     assert fit.profile["fit"]["weights"] == {"e2e_mean_ms": 0.5}
     assert 1e-4 <= fit["fitted"]["beta[0]"] <= 1.0
+    assert "sim_seeds" not in fit.profile["fit"]
+
+
+def test_calibrate_fit_sim_seeds_as_the_command(fit_dir, blis_bin, monkeypatch):
+    monkeypatch.chdir(fit_dir)
+    fit = blis.calibrate_fit("m.csv", "py.toml", fit="beta[0]", sim_seeds=2, jobs=2,
+                             as_frame=False)
+    cli = _cli(blis_bin, "calibrate", "fit", "--measurements", "m.csv", "--out", "cli.toml",
+               "--fit", "beta[0]", "--sim-seeds", "2", "--jobs", "2", "--quiet", cwd=fit_dir)
+    assert {**fit, "profile": None} == {**cli, "profile": None}
+    assert fit.profile["fit"]["sim_seeds"] == 2
+    assert _profile_body((fit_dir / "py.toml").read_text()) == _profile_body(
+        (fit_dir / "cli.toml").read_text())
+    with pytest.raises(blis.InputError, match="--sim-seeds must be"):
+        blis.calibrate_fit("m.csv", "p.toml", sim_seeds=0)
 
 
 def test_bad_calibrate_fit_inputs_are_input_errors(fit_dir, monkeypatch):

@@ -89,21 +89,15 @@ fn a_fit_that_cannot_improve_says_so() {
     // alpha[1] is trained-physics' post-decode overhead: it changes E2E,
     // never TTFT.
     dir.write("m.csv", "run_file,metric,value\na.toml,ttft_mean_ms,1000\n");
-    let e = run_bad(
-        &dir,
-        &[
-            "calibrate",
-            "fit",
-            "--measurements",
-            "m.csv",
-            "--out",
-            "p.toml",
-            "--fit",
-            "alpha[1]",
-            "--iterations",
-            "3",
-            "--quiet",
-        ],
+    // `calibrate fit --measurements m.csv --out OUT FLAGS…`, which must fail.
+    let fit = |out: &str, flags: &[&str]| {
+        let mut args = vec!["calibrate", "fit", "--measurements", "m.csv", "--out", out];
+        args.extend_from_slice(flags);
+        run_bad(&dir, &args)
+    };
+    let e = fit(
+        "p.toml",
+        &["--fit", "alpha[1]", "--iterations", "3", "--quiet"],
     );
     assert!(e.contains("cannot improve on its start"), "{e}");
     assert!(
@@ -112,32 +106,12 @@ fn a_fit_that_cannot_improve_says_so() {
     );
     assert!(!dir.path().join("p.toml").exists());
     // Flags are checked too.
-    let e = run_bad(
-        &dir,
-        &[
-            "calibrate",
-            "fit",
-            "--measurements",
-            "m.csv",
-            "--out",
-            "p.toml",
-            "--fit",
-            "beta[1]",
-        ],
-    );
+    let e = fit("p.toml", &["--fit", "beta[1]"]);
     assert!(e.contains("it is 0 at the start"), "{e}");
-    let e = run_bad(
-        &dir,
-        &[
-            "calibrate",
-            "fit",
-            "--measurements",
-            "m.csv",
-            "--out",
-            "m.csv",
-        ],
-    );
+    let e = fit("m.csv", &[]);
     assert!(e.contains("overwrite the input"), "{e}");
+    let e = fit("p.toml", &["--sim-seeds", "0"]);
+    assert!(e.contains("--sim-seeds must be ≥ 1"), "{e}");
 }
 
 #[test]

@@ -145,16 +145,25 @@ impl Experiment {
 
     /// Run the deployment with `c` and return its JSON report.
     pub fn simulate(&self, c: &Coefficients) -> Result<Value, String> {
-        self.simulate_with(c, None).map(|s| s.report)
+        self.simulate_with(c, 0, None).map(|s| s.report)
     }
 
-    /// [`Experiment::simulate`], stopped (an error) once `cancel` is set.
+    /// The run file's seed moved on by `replica` (`--sim-seeds`: replica 0
+    /// is the run file itself).
+    pub fn seed(&self, replica: u32) -> u64 {
+        self.run.seed.wrapping_add(u64::from(replica))
+    }
+
+    /// [`Experiment::simulate`] at workload seed [`Experiment::seed`]`(replica)`,
+    /// stopped (an error) once `cancel` is set.
     pub fn simulate_with(
         &self,
         c: &Coefficients,
+        replica: u32,
         cancel: Option<&Arc<AtomicBool>>,
     ) -> Result<Sim, String> {
         let mut run = self.run.clone();
+        run.seed = self.seed(replica);
         run.model.alpha = Some(c.alpha);
         run.model.beta = c.beta.clone();
         let mut registry = Registry::standard();
@@ -198,12 +207,15 @@ fn config_path(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
-/// Run every `(experiment, coefficients)` job on up to `jobs` threads,
+/// One simulation: an experiment, its seed replica, the coefficients.
+pub type Job<'a> = (usize, u32, &'a Coefficients);
+
+/// Run every `(experiment, replica, coefficients)` job on up to `jobs` threads,
 /// the longest planned runs first; results in job order. Once `cancel` is
 /// set, running simulations stop and the others do not start (errors).
 pub fn run_all(
     experiments: &[Experiment],
-    jobs_list: &[(usize, &Coefficients)],
+    jobs_list: &[Job],
     jobs: usize,
     cancel: Option<&Arc<AtomicBool>>,
 ) -> Vec<Result<Sim, String>> {
@@ -220,11 +232,11 @@ pub fn run_all(
             break;
         }
         let i = order[k];
-        let (e, c) = jobs_list[i];
+        let (e, replica, c) = jobs_list[i];
         let r = if cancel.is_some_and(|f| f.load(Ordering::Relaxed)) {
             Err(crate::cluster::RunError::Cancelled.to_string())
         } else {
-            experiments[e].simulate_with(c, cancel)
+            experiments[e].simulate_with(c, replica, cancel)
         };
         if let Ok(mut v) = results.lock() {
             v[i] = Some(r);

@@ -81,6 +81,14 @@ pub struct FitArgs {
     /// Seed of the fold assignment and the bootstrap.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Workload seeds each measured deployment is simulated at: its run
+    /// file's `seed`, then seed + 1, …; a prediction is the mean over them
+    /// (the same seeds for every candidate). A measurement is one draw of
+    /// its workload's randomness and so is one simulation; averaging the
+    /// simulations removes the simulator's share of that noise, at K times
+    /// the cost (default 1: the run file's seed only).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub sim_seeds: u32,
     /// Simulations run at once (default: every core).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -380,6 +388,11 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     if jobs == 0 {
         return Err(FitError::Input("--jobs must be ≥ 1".into()));
     }
+    if args.sim_seeds == 0 {
+        return Err(FitError::Input(
+            "--sim-seeds must be ≥ 1 (the workload seeds each deployment is simulated at)".into(),
+        ));
+    }
     let progress = Progress::new(!args.quiet, !args.quiet && std::io::stderr().is_terminal());
     let all: Vec<usize> = (0..rows.len()).collect();
     let objective = Objective {
@@ -390,6 +403,7 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         weights: &row_weights,
         space: &space,
         jobs,
+        sim_seeds: args.sim_seeds,
         progress: &progress,
         cancel,
     };
@@ -548,6 +562,15 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// The method's description, with `--sim-seeds` when it is more than one.
+fn with_seeds(seeds: u32, method: String) -> String {
+    if seeds > 1 {
+        format!("{method}; each prediction the mean of {seeds} simulations (workload seeds: the run file's, then +1, …)")
+    } else {
+        method
+    }
+}
+
 struct BuildInputs<'a> {
     args: &'a FitArgs,
     rows: &'a [Row],
@@ -662,15 +685,16 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
         },
         fit: profile::Settings {
             objective: "weighted mean absolute percentage error (%) over the table's rows and the traces' requests (a trace's requests of one metric weigh as one row)".into(),
-            method: if b.args.iterations > 0 {
+            method: with_seeds(b.args.sim_seeds, if b.args.iterations > 0 {
                 format!(
                     "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per coefficient family, then every coefficient; then {} Nelder-Mead (argmin) iterations on the weighted MAPE",
                     b.args.iterations
                 )
             } else {
                 "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per coefficient family, then every coefficient".into()
-            },
+            }),
             seed: b.args.seed,
+            sim_seeds: b.args.sim_seeds,
             holdout_folds: b.args.holdout,
             evaluations: b.evaluations,
             weights: b.weights_given.clone(),

@@ -102,6 +102,10 @@ pub struct Settings {
     pub objective: String,
     pub method: String,
     pub seed: u64,
+    /// Workload seeds each deployment was simulated at (`--sim-seeds`; 1,
+    /// not written, for the run file's seed only).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub sim_seeds: u32,
     pub holdout_folds: u32,
     pub evaluations: u64,
     pub weights: BTreeMap<String, f64>,
@@ -114,6 +118,14 @@ pub struct Input {
     pub role: String,
     pub path: String,
     pub sha256: String,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// SHA-256 of a file, hex.
@@ -283,6 +295,7 @@ mod tests {
                 objective: "weighted MAPE".into(),
                 method: "nm".into(),
                 seed: 1,
+                sim_seeds: 1,
                 holdout_folds: 0,
                 evaluations: 3,
                 weights: BTreeMap::new(),

@@ -45,8 +45,8 @@ use argmin::solver::neldermead::NelderMead;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::eval::{run_all, Experiment};
-use super::params::Space;
+use super::eval::{run_all, Experiment, Job, Sim};
+use super::params::{Family, Space};
 use super::table::Row;
 use super::FitError;
 
@@ -132,6 +132,8 @@ pub struct Objective<'a> {
     pub weights: &'a [f64],
     pub space: &'a Space,
     pub jobs: usize,
+    /// Workload seeds per experiment (`--sim-seeds`, ≥ 1).
+    pub sim_seeds: u32,
     pub progress: &'a Progress,
     /// Stops every simulation once set (the fit then fails).
     pub cancel: Option<Arc<AtomicBool>>,
@@ -146,65 +148,83 @@ impl Objective<'_> {
         e
     }
 
-    /// Predictions of `rows` at each of `xs` (one simulation of each
-    /// experiment per point, all at once). A run that fails or lacks a
-    /// metric is an error naming the table row.
+    /// Predictions of `rows` at each of `xs` (each experiment simulated
+    /// at its `sim_seeds` seeds per point, all at once; a prediction is the
+    /// mean over the seeds). A run that fails or lacks a metric is an error
+    /// naming the table row.
     pub fn predict_many(&self, rows: &[usize], xs: &[Vec<f64>]) -> Result<Vec<Vec<f64>>, FitError> {
         let exps = self.experiments_of(rows);
+        let seeds = self.sim_seeds.max(1);
         let coeffs: Vec<_> = xs.iter().map(|x| self.space.at(x).0).collect();
-        let jobs: Vec<(usize, &super::params::Coefficients)> = coeffs
+        let jobs: Vec<Job> = coeffs
             .iter()
-            .flat_map(|c| exps.iter().map(move |&e| (e, c)))
+            .flat_map(|c| {
+                exps.iter()
+                    .flat_map(move |&e| (0..seeds).map(move |j| (e, j, c)))
+            })
             .collect();
         let reports = run_all(self.experiments, &jobs, self.jobs, self.cancel.as_ref());
         let mut out = Vec::with_capacity(xs.len());
         for (p, _) in xs.iter().enumerate() {
             let mut pred = vec![f64::NAN; self.rows.len()];
             for &r in rows {
-                let row = &self.rows[r];
                 let k = exps.iter().position(|&e| e == self.row_exp[r]).unwrap_or(0);
-                let sim = match &reports[p * exps.len() + k] {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return Err(FitError::Runtime(format!(
-                            "{}, line {} (run file {}): the run failed: {e}",
-                            row.source, row.line, row.run_file
-                        )))
-                    }
-                };
-                pred[r] = match row.request {
-                    None => row.metric.read(&sim.report).ok_or_else(|| {
+                let first = (p * exps.len() + k) * seeds as usize;
+                let mut sum = 0.0;
+                for (j, sim) in reports[first..first + seeds as usize].iter().enumerate() {
+                    sum += self.read(r, j as u32, sim)?;
+                }
+                pred[r] = sum / f64::from(seeds);
+            }
+            out.push(pred);
+        }
+        Ok(out)
+    }
+
+    /// Row `r`'s metric in one simulation (seed replica `j`) of its experiment.
+    fn read(&self, r: usize, j: u32, sim: &Result<Sim, String>) -> Result<f64, FitError> {
+        let row = &self.rows[r];
+        let exp = &self.experiments[self.row_exp[r]];
+        let at_seed = if self.sim_seeds > 1 {
+            format!(" at seed {}", exp.seed(j))
+        } else {
+            String::new()
+        };
+        let sim = sim.as_ref().map_err(|e| {
+            FitError::Runtime(format!(
+                "{}, line {} (run file {}): the run{at_seed} failed: {e}",
+                row.source, row.line, row.run_file
+            ))
+        })?;
+        match row.request {
+            None => row.metric.read(&sim.report).ok_or_else(|| {
+                FitError::Input(format!(
+                    "{}, line {}: the report of run file {}{at_seed} has no value for {} \
+                     (no such stage, or no request completed); measure a metric the run reports",
+                    row.source,
+                    row.line,
+                    row.run_file,
+                    row.metric.name()
+                ))
+            }),
+            Some(id) => {
+                let rtt = exp.trace.unwrap_or(0.0);
+                sim.requests
+                    .get(&id)
+                    .and_then(|s| s.read(&row.metric.field, rtt))
+                    .ok_or_else(|| {
                         FitError::Input(format!(
-                            "{}, line {}: the report of run file {} has no value for {} \
-                             (no such stage, or no request completed); measure a metric the run reports",
+                            "{}:{}: the replay of the trace through run file {}{at_seed} did not \
+                             complete request_id {id} (or it generated one token: no {}); \
+                             check that the run file describes the server that produced the trace",
                             row.source,
                             row.line,
                             row.run_file,
                             row.metric.name()
                         ))
-                    })?,
-                    Some(id) => {
-                        let rtt = self.experiments[self.row_exp[r]].trace.unwrap_or(0.0);
-                        sim.requests
-                            .get(&id)
-                            .and_then(|s| s.read(&row.metric.field, rtt))
-                            .ok_or_else(|| {
-                                FitError::Input(format!(
-                                    "{}:{}: the replay of the trace through run file {} did not \
-                                     complete request_id {id} (or it generated one token: no {}); \
-                                     check that the run file describes the server that produced the trace",
-                                    row.source,
-                                    row.line,
-                                    row.run_file,
-                                    row.metric.name()
-                                ))
-                            })?
-                    }
-                };
+                    })
             }
-            out.push(pred);
         }
-        Ok(out)
     }
 
     /// Predictions of `rows` at `x` (other rows NaN).
@@ -325,6 +345,9 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
     };
     let mut x = vec![0.0; n];
     let mut best_cost = f64::INFINITY;
+    let mut best_params = 0;
+    // The rows that count (weight > 0): what an extra coordinate is paid for with.
+    let m = rows.iter().filter(|&&r| obj.weights[r] > 0.0).count();
     if fams.len() < n {
         let expand = |g: &[f64]| -> Vec<f64> { member.iter().map(|&m| g[m]).collect() };
         let name = format!("{label}, stage 1 (one factor per family)");
@@ -338,6 +361,7 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
         )?;
         x = expand(&g);
         best_cost = c;
+        best_params = fams.len();
         obj.progress
             .note(&format!("{name}: weighted MAPE {c:.3} % ({})", factors(&x)));
     }
@@ -348,9 +372,14 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
         "{name}: weighted MAPE {c2:.3} % ({})",
         factors(&x2)
     ));
-    if c2 <= best_cost {
+    if best_params == 0 || better_per_freedom(c2, n, best_cost, best_params, m) {
         x = x2;
         best_cost = c2;
+        best_params = n;
+    } else {
+        obj.progress.note(&format!(
+            "{name}: kept stage 1: {n} coefficients on {m} measurements lower the error too little to pay for their freedom"
+        ));
     }
     if iters > 0 {
         let name = format!("{label}, stage 3 (Nelder–Mead on the MAPE)");
@@ -365,11 +394,31 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
         let (x3, c3) = nelder_mead(stage, x.clone(), 0.05, iters)?;
         obj.progress
             .note(&format!("{name}: weighted MAPE {c3:.3} %"));
-        if c3 <= best_cost {
+        if better_per_freedom(c3, n, best_cost, best_params, m) {
             x = x3;
         }
     }
     Ok(x)
+}
+
+/// Whether an error `c` with `p` free coordinates beats `best` with
+/// `best_p`, on `m` measurements: per degree of freedom, `c / (m − p)`
+/// against `best / (m − best_p)` (as the adjusted R² or the reduced χ²
+/// compare fits). Freeing coordinates always lowers the error on the
+/// measurements themselves, down to fitting their noise; a stage that frees
+/// more of them is kept only if the error falls faster than the freedom it
+/// uses (never with as many coordinates as measurements).
+fn better_per_freedom(c: f64, p: usize, best: f64, best_p: usize, m: usize) -> bool {
+    if p == best_p {
+        return c <= best;
+    }
+    if m <= p {
+        return false;
+    }
+    if m <= best_p {
+        return true;
+    }
+    c / (m - p) as f64 <= best / (m - best_p) as f64
 }
 
 /// Fold of each of `n` experiments: a seeded shuffle dealt round-robin.
@@ -400,12 +449,13 @@ pub struct Uncertainty {
 
 /// The relative residuals `(pred − meas) / meas` of `rows` and their
 /// derivatives by finite differences: `shifted[p]` are the predictions with
-/// coordinate `p` moved by [`STEP`].
+/// coordinate `p` moved by `steps[p]` ([`fd_step`]).
 fn linearise(
     obj: &Objective,
     rows: &[usize],
     pred: &[f64],
     shifted: &[Vec<f64>],
+    steps: &[f64],
 ) -> (Vec<f64>, Vec<Vec<f64>>) {
     let n = shifted.len();
     let mut res = vec![0.0; rows.len()];
@@ -414,7 +464,7 @@ fn linearise(
         let meas = obj.rows[r].value;
         res[i] = (pred[r] - meas) / meas;
         for p in 0..n {
-            jac[i][p] = (shifted[p][r] - pred[r]) / meas / STEP;
+            jac[i][p] = (shifted[p][r] - pred[r]) / meas / steps[p];
         }
     }
     (res, jac)
@@ -471,10 +521,11 @@ fn levenberg_marquardt(
     let mut cost = cost_of(&g, &pred);
     obj.progress.evaluated(name, cost, cost);
     for _ in 0..iters {
+        let steps: Vec<f64> = (0..n).map(|p| fd_step(obj.space, expand, &g, p)).collect();
         let points: Vec<Vec<f64>> = (0..n)
             .map(|p| {
                 let mut y = g.clone();
-                y[p] += STEP;
+                y[p] += steps[p];
                 expand(&y)
             })
             .collect();
@@ -482,7 +533,7 @@ fn levenberg_marquardt(
         for _ in 0..n {
             obj.progress.evaluated(name, f64::NAN, cost);
         }
-        let (res, jac) = linearise(obj, rows, &pred, &shifted);
+        let (res, jac) = linearise(obj, rows, &pred, &shifted, &steps);
         // Iteratively reweighted: each squared error weighed by 1 / |error|
         // makes the squares' step a step on the absolute errors, the
         // objective. The errors below the median (at least 0.1 %) weigh
@@ -533,6 +584,32 @@ fn levenberg_marquardt(
 const BOOTSTRAP: usize = 400;
 /// Finite-difference step in log units (≈ 2 %).
 const STEP: f64 = 0.02;
+/// The least an alpha moves in a finite difference (µs): an alpha is a
+/// delay rounded to a whole tick, so a 2 % step of α₂ ≈ 46 µs can leave its
+/// tick, and every metric, unchanged (a zero derivative: "not identifiable").
+const ALPHA_MIN_MOVE_US: f64 = 1.5;
+/// The largest finite-difference step (log units).
+const MAX_STEP: f64 = 0.25;
+
+/// The finite-difference step of coordinate `p` of `g` (mapped to the
+/// fitted coefficients by `expand`): [`STEP`], or more where that would
+/// move an alpha it moves by less than [`ALPHA_MIN_MOVE_US`] (at most
+/// [`MAX_STEP`]).
+fn fd_step(space: &Space, expand: &dyn Fn(&[f64]) -> Vec<f64>, g: &[f64], p: usize) -> f64 {
+    let x = expand(g);
+    let mut y = g.to_vec();
+    y[p] += STEP;
+    let moved = expand(&y);
+    let mut step = STEP;
+    for (q, f) in space.fitted.iter().enumerate() {
+        if f.family != Family::Alpha || moved[q] == x[q] {
+            continue;
+        }
+        let v = (f.start * x[q].exp()).max(f64::MIN_POSITIVE);
+        step = step.max((1.0 + ALPHA_MIN_MOVE_US / v).ln());
+    }
+    step.min(MAX_STEP)
+}
 
 /// The uncertainty of each fitted coefficient at `best` (see the module
 /// docs).
@@ -544,10 +621,14 @@ pub fn uncertainty(
     seed: u64,
 ) -> Result<Vec<Uncertainty>, FitError> {
     let n = best.len();
+    let ident = |x: &[f64]| x.to_vec();
+    let steps: Vec<f64> = (0..n)
+        .map(|p| fd_step(obj.space, &ident, best, p))
+        .collect();
     let points: Vec<Vec<f64>> = (0..n)
         .map(|p| {
             let mut x = best.to_vec();
-            x[p] += STEP;
+            x[p] += steps[p];
             x
         })
         .collect();
@@ -559,7 +640,7 @@ pub fn uncertainty(
         obj.progress.evaluated("uncertainty", f64::NAN, f64::NAN);
     }
     let m = rows.len();
-    let (res, jac) = linearise(obj, rows, pred, &shifted);
+    let (res, jac) = linearise(obj, rows, pred, &shifted, &steps);
     let w: Vec<f64> = rows.iter().map(|&r| obj.weights[r]).collect();
     let exp_of: Vec<usize> = rows.iter().map(|&r| obj.row_unit[r]).collect();
     let mut exps = exp_of.clone();
@@ -612,9 +693,16 @@ pub fn uncertainty(
         let q = |t: f64| vals[((vals.len() - 1) as f64 * t).round() as usize];
         let std = var.sqrt();
         let loose = std > 0.5 * value;
+        let mut interval = [q(0.025), q(0.975)];
+        if rounded_alone(obj.experiments[0].latency_model, f) {
+            // Every value that rounds to the same tick runs the same simulation.
+            let tick = value.round();
+            interval[0] = interval[0].min((tick - 0.5).max(f.lo));
+            interval[1] = interval[1].max((tick + 0.5).min(f.hi));
+        }
         out.push(Uncertainty {
             std,
-            interval: [q(0.025), q(0.975)],
+            interval,
             identifiable: !loose,
             note: if loose {
                 "weakly determined: its bootstrap spread exceeds half its value".into()
@@ -624,6 +712,14 @@ pub fn uncertainty(
         });
     }
     Ok(out)
+}
+
+/// Whether the latency model uses coefficient `f` alone as a delay rounded
+/// to a whole tick: α₂ (per output token) in every model, and α₀ (queueing)
+/// and α₁ (post-decode) in trained-physics (elsewhere α₀ + α₁·input length
+/// is rounded together).
+fn rounded_alone(model: &str, f: &super::params::Fitted) -> bool {
+    f.family == Family::Alpha && (f.index == 2 || model == "trained-physics")
 }
 
 /// The weighted least-squares step `δ` minimising
@@ -742,6 +838,61 @@ fn solve_damped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 2 % step of α₂ ≈ 46 µs stays inside one tick (46.5 and 47.4 both
+    /// round to 47): the step grows until α₂ moves by 1.5 µs; large alphas
+    /// and the betas keep 2 %, in both stages.
+    #[test]
+    fn finite_differences_move_an_alpha_by_a_tick() {
+        use super::super::params::Coefficients;
+        let space = Space::new(
+            Coefficients {
+                alpha: [15_000.0, 800.0, 46.0],
+                beta: Some(vec![0.15, 0.0, 1.36, 0.75, 32.0, 4.4, 126.0]),
+            },
+            None,
+            &[],
+            "trained-physics",
+        )
+        .unwrap();
+        let names: Vec<String> = space.fitted.iter().map(|f| f.name()).collect();
+        let a2 = names.iter().position(|n| n == "alpha[2]").unwrap();
+        let b0 = names.iter().position(|n| n == "beta[0]").unwrap();
+        let a0 = names.iter().position(|n| n == "alpha[0]").unwrap();
+        let x = vec![0.0; names.len()];
+        let ident = |g: &[f64]| g.to_vec();
+        let h = fd_step(&space, &ident, &x, a2);
+        assert!((h - (1.0 + 1.5 / 46.0_f64).ln()).abs() < 1e-12, "{h}");
+        assert!((46.0 * h.exp()).round() > 46.0, "the step moves α₂'s tick");
+        assert_eq!(fd_step(&space, &ident, &x, b0), STEP);
+        assert_eq!(fd_step(&space, &ident, &x, a0), STEP);
+        // Stage 1: one coordinate moves every alpha; α₂ decides.
+        let (fams, member) = space.groups();
+        let expand = |g: &[f64]| -> Vec<f64> { member.iter().map(|&m| g[m]).collect() };
+        let g = vec![0.0; fams.len()];
+        let hs: Vec<f64> = (0..fams.len())
+            .map(|p| fd_step(&space, &expand, &g, p))
+            .collect();
+        assert!(hs.contains(&h) && hs.contains(&STEP), "{hs:?}");
+        // A tiny alpha is capped.
+        let mut x = x;
+        x[a2] = (0.01_f64 / 46.0).ln();
+        assert_eq!(fd_step(&space, &ident, &x, a2), MAX_STEP);
+    }
+
+    #[test]
+    fn more_coordinates_must_pay_for_their_freedom() {
+        // 45 measurements: 2 coordinates at 1.30 % against 12 at 1.09 %:
+        // 1.30/43 = 0.0302 < 1.09/33 = 0.0330, the two factors stay.
+        assert!(!better_per_freedom(1.09, 12, 1.30, 2, 45));
+        // A larger gain pays: 0.90/33 = 0.0273.
+        assert!(better_per_freedom(0.90, 12, 1.30, 2, 45));
+        // As many coordinates as measurements: never.
+        assert!(!better_per_freedom(0.0, 12, 0.35, 2, 12));
+        // Same coordinates: the lower error.
+        assert!(better_per_freedom(0.2, 12, 0.3, 12, 12));
+        assert!(!better_per_freedom(0.4, 12, 0.3, 12, 45));
+    }
 
     #[test]
     fn folds_are_balanced_and_seeded() {

@@ -83,10 +83,11 @@ fn synthetic_recovery() {
         weights: vec![],
         holdout: 4,
         seed: 3,
+        sim_seeds: 1,
         jobs: None,
         iterations: 15,
         html: Some(dir.path().join("fit.html")),
-        quiet: true,
+        quiet: std::env::var_os("BLIS_FIT_VERBOSE").is_none(),
     };
     let out = run_fit(&args).unwrap();
     let p = &out.profile;
@@ -94,19 +95,23 @@ fn synthetic_recovery() {
     assert!(p.error.start_mape > 10.0, "{}", p.error.start_mape);
     // Held-out predictions against the noise-free truth.
     let mut worst: f64 = 0.0;
+    let mut off = Vec::new();
     for (i, r) in out.rows.iter().enumerate() {
         let h = out.results[i]
             .heldout
             .expect("every experiment is held out once");
         let err = (h - exact[i]).abs() / exact[i];
         worst = worst.max(err);
-        assert!(
-            err < 0.02,
-            "{} {}: held out {h}, truth {}",
+        eprintln!(
+            "  {} {}: held out {h:.4}, truth {:.4} ({:+.2} %)",
             r.run_file,
             r.metric.name(),
-            exact[i]
+            exact[i],
+            100.0 * (h - exact[i]) / exact[i]
         );
+        if err >= 0.02 {
+            off.push(format!("{} {}", r.run_file, r.metric.name()));
+        }
     }
     // The figures (`cargo test -p blis-host synthetic_recovery -- --nocapture`).
     eprintln!(
@@ -122,6 +127,10 @@ fn synthetic_recovery() {
             f.name, f.value, f.start, f.interval_95[0], f.interval_95[1], f.identifiable
         );
     }
+    assert!(
+        off.is_empty(),
+        "held out 2 % or more off the truth: {off:?}"
+    );
     // Every true coefficient inside its interval; the MoE-only terms
     // (beta[7] interleaved MoE, beta[10] MoE dispatch) are not identifiable
     // from dense models.
@@ -156,4 +165,78 @@ fn synthetic_recovery() {
         html.contains("data-series=\"start|fitted|held out\""),
         "held-out series"
     );
+}
+
+/// `--sim-seeds K`: every prediction is the mean of the K simulations at
+/// the run file's seed, seed + 1, …, and the profile records K.
+#[test]
+fn predictions_are_the_mean_over_the_workload_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = write_runs(dir.path(), 24);
+    let names = &names[..2];
+    let truth = truth();
+    let start = Coefficients {
+        alpha: ITER29_ALPHA,
+        beta: Some(ITER29_BETA.to_vec()),
+    };
+    let mut csv = String::from("run_file,metric,value\n");
+    let mut expected = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let e = Experiment::load(n, &dir.path().join(n), i as u64 + 2, "m.csv").unwrap();
+        let at_truth = e.simulate(&truth).unwrap();
+        let seeds: Vec<serde_json::Value> = (0..3)
+            .map(|j| e.simulate_with(&start, j, None).unwrap().report)
+            .collect();
+        assert_eq!(e.seed(2), i as u64 + 3, "replica 2 of seed {}", i + 1);
+        for m in ["ttft_mean_ms", "e2e_mean_ms"] {
+            let v = at_truth["cluster"][m].as_f64().unwrap();
+            csv.push_str(&format!("{n},{m},{v}\n"));
+            let each: Vec<f64> = seeds
+                .iter()
+                .map(|r| r["cluster"][m].as_f64().unwrap())
+                .collect();
+            expected.push(each.iter().sum::<f64>() / 3.0);
+            // The seeds give different runs (else the mean proves nothing).
+            assert!(
+                each[0] != each[1] || each[1] != each[2],
+                "{n} {m}: {each:?}"
+            );
+        }
+    }
+    std::fs::write(dir.path().join("m.csv"), csv).unwrap();
+    let args = FitArgs {
+        out: dir.path().join("p.toml"),
+        measurements: Some(dir.path().join("m.csv")),
+        traces: Vec::new(),
+        fit: Some("beta[6]".into()),
+        bounds: vec![],
+        weights: vec![],
+        holdout: 0,
+        seed: 1,
+        sim_seeds: 3,
+        jobs: Some(2),
+        iterations: 0,
+        html: None,
+        quiet: true,
+    };
+    let out = run_fit(&args).unwrap();
+    for (r, want) in out.results.iter().zip(&expected) {
+        assert!(
+            (r.start - want).abs() <= 1e-9 * want.abs(),
+            "start prediction {} is not the mean {want} of the three seeds",
+            r.start
+        );
+    }
+    assert_eq!(out.profile.fit.sim_seeds, 3);
+    let text = std::fs::read_to_string(&args.out).unwrap();
+    assert!(text.contains("sim_seeds = 3"), "{text}");
+    // One seed (the default) writes no `sim_seeds`, as profiles did before.
+    let one = FitArgs {
+        sim_seeds: 1,
+        out: dir.path().join("p1.toml"),
+        ..args
+    };
+    run_fit(&one).unwrap();
+    let text = std::fs::read_to_string(&one.out).unwrap();
+    assert!(!text.contains("sim_seeds"), "{text}");
 }
