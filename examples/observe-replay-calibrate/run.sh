@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # observe → replay → calibrate (README "Validating blis against your own
-# cluster"). Against $URL (an OpenAI-compatible server serving $MODEL), or,
+# cluster"), then `calibrate fit` on the trace. Against $URL (an OpenAI-compatible server serving $MODEL), or,
 # without URL, against llama.cpp's server of tests/llama, installed and
 # started here on 127.0.0.1 and stopped at the end. Outputs in $OUT (out/).
 set -euo pipefail
@@ -22,3 +22,10 @@ fi
     --sim-results "$out/sim-results.json" --itl-data "$out/observed.itl.csv" \
     --report "$out/calibration.json"
 cat "$out/calibration.json"
+# Fit the step-time model to the observed trace, 5 folds by request: the
+# profile's [error] gives, per metric, the error uncalibrated (start), fitted
+# (train) and on requests each fold's fit did not see (held out).
+"$blis" calibrate fit --trace "llama-cpp.toml=$out/observed.yaml,$out/observed.csv" --holdout 5 \
+    --out "$out/profile.toml" --quiet >"$out/fit-summary.json"
+sed -n '/^\[error/,/^\[fit\]/p' "$out/profile.toml" | grep -v '^\[fit\]'
+sed -n '/^\[coefficients\]/,/^$/p' "$out/profile.toml"
