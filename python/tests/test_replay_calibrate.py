@@ -210,10 +210,10 @@ def test_calibrate_fit_flags_as_python_values(fit_dir, monkeypatch):
 
 def test_calibrate_fit_sim_seeds_as_the_command(fit_dir, blis_bin, monkeypatch):
     monkeypatch.chdir(fit_dir)
-    fit = blis.calibrate_fit("m.csv", "py.toml", fit="beta[0]", sim_seeds=2, jobs=2,
+    fit = blis.calibrate_fit("m.csv", "py.toml", fit="beta", sim_seeds=2, jobs=2,
                              as_frame=False)
     cli = _cli(blis_bin, "calibrate", "fit", "--measurements", "m.csv", "--out", "cli.toml",
-               "--fit", "beta[0]", "--sim-seeds", "2", "--jobs", "2", "--quiet", cwd=fit_dir)
+               "--fit", "beta", "--sim-seeds", "2", "--jobs", "2", "--quiet", cwd=fit_dir)
     assert {**fit, "profile": None} == {**cli, "profile": None}
     assert fit.profile["fit"]["sim_seeds"] == 2
     assert _profile_body((fit_dir / "py.toml").read_text()) == _profile_body(
