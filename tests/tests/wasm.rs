@@ -57,6 +57,24 @@ fn report(o: &Output, what: &str) -> Value {
 }
 
 /// A run of `examples/wasm/FILE` with its component from `wasm`.
+/// The report sections `examples/lora.toml`'s comparisons look at (the
+/// pipeline's names differ by design).
+const LORA_SECTIONS: &[&str] = &["cluster", "adapters", "instances"];
+
+/// `blis run FILE ARGS…`'s report, only its `sections`.
+fn run_sections(dir: &TestDir, file: &Path, args: &[&str], sections: &[&str]) -> Value {
+    let file = file.to_str().unwrap();
+    let mut all = vec!["run", file];
+    all.extend(args);
+    let v = report(&run(dir, &all), file);
+    Value::Object(
+        sections
+            .iter()
+            .map(|s| (s.to_string(), v[*s].clone()))
+            .collect(),
+    )
+}
+
 fn example_run(dir: &TestDir, file: &str, wasm: Option<&Path>) -> Output {
     let path = examples().join(file);
     let mut args = vec!["run".to_string(), path.display().to_string()];
@@ -118,13 +136,7 @@ fn components_built_against_earlier_wit_versions_load_and_decide_unchanged() {
         );
     }
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lora.toml");
-    let example = example.to_str().unwrap();
-    let outcome = |args: &[&str]| -> Value {
-        let mut all = vec!["run", example];
-        all.extend(args);
-        let v = report(&run(&dir, &all), "examples/lora.toml");
-        serde_json::json!({ "cluster": v["cluster"], "adapters": v["adapters"], "instances": v["instances"] })
-    };
+    let outcome = |args: &[&str]| run_sections(&dir, &example, args, LORA_SECTIONS);
     let old =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/wasm-wit-0.1.1/wasm-example.wasm");
     assert_eq!(
@@ -599,13 +611,7 @@ fn lora_affinity_from_components_routes_like_the_native_scorer() {
     };
     let dir = TestDir::new("wasm_lora");
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/lora.toml");
-    let example = example.to_str().unwrap();
-    let outcome = |args: &[&str]| -> Value {
-        let mut all = vec!["run", example];
-        all.extend(args);
-        let v = report(&run(&dir, &all), "examples/lora.toml");
-        serde_json::json!({ "cluster": v["cluster"], "adapters": v["adapters"], "instances": v["instances"] })
-    };
+    let outcome = |args: &[&str]| run_sections(&dir, &example, args, LORA_SECTIONS);
     let native = outcome(&[]);
     assert!(native["adapters"]["ft-00"]["load_count"].as_u64().unwrap() > 0);
     for lib in ["wasm-example", "wasm-example-py"] {
@@ -660,13 +666,7 @@ fn sessions_and_headers_reach_components() {
     };
     let dir = TestDir::new("wasm_request_queries");
     let file = dir.write("sessions.toml", SESSIONS);
-    let file = file.to_str().unwrap();
-    let outcome = |args: &[&str]| -> Value {
-        let mut all = vec!["run", file];
-        all.extend(args);
-        let v = report(&run(&dir, &all), "sessions.toml");
-        serde_json::json!({ "cluster": v["cluster"], "instances": v["instances"] })
-    };
+    let outcome = |args: &[&str]| run_sections(&dir, &file, args, &["cluster", "instances"]);
     let native = outcome(&["--routing-scorers", "session-affinity:3,queue-depth:1"]);
     assert_ne!(native, outcome(&["--routing-scorers", "queue-depth:1"]));
     for lib in ["wasm-example", "wasm-example-py"] {

@@ -185,25 +185,32 @@ impl Objective<'_> {
     fn read(&self, r: usize, j: u32, sim: &Result<Sim, String>) -> Result<f64, FitError> {
         let row = &self.rows[r];
         let exp = &self.experiments[self.row_exp[r]];
-        let at_seed = if self.sim_seeds > 1 {
-            format!(" at seed {}", exp.seed(j))
-        } else {
-            String::new()
+        // Named in messages only (built when one is).
+        let at_seed = || {
+            if self.sim_seeds > 1 {
+                format!(" at seed {}", exp.seed(j))
+            } else {
+                String::new()
+            }
         };
         let sim = sim.as_ref().map_err(|e| {
             FitError::Runtime(format!(
-                "{}, line {} (run file {}): the run{at_seed} failed: {e}",
-                row.source, row.line, row.run_file
+                "{}, line {} (run file {}): the run{} failed: {e}",
+                row.source,
+                row.line,
+                row.run_file,
+                at_seed()
             ))
         })?;
         match row.request {
             None => row.metric.read(&sim.report).ok_or_else(|| {
                 FitError::Input(format!(
-                    "{}, line {}: the report of run file {}{at_seed} has no value for {} \
+                    "{}, line {}: the report of run file {}{} has no value for {} \
                      (no such stage, or no request completed); measure a metric the run reports",
                     row.source,
                     row.line,
                     row.run_file,
+                    at_seed(),
                     row.metric.name()
                 ))
             }),
@@ -214,12 +221,13 @@ impl Objective<'_> {
                     .and_then(|s| s.read(&row.metric.field, rtt))
                     .ok_or_else(|| {
                         FitError::Input(format!(
-                            "{}:{}: the replay of the trace through run file {}{at_seed} did not \
+                            "{}:{}: the replay of the trace through run file {}{} did not \
                              complete request_id {id} (or it generated one token: no {}); \
                              check that the run file describes the server that produced the trace",
                             row.source,
                             row.line,
                             row.run_file,
+                            at_seed(),
                             row.metric.name()
                         ))
                     })

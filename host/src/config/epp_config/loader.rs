@@ -536,6 +536,12 @@ pub fn param_str<'a>(p: &'a Value, key: &str) -> Option<&'a str> {
     p.get(key).and_then(Value::as_str)
 }
 
+/// A number parameter of `p` (integers are numbers too:
+/// `queueDepthThreshold: 8`).
+pub fn param_num(p: &Value, key: &str) -> Option<f64> {
+    p.get(key).and_then(Value::as_f64)
+}
+
 /// The plugins each plugin depends on through `pluginRef`-tagged
 /// parameters: the deciders of the disagg/pd handlers.
 pub fn dependencies(p: &Plugin) -> Vec<(String, &'static str)> {

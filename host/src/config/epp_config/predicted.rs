@@ -7,12 +7,8 @@
 use serde_yaml_ng::Value;
 use toml::Value as T;
 
-use super::loader::{Loaded, Plugin};
+use super::loader::{param_num as num, Loaded, Plugin};
 use super::Out;
-
-fn num(p: &Value, key: &str) -> Option<f64> {
-    p.get(key).and_then(Value::as_f64)
-}
 
 /// The `predicted-latency-producer` `p` reads: the one a string parameter
 /// of `p` names, else the config's first, else `None` (llm-d creates one

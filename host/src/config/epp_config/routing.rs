@@ -8,7 +8,7 @@
 use serde_yaml_ng::Value;
 use toml::Value as T;
 
-use super::loader::{param_str, Loaded, Plugin, Profile};
+use super::loader::{param_num as num, param_str, Loaded, Plugin, Profile};
 use super::Out;
 
 /// Where a profile runs.
@@ -24,11 +24,6 @@ pub enum Stage {
 
 fn int(p: &Value, key: &str) -> Option<i64> {
     p.get(key).and_then(Value::as_i64)
-}
-
-fn num(p: &Value, key: &str) -> Option<f64> {
-    // Integers are numbers too (`queueDepthThreshold: 8`).
-    p.get(key).and_then(Value::as_f64)
 }
 
 fn table(pairs: &[(&str, T)]) -> toml::Table {
@@ -572,7 +567,7 @@ fn label_filter(p: &Plugin, stage: Stage, pools: Option<bool>) -> Result<String,
 /// when all are over — blis-std's `utilization` filter on active-requests
 /// with max = ⌈limit⌉ − 1 (in-flight counts are integers).
 fn concurrency_filter(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<FilterMap, String> {
-    let mode = param_str(&p.params, "concurrencyMode").unwrap_or("requests");
+    let mode = concurrency_mode(p)?;
     let h = num(&p.params, "headroom").unwrap_or(0.0);
     // "in flight < limit" as an inclusive integer bound, the limit ≥ 1.
     let keep_max = |key: &str, default: f64| -> Result<(f64, f64), String> {
@@ -592,12 +587,6 @@ fn concurrency_filter(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<FilterMap
             p.name
         ));
         return Ok(utilization(&[("active-requests", req_max)], false));
-    }
-    if mode != "tokens" && mode != "hybrid" {
-        return Err(format!(
-            "plugin '{}' (concurrency-detector): concurrencyMode '{mode}' is not one of requests, tokens, hybrid",
-            p.name
-        ));
     }
     let (tok_limit, tok_max) = keep_max("maxTokenConcurrency", 1_000_000.0)?;
     if !l.sees_prompt() {
@@ -625,6 +614,19 @@ fn concurrency_filter(l: &Loaded, p: &Plugin, out: &mut Out) -> Result<FilterMap
         p.name
     ));
     Ok(FilterMap::Blis("in-flight-limit", t))
+}
+
+/// A `concurrency-detector`'s `concurrencyMode` (default `requests`), an
+/// unknown one refused as llm-d's factory refuses it.
+pub(super) fn concurrency_mode(p: &Plugin) -> Result<&str, String> {
+    let mode = param_str(&p.params, "concurrencyMode").unwrap_or("requests");
+    if !matches!(mode, "requests" | "tokens" | "hybrid") {
+        return Err(format!(
+            "failed to create plugin '{}' (type: concurrency-detector): concurrencyMode '{mode}' is not one of requests, tokens, hybrid",
+            p.name
+        ));
+    }
+    Ok(mode)
 }
 
 /// The `inflight-load-producer` settings `p` reads (`inFlightLoadProducerName`

@@ -4,18 +4,14 @@
 //! the plugins outside every profile (producers, parsers, sources), each
 //! stated with its effect.
 
-use serde_yaml_ng::Value;
 use toml::Value as T;
 
 use super::catalogue::kind;
-use super::loader::{param_str, Loaded, Plugin};
+use super::loader::{param_num as num, param_str, Loaded, Plugin};
+use super::routing::concurrency_mode;
 use super::schema;
 use super::Out;
 use crate::request::SloClass;
-
-fn num(p: &Value, key: &str) -> Option<f64> {
-    p.get(key).and_then(Value::as_f64)
-}
 
 /// `utilization-detector` thresholds (validated as llm-d does).
 fn utilization(p: &Plugin) -> Result<(f64, f64), String> {
@@ -118,15 +114,9 @@ fn legacy(l: &Loaded, out: &mut Out) -> Result<Option<(String, toml::Table)>, St
 /// A `concurrency-detector`'s mode, maxConcurrency and maxTokenConcurrency
 /// (validated as llm-d does).
 fn concurrency(det: &Plugin) -> Result<(&str, f64, f64), String> {
-    let mode = param_str(&det.params, "concurrencyMode").unwrap_or("requests");
+    let mode = concurrency_mode(det)?;
     let max = num(&det.params, "maxConcurrency").unwrap_or(100.0);
     let tokens = num(&det.params, "maxTokenConcurrency").unwrap_or(1e6);
-    if !matches!(mode, "requests" | "tokens" | "hybrid") {
-        return Err(format!(
-            "failed to create plugin '{}' (type: concurrency-detector): concurrencyMode '{mode}' is not one of requests, tokens, hybrid",
-            det.name
-        ));
-    }
     if mode != "requests" && !(tokens.is_finite() && tokens > 0.0) {
         return Err(format!("failed to create plugin '{}' (type: concurrency-detector): maxTokenConcurrency must be > 0", det.name));
     }
