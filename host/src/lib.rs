@@ -15,6 +15,7 @@
 //! * [`workload`] — request generators, sessions, trace replay.
 //! * [`metrics`] — per-request records, aggregation, fitness, the JSON report.
 //! * [`output`] — output paths checked against the inputs; atomic output files.
+//! * [`session`] — the entry point: load a run (run file, overrides, replayed trace), simulate it, sweep.
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
@@ -26,7 +27,9 @@
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
 //! the CLI (`cli::print_stdout`, called from `main.rs`) writes to stdout; the
-//! engine and instances know nothing of plugins, TOML or JSON.
+//! engine and instances know nothing of plugins, TOML or JSON. [`cli`] is
+//! the top layer: nothing else in the crate imports it (everything that
+//! simulates goes through [`session`]); `tests/tests/tidy.rs` holds to that.
 
 pub mod alloc;
 pub mod calibrate;
@@ -46,6 +49,7 @@ pub mod output;
 pub mod plugins;
 pub mod prompt;
 pub mod request;
+pub mod session;
 pub mod sweep;
 pub mod trace_v2;
 pub mod workload;

@@ -22,7 +22,7 @@ fn main() {
         Ok(None) => {}
         Err(f) => {
             eprintln!("error: {}", f.message);
-            std::process::exit(f.code);
+            std::process::exit(cli::exit_code(&f));
         }
     }
 }

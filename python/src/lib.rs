@@ -1,9 +1,9 @@
 //! `blis._native`: the PyO3 extension module under the `blis` Python package
 //! (`blis/__init__.py` is the public face). Each function goes through the
-//! library entry points `blis run` and `blis sweep` use
-//! ([`blis_host::cli::load_run`] + [`blis_host::cli::simulate_with`],
-//! [`blis_host::cli::sweep_in_process`]), so a report is byte for byte the
-//! one the command prints.
+//! library entry point `blis run`, `blis replay` and `blis sweep` use
+//! ([`blis_host::session`]: `load_run` / `load_replay` + `simulate_with`,
+//! `sweep`), with keyword arguments as its run descriptions, so a report is
+//! byte for byte the one the command prints.
 //!
 //! A simulation runs on its own thread with the GIL released; the calling
 //! thread waits for it and checks Python's signals every 50 ms, so Ctrl-C
@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use blis_host::cli::{self, Failure, Notice, ReplayArgs, RunArgs};
 use blis_host::config::Source;
 use blis_host::fit::{self, FitArgs, FitError};
+use blis_host::session::{self, Base, Error as Failure, Notice, Overrides, ReplayOptions};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -51,7 +51,7 @@ const STACK_BYTES: usize = 8 << 20;
 /// A blis failure as the Python exception of its kind: exit code 2 (bad
 /// input) is `InputError`, anything else `RunError`.
 fn raise(f: Failure) -> PyErr {
-    if f.code == 2 {
+    if f.is_input() {
         InputError::new_err(f.message)
     } else {
         RunError::new_err(f.message)
@@ -254,18 +254,15 @@ fn run(
     capture: Vec<String>,
     capture_dir: Option<PathBuf>,
 ) -> PyResult<(String, Vec<(String, String)>, Vec<(String, PathBuf)>)> {
-    let args = RunArgs {
-        run_file,
+    let overrides = Overrides {
         sets: set_args(overrides)?,
         plugins,
-        quiet: true,
-        ..RunArgs::default()
+        ..Overrides::default()
     };
-    let loaded = match run_text {
-        Some(text) => cli::load_run_from(table_source(text), &args),
-        None => cli::load_run(&args),
-    };
-    let (mut run, source) = loaded.map_err(raise)?;
+    let (mut run, source) = session::load_run(&base(run_file, run_text), &overrides, |n| {
+        eprintln!("note: {n}")
+    })
+    .map_err(raise)?;
     let mut captured = Vec::new();
     for name in &capture {
         let Some((_, file)) = CAPTURES.iter().find(|(n, _)| n == name) else {
@@ -295,7 +292,7 @@ fn run(
     }
     let mut notices = Vec::new();
     let done = interruptible(py, |cancel| {
-        cli::simulate_with(&run, &source, false, Some(cancel), |kind, text| {
+        session::simulate_with(&run, &source, false, Some(cancel), |kind, text| {
             notices.push(notice_pair(kind, text));
         })
     })?
@@ -312,13 +309,17 @@ fn notice_pair(kind: Notice, text: &str) -> (String, String) {
     (kind.to_string(), text.to_string())
 }
 
-/// The run file given as text (a Python dict): relative paths in it are
-/// against the current folder.
-fn table_source(text: String) -> Source {
-    Source {
-        name: "<run table>".into(),
-        base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-        text,
+/// The run file: given as text (a Python dict; relative paths in it are
+/// against the current folder), else the file, else the built-in scenario.
+fn base(run_file: Option<PathBuf>, run_text: Option<String>) -> Base {
+    match (run_text, run_file) {
+        (Some(text), _) => Base::Text(Source {
+            name: "<run table>".into(),
+            base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            text,
+        }),
+        (None, Some(p)) => Base::File(p),
+        (None, None) => Base::Builtin,
     }
 }
 
@@ -355,10 +356,9 @@ fn replay(
     trace_output: Option<PathBuf>,
     overrides: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(String, Vec<(String, String)>)> {
-    let args = ReplayArgs {
+    let options = ReplayOptions {
         trace_header,
         trace_data,
-        run_file,
         session_mode,
         think_time_ms,
         think_time_dist,
@@ -374,17 +374,13 @@ fn replay(
         metrics_path,
         trace_output,
         sets: set_args(overrides)?,
-        quiet: true,
     };
     let mut notices = Vec::new();
     let note = |n: &str| notices.push(notice_pair(Notice::Note, n));
-    let (run, source) = match run_text {
-        Some(text) => cli::load_replay_from(table_source(text), &args, note),
-        None => cli::load_replay(&args, note),
-    }
-    .map_err(raise)?;
+    let (run, source) =
+        session::load_replay(&base(run_file, run_text), &options, note).map_err(raise)?;
     let done = interruptible(py, |cancel| {
-        cli::simulate_with(&run, &source, false, Some(cancel), |kind, text| {
+        session::simulate_with(&run, &source, false, Some(cancel), |kind, text| {
             notices.push(notice_pair(kind, text));
         })
     })?
@@ -492,7 +488,7 @@ fn sweep<'py>(
         })
         .transpose()?;
     let s = interruptible(py, |cancel| {
-        cli::sweep_in_process(&sweep_file, &out, jobs, shard, false, Some(cancel))
+        session::sweep(&sweep_file, &out, jobs, shard, false, Some(cancel))
     })?
     .map_err(raise)?;
     let d = PyDict::new(py);
@@ -507,7 +503,7 @@ fn sweep<'py>(
 /// `blis --version`: the program version and the plugin ABI it loads.
 #[pyfunction]
 fn version() -> String {
-    cli::version()
+    session::version()
 }
 
 #[pymodule]

@@ -52,3 +52,178 @@ fn every_source_file_has_a_header_and_no_skipped_tests() {
     }
     assert!(bad.is_empty(), "convention violations:\n{}", bad.join("\n"));
 }
+
+/// The Rust files under `dir` (relative to the workspace root).
+fn sources(dir: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut files = Vec::new();
+    rust_files(&root.join(dir), &mut files);
+    files.sort();
+    files
+}
+
+/// Layering: `cli` is the top layer. Only `host/src/cli/` and
+/// `host/src/main.rs` may name it; the library (`fit`, `observe`, the sweep
+/// executor, …) and the Python extension go through `session`, the
+/// library's entry point. An import of `cli` from below would make the
+/// command layer the library's entry point again.
+#[test]
+fn nothing_below_the_command_line_imports_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let cli = root.join("host/src/cli");
+    let main = root.join("host/src/main.rs");
+    let mut files = sources("host/src");
+    files.extend(sources("python/src"));
+    files.extend(sources("plugins"));
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let mut bad = Vec::new();
+    for f in files.iter().filter(|f| !f.starts_with(&cli) && **f != main) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if ["crate::cli", "blis_host::cli", "super::cli"]
+                .iter()
+                .any(|p| line.contains(p))
+            {
+                bad.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "only host/src/cli/ and host/src/main.rs may name the cli module; use blis_host::session instead:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The longest a function may be, in lines from `fn` to its closing brace.
+/// A function longer than a screen or two cannot be read top-down: split it
+/// into named steps (ARCHITECTURE.md, "Conventions").
+const MAX_FUNCTION_LINES: usize = 150;
+
+/// Collects the functions longer than [`MAX_FUNCTION_LINES`], skipping test
+/// code (`#[test]` functions and `#[cfg(test)]` modules).
+struct LongFunctions<'a> {
+    file: &'a Path,
+    found: Vec<String>,
+}
+
+fn is_test_code(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        let p = a.path();
+        if p.is_ident("test") {
+            return true;
+        }
+        if p.is_ident("cfg") {
+            let mut test = false;
+            let _ = a.parse_nested_meta(|m| {
+                test |= m.path.is_ident("test");
+                Ok(())
+            });
+            return test;
+        }
+        false
+    })
+}
+
+impl LongFunctions<'_> {
+    fn check(&mut self, name: &syn::Ident, sig_line: usize, block: &syn::Block) {
+        use syn::spanned::Spanned;
+        let end = block.span().end().line;
+        let lines = end + 1 - sig_line;
+        if lines > MAX_FUNCTION_LINES {
+            self.found.push(format!(
+                "{}:{sig_line}: fn {name} is {lines} lines",
+                self.file.display()
+            ));
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for LongFunctions<'_> {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        if !is_test_code(&m.attrs) {
+            syn::visit::visit_item_mod(self, m);
+        }
+    }
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        if is_test_code(&f.attrs) {
+            return;
+        }
+        self.check(&f.sig.ident, f.sig.fn_token.span.start().line, &f.block);
+        syn::visit::visit_item_fn(self, f);
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if is_test_code(&f.attrs) {
+            return;
+        }
+        self.check(&f.sig.ident, f.sig.fn_token.span.start().line, &f.block);
+        syn::visit::visit_impl_item_fn(self, f);
+    }
+    fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
+        if let Some(b) = &f.default {
+            self.check(&f.sig.ident, f.sig.fn_token.span.start().line, b);
+        }
+        syn::visit::visit_trait_item_fn(self, f);
+    }
+}
+
+/// No function of the simulator (`host/src`) or the plugin API
+/// (`plugin-api/src`) is longer than [`MAX_FUNCTION_LINES`]; test files
+/// (`tests.rs`, `*_tests.rs`, `tests/` folders) and test modules aside.
+#[test]
+fn no_function_is_longer_than_the_limit() {
+    use syn::visit::Visit;
+    let mut files = sources("host/src");
+    files.extend(sources("plugin-api/src"));
+    let mut long = Vec::new();
+    let mut measured = 0;
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy();
+        let in_tests_dir = f.components().any(|c| c.as_os_str() == "tests");
+        if name == "tests.rs" || name.ends_with("_tests.rs") || in_tests_dir {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let file = syn::parse_file(&text)
+            .unwrap_or_else(|e| panic!("{}: syn cannot parse it: {e}", f.display()));
+        let mut v = LongFunctions {
+            file: f,
+            found: Vec::new(),
+        };
+        v.visit_file(&file);
+        long.extend(v.found);
+        measured += 1;
+    }
+    assert!(measured > 100, "measured only {measured} files");
+    assert!(
+        long.is_empty(),
+        "{} functions are longer than {MAX_FUNCTION_LINES} lines; split each into named steps:\n{}",
+        long.len(),
+        long.join("\n")
+    );
+}
+
+/// The measurement itself: a function of known length is measured exactly,
+/// a test module is skipped.
+#[test]
+fn function_length_is_measured_from_fn_to_the_closing_brace() {
+    use syn::visit::Visit;
+    let body: String = (0..MAX_FUNCTION_LINES - 1)
+        .map(|i| format!("    let _x{i} = {i};\n"))
+        .collect();
+    // `fn` line + body + closing brace = MAX + 1 lines.
+    let text = format!(
+        "//! x\nfn long() {{\n{body}}}\nfn short() {{}}\n#[cfg(test)]\nmod tests {{ fn t() {{\n{body}{body}}} }}\n"
+    );
+    let file = syn::parse_file(&text).unwrap();
+    let path = PathBuf::from("x.rs");
+    let mut v = LongFunctions {
+        file: &path,
+        found: Vec::new(),
+    };
+    v.visit_file(&file);
+    assert_eq!(
+        v.found,
+        vec![format!("x.rs:2: fn long is {} lines", MAX_FUNCTION_LINES + 1)]
+    );
+}

@@ -197,6 +197,14 @@ struct Pair<'a> {
     sim_e2e: f64,
 }
 
+/// The trace rows matched with their SimResults, and what was left out.
+struct Matched<'a> {
+    pairs: Vec<Pair<'a>>,
+    warm_excluded: u64,
+    unmatched: u64,
+    mismatches: u64,
+}
+
 /// Build the report. `rows` are the trace rows, `sims` the SimResults,
 /// `sim_hit_rate` the `cache_hit_rate` of `--sim-metrics`. Errors are
 /// user errors (no match).
@@ -208,12 +216,6 @@ pub fn calibrate(
     sim_hit_rate: Option<f64>,
     s: &Settings,
 ) -> Result<(Value, Vec<String>), String> {
-    let warm = if s.warmup >= 0 {
-        s.warmup as u64
-    } else {
-        header.warm_up_requests
-    };
-    let by_id: HashMap<u64, &SimResult> = sims.iter().map(|x| (x.request_id, x)).collect();
     let rtt = if s.rtt_us >= 0 {
         s.rtt_us as f64
     } else {
@@ -222,6 +224,90 @@ pub fn calibrate(
             .as_ref()
             .map_or(0.0, |n| (n.measured_rtt_ms * 1000.0).trunc())
     };
+    let m = match_rows(header, rows, sims, rtt, s)?;
+    let pairs = &m.pairs;
+    let col = |f: fn(&Pair) -> f64| pairs.iter().map(f).collect::<Vec<f64>>();
+    let (rt, st) = (col(|p| p.real_ttft), col(|p| p.sim_ttft));
+    let (re, se) = (col(|p| p.real_e2e), col(|p| p.sim_e2e));
+    let mut metrics = Map::new();
+    metrics.insert("ttft".into(), metric_block(&rt, &st));
+    metrics.insert("e2e".into(), metric_block(&re, &se));
+    let itl = itl.map(|data| itl_metric(pairs, data)).unwrap_or_default();
+    if let Some(block) = itl.block {
+        metrics.insert("itl".into(), block);
+    }
+    let (by_class, lines) = per_class_errors(pairs);
+    let mut additions = Map::new();
+    additions.insert("unmatched_real".into(), json!(m.unmatched));
+    additions.extend(by_class);
+    additions.insert("rtt_us".into(), json!(rtt));
+    let min_send = pairs.iter().map(|p| p.row.send_time_us).min().unwrap_or(0);
+    let max_last = pairs
+        .iter()
+        .map(|p| p.row.last_chunk_time_us)
+        .max()
+        .unwrap_or(0);
+    let runtime_s = (max_last - min_send).max(0) as f64 / 1e6;
+    let mut report = Map::new();
+    report.insert(
+        "trace_info".into(),
+        trace_info(&m, itl.dropped, runtime_s),
+    );
+    report.insert("metrics".into(), Value::Object(metrics));
+    report.insert(
+        "config_match".into(),
+        json!({"matched": [], "defaulted": []}),
+    );
+    report.insert("known_limitations".into(), json!(KNOWN_LIMITATIONS));
+    let targets = goodput_targets(header, s);
+    if !targets.is_empty() {
+        let g = targets
+            .iter()
+            .map(|(class, t)| {
+                let e = goodput_class(pairs, class, t, &itl.positive, runtime_s);
+                (class.clone(), e)
+            })
+            .collect();
+        report.insert("goodput".into(), Value::Object(g));
+    }
+    if let (Some(obs), Some(sim)) = (&header.observed_kv_metrics, sim_hit_rate) {
+        let abs = (sim - obs.hit_rate).abs() * 100.0;
+        report.insert(
+            "hit_rate".into(),
+            json!({
+                "real_hit_rate": obs.hit_rate,
+                "sim_hit_rate": sim,
+                "abs_error_pp": abs,
+                "tolerance_pp": s.hit_rate_tolerance_pp,
+                "within": abs <= s.hit_rate_tolerance_pp + 1e-9,
+                "source": serde_json::to_value(obs.source).unwrap_or(Value::Null),
+            }),
+        );
+    }
+    let tm = mape(&rt, &st);
+    report.insert(
+        "ttft_tolerance".into(),
+        json!({"mape": tm, "threshold": s.ttft_mape_threshold, "within": tm <= s.ttft_mape_threshold}),
+    );
+    report.insert("blis_additions".into(), Value::Object(additions));
+    Ok((Value::Object(report), lines))
+}
+
+/// Each trace row past the warm-up matched with its SimResult by request
+/// id; the simulated latencies get the round trip and the transfer terms.
+fn match_rows<'a>(
+    header: &TraceHeader,
+    rows: &'a [TraceRecord],
+    sims: &'a [SimResult],
+    rtt: f64,
+    s: &Settings,
+) -> Result<Matched<'a>, String> {
+    let warm = if s.warmup >= 0 {
+        s.warmup as u64
+    } else {
+        header.warm_up_requests
+    };
+    let by_id: HashMap<u64, &SimResult> = sims.iter().map(|x| (x.request_id, x)).collect();
     let xfer = |tokens: u64| {
         if s.bandwidth_mbps > 0.0 {
             tokens as f64 * 32.0 / s.bandwidth_mbps
@@ -274,48 +360,59 @@ pub fn calibrate(
     if pairs.is_empty() {
         return Err("no valid pairs remain: every matched row has a negative TTFT or E2E (first_chunk_time_us or last_chunk_time_us before send_time_us)".into());
     }
-    let mut lines = Vec::new();
-    let col = |f: fn(&Pair) -> f64| pairs.iter().map(f).collect::<Vec<f64>>();
-    let (rt, st) = (col(|p| p.real_ttft), col(|p| p.sim_ttft));
-    let (re, se) = (col(|p| p.real_e2e), col(|p| p.sim_e2e));
-    let mut metrics = Map::new();
-    metrics.insert("ttft".into(), metric_block(&rt, &st));
-    metrics.insert("e2e".into(), metric_block(&re, &se));
-    // ITL
-    let mut itl_dropped = 0u64;
-    let mut real_itl_of: HashMap<u64, f64> = HashMap::new();
-    let mut itl_positive: HashMap<u64, f64> = HashMap::new();
-    if let Some(data) = itl {
-        let (mut ri, mut si) = (Vec::new(), Vec::new());
-        for p in &pairs {
-            let Some(chunks) = data.get_mut(&p.row.request_id) else {
-                continue;
-            };
-            if let Some(Some(g)) = real_itl(chunks, true) {
-                itl_positive.insert(p.row.request_id, g);
-            }
-            match real_itl(chunks, false) {
-                None => {}
-                Some(None) => itl_dropped += 1,
-                Some(Some(g)) => {
-                    real_itl_of.insert(p.row.request_id, g);
-                    ri.push(g);
-                    si.push(if p.sim.output_tokens > 1 {
-                        (p.sim.e2e_us - p.sim.ttft_us) / (p.sim.output_tokens - 1) as f64
-                    } else {
-                        0.0
-                    });
-                }
-            }
+    Ok(Matched {
+        pairs,
+        warm_excluded,
+        unmatched,
+        mismatches,
+    })
+}
+
+/// The ITL comparison of `--itl-data`: the metric block, the requests
+/// whose gaps were all negative, and each request's mean positive gap (for
+/// goodput).
+#[derive(Default)]
+struct ItlComparison {
+    block: Option<Value>,
+    dropped: u64,
+    positive: HashMap<u64, f64>,
+}
+
+fn itl_metric(pairs: &[Pair], data: &mut ItlData) -> ItlComparison {
+    let mut out = ItlComparison::default();
+    let (mut ri, mut si) = (Vec::new(), Vec::new());
+    for p in pairs {
+        let Some(chunks) = data.get_mut(&p.row.request_id) else {
+            continue;
+        };
+        if let Some(Some(g)) = real_itl(chunks, true) {
+            out.positive.insert(p.row.request_id, g);
         }
-        if !ri.is_empty() {
-            metrics.insert("itl".into(), metric_block(&ri, &si));
+        match real_itl(chunks, false) {
+            None => {}
+            Some(None) => out.dropped += 1,
+            Some(Some(g)) => {
+                ri.push(g);
+                si.push(if p.sim.output_tokens > 1 {
+                    (p.sim.e2e_us - p.sim.ttft_us) / (p.sim.output_tokens - 1) as f64
+                } else {
+                    0.0
+                });
+            }
         }
     }
-    // Per-class and per-model MAPE lines (not in the reference's report).
+    if !ri.is_empty() {
+        out.block = Some(metric_block(&ri, &si));
+    }
+    out
+}
+
+/// Per-class and per-model E2E MAPE (not in the reference's report): the
+/// `blis_additions` entries and one stderr line each.
+fn per_class_errors(pairs: &[Pair]) -> (Map<String, Value>, Vec<String>) {
     let mut per_slo: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut per_model: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-    for p in &pairs {
+    for p in pairs {
         if let Some(c) = &p.sim.slo_class {
             let e = per_slo.entry(c.clone()).or_default();
             e.0.push(p.real_e2e);
@@ -327,8 +424,16 @@ pub fn calibrate(
             e.1.push(p.sim_e2e);
         }
     }
-    let mut additions = Map::new();
-    additions.insert("unmatched_real".into(), json!(unmatched));
+    let mut lines = Vec::new();
+    for (label, groups) in [("slo_class", &per_slo), ("model", &per_model)] {
+        for (k, (r, x)) in groups {
+            lines.push(format!(
+                "{label} {k}: E2E MAPE {:.4} ({} pairs)",
+                mape(r, x),
+                r.len()
+            ));
+        }
+    }
     let mape_map = |m: &BTreeMap<String, (Vec<f64>, Vec<f64>)>| {
         Value::Object(
             m.iter()
@@ -336,51 +441,32 @@ pub fn calibrate(
                 .collect(),
         )
     };
-    for (k, (r, x)) in &per_slo {
-        lines.push(format!(
-            "slo_class {k}: E2E MAPE {:.4} ({} pairs)",
-            mape(r, x),
-            r.len()
-        ));
-    }
-    for (k, (r, x)) in &per_model {
-        lines.push(format!(
-            "model {k}: E2E MAPE {:.4} ({} pairs)",
-            mape(r, x),
-            r.len()
-        ));
-    }
+    let mut additions = Map::new();
     additions.insert("e2e_mape_by_slo_class".into(), mape_map(&per_slo));
     additions.insert("e2e_mape_by_model".into(), mape_map(&per_model));
-    additions.insert("rtt_us".into(), json!(rtt));
-    let min_send = pairs.iter().map(|p| p.row.send_time_us).min().unwrap_or(0);
-    let max_last = pairs
-        .iter()
-        .map(|p| p.row.last_chunk_time_us)
-        .max()
-        .unwrap_or(0);
-    let runtime_s = (max_last - min_send).max(0) as f64 / 1e6;
+    (additions, lines)
+}
+
+/// The report's `trace_info` block.
+fn trace_info(m: &Matched, itl_dropped: u64, runtime_s: f64) -> Value {
     let mut trace_info = Map::new();
     trace_info.insert(
         "num_requests".into(),
-        json!(pairs.len() as u64 + warm_excluded + unmatched),
+        json!(m.pairs.len() as u64 + m.warm_excluded + m.unmatched),
     );
-    trace_info.insert("warm_up_excluded".into(), json!(warm_excluded));
-    trace_info.insert("matched_pairs".into(), json!(pairs.len()));
-    trace_info.insert("token_mismatches".into(), json!(mismatches));
+    trace_info.insert("warm_up_excluded".into(), json!(m.warm_excluded));
+    trace_info.insert("matched_pairs".into(), json!(m.pairs.len()));
+    trace_info.insert("token_mismatches".into(), json!(m.mismatches));
     if itl_dropped > 0 {
         trace_info.insert("itl_dropped".into(), json!(itl_dropped));
     }
     trace_info.insert("duration".into(), json!(runtime_s));
-    let mut report = Map::new();
-    report.insert("trace_info".into(), Value::Object(trace_info));
-    report.insert("metrics".into(), Value::Object(metrics));
-    report.insert(
-        "config_match".into(),
-        json!({"matched": [], "defaulted": []}),
-    );
-    report.insert("known_limitations".into(), json!(KNOWN_LIMITATIONS));
-    // Goodput.
+    Value::Object(trace_info)
+}
+
+/// The goodput targets: the header's, each dimension replaced by a flag's
+/// that is > 0; classes without any target dropped.
+fn goodput_targets(header: &TraceHeader, s: &Settings) -> BTreeMap<String, GoodputTarget> {
     let mut targets: BTreeMap<String, GoodputTarget> =
         header.goodput_slo_targets.clone().unwrap_or_default();
     for (class, t) in &s.slo {
@@ -396,133 +482,123 @@ pub fn calibrate(
         }
     }
     targets.retain(|_, t| t.ttft_ms > 0.0 || t.itl_ms > 0.0 || t.e2e_ms > 0.0);
-    if !targets.is_empty() {
-        let mut g = Map::new();
-        for (class, t) in &targets {
-            let members: Vec<&Pair> = pairs
-                .iter()
-                .filter(|p| {
-                    let c = if p.row.slo_class.is_empty() {
-                        "default"
-                    } else {
-                        p.row.slo_class.as_str()
-                    };
-                    c == class && p.row.status != TraceStatus::Incomplete
-                })
-                .collect();
-            let n = members.len();
-            let (mut real_good, mut sim_good) = (0usize, 0usize);
-            let mut real_dim = [0usize; 3];
-            let mut sim_dim = [0usize; 3];
-            let mut skipped_itl = false;
-            for p in &members {
-                let (ttft, e2e) = (p.real_ttft, p.real_e2e);
-                let valid =
-                    p.row.status == TraceStatus::Ok && ttft > 0.0 && e2e > 0.0 && e2e >= ttft;
-                let ritl = itl_positive.get(&p.row.request_id).copied();
-                let r_ok = [
-                    t.ttft_ms <= 0.0 || ttft <= t.ttft_ms * 1e3,
-                    t.e2e_ms <= 0.0 || e2e <= t.e2e_ms * 1e3,
-                    t.itl_ms <= 0.0
-                        || match ritl {
-                            Some(x) => x <= t.itl_ms * 1e3,
-                            None => {
-                                skipped_itl = true;
-                                true
-                            }
-                        },
-                ];
-                for (d, ok) in r_ok.iter().enumerate() {
-                    if valid && *ok {
-                        real_dim[d] += 1;
-                    }
+    targets
+}
+
+/// Which of a request's TTFT, E2E and ITL (µs) meet the targets; an ITL
+/// target with no ITL to judge passes and sets `skipped_itl`.
+fn meets(
+    t: &GoodputTarget,
+    ttft: f64,
+    e2e: f64,
+    itl: Option<f64>,
+    skipped_itl: &mut bool,
+) -> [bool; 3] {
+    [
+        t.ttft_ms <= 0.0 || ttft <= t.ttft_ms * 1e3,
+        t.e2e_ms <= 0.0 || e2e <= t.e2e_ms * 1e3,
+        t.itl_ms <= 0.0
+            || match itl {
+                Some(x) => x <= t.itl_ms * 1e3,
+                None => {
+                    *skipped_itl = true;
+                    true
                 }
-                if valid && r_ok.iter().all(|&x| x) {
-                    real_good += 1;
-                }
-                let sitl = p.sim.itl_mean_us;
-                let s_ok = [
-                    t.ttft_ms <= 0.0 || p.sim.ttft_us <= t.ttft_ms * 1e3,
-                    t.e2e_ms <= 0.0 || p.sim.e2e_us <= t.e2e_ms * 1e3,
-                    t.itl_ms <= 0.0
-                        || match sitl {
-                            Some(x) => x <= t.itl_ms * 1e3,
-                            None => {
-                                skipped_itl = true;
-                                true
-                            }
-                        },
-                ];
-                for (d, ok) in s_ok.iter().enumerate() {
-                    if *ok {
-                        sim_dim[d] += 1;
-                    }
-                }
-                if s_ok.iter().all(|&x| x) {
-                    sim_good += 1;
-                }
-            }
-            let frac = |k: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
-            let rps = |k: usize| {
-                if runtime_s > 0.0 {
-                    k as f64 / runtime_s
-                } else {
-                    0.0
-                }
+            },
+    ]
+}
+
+/// One SLO class's goodput block: real and simulated attainment (whole and
+/// per dimension) and goodput over the trace's duration.
+fn goodput_class(
+    pairs: &[Pair],
+    class: &str,
+    t: &GoodputTarget,
+    itl_positive: &HashMap<u64, f64>,
+    runtime_s: f64,
+) -> Value {
+    let members: Vec<&Pair> = pairs
+        .iter()
+        .filter(|p| {
+            let c = if p.row.slo_class.is_empty() {
+                "default"
+            } else {
+                p.row.slo_class.as_str()
             };
-            let dims = |d: &[usize; 3]| {
-                let mut m = Map::new();
-                for (i, (name, on)) in [
-                    ("ttft", t.ttft_ms > 0.0),
-                    ("e2e", t.e2e_ms > 0.0),
-                    ("itl", t.itl_ms > 0.0),
-                ]
-                .into_iter()
-                .enumerate()
-                {
-                    if on {
-                        m.insert(name.into(), json!(frac(d[i])));
-                    }
-                }
-                Value::Object(m)
-            };
-            let mut e = json!({
-                "count": n,
-                "real_slo_attainment": frac(real_good),
-                "sim_slo_attainment": frac(sim_good),
-                "real_goodput_rps": rps(real_good),
-                "sim_goodput_rps": rps(sim_good),
-                "real_attainment_by_dim": dims(&real_dim),
-                "sim_attainment_by_dim": dims(&sim_dim),
-            });
-            if skipped_itl {
-                e["skipped_itl"] = json!(true);
+            c == class && p.row.status != TraceStatus::Incomplete
+        })
+        .collect();
+    let n = members.len();
+    let (mut real_good, mut sim_good) = (0usize, 0usize);
+    let mut real_dim = [0usize; 3];
+    let mut sim_dim = [0usize; 3];
+    let mut skipped_itl = false;
+    for p in &members {
+        let (ttft, e2e) = (p.real_ttft, p.real_e2e);
+        let valid = p.row.status == TraceStatus::Ok && ttft > 0.0 && e2e > 0.0 && e2e >= ttft;
+        let ritl = itl_positive.get(&p.row.request_id).copied();
+        let r_ok = meets(t, ttft, e2e, ritl, &mut skipped_itl);
+        for (d, ok) in r_ok.iter().enumerate() {
+            if valid && *ok {
+                real_dim[d] += 1;
             }
-            g.insert(class.clone(), e);
         }
-        report.insert("goodput".into(), Value::Object(g));
-    }
-    if let (Some(obs), Some(sim)) = (&header.observed_kv_metrics, sim_hit_rate) {
-        let abs = (sim - obs.hit_rate).abs() * 100.0;
-        report.insert(
-            "hit_rate".into(),
-            json!({
-                "real_hit_rate": obs.hit_rate,
-                "sim_hit_rate": sim,
-                "abs_error_pp": abs,
-                "tolerance_pp": s.hit_rate_tolerance_pp,
-                "within": abs <= s.hit_rate_tolerance_pp + 1e-9,
-                "source": serde_json::to_value(obs.source).unwrap_or(Value::Null),
-            }),
+        if valid && r_ok.iter().all(|&x| x) {
+            real_good += 1;
+        }
+        let s_ok = meets(
+            t,
+            p.sim.ttft_us,
+            p.sim.e2e_us,
+            p.sim.itl_mean_us,
+            &mut skipped_itl,
         );
+        for (d, ok) in s_ok.iter().enumerate() {
+            if *ok {
+                sim_dim[d] += 1;
+            }
+        }
+        if s_ok.iter().all(|&x| x) {
+            sim_good += 1;
+        }
     }
-    let tm = mape(&rt, &st);
-    report.insert(
-        "ttft_tolerance".into(),
-        json!({"mape": tm, "threshold": s.ttft_mape_threshold, "within": tm <= s.ttft_mape_threshold}),
-    );
-    report.insert("blis_additions".into(), Value::Object(additions));
-    Ok((Value::Object(report), lines))
+    let frac = |k: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    let rps = |k: usize| {
+        if runtime_s > 0.0 {
+            k as f64 / runtime_s
+        } else {
+            0.0
+        }
+    };
+    let dims = |d: &[usize; 3]| {
+        let mut m = Map::new();
+        for (i, (name, on)) in [
+            ("ttft", t.ttft_ms > 0.0),
+            ("e2e", t.e2e_ms > 0.0),
+            ("itl", t.itl_ms > 0.0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if on {
+                m.insert(name.into(), json!(frac(d[i])));
+            }
+        }
+        Value::Object(m)
+    };
+    let mut e = json!({
+        "count": n,
+        "real_slo_attainment": frac(real_good),
+        "sim_slo_attainment": frac(sim_good),
+        "real_goodput_rps": rps(real_good),
+        "sim_goodput_rps": rps(sim_good),
+        "real_attainment_by_dim": dims(&real_dim),
+        "sim_attainment_by_dim": dims(&sim_dim),
+    });
+    if skipped_itl {
+        e["skipped_itl"] = json!(true);
+    }
+    e
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::commands::{usage, Failure};
+use super::commands::{runtime, usage, Failure};
 use crate::calibrate::{self, ItlData, Settings, SimResult};
 use crate::output::{check_paths, PendingOutput};
 use crate::trace_v2::{read_header, GoodputTarget, TraceReader};
@@ -158,10 +158,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
     if let Some(CalibrateCommand::Fit(a)) = &args.command {
         return crate::fit::fit_command(a).map_err(|e| match e {
             crate::fit::FitError::Input(m) => usage(m),
-            crate::fit::FitError::Runtime(m) => Failure {
-                message: m,
-                code: 1,
-            },
+            crate::fit::FitError::Runtime(m) => runtime(m),
         });
     }
     // Required without `fit` (Options only so that `fit` parses without them).
@@ -251,22 +248,13 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
         eprintln!("{l}");
     }
     let text = serde_json::to_string_pretty(&report).map_err(|e| usage(e.to_string()))?;
-    let (mut f, pending) = PendingOutput::create(&report_path).map_err(|e| Failure {
-        code: 1,
-        message: format!("cannot create the report {}: {e}", report_path.display()),
-    })?;
+    let (mut f, pending) = PendingOutput::create(&report_path).map_err(|e| runtime(format!("cannot create the report {}: {e}", report_path.display())))?;
     f.write_all(text.as_bytes())
         .and_then(|()| f.write_all(b"\n"))
         .and_then(|()| f.flush())
-        .map_err(|e| Failure {
-            code: 1,
-            message: format!("cannot write the report {}: {e}", report_path.display()),
-        })?;
+        .map_err(|e| runtime(format!("cannot write the report {}: {e}", report_path.display())))?;
     drop(f);
-    pending.commit().map_err(|e| Failure {
-        code: 1,
-        message: e.to_string(),
-    })?;
+    pending.commit().map_err(|e| runtime(e.to_string()))?;
     Ok(text)
 }
 

@@ -2,36 +2,26 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::load::load_run;
 use super::{Cli, Command, ConvertCommand, PluginsCommand, RunArgs};
-use crate::cluster::Cluster;
-use crate::config::{self, RunFile, Source};
-use crate::metrics::report;
+use crate::config;
 use crate::plugins::{registry::Added, Registry};
+use crate::session::{self, Error};
 
-/// A failed command: what to print and the exit code.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: i32,
-    pub message: String,
-}
+/// A failed command: the library's error, which [`super::exit_code`] maps
+/// to the exit code.
+pub type Failure = Error;
 
+/// Bad input (exit 2).
 pub fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        code: 2,
-        message: message.into(),
-    }
+    Error::input(message)
 }
 
+/// A failure while running (exit 1).
 pub(crate) fn runtime(message: impl Into<String>) -> Failure {
-    Failure {
-        code: 1,
-        message: message.into(),
-    }
+    Error::run(message)
 }
 
 /// Run the command line; returns the report to print on stdout, if any.
@@ -68,7 +58,7 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
 
 fn validate(args: &RunArgs) -> Result<(), Failure> {
     let (run, source) = load_run(args)?;
-    check_outputs_against_run_file(&run, &source)?;
+    session::check_outputs_against_run_file(&run, &source)?;
     let mut registry = Registry::standard();
     let built = config::build(&run, &source.base_dir, &mut registry, false)
         .map_err(|m| usage(format!("{}: {m}", source.name)))?;
@@ -86,7 +76,7 @@ fn run(args: &RunArgs) -> Result<String, Failure> {
     let started = Instant::now();
     let (run, source) = load_run(args)?;
     let show_progress = !args.quiet && std::io::stderr().is_terminal();
-    let done = simulate(&run, &source, show_progress, |n| eprintln!("note: {n}"))?;
+    let done = session::simulate(&run, &source, show_progress, |n| eprintln!("note: {n}"))?;
     let wall = started.elapsed().as_secs_f64();
     eprintln!(
         "simulated {} requests, {:.3} s of simulated time, {} events in {:.3} s wall ({:.0} events/s)",
@@ -97,211 +87,6 @@ fn run(args: &RunArgs) -> Result<String, Failure> {
         done.events as f64 / wall.max(1e-9)
     );
     Ok(done.report)
-}
-
-/// A finished simulation: the report's text and what it cost.
-pub struct Simulated {
-    /// The JSON report, as `blis run` prints it on stdout.
-    pub report: String,
-    /// Requests that arrived.
-    pub arrived: u64,
-    /// The run's duration, µs: its last event or last delivered token.
-    pub simulated_us: i64,
-    /// Events executed.
-    pub events: u64,
-}
-
-/// Build and run one simulation of `run` (its relative paths against
-/// `source`'s folder), exactly as `blis run` does. Notes about the setup go
-/// to `note`, warnings to stderr; a progress bar is drawn on stderr when
-/// `progress`.
-pub fn simulate(
-    run: &RunFile,
-    source: &Source,
-    progress: bool,
-    mut note: impl FnMut(&str),
-) -> Result<Simulated, Failure> {
-    simulate_with(run, source, progress, None, |kind, text| match kind {
-        Notice::Note => note(text),
-        Notice::Warning => eprintln!("warning: {text}"),
-    })
-}
-
-/// What [`simulate_with`] tells about a run's setup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Notice {
-    /// A fact about the setup (`note:` on the command line).
-    Note,
-    /// A setting that is probably a mistake (`warning:` on the command line).
-    Warning,
-}
-
-/// [`simulate`] with the setup's notes and warnings handed to `notice`, and
-/// a flag that stops the run (a [`Failure`] with code 1 and the message of
-/// [`crate::cluster::RunError::Cancelled`]) once set. For embedding blis
-/// (the Python package); `blis run` goes through [`simulate`].
-pub fn simulate_with(
-    run: &RunFile,
-    source: &Source,
-    progress: bool,
-    cancel: Option<Arc<AtomicBool>>,
-    mut notice: impl FnMut(Notice, &str),
-) -> Result<Simulated, Failure> {
-    check_outputs_against_run_file(run, source)?;
-    let mut registry = Registry::standard();
-    let built = config::build(run, &source.base_dir, &mut registry, true)
-        .map_err(|m| usage(format!("{}: {m}", source.name)))?;
-    for n in &built.notes {
-        notice(Notice::Note, n);
-    }
-    for w in &built.warnings {
-        notice(Notice::Warning, w);
-    }
-    let outputs = built.outputs;
-    let planned = built.setup.workload.planned_requests();
-    let bar = progress.then(|| {
-        let b = indicatif::ProgressBar::new(planned.unwrap_or(0));
-        let template = if planned.is_some() {
-            "{spinner} {pos}/{len} requests arrived, simulated {msg} [{elapsed}, ETA {eta}]"
-        } else {
-            "{spinner} {pos} requests arrived, simulated {msg} [{elapsed}]"
-        };
-        b.set_style(
-            indicatif::ProgressStyle::with_template(template)
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
-    let fitness = built.fitness_weights.clone();
-    let calibration = built.calibration.clone();
-    let mut cluster = Cluster::new(built.setup);
-    if let Some(flag) = cancel {
-        cluster = cluster.cancel_on(flag);
-    }
-    let mut outcome = cluster
-        .run(|t, arrived| {
-            if let Some(b) = &bar {
-                b.set_position(arrived);
-                b.set_message(format!("{:.1} s", t as f64 / 1e6));
-            }
-        })
-        .map_err(|e| runtime(e.to_string()))?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    if let Some(e) = &outcome.workload_error {
-        return Err(runtime(format!("the workload stopped early: {e}")));
-    }
-    if let Some(e) = &outcome.collector.write_error {
-        return Err(runtime(format!(
-            "cannot write the per-request results file: {e}"
-        )));
-    }
-    if let Some(e) = outcome.trace.as_ref().and_then(|t| t.error.as_ref()) {
-        return Err(runtime(format!(
-            "cannot write the decision trace file: {e}"
-        )));
-    }
-    if let Some(e) = outcome.timeseries.as_ref().and_then(|t| t.error.as_ref()) {
-        return Err(runtime(format!("cannot write the time series file: {e}")));
-    }
-    for s in &mut outcome.collector.sinks {
-        s.finish().map_err(runtime)?;
-    }
-    if let Some(m) = &outcome.collector.models {
-        for (name, &n) in m.names.iter().zip(&m.unroutable) {
-            if n > 0 {
-                notice(
-                    Notice::Warning,
-                    &format!(
-                        "{n} request(s) for model \"{name}\" were rejected: no instance serves that model \
-                         (models.\"{name}\".unroutable_by_model; give those clients a served model, or add a pool)"
-                    ),
-                );
-            }
-        }
-    }
-    let mut report = report::build(&mut outcome, fitness.as_ref());
-    if let (Some(files), Some(map)) = (registry.provenance(), report.as_object_mut()) {
-        map.insert("plugins".into(), files);
-    }
-    if let (Some((path, sha256)), Some(map)) = (&calibration, report.as_object_mut()) {
-        map.insert(
-            "calibration".into(),
-            serde_json::json!({ "profile": path, "sha256": sha256 }),
-        );
-    }
-    let text = serde_json::to_string_pretty(&report).map_err(|e| runtime(e.to_string()))?;
-    let mut outputs = outputs;
-    if let Some(p) = &run.output.metrics_path {
-        outputs.push(write_metrics(
-            &config::resolve(&source.base_dir, p),
-            &report,
-        )?);
-    }
-    // Only a run that succeeded puts its output files in place.
-    for o in outputs {
-        o.commit().map_err(|e| runtime(e.to_string()))?;
-    }
-    Ok(Simulated {
-        report: text,
-        arrived: outcome.arrived,
-        simulated_us: outcome.duration,
-        events: outcome.events,
-    })
-}
-
-/// `output.metrics_path`: the report's `cluster` block plus `cache_hit_rate`
-/// (the name the reference's aggregate metrics and `blis calibrate
-/// --sim-metrics` use), written to a temporary file committed with the others.
-fn write_metrics(
-    path: &Path,
-    report: &serde_json::Value,
-) -> Result<crate::output::PendingOutput, Failure> {
-    let mut m = report
-        .get("cluster")
-        .and_then(|c| c.as_object())
-        .cloned()
-        .unwrap_or_default();
-    let hit = m
-        .get("kv_cache_hit_rate")
-        .cloned()
-        .unwrap_or(serde_json::json!(0.0));
-    m.insert("cache_hit_rate".into(), hit);
-    let text = serde_json::to_string_pretty(&serde_json::Value::Object(m))
-        .map_err(|e| runtime(e.to_string()))?;
-    let (mut f, pending) = crate::output::PendingOutput::create(path).map_err(|e| {
-        runtime(format!(
-            "cannot create the metrics file {}: {e}",
-            path.display()
-        ))
-    })?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.write_all(b"\n"))
-        .map_err(|e| {
-            runtime(format!(
-                "cannot write the metrics file {}: {e}",
-                path.display()
-            ))
-        })?;
-    Ok(pending)
-}
-
-/// The output files may not overwrite the run file itself (the other
-/// inputs are checked by [`config::build`]).
-fn check_outputs_against_run_file(run: &RunFile, source: &Source) -> Result<(), Failure> {
-    let Some(file) = source.file() else {
-        return Ok(());
-    };
-    let errors = crate::output::check_paths(
-        &config::outputs::output_paths(run, &source.base_dir),
-        &[("the run file".to_string(), file.to_path_buf())],
-    );
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(usage(format!("{}: {}", source.name, errors.join("\n"))))
-    }
 }
 
 fn load_plugins(paths: &[PathBuf]) -> Result<Registry, Failure> {

@@ -1,5 +1,8 @@
-//! The command line: clap definitions and the commands. `main.rs` only
-//! dispatches and prints errors.
+//! The command line: clap definitions and the commands — the top layer.
+//! Each command parses its flags into the library's descriptions
+//! ([`crate::session`] and the modules behind it), calls the library and
+//! prints; `main.rs` only dispatches and prints errors. Nothing below this
+//! module imports it (`tests/tests/tidy.rs`).
 //!
 //! Exit codes: 0 success; 1 the run failed while running (a plugin panicked
 //! or returned something invalid, an output file could not be written);
@@ -16,26 +19,26 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-pub use commands::usage;
-pub use commands::{dispatch, print_stdout, simulate, simulate_with, Failure, Notice, Simulated};
-pub use load::{load_run, load_run_from};
-pub use replay::{load_replay, load_replay_from, ReplayArgs};
-pub use sweep::sweep_in_process;
+pub use commands::{dispatch, print_stdout, Failure};
+pub use replay::ReplayArgs;
 
-/// `blis --version`: the program version and the plugin ABI it loads.
-pub fn version() -> String {
-    format!(
-        "{} (plugin ABI {})",
-        env!("CARGO_PKG_VERSION"),
-        blis_plugin_api::ABI_VERSION
-    )
+use crate::session::{self, ErrorKind};
+
+/// The exit code of a failed command: 2 bad input (nothing ran), 1 a
+/// failure while running, 130 an interrupt that kept what was recorded.
+pub fn exit_code(e: &Failure) -> i32 {
+    match e.kind {
+        ErrorKind::Input => 2,
+        ErrorKind::Run => 1,
+        ErrorKind::Interrupted => 130,
+    }
 }
 
 /// Parse the command line (exits with clap's message and code 2 on a
 /// mistake, prints help or version and exits 0 when asked).
 pub fn parse() -> Cli {
     // clap keeps the version for the whole run: a short string leaked once.
-    let version: &'static str = Box::leak(version().into_boxed_str());
+    let version: &'static str = Box::leak(session::version().into_boxed_str());
     let matches = Cli::command().version(version).get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }

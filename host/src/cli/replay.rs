@@ -6,18 +6,16 @@
 //! exactly `blis run` of that run file: every plugin kind works, and the
 //! report on stdout is blis's usual JSON.
 //!
-//! [`load_replay`] / [`load_replay_from`] build that run file from the
-//! flags without running it (the Python package's `blis.replay` runs it
-//! with [`super::simulate_with`]); [`replay`] is the command.
+//! The run file is built by [`session::load_replay`] from the flags'
+//! [`ReplayOptions`]; [`replay`] is the command.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 
-use super::commands::{simulate, usage, Failure};
-use crate::config::overrides::{self, Edit};
-use crate::config::{self, RunFile, Source};
+use super::commands::Failure;
+use crate::session::{self, Base, ReplayOptions};
 
 /// `blis replay` flags.
 #[derive(Debug, Args)]
@@ -84,153 +82,43 @@ pub struct ReplayArgs {
     pub quiet: bool,
 }
 
-fn absolute(p: &Path) -> String {
-    let a = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|d| d.join(p))
-            .unwrap_or_else(|_| p.to_path_buf())
-    };
-    a.display().to_string()
+impl ReplayArgs {
+    /// The flags as the library's replay description.
+    pub fn options(&self) -> ReplayOptions {
+        ReplayOptions {
+            trace_header: self.trace_header.clone(),
+            trace_data: self.trace_data.clone(),
+            session_mode: self.session_mode.clone(),
+            think_time_ms: self.think_time_ms,
+            think_time_dist: self.think_time_dist.clone(),
+            seed: self.seed,
+            model: self.model.clone(),
+            num_instances: self.num_instances,
+            horizon: self.horizon,
+            admission_policy: self.admission_policy.clone(),
+            routing_policy: self.routing_policy.clone(),
+            routing_scorers: self.routing_scorers.clone(),
+            plugins: self.plugins.clone(),
+            results_path: self.results_path.clone(),
+            metrics_path: self.metrics_path.clone(),
+            trace_output: self.trace_output.clone(),
+            sets: self.sets.clone(),
+        }
+    }
 }
 
 /// Check the flags, build the run file and run it.
 pub fn replay(args: &ReplayArgs) -> Result<String, Failure> {
-    let (run, source) = load_replay(args, |n| eprintln!("note: {n}"))?;
+    let base = args.run_file.clone().map_or(Base::Builtin, Base::File);
+    let (run, source) = session::load_replay(&base, &args.options(), |n| eprintln!("note: {n}"))?;
     let progress = !args.quiet && std::io::stderr().is_terminal();
-    let done = simulate(&run, &source, progress, |n| eprintln!("note: {n}"))?;
+    let done = session::simulate(&run, &source, progress, |n| eprintln!("note: {n}"))?;
     eprintln!(
         "replayed {} requests, {:.3} s of simulated time, {} events",
         done.arrived,
         done.simulated_us as f64 / 1e6,
         done.events
-    );
+    )
+    ;
     Ok(done.report)
-}
-
-/// The run `blis replay ARGS` simulates: the run file (or the built-in
-/// scenario) with its `[workload]` replaced by the trace and the flags
-/// applied. Notes about it go to `note`.
-pub fn load_replay(
-    args: &ReplayArgs,
-    note: impl FnMut(&str),
-) -> Result<(RunFile, Source), Failure> {
-    let source = match &args.run_file {
-        Some(p) => Source::read(p).map_err(usage)?,
-        None => Source::builtin(),
-    };
-    load_replay_from(source, args, note)
-}
-
-/// [`load_replay`] with the run file's text already read (`args.run_file`
-/// is not used): the Python package's run files given as tables.
-pub fn load_replay_from(
-    source: Source,
-    args: &ReplayArgs,
-    mut note: impl FnMut(&str),
-) -> Result<(RunFile, Source), Failure> {
-    let closed = match args.session_mode.as_str() {
-        "fixed" => false,
-        "closed-loop" => true,
-        other => {
-            return Err(usage(format!(
-                "--session-mode {other}: accepted values are fixed and closed-loop"
-            )))
-        }
-    };
-    if !closed {
-        for (flag, set) in [
-            ("--think-time-ms", args.think_time_ms.is_some()),
-            ("--think-time-dist", args.think_time_dist.is_some()),
-        ] {
-            if set {
-                return Err(usage(format!(
-                    "{flag} needs --session-mode closed-loop: think times apply only to closed-loop session rounds"
-                )));
-            }
-        }
-    }
-    if args.think_time_ms.is_some() && args.think_time_dist.is_some() {
-        return Err(usage(
-            "--think-time-ms and --think-time-dist are both given; give one (--think-time-ms N means constant:value=Nms)",
-        ));
-    }
-    if let Some(ms) = args.think_time_ms {
-        if !(ms.is_finite() && ms >= 0.0) {
-            return Err(usage(format!("--think-time-ms {ms}: must be a number ≥ 0")));
-        }
-    }
-    if let Some(d) = &args.think_time_dist {
-        crate::workload::ThinkTime::parse(d)
-            .map_err(|e| usage(format!("--think-time-dist: {e}")))?;
-    }
-    // The file must be valid on its own first (its own messages).
-    config::parse(&source).map_err(usage)?;
-    let mut table: toml::Table = source
-        .text
-        .parse()
-        .map_err(|e: toml::de::Error| usage(e.to_string()))?;
-    if table.remove("workload").is_some() && source.file().is_some() {
-        note("the trace replaces the run file's [workload]");
-    }
-    let mut edits = Vec::new();
-    let mut set = |path: &str, v: toml::Value| edits.push(Edit::Set(path.to_string(), v));
-    let s = |x: &str| toml::Value::String(x.to_string());
-    set("workload.trace_v2.header", s(&absolute(&args.trace_header)));
-    set("workload.trace_v2.data", s(&absolute(&args.trace_data)));
-    set("workload.trace_v2.session_mode", s(&args.session_mode));
-    if let Some(v) = args.think_time_ms {
-        set("workload.trace_v2.think_time_ms", toml::Value::Float(v));
-    }
-    if let Some(v) = &args.think_time_dist {
-        set("workload.trace_v2.think_time_dist", s(v));
-    }
-    if let Some(v) = args.seed {
-        set("seed", config::seed::to_value(v));
-    }
-    if let Some(v) = &args.model {
-        set("model.name", s(v));
-    }
-    if let Some(v) = args.num_instances {
-        set("instance.count", toml::Value::Integer(i64::from(v)));
-    }
-    if let Some(v) = args.horizon {
-        set("horizon_us", toml::Value::Integer(v));
-    }
-    if let Some(v) = &args.admission_policy {
-        set("admission.policy", s(v));
-    }
-    if let Some(v) = &args.routing_policy {
-        set("routing.policy", s(v));
-    }
-    if let Some(v) = &args.routing_scorers {
-        set(
-            "routing.scorers",
-            overrides::parse_scorers(v).map_err(usage)?,
-        );
-        if args.routing_policy.is_none() {
-            set("routing.policy", s("weighted"));
-        }
-    }
-    if let Some(v) = &args.results_path {
-        set("output.sim_results_path", s(&absolute(v)));
-    }
-    if let Some(v) = &args.metrics_path {
-        set("output.metrics_path", s(&absolute(v)));
-    }
-    if let Some(v) = &args.trace_output {
-        set("output.trace_v2", s(&absolute(v)));
-    }
-    for x in &args.sets {
-        let (p, v) = overrides::parse_set(x).map_err(usage)?;
-        set(&p, v);
-    }
-    for p in &args.plugins {
-        let mut t = toml::Table::new();
-        t.insert("path".into(), s(&absolute(p)));
-        edits.push(Edit::Push("plugins".into(), t));
-    }
-    let run = overrides::apply(&source, table, &edits).map_err(usage)?;
-    Ok((run, source))
 }

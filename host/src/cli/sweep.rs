@@ -1,20 +1,16 @@
-//! `blis sweep`, `blis sweep merge` and `blis report`: the CLI side of
-//! [`crate::sweep`] and [`crate::html_report`]. A sweep's run is what `blis
-//! run BASE --set KEY=VALUE…` does — the same overrides of the same table,
-//! then the same simulation — in-process ([`SweepRunner`]).
+//! `blis sweep`, `blis sweep merge` and `blis report`: the flags of
+//! [`session::sweep`] (a sweep's run is what `blis run BASE --set
+//! KEY=VALUE…` does, in-process) and [`crate::html_report`].
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
 
 use clap::{Args, Subcommand};
 
-use super::commands::{simulate_with, Failure, Notice};
-use crate::config::overrides::{self, Edit};
-use crate::config::{self, Source};
+use super::commands::{runtime, usage, Failure};
 use crate::html_report::{self, SloTargets};
-use crate::sweep::{self, Shard, SweepError};
+use crate::session;
+use crate::sweep::{self, Shard};
 
 /// `blis sweep …`
 #[derive(Debug, Args)]
@@ -78,116 +74,6 @@ pub struct ReportArgs {
     pub e2e_slo_ms: Option<f64>,
 }
 
-fn usage(message: String) -> Failure {
-    Failure { code: 2, message }
-}
-
-fn runtime(message: String) -> Failure {
-    Failure { code: 1, message }
-}
-
-/// A sweep's runs: each is `blis run BASE --set KEY=VALUE…`, in-process and
-/// quiet. The base run file is read and parsed once (at the first run) and
-/// each run applies its overrides to a copy of the parsed table, which is
-/// what `load_run` does for a command line whose only flags are `--set`
-/// (no other flag, so none of its replacements apply): the same
-/// [`overrides::apply`] on the same table with the same edits, so the run is
-/// the one `blis run` makes, byte for byte.
-#[derive(Default)]
-struct SweepRunner {
-    base: OnceLock<Result<(Source, toml::Table), String>>,
-    /// Handed to each run's simulation ([`simulate_with`]).
-    cancel: Option<Arc<AtomicBool>>,
-}
-
-impl SweepRunner {
-    /// The base run file read, checked alone (as `blis run` checks it), and parsed.
-    fn prepare(base: Option<&Path>) -> Result<(Source, toml::Table), String> {
-        let source = match base {
-            Some(p) => Source::read(p)?,
-            None => Source::builtin(),
-        };
-        config::parse(&source)?;
-        let table = source
-            .text
-            .parse()
-            .map_err(|e: toml::de::Error| e.to_string())?;
-        Ok((source, table))
-    }
-
-    fn run(&self, base: Option<&Path>, sets: &[(String, toml::Value)]) -> Result<String, String> {
-        let (source, table) = self
-            .base
-            .get_or_init(|| Self::prepare(base))
-            .as_ref()
-            .map_err(Clone::clone)?;
-        let run = if sets.is_empty() {
-            config::parse(source)?
-        } else {
-            let edits: Vec<Edit> = sets
-                .iter()
-                .map(|(k, v)| Edit::Set(k.clone(), v.clone()))
-                .collect();
-            overrides::apply(source, table.clone(), &edits)?
-        };
-        simulate_with(&run, source, false, self.cancel.clone(), |kind, text| {
-            if kind == Notice::Warning {
-                eprintln!("warning: {text}");
-            }
-        })
-        .map(|s| s.report)
-        .map_err(|f| f.message)
-    }
-}
-
-fn to_failure(e: SweepError) -> Failure {
-    match e {
-        SweepError::BadInput(m) => usage(m),
-        SweepError::Failed(m) => runtime(m),
-        SweepError::Cancelled => runtime(
-            "the sweep was cancelled; the finished runs are stored, the others run when it is resumed (the same sweep file and output directory)".into(),
-        ),
-    }
-}
-
-/// `--jobs`: at least 1 (default: the number of CPUs).
-fn resolve_jobs(jobs: Option<usize>) -> Result<usize, Failure> {
-    match jobs {
-        Some(0) => Err(usage("--jobs 0: give at least 1".into())),
-        Some(j) => Ok(j),
-        None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
-    }
-}
-
-/// `blis sweep SWEEP_FILE --out DIR [--jobs N] [--shard i/N]` without the
-/// summary line: runs the sweep (resuming what `out` holds) and writes
-/// `results.csv` and `results.jsonl` in `out`. Failed runs are rows with an
-/// error (counted in [`sweep::Summary::failed`]), not an `Err`. Once `cancel`
-/// is set no run starts, the finished ones are stored, and the result is a
-/// [`Failure`] with code 1. For embedding blis (the Python package).
-pub fn sweep_in_process(
-    sweep_file: &Path,
-    out: &Path,
-    jobs: Option<usize>,
-    shard: Option<Shard>,
-    progress: bool,
-    cancel: Option<Arc<AtomicBool>>,
-) -> Result<sweep::Summary, Failure> {
-    let opts = sweep::Options {
-        sweep_file,
-        out,
-        jobs: resolve_jobs(jobs)?,
-        shard,
-        progress,
-        cancel: cancel.as_deref(),
-    };
-    let runner = SweepRunner {
-        cancel: cancel.clone(),
-        ..SweepRunner::default()
-    };
-    sweep::run(&opts, &|base, sets| runner.run(base, sets)).map_err(to_failure)
-}
-
 /// `blis sweep SWEEP --out DIR` and `blis sweep merge DIR… --out DIR`.
 pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
     if let Some(SweepCommand::Merge {
@@ -196,7 +82,7 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
         allow_partial,
     }) = &args.command
     {
-        let m = sweep::merge(dirs, out, *allow_partial).map_err(to_failure)?;
+        let m = session::sweep_merge(dirs, out, *allow_partial)?;
         if !m.missing.is_empty() {
             eprintln!(
                 "warning: {} runs of the sweep are in none of the directories (--allow-partial): {}",
@@ -213,12 +99,12 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
         return Ok(());
     }
     let (Some(file), Some(out)) = (&args.sweep_file, &args.out) else {
-        return Err(usage("blis sweep: give a sweep file and --out DIR".into()));
+        return Err(usage("blis sweep: give a sweep file and --out DIR"));
     };
     crate::alloc::keep_freed_memory();
     let progress = !args.quiet && std::io::stderr().is_terminal();
-    let s = sweep_in_process(file, out, args.jobs, args.shard, progress, None)?;
-    let jobs = resolve_jobs(args.jobs)?;
+    let s = session::sweep(file, out, args.jobs, args.shard, progress, None)?;
+    let jobs = session::resolve_jobs(args.jobs)?;
     eprintln!(
         "sweep: {} runs{} ({} already done), ran {} in {:.2} s ({:.1} runs/s) with {jobs} jobs; results in {}",
         s.planned,

@@ -180,10 +180,143 @@ pub fn run_fit(args: &FitArgs) -> Result<Outcome, FitError> {
     run_fit_with(args, None)
 }
 
+/// What a fit is fitted to: the measured rows (the table's, then each
+/// trace's requests) and the experiments that predict them.
+struct Measured {
+    trace_args: Vec<traces::TraceArg>,
+    rows: Vec<Row>,
+    experiments: Vec<Experiment>,
+    /// Per row: its experiment.
+    row_exp: Vec<usize>,
+    /// Per row: its unit (a table row's experiment; a trace's request).
+    row_unit: Vec<usize>,
+    /// Per trace: (first row, rows) of its requests.
+    trace_spans: Vec<(usize, usize)>,
+    /// Experiments and rows of the table (they come first).
+    table_experiments: usize,
+    table_rows: usize,
+    /// `--weight` as given, and per row.
+    weights: BTreeMap<String, f64>,
+    row_weights: Vec<f64>,
+}
+
 /// [`run_fit`] stopped once `cancel` is set: the simulations running stop,
 /// no other starts, and the fit fails ([`FitError::Runtime`]) with nothing
 /// written. For embedding blis (the Python package's `calibrate_fit`).
 pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<Outcome, FitError> {
+    let m = read_measurements(args)?;
+    check_one_start(&m.experiments)?;
+    let space = Space::new(
+        m.experiments[0].start.clone(),
+        args.fit.as_deref(),
+        &args.bounds,
+        m.experiments[0].latency_model,
+    )
+    .map_err(FitError::Input)?;
+    let fold_unit = fold_units(args, &m)?;
+    let boot_unit = bootstrap_units(&m);
+    let inputs = check_outputs(args, &m)?;
+    let jobs = check_runs(args)?;
+    let progress = Progress::new(!args.quiet, !args.quiet && std::io::stderr().is_terminal());
+    let all: Vec<usize> = (0..m.rows.len()).collect();
+    let objective = Objective {
+        experiments: &m.experiments,
+        rows: &m.rows,
+        row_exp: &m.row_exp,
+        row_unit: &boot_unit,
+        weights: &m.row_weights,
+        space: &space,
+        jobs,
+        sim_seeds: args.sim_seeds,
+        progress: &progress,
+        cancel,
+    };
+
+    // The start: every row must be readable from its run's report.
+    let start_pred = objective.predict(&all, &vec![0.0; space.fitted.len()])?;
+    let start_err = search::mape(&m.rows, &m.row_weights, &all, &start_pred);
+    progress.note(&format!(
+        "{} measurements of {} experiments ({} from {} traces); start: weighted MAPE {:.3} %; fitting {}",
+        m.rows.len(),
+        m.experiments.len(),
+        m.rows.len() - m.table_rows,
+        m.trace_args.len(),
+        start_err,
+        fitted_names(&space)
+    ));
+
+    let best = search::fit(&objective, &all, args.iterations, "fit")?;
+    let fitted_pred = objective.predict(&all, &best)?;
+    let train_err = search::mape(&m.rows, &m.row_weights, &all, &fitted_pred);
+    if train_err >= start_err * (1.0 - 1e-9) {
+        return Err(FitError::Input(format!(
+            "the fit cannot improve on its start: weighted MAPE {start_err:.4} % at the start and \
+             {train_err:.4} % after {} simulations. The measured metrics may not depend on the \
+             fitted coefficients ({}); fit others (--fit) or measure metrics they change. No profile written.",
+            progress.evaluations(),
+            fitted_names(&space)
+        )));
+    }
+    let (heldout, fold_of_row) = held_out(args, &objective, &fold_unit)?;
+
+    // Uncertainty: bootstrap over experiments of the linearised fit.
+    let unc = search::uncertainty(&objective, &all, &best, &fitted_pred, args.seed)?;
+
+    let results: Vec<RowResult> = (0..m.rows.len())
+        .map(|r| RowResult {
+            start: start_pred[r],
+            fitted: fitted_pred[r],
+            heldout: heldout[r],
+            fold: fold_of_row[r],
+        })
+        .collect();
+    let prof = build_profile(BuildInputs {
+        args,
+        rows: &m.rows,
+        experiments: &m.experiments,
+        weights: &m.row_weights,
+        weights_given: &m.weights,
+        space: &space,
+        best: &best,
+        unc: &unc,
+        results: &results,
+        inputs: &inputs,
+        evaluations: progress.evaluations(),
+    })
+    .map_err(FitError::Input)?;
+    write_profile(args, &m, &results, &prof)?;
+    progress.finish(&format!(
+        "wrote {}: weighted MAPE {:.3} % → {:.3} % (train){}; {} simulations",
+        args.out.display(),
+        start_err,
+        train_err,
+        prof.error
+            .heldout_mape
+            .map_or(String::new(), |h| format!(", {h:.3} % held out")),
+        progress.evaluations()
+    ));
+    Ok(Outcome {
+        summary: summary(args, &prof)?,
+        profile: prof,
+        rows: m.rows,
+        results,
+    })
+}
+
+/// The fitted coefficients' names, for messages.
+fn fitted_names(space: &Space) -> String {
+    space
+        .fitted
+        .iter()
+        .map(params::Fitted::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The table's rows (each distinct run file once, in table order, as an
+/// experiment), then one experiment per trace with a row per request and
+/// metric; and each row's weight.
+fn read_measurements(args: &FitArgs) -> Result<Measured, FitError> {
     let input = FitError::Input;
     if args.measurements.is_none() && args.traces.is_empty() {
         return Err(input(
@@ -207,9 +340,6 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         .as_ref()
         .map_or_else(String::new, |m| m.display().to_string());
     let weights = parse_weights(&args.weights).map_err(FitError::Input)?;
-
-    // Each distinct run file of the table once, in table order; then one
-    // experiment per trace.
     let mut experiments: Vec<Experiment> = Vec::new();
     let mut row_exp: Vec<usize> = Vec::new();
     for r in &rows {
@@ -229,7 +359,6 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     let table_rows = rows.len();
     let mut row_unit: Vec<usize> = row_exp.clone();
     let mut next_unit = table_experiments;
-    // Per trace: (first row, rows) of its requests.
     let mut trace_spans: Vec<(usize, usize)> = Vec::new();
     for t in &trace_args {
         let (trows, rtt) = traces::read_rows(t).map_err(input)?;
@@ -247,13 +376,33 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
             rows.push(r);
         }
     }
-    // A trace's rows weigh like one table row per metric: its requests'
-    // weights of a metric sum to the metric's weight.
+    let row_weights = row_weights(&rows, &weights, &trace_spans)?;
+    Ok(Measured {
+        trace_args,
+        rows,
+        experiments,
+        row_exp,
+        row_unit,
+        trace_spans,
+        table_experiments,
+        table_rows,
+        weights,
+        row_weights,
+    })
+}
+
+/// Each row's weight. A trace's rows weigh like one table row per metric:
+/// its requests' weights of a metric sum to the metric's weight.
+fn row_weights(
+    rows: &[Row],
+    weights: &BTreeMap<String, f64>,
+    trace_spans: &[(usize, usize)],
+) -> Result<Vec<f64>, FitError> {
     let mut row_weights: Vec<f64> = rows
         .iter()
-        .map(|r| weight_of(&weights, &r.metric))
+        .map(|r| weight_of(weights, &r.metric))
         .collect();
-    for &(first, n) in &trace_spans {
+    for &(first, n) in trace_spans {
         for m in traces::METRICS {
             let count = rows[first..first + n]
                 .iter()
@@ -271,6 +420,11 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
             "every measurement has weight 0 (--weight); give some metric a weight > 0".into(),
         ));
     }
+    Ok(row_weights)
+}
+
+/// One profile fits one latency model from one set of coefficients.
+fn check_one_start(experiments: &[Experiment]) -> Result<(), FitError> {
     let first = &experiments[0];
     for e in &experiments[1..] {
         if e.latency_model != first.latency_model {
@@ -288,32 +442,30 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
             )));
         }
     }
-    let space = Space::new(
-        first.start.clone(),
-        args.fit.as_deref(),
-        &args.bounds,
-        first.latency_model,
-    )
-    .map_err(FitError::Input)?;
-    // Folds: the table's experiments dealt among them, and each trace's
-    // requests.
-    let smallest_trace = trace_spans
+    Ok(())
+}
+
+/// Per row: its held-out fold. Folds: the table's experiments dealt among
+/// them, and each trace's requests.
+fn fold_units(args: &FitArgs, m: &Measured) -> Result<Vec<usize>, FitError> {
+    let smallest_trace = m
+        .trace_spans
         .iter()
         .map(|&(f, n)| {
-            let mut ids: Vec<usize> = row_unit[f..f + n].to_vec();
+            let mut ids: Vec<usize> = m.row_unit[f..f + n].to_vec();
             ids.dedup();
             ids.len()
         })
         .min();
     let max_folds = match smallest_trace {
         Some(n) => n,
-        None => table_experiments,
+        None => m.table_experiments,
     };
     if args.holdout == 1 || args.holdout as usize > max_folds {
         return Err(FitError::Input(match smallest_trace {
             None => format!(
                 "--holdout {}: folds are by experiment; give 0 (none) or 2 to {} (the run files of the table)",
-                args.holdout, table_experiments
+                args.holdout, m.table_experiments
             ),
             Some(n) => format!(
                 "--holdout {}: a trace's folds are by request; give 0 (none) or 2 to {n} (the usable requests of the smallest trace)",
@@ -321,50 +473,57 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
             ),
         }));
     }
-    let mut fold_unit: Vec<usize> = vec![0; rows.len()];
+    let mut fold_unit: Vec<usize> = vec![0; m.rows.len()];
     if args.holdout >= 2 {
         let k = args.holdout as usize;
-        let f = search::folds(table_experiments, k, args.seed);
-        for r in 0..table_rows {
-            fold_unit[r] = f[row_exp[r]];
+        let f = search::folds(m.table_experiments, k, args.seed);
+        for r in 0..m.table_rows {
+            fold_unit[r] = f[m.row_exp[r]];
         }
-        for (t, &(first, n)) in trace_spans.iter().enumerate() {
-            let base = row_unit[first];
-            let units = row_unit[first + n - 1] - base + 1;
+        for (t, &(first, n)) in m.trace_spans.iter().enumerate() {
+            let base = m.row_unit[first];
+            let units = m.row_unit[first + n - 1] - base + 1;
             let f = search::folds(units, k, args.seed.wrapping_add(1 + t as u64));
             for r in first..first + n {
-                fold_unit[r] = f[row_unit[r] - base];
+                fold_unit[r] = f[m.row_unit[r] - base];
             }
         }
     }
+    Ok(fold_unit)
+}
 
-    // The bootstrap's unit: a table row's experiment; for a trace, blocks of
-    // ⌈√R⌉ consecutive requests (of R). Requests that overlap in time
-    // share queues and batches, so their errors are not independent:
-    // resampling them one by one understates the spread (a block
-    // bootstrap keeps the dependence within a block).
-    let mut boot_unit = row_unit.clone();
-    let mut next_block = table_experiments;
-    for &(first, n) in &trace_spans {
-        let base = row_unit[first];
-        let requests = row_unit[first + n - 1] - base + 1;
+/// Per row: the bootstrap's unit. A table row's experiment; for a trace,
+/// blocks of ⌈√R⌉ consecutive requests (of R). Requests that overlap in
+/// time share queues and batches, so their errors are not independent:
+/// resampling them one by one understates the spread (a block bootstrap
+/// keeps the dependence within a block).
+fn bootstrap_units(m: &Measured) -> Vec<usize> {
+    let mut boot_unit = m.row_unit.clone();
+    let mut next_block = m.table_experiments;
+    for &(first, n) in &m.trace_spans {
+        let base = m.row_unit[first];
+        let requests = m.row_unit[first + n - 1] - base + 1;
         let len = (requests as f64).sqrt().ceil().max(1.0) as usize;
         for r in first..first + n {
-            boot_unit[r] = next_block + (row_unit[r] - base) / len;
+            boot_unit[r] = next_block + (m.row_unit[r] - base) / len;
         }
         next_block += requests.div_ceil(len);
     }
+    boot_unit
+}
 
-    // Inputs (hashed into the profile; outputs must not overwrite them).
+/// The fit's inputs (hashed into the profile), checked against its outputs:
+/// no output may overwrite an input.
+fn check_outputs(args: &FitArgs, m: &Measured) -> Result<Vec<(String, PathBuf)>, FitError> {
     let mut inputs: Vec<(String, PathBuf)> = Vec::new();
-    if let Some(m) = &args.measurements {
-        inputs.push(("the measurements table".into(), m.clone()));
+    if let Some(t) = &args.measurements {
+        inputs.push(("the measurements table".into(), t.clone()));
     }
-    for t in &trace_args {
+    for t in &m.trace_args {
         inputs.push((format!("trace header ({})", t.spec), t.header.clone()));
         inputs.push((format!("trace data ({})", t.spec), t.data.clone()));
     }
-    for e in &experiments {
+    for e in &m.experiments {
         if inputs.iter().any(|(_, p)| *p == e.path) {
             continue;
         }
@@ -381,7 +540,11 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     if !problems.is_empty() {
         return Err(FitError::Input(problems.join("\n")));
     }
+    Ok(inputs)
+}
 
+/// `--jobs` (default: the CPUs) and `--sim-seeds`, checked.
+fn check_runs(args: &FitArgs) -> Result<usize, FitError> {
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
@@ -393,121 +556,66 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
             "--sim-seeds must be ≥ 1 (the workload seeds each deployment is simulated at)".into(),
         ));
     }
-    let progress = Progress::new(!args.quiet, !args.quiet && std::io::stderr().is_terminal());
-    let all: Vec<usize> = (0..rows.len()).collect();
-    let objective = Objective {
-        experiments: &experiments,
-        rows: &rows,
-        row_exp: &row_exp,
-        row_unit: &boot_unit,
-        weights: &row_weights,
-        space: &space,
-        jobs,
-        sim_seeds: args.sim_seeds,
-        progress: &progress,
-        cancel,
-    };
+    Ok(jobs)
+}
 
-    // The start: every row must be readable from its run's report.
-    let start_pred = objective.predict(&all, &vec![0.0; space.fitted.len()])?;
-    let start_err = search::mape(&rows, &row_weights, &all, &start_pred);
-    progress.note(&format!(
-        "{} measurements of {} experiments ({} from {} traces); start: weighted MAPE {:.3} %; fitting {}",
-        rows.len(),
-        experiments.len(),
-        rows.len() - table_rows,
-        trace_args.len(),
-        start_err,
-        space
-            .fitted
-            .iter()
-            .map(params::Fitted::name)
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-
-    let best = search::fit(&objective, &all, args.iterations, "fit")?;
-    let fitted_pred = objective.predict(&all, &best)?;
-    let train_err = search::mape(&rows, &row_weights, &all, &fitted_pred);
-    if train_err >= start_err * (1.0 - 1e-9) {
-        return Err(FitError::Input(format!(
-            "the fit cannot improve on its start: weighted MAPE {start_err:.4} % at the start and \
-             {train_err:.4} % after {} simulations. The measured metrics may not depend on the \
-             fitted coefficients ({}); fit others (--fit) or measure metrics they change. No profile written.",
-            progress.evaluations(),
-            space
-                .fitted
-                .iter()
-                .map(params::Fitted::name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+/// Per row: its held-out prediction and fold (`--holdout K`: each fold
+/// predicted by a fit on the others).
+#[allow(clippy::type_complexity)]
+fn held_out(
+    args: &FitArgs,
+    objective: &Objective,
+    fold_unit: &[usize],
+) -> Result<(Vec<Option<f64>>, Vec<Option<usize>>), FitError> {
+    let rows = fold_unit.len();
+    let mut heldout: Vec<Option<f64>> = vec![None; rows];
+    let mut fold_of_row: Vec<Option<usize>> = vec![None; rows];
+    if args.holdout < 2 {
+        return Ok((heldout, fold_of_row));
     }
-
-    // Held-out folds by experiment.
-    let mut heldout: Vec<Option<f64>> = vec![None; rows.len()];
-    let mut fold_of_row: Vec<Option<usize>> = vec![None; rows.len()];
-    if args.holdout >= 2 {
-        for k in 0..args.holdout as usize {
-            let train: Vec<usize> = all.iter().copied().filter(|&r| fold_unit[r] != k).collect();
-            let test: Vec<usize> = all.iter().copied().filter(|&r| fold_unit[r] == k).collect();
-            if test.is_empty() || train.is_empty() {
-                continue;
-            }
-            let x = search::fit(
-                &objective,
-                &train,
-                args.iterations,
-                &format!("fold {}/{}", k + 1, args.holdout),
-            )?;
-            let pred = objective.predict(&test, &x)?;
-            for &r in &test {
-                heldout[r] = Some(pred[r]);
-                fold_of_row[r] = Some(k);
-            }
+    for k in 0..args.holdout as usize {
+        let train: Vec<usize> = (0..rows).filter(|&r| fold_unit[r] != k).collect();
+        let test: Vec<usize> = (0..rows).filter(|&r| fold_unit[r] == k).collect();
+        if test.is_empty() || train.is_empty() {
+            continue;
+        }
+        let x = search::fit(
+            objective,
+            &train,
+            args.iterations,
+            &format!("fold {}/{}", k + 1, args.holdout),
+        )?;
+        let pred = objective.predict(&test, &x)?;
+        for &r in &test {
+            heldout[r] = Some(pred[r]);
+            fold_of_row[r] = Some(k);
         }
     }
+    Ok((heldout, fold_of_row))
+}
 
-    // Uncertainty: bootstrap over experiments of the linearised fit.
-    let unc = search::uncertainty(&objective, &all, &best, &fitted_pred, args.seed)?;
-
-    let results: Vec<RowResult> = (0..rows.len())
-        .map(|r| RowResult {
-            start: start_pred[r],
-            fitted: fitted_pred[r],
-            heldout: heldout[r],
-            fold: fold_of_row[r],
-        })
-        .collect();
-    let prof = build_profile(BuildInputs {
-        args,
-        rows: &rows,
-        experiments: &experiments,
-        weights: &row_weights,
-        weights_given: &weights,
-        space: &space,
-        best: &best,
-        unc: &unc,
-        results: &results,
-        inputs: &inputs,
-        evaluations: progress.evaluations(),
-    })
-    .map_err(FitError::Input)?;
+/// The profile (and `--html` page), each written atomically.
+fn write_profile(
+    args: &FitArgs,
+    m: &Measured,
+    results: &[RowResult],
+    prof: &profile::Profile,
+) -> Result<(), FitError> {
     let text = format!(
         "# blis calibration profile: written by `blis calibrate fit`; apply with\n\
          # [model] calibration = \"{}\" in a run file.\n{}",
         args.out
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-        toml::to_string(&prof).map_err(|e| FitError::Runtime(e.to_string()))?
+        toml::to_string(prof).map_err(|e| FitError::Runtime(e.to_string()))?
     );
     let page = args.html.as_ref().map(|_| {
         html::page(
-            &rows,
-            &experiments,
-            &row_exp,
-            &results,
-            &prof,
+            &m.rows,
+            &m.experiments,
+            &m.row_exp,
+            results,
+            prof,
             &args.out.display().to_string(),
         )
     });
@@ -515,16 +623,11 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     if let (Some(path), Some(page)) = (&args.html, page) {
         write_file(path, page.as_bytes()).map_err(FitError::Runtime)?;
     }
-    progress.finish(&format!(
-        "wrote {}: weighted MAPE {:.3} % → {:.3} % (train){}; {} simulations",
-        args.out.display(),
-        start_err,
-        train_err,
-        prof.error
-            .heldout_mape
-            .map_or(String::new(), |h| format!(", {h:.3} % held out")),
-        progress.evaluations()
-    ));
+    Ok(())
+}
+
+/// The JSON summary `blis calibrate fit` prints.
+fn summary(args: &FitArgs, prof: &profile::Profile) -> Result<String, FitError> {
     let fitted: serde_json::Map<String, serde_json::Value> = prof
         .fitted
         .iter()
@@ -539,14 +642,7 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         "fitted": fitted,
         "evaluations": prof.fit.evaluations,
     });
-    let summary =
-        serde_json::to_string_pretty(&summary).map_err(|e| FitError::Runtime(e.to_string()))?;
-    Ok(Outcome {
-        summary,
-        profile: prof,
-        rows,
-        results,
-    })
+    serde_json::to_string_pretty(&summary).map_err(|e| FitError::Runtime(e.to_string()))
 }
 
 /// Write `bytes` to `path` atomically.

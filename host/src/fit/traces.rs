@@ -205,27 +205,8 @@ impl RequestSink for Collect {
 pub fn replay_source(
     arg: &TraceArg,
 ) -> Result<(crate::config::RunFile, crate::config::Source), String> {
-    let args = crate::cli::ReplayArgs {
-        trace_header: arg.header.clone(),
-        trace_data: arg.data.clone(),
-        run_file: Some(arg.run_file.clone()),
-        session_mode: "fixed".into(),
-        think_time_ms: None,
-        think_time_dist: None,
-        seed: None,
-        model: None,
-        num_instances: None,
-        horizon: None,
-        admission_policy: None,
-        routing_policy: None,
-        routing_scorers: None,
-        plugins: Vec::new(),
-        results_path: None,
-        metrics_path: None,
-        trace_output: None,
-        sets: Vec::new(),
-        quiet: true,
-    };
-    crate::cli::load_replay(&args, |_| {})
+    let options = crate::session::ReplayOptions::new(arg.header.clone(), arg.data.clone());
+    let base = crate::session::Base::File(arg.run_file.clone());
+    crate::session::load_replay(&base, &options, |_| {})
         .map_err(|f| format!("--trace {}: {}", arg.spec, f.message))
 }

@@ -211,30 +211,7 @@ pub fn build(
     }
     let col = &outcome.collector;
     let all = None;
-    let mut instances = Vec::new();
-    let mut cluster = Counts {
-        duration: outcome.duration,
-        ..Counts::default()
-    };
-    let mut cluster_itl = CountMap::default();
-    for (i, (inst, rec)) in outcome.instances.iter().zip(&col.instances).enumerate() {
-        let c = Counts::of_instance(inst, rec);
-        cluster.add(&c);
-        cluster_itl.merge(&rec.itl);
-        let l = Latencies {
-            ttft: Population::stats(&[&rec.ttft], all),
-            e2e: Population::stats(&[&rec.e2e], all),
-            itl: rec.itl.stats(),
-            sched: Population::stats(&[&rec.scheduling_delay], all),
-        };
-        let mut m = Map::new();
-        m.insert("instance".into(), json!(i));
-        write_block(&mut m, &c, &l);
-        if let Some(pd) = &outcome.pd {
-            super::pd_report::instance_fields(pd, i, &mut m);
-        }
-        instances.push(Value::Object(m));
-    }
+    let (instances, mut cluster, cluster_itl) = instance_blocks(outcome);
     let runs = |f: fn(&InstanceRecord) -> &Population| -> Vec<&Population> {
         col.instances.iter().map(f).collect()
     };
@@ -275,8 +252,88 @@ pub fn build(
     };
     let (rps, tps) = write_block(&mut cm, &cluster, &cl);
     let (ttft, e2e) = (cl.ttft, cl.e2e);
+    let (tenants, jain) = tenants_section(outcome, duration_s);
+    cm.insert("jain_fairness_index".into(), jain);
+    write_regret(&mut cm, outcome);
+    let classes = classes_section(outcome, &ttft_runs, &e2e_runs, duration_s);
+    let fitness = match fitness_weights {
+        Some(w) if !w.is_empty() => {
+            let inputs = FitnessInputs {
+                ttft: ttft.map(|s| (s.mean, s.p50, s.p99)),
+                e2e: e2e.map(|s| (s.mean, s.p50, s.p99)),
+                requests_per_sec: rps,
+                tokens_per_sec: tps,
+            };
+            let (score, comps) = evaluate(w, &inputs);
+            json!({ "score": score, "components": comps })
+        }
+        _ => Value::Null,
+    };
+    if let Some(slo) = &col.slo {
+        cm.insert("slo".into(), slo.total_report(outcome.arrived, duration_s));
+    }
+    if let Some((g, depth)) = &outcome.gateway {
+        cm.insert(
+            "flow_control".into(),
+            json!({
+                "queued": g.queued,
+                "dispatched": g.dispatched,
+                "rejected": g.rejected,
+                "shed": g.shed,
+                "expired": g.expired,
+                "evicted": g.evicted,
+                "depth_at_end": depth,
+                "peak_depth": g.peak_depth,
+            }),
+        );
+    }
+    let mut report = json!({
+        "cluster": Value::Object(cm),
+        "instances": instances,
+        "slo_classes": classes,
+        "tenants": tenants,
+        "fitness": fitness,
+    });
+    add_sections(&mut report, outcome, cluster.output_tokens, duration_s);
+    report
+}
 
-    // Tenants and fairness.
+/// One block per instance, and the cluster's counts and ITL summed over
+/// them.
+fn instance_blocks(outcome: &ClusterOutcome) -> (Vec<Value>, Counts, CountMap) {
+    let col = &outcome.collector;
+    let all = None;
+    let mut instances = Vec::new();
+    let mut cluster = Counts {
+        duration: outcome.duration,
+        ..Counts::default()
+    };
+    let mut cluster_itl = CountMap::default();
+    for (i, (inst, rec)) in outcome.instances.iter().zip(&col.instances).enumerate() {
+        let c = Counts::of_instance(inst, rec);
+        cluster.add(&c);
+        cluster_itl.merge(&rec.itl);
+        let l = Latencies {
+            ttft: Population::stats(&[&rec.ttft], all),
+            e2e: Population::stats(&[&rec.e2e], all),
+            itl: rec.itl.stats(),
+            sched: Population::stats(&[&rec.scheduling_delay], all),
+        };
+        let mut m = Map::new();
+        m.insert("instance".into(), json!(i));
+        write_block(&mut m, &c, &l);
+        if let Some(pd) = &outcome.pd {
+            super::pd_report::instance_fields(pd, i, &mut m);
+        }
+        instances.push(Value::Object(m));
+    }
+    (instances, cluster, cluster_itl)
+}
+
+/// The tenants section (those that saw requests) and Jain's fairness index
+/// of their output throughput (null without tenants).
+fn tenants_section(outcome: &ClusterOutcome, duration_s: f64) -> (Value, Value) {
+    let col = &outcome.collector;
     let mut tenants = Map::new();
     let mut thr = Vec::new();
     for (i, t) in col.tenants.iter().enumerate() {
@@ -309,7 +366,11 @@ pub fn build(
             s * s / (thr.len() as f64 * s2)
         })
     };
-    cm.insert("jain_fairness_index".into(), jain);
+    (Value::Object(tenants), jain)
+}
+
+/// Routing decisions and their regret (null without a decision trace).
+fn write_regret(cm: &mut Map<String, Value>, outcome: &ClusterOutcome) {
     match &outcome.trace {
         Some(tr) => {
             cm.insert("routing_decisions".into(), json!(tr.decisions));
@@ -329,8 +390,16 @@ pub fn build(
             cm.insert("max_regret".into(), Value::Null);
         }
     }
+}
 
-    // SLO classes (only those that saw requests), in priority order.
+/// SLO classes (only those that saw requests), in priority order.
+fn classes_section(
+    outcome: &ClusterOutcome,
+    ttft_runs: &[&Population],
+    e2e_runs: &[&Population],
+    duration_s: f64,
+) -> Value {
+    let col = &outcome.collector;
     let mut classes = Map::new();
     for (i, c) in col.classes.iter().enumerate() {
         if c.arrived == 0 {
@@ -341,56 +410,32 @@ pub fn build(
             "num_requests": c.arrived,
             "rejected_requests": c.rejected,
             "completed_requests": c.completed,
-            "ttft": stats_object(Population::stats(&ttft_runs, class)),
-            "e2e": stats_object(Population::stats(&e2e_runs, class)),
+            "ttft": stats_object(Population::stats(ttft_runs, class)),
+            "e2e": stats_object(Population::stats(e2e_runs, class)),
         });
         if let Some(slo) = &col.slo {
             entry["slo"] = slo.class_report(i, c.arrived, duration_s);
         }
         classes.insert(SloClass::ALL[i].name().to_string(), entry);
     }
+    Value::Object(classes)
+}
 
-    let fitness = match fitness_weights {
-        Some(w) if !w.is_empty() => {
-            let inputs = FitnessInputs {
-                ttft: ttft.map(|s| (s.mean, s.p50, s.p99)),
-                e2e: e2e.map(|s| (s.mean, s.p50, s.p99)),
-                requests_per_sec: rps,
-                tokens_per_sec: tps,
-            };
-            let (score, comps) = evaluate(w, &inputs);
-            json!({ "score": score, "components": comps })
-        }
-        _ => Value::Null,
-    };
-
-    if let Some(slo) = &col.slo {
-        cm.insert("slo".into(), slo.total_report(outcome.arrived, duration_s));
-    }
-    if let Some((g, depth)) = &outcome.gateway {
-        cm.insert(
-            "flow_control".into(),
-            json!({
-                "queued": g.queued,
-                "dispatched": g.dispatched,
-                "rejected": g.rejected,
-                "shed": g.shed,
-                "expired": g.expired,
-                "evicted": g.evicted,
-                "depth_at_end": depth,
-                "peak_depth": g.peak_depth,
-            }),
-        );
-    }
-    let mut report = json!({
-        "cluster": Value::Object(cm),
-        "instances": instances,
-        "slo_classes": Value::Object(classes),
-        "tenants": Value::Object(tenants),
-        "fitness": fitness,
-    });
+/// The optional sections: P/D, stages, saturation, control plane,
+/// adapters, models.
+fn add_sections(
+    report: &mut Value,
+    outcome: &mut ClusterOutcome,
+    output_tokens: u64,
+    duration_s: f64,
+) {
     if let Some(pd) = &outcome.pd {
-        let completed: Vec<u64> = col.instances.iter().map(|r| r.completed).collect();
+        let completed: Vec<u64> = outcome
+            .collector
+            .instances
+            .iter()
+            .map(|r| r.completed)
+            .collect();
         report["pd"] = super::pd_report::section(pd, &completed, duration_s, stats_object);
     }
     if let Some(stages) = &mut outcome.collector.stages {
@@ -400,7 +445,7 @@ pub fn build(
         report["saturation"] = s.report();
     }
     if let Some(c) = &outcome.control {
-        report["control"] = c.report(outcome.end_time, cluster.output_tokens);
+        report["control"] = c.report(outcome.end_time, output_tokens);
     }
     if let Some(a) = &mut outcome.collector.adapters {
         report["adapters"] = a.report(&outcome.instances, duration_s);
@@ -408,7 +453,6 @@ pub fn build(
     if let Some(m) = &outcome.collector.models {
         report["models"] = models_section(outcome, m);
     }
-    report
 }
 
 /// The `models` section: per model, the cluster block's fields over its

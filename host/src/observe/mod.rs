@@ -36,7 +36,12 @@ pub use client::ApiFormat;
 use client::{Call, Client, Status};
 use dispatch::{Finished, Pacing, Settings};
 
-use crate::cli::{usage, Failure, RunArgs};
+use crate::session::{self, Base, Error as Failure, Overrides};
+
+/// Bad input (nothing ran).
+fn usage(message: impl Into<String>) -> Failure {
+    Failure::input(message)
+}
 use crate::config::{RunFile, Source};
 use crate::output::PendingOutput;
 use crate::request::{mix64, Request, SloClass};
@@ -260,7 +265,7 @@ fn load(args: &ObserveArgs) -> Result<Loaded, Failure> {
             text: toml::to_string(&table).map_err(|e| usage(e.to_string()))?,
         };
     }
-    let run_args = RunArgs {
+    let overrides = Overrides {
         seed: args.seed,
         rate: args.rate,
         num_requests: args.num_requests.filter(|&n| n > 0),
@@ -269,10 +274,10 @@ fn load(args: &ObserveArgs) -> Result<Loaded, Failure> {
         prompt_tokens: args.prompt_tokens,
         output_tokens: args.output_tokens,
         sets: args.sets.clone(),
-        quiet: true,
-        ..RunArgs::default()
+        ..Overrides::default()
     };
-    let (run, source) = crate::cli::load_run_from(source, &run_args)?;
+    let (run, source) =
+        session::load_run(&Base::Text(source), &overrides, |n| eprintln!("note: {n}"))?;
     Ok((run, source, inputs))
 }
 
@@ -339,28 +344,7 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
     crate::alloc::small_pages_from_now_on();
     check_args(args)?;
     let (run, source, inputs) = load(args)?;
-    let itl_path = args
-        .record_itl
-        .then(|| {
-            args.itl_output
-                .clone()
-                .unwrap_or_else(|| default_itl_path(&args.trace_data))
-        })
-        .filter(|_| !args.no_streaming);
-    if args.itl_output.is_some() && itl_path.is_none() {
-        eprintln!("note: --itl-output is ignored without --record-itl (or with --no-streaming)");
-    }
-    let mut outputs: Vec<(&str, PathBuf)> = vec![
-        ("--trace-header", args.trace_header.clone()),
-        ("--trace-data", args.trace_data.clone()),
-    ];
-    if let Some(p) = &itl_path {
-        outputs.push(("--itl-output", p.clone()));
-    }
-    let errors = crate::output::check_paths(&outputs, &inputs);
-    if !errors.is_empty() {
-        return Err(usage(errors.join("\n")));
-    }
+    let itl_path = check_outputs(args, &inputs)?;
     let mut workload = Workload::new(&run.workload, run.seed, &source.base_dir)
         .map_err(|e| usage(format!("{}: [workload]: {e}", source.name)))?;
     let prefixes = crate::workload::client_prefix_groups(&run.workload)
@@ -383,30 +367,7 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
         pool.min(1024),
     ));
     dispatch::catch_interrupt();
-
-    // Tokens per word, from one calibration request.
-    let calib = client.send(&Call {
-        prompt: prompt::calibration_prompt(),
-        stream: false,
-        max_tokens: Some(1),
-        min_tokens: None,
-        priority: None,
-        x_request_id: uuid_v4(entropy(0)),
-        tenant: String::new(),
-        slo_class: String::new(),
-        slo_ttft_ms: None,
-        keep_chunks: false,
-    });
-    let tpw = if calib.status == Status::Ok {
-        prompt::tokens_per_word(Some(calib.prompt_tokens))
-    } else {
-        eprintln!(
-            "warning: the calibration request to {} failed ({}); using 1 token per word",
-            client.endpoint(),
-            calib.error_message
-        );
-        1.0
-    };
+    let tpw = tokens_per_word(&client);
     eprintln!(
         "observe: {} ({:?}), {tpw:.3} tokens per word",
         client.endpoint(),
@@ -422,8 +383,124 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
     let before = args
         .scrape_kv_metrics
         .then(|| client.get_text(&metrics_url));
-
     let keep_chunks = itl_path.is_some();
+    let (ended, rows) = observe_workload(
+        args,
+        &mut workload,
+        &client,
+        Observing {
+            tpw,
+            keep_chunks,
+            horizon,
+            prefixes: &prefixes,
+        },
+    );
+    let observed_kv = before.and_then(|before| {
+        let after = client.get_text(&metrics_url);
+        observed_kv_metrics(args, &metrics_url, before, after)
+    });
+    let header = trace_header(args, &run, observed_kv);
+    write_outputs(args, &header, &rows, itl_path.as_deref())?;
+
+    let mut summary = summary::summarize(&rows, ended.wall_us, keep_chunks);
+    summary["dispatched"] = ended.dispatched.into();
+    summary["warm_up_requests"] = args.warmup_requests.into();
+    summary["tokens_per_word"] = tpw.into();
+    let text = serde_json::to_string_pretty(&summary).map_err(|e| Failure::run(e.to_string()))?;
+    eprintln!(
+        "observe: {} dispatched, {} recorded ({} ok), {:.3} s; trace in {} and {}",
+        ended.dispatched,
+        rows.len(),
+        summary["ok"],
+        ended.wall_us as f64 / 1e6,
+        args.trace_header.display(),
+        args.trace_data.display()
+    );
+    if ended.interrupted {
+        eprintln!("{text}");
+        return Err(Failure::interrupted(format!(
+            "interrupted: dispatching stopped; {} recorded requests written, {} still in flight after --drain-timeout {} s were not recorded",
+            rows.len(),
+            ended.abandoned,
+            args.drain_timeout
+        )));
+    }
+    Ok(Some(text))
+}
+
+/// The ITL file's path (with `--record-itl` and streaming), and every
+/// output checked against the inputs.
+fn check_outputs(
+    args: &ObserveArgs,
+    inputs: &[(String, PathBuf)],
+) -> Result<Option<PathBuf>, Failure> {
+    let itl_path = args
+        .record_itl
+        .then(|| {
+            args.itl_output
+                .clone()
+                .unwrap_or_else(|| default_itl_path(&args.trace_data))
+        })
+        .filter(|_| !args.no_streaming);
+    if args.itl_output.is_some() && itl_path.is_none() {
+        eprintln!("note: --itl-output is ignored without --record-itl (or with --no-streaming)");
+    }
+    let mut outputs: Vec<(&str, PathBuf)> = vec![
+        ("--trace-header", args.trace_header.clone()),
+        ("--trace-data", args.trace_data.clone()),
+    ];
+    if let Some(p) = &itl_path {
+        outputs.push(("--itl-output", p.clone()));
+    }
+    let errors = crate::output::check_paths(&outputs, inputs);
+    if !errors.is_empty() {
+        return Err(usage(errors.join("\n")));
+    }
+    Ok(itl_path)
+}
+
+/// Tokens per word, from one calibration request (1 if it fails).
+fn tokens_per_word(client: &Client) -> f64 {
+    let calib = client.send(&Call {
+        prompt: prompt::calibration_prompt(),
+        stream: false,
+        max_tokens: Some(1),
+        min_tokens: None,
+        priority: None,
+        x_request_id: uuid_v4(entropy(0)),
+        tenant: String::new(),
+        slo_class: String::new(),
+        slo_ttft_ms: None,
+        keep_chunks: false,
+    });
+    if calib.status == Status::Ok {
+        prompt::tokens_per_word(Some(calib.prompt_tokens))
+    } else {
+        eprintln!(
+            "warning: the calibration request to {} failed ({}); using 1 token per word",
+            client.endpoint(),
+            calib.error_message
+        );
+        1.0
+    }
+}
+
+/// What [`observe_workload`] needs besides the flags.
+struct Observing<'a> {
+    tpw: f64,
+    keep_chunks: bool,
+    horizon: Option<i64>,
+    prefixes: &'a [Option<(String, u32)>],
+}
+
+/// Send the workload's requests and record each one that finishes past the
+/// warm-up.
+fn observe_workload(
+    args: &ObserveArgs,
+    workload: &mut Workload,
+    client: &Arc<Client>,
+    o: Observing,
+) -> (dispatch::Ended, Vec<Row>) {
     let unconstrained = args.unconstrained_output;
     let format = args.api_format;
     let warmup = args.warmup_requests;
@@ -432,7 +509,7 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
     let mut text = String::new();
     let salt = entropy(1);
     let make_call = |index: u64, req: &Request| {
-        prompt::prompt_text(req, tpw, &mut text);
+        prompt::prompt_text(req, o.tpw, &mut text);
         let out = u64::from(req.output_len);
         let planned = if out == 0 { 2048 } else { out };
         let (max_tokens, min_tokens) = if unconstrained {
@@ -457,7 +534,7 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
                 .unwrap_or_default(),
             slo_class: req.slo_class.name().to_string(),
             slo_ttft_ms: None,
-            keep_chunks,
+            keep_chunks: o.keep_chunks,
         }
     };
     let bar = (!args.quiet && std::io::stderr().is_terminal()).then(|| {
@@ -485,13 +562,13 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
                 max: args.max_concurrency,
             },
         },
-        horizon_us: horizon,
+        horizon_us: o.horizon,
         drain: Duration::from_secs_f64(args.drain_timeout),
     };
     let streaming_default = !args.no_streaming;
     let ended = dispatch::run(
-        &mut workload,
-        Arc::clone(&client),
+        workload,
+        Arc::clone(client),
         &settings,
         make_call,
         |f: Finished| {
@@ -522,22 +599,30 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
                 request_uuid(salt, f.index),
                 &clients,
                 &tenants,
-                &prefixes,
+                o.prefixes,
             ));
         },
     );
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let kv = before.map(|before| {
-        let after = client.get_text(&metrics_url);
-        match (before, after) {
-            (Ok(b), Ok(a)) => kv_metrics::observe(&b, &a),
-            (Err(e), _) | (_, Err(e)) => Err(format!("cannot read {metrics_url}: {e}")),
-        }
-    });
-    let observed_kv = match kv {
-        Some(Ok(k)) => Some(ObservedKvMetrics {
+    (ended, rows)
+}
+
+/// `--scrape-kv-metrics`: the KV metrics observed between the scrapes
+/// before and after the run (a warning and none when either failed).
+fn observed_kv_metrics(
+    args: &ObserveArgs,
+    metrics_url: &str,
+    before: Result<String, String>,
+    after: Result<String, String>,
+) -> Option<ObservedKvMetrics> {
+    let kv = match (before, after) {
+        (Ok(b), Ok(a)) => kv_metrics::observe(&b, &a),
+        (Err(e), _) | (_, Err(e)) => Err(format!("cannot read {metrics_url}: {e}")),
+    };
+    match kv {
+        Ok(k) => Some(ObservedKvMetrics {
             source: match k.source {
                 kv_metrics::KvSource::Tiered => KvMetricsSource::Tiered,
                 kv_metrics::KvSource::GpuPrefixCacheFallback => {
@@ -551,17 +636,23 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
             write_time_total: k.write_time_total,
             vllm_commit: args.vllm_commit.clone(),
         }),
-        Some(Err(e)) => {
+        Err(e) => {
             eprintln!("warning: --scrape-kv-metrics: no observed_kv_metrics in the header: {e}");
             None
         }
-        None => None,
-    };
+    }
+}
 
+/// The trace's header (mode `real`).
+fn trace_header(
+    args: &ObserveArgs,
+    run: &RunFile,
+    observed_kv: Option<ObservedKvMetrics>,
+) -> TraceHeader {
     let mut header = TraceHeader::new(TraceMode::Real);
     header.time_unit = "us".to_string();
     header.created_at = Some(rfc3339(client::epoch_us()));
-    header.warm_up_requests = warmup;
+    header.warm_up_requests = args.warmup_requests;
     header.workload_seed = Some(run.seed as i64);
     header.workload_spec = args
         .workload_spec
@@ -577,38 +668,7 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
         measured_rtt_ms: args.rtt_ms,
     });
     header.observed_kv_metrics = observed_kv;
-    write_outputs(args, &header, &rows, itl_path.as_deref())?;
-
-    let mut summary = summary::summarize(&rows, ended.wall_us, keep_chunks);
-    summary["dispatched"] = ended.dispatched.into();
-    summary["warm_up_requests"] = warmup.into();
-    summary["tokens_per_word"] = tpw.into();
-    let text = serde_json::to_string_pretty(&summary).map_err(|e| Failure {
-        code: 1,
-        message: e.to_string(),
-    })?;
-    eprintln!(
-        "observe: {} dispatched, {} recorded ({} ok), {:.3} s; trace in {} and {}",
-        ended.dispatched,
-        rows.len(),
-        summary["ok"],
-        ended.wall_us as f64 / 1e6,
-        args.trace_header.display(),
-        args.trace_data.display()
-    );
-    if ended.interrupted {
-        eprintln!("{text}");
-        return Err(Failure {
-            code: 130,
-            message: format!(
-                "interrupted: dispatching stopped; {} recorded requests written, {} still in flight after --drain-timeout {} s were not recorded",
-                rows.len(),
-                ended.abandoned,
-                args.drain_timeout
-            ),
-        });
-    }
-    Ok(Some(text))
+    header
 }
 
 /// The `x-request-id` of dispatch `index`.
@@ -721,10 +781,7 @@ fn prewarm(client: &Arc<Client>, d: Duration) {
 }
 
 fn io_failure(path: &Path, e: impl std::fmt::Display) -> Failure {
-    Failure {
-        code: 1,
-        message: format!("cannot write {}: {e}", path.display()),
-    }
+    Failure::run(format!("cannot write {}: {e}", path.display()))
 }
 
 /// The trace (header, data) and the ITL CSV, each renamed into place.
@@ -737,16 +794,10 @@ fn write_outputs(
     let columns = TraceColumns::needed_by(rows.iter().map(|r| &r.rec), true);
     let mut w =
         TraceV2Writer::create(&args.trace_header, &args.trace_data, columns).map_err(|e| {
-            Failure {
-                code: 1,
-                message: e.to_string(),
-            }
+            Failure::run(e.to_string())
         })?;
     for r in rows {
-        w.write(&r.rec).map_err(|e| Failure {
-            code: 1,
-            message: e.to_string(),
-        })?;
+        w.write(&r.rec).map_err(|e| Failure::run(e.to_string()))?;
     }
     let itl_pending = match itl {
         Some(p) => {
@@ -766,10 +817,7 @@ fn write_outputs(
         }
         None => None,
     };
-    w.finish(header).map_err(|e| Failure {
-        code: 1,
-        message: e.to_string(),
-    })?;
+    w.finish(header).map_err(|e| Failure::run(e.to_string()))?;
     if let Some(p) = itl_pending {
         let path = p.path().to_path_buf();
         p.commit().map_err(|e| io_failure(&path, e))?;

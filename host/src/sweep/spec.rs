@@ -245,25 +245,7 @@ impl Plan {
     pub fn from_text(name: &str, dir: &Path, text: &str) -> Result<Plan, String> {
         let file: SweepFile =
             toml::from_str(text).map_err(|e| crate::config::describe_toml_error(name, text, &e))?;
-        let (base, base_text) = match &file.base {
-            Some(b) => {
-                let p = if b.is_absolute() {
-                    b.clone()
-                } else {
-                    dir.join(b)
-                };
-                let p = std::path::absolute(&p).unwrap_or(p);
-                let t = std::fs::read_to_string(&p).map_err(|e| {
-                    format!(
-                        "{name}: base = \"{}\": cannot read {}: {e}",
-                        b.display(),
-                        p.display()
-                    )
-                })?;
-                (Some(p), t)
-            }
-            None => (None, crate::config::DEFAULT_RUN_FILE.to_string()),
-        };
+        let (base, base_text) = read_base(name, dir, &file)?;
         let base_table: toml::Table = base_text.parse().map_err(|e: toml::de::Error| {
             format!("{name}: base run file: {}", e.message().trim())
         })?;
@@ -278,96 +260,8 @@ impl Plan {
         let mut axes: Vec<(Axis, Option<String>)> = Vec::new();
         for (i, a) in file.axes.iter().enumerate() {
             let what = format!("{name}: axis {}", i + 1);
-            let axis = match (&a.key, &a.values, &a.variants) {
-                (Some(key), Some(values), None) => {
-                    if values.is_empty() {
-                        return Err(format!("{what} ('{key}'): the axis has no values; give at least one, e.g. values = [10.0, 20.0]"));
-                    }
-                    check_key(&base_table, key, &values[0], &what)?;
-                    Axis {
-                        name: a.name.clone().unwrap_or_else(|| key.clone()),
-                        points: values
-                            .iter()
-                            .map(|v| AxisPoint {
-                                label: v.clone(),
-                                sets: vec![(key.clone(), v.clone())],
-                            })
-                            .collect(),
-                    }
-                }
-                (None, None, Some(variants)) => {
-                    let Some(axis_name) = a.name.clone() else {
-                        return Err(format!("{what}: an axis of variants needs a name (the results column), e.g. name = \"routing\""));
-                    };
-                    if variants.is_empty() {
-                        return Err(format!("{what} ('{axis_name}'): the axis has no variants; give at least one [[axis.variants]] with a name and a set table"));
-                    }
-                    let mut points = Vec::new();
-                    for v in variants {
-                        if points.iter().any(|p: &AxisPoint| p.label.as_str() == Some(v.name.as_str())) {
-                            return Err(format!("{what} ('{axis_name}'): two variants are named '{}'", v.name));
-                        }
-                        let mut sets = Vec::new();
-                        flatten_sets("", &v.set, &mut sets);
-                        for (k, val) in &sets {
-                            check_key(&base_table, k, val, &format!("{what} ('{axis_name}'), variant '{}'", v.name))?;
-                        }
-                        points.push(AxisPoint {
-                            label: toml::Value::String(v.name.clone()),
-                            sets,
-                        });
-                    }
-                    Axis {
-                        name: axis_name,
-                        points,
-                    }
-                }
-                _ => {
-                    return Err(format!(
-                        "{what}: an axis has either `key` and `values` (e.g. key = \"workload.aggregate_rate\", values = [10.0, 20.0]) or `name` and `[[axis.variants]]`"
-                    ))
-                }
-            };
-            if FIXED_COLUMNS.contains(&axis.name.as_str())
-                || axes.iter().any(|(x, _)| x.name == axis.name)
-            {
-                return Err(format!(
-                    "{what}: the column name '{}' is used twice (give the axis another `name`)",
-                    axis.name
-                ));
-            }
-            if super::table::is_report_column(&axis.name) {
-                return Err(format!(
-                    "{what}: the column name '{}' is a column of the report in results.csv; give the axis another `name` (e.g. name = \"{}_axis\")",
-                    axis.name, axis.name
-                ));
-            }
-            // Two axes that set the same key: the later would silently win.
-            for (other, _) in &axes {
-                let keys = |a: &Axis| -> Vec<String> {
-                    let mut k: Vec<String> = a
-                        .points
-                        .iter()
-                        .flat_map(|p| p.sets.iter().map(|(k, _)| k.clone()))
-                        .collect();
-                    k.sort();
-                    k.dedup();
-                    k
-                };
-                let mine = keys(&axis);
-                if let Some(k) = keys(other).iter().find(|k| {
-                    mine.iter().any(|m| {
-                        m == *k
-                            || m.starts_with(&format!("{k}."))
-                            || k.starts_with(&format!("{m}."))
-                    })
-                }) {
-                    return Err(format!(
-                        "{what} ('{}') and axis '{}' both set '{k}': one run would apply only the later value while the table shows both; vary the key in one axis (a variant axis can set several keys)",
-                        axis.name, other.name
-                    ));
-                }
-            }
+            let axis = check_axis(a, &base_table, &what)?;
+            check_axis_name(&axis, &axes, &what)?;
             axes.push((axis, a.zip.clone()));
         }
         if let Some(seeds) = &file.seeds {
@@ -375,100 +269,12 @@ impl Plan {
                 return Err(format!("{name}: seeds = []: give at least one seed, or leave `seeds` out to use the base run file's seed"));
             }
         }
-
-        // Groups: a zip group sits where its first axis is.
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut zip_of: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, (axis, zip)) in axes.iter().enumerate() {
-            match zip {
-                Some(z) => match zip_of.get(z) {
-                    Some(&g) => {
-                        let first = &axes[groups[g][0]].0;
-                        if first.points.len() != axis.points.len() {
-                            return Err(format!(
-                                "{name}: zip group '{z}': axis '{}' has {} values but '{}' has {}; zipped axes need equal lengths",
-                                axis.name,
-                                axis.points.len(),
-                                first.name,
-                                first.points.len()
-                            ));
-                        }
-                        groups[g].push(i);
-                    }
-                    None => {
-                        zip_of.insert(z.clone(), groups.len());
-                        groups.push(vec![i]);
-                    }
-                },
-                None => groups.push(vec![i]),
-            }
-        }
-
-        // Cartesian product over groups, first slowest; seeds fastest.
+        let groups = zip_groups(name, &axes)?;
         let seeds: Vec<Option<u64>> = match &file.seeds {
             Some(s) => s.iter().map(|v| Some(v.0)).collect(),
             None => vec![None],
         };
-        let lens: Vec<usize> = groups.iter().map(|g| axes[g[0]].0.points.len()).collect();
-        // Count before building anything.
-        let total = lens
-            .iter()
-            .fold(seeds.len() as u128, |n, &l| n.saturating_mul(l as u128));
-        if total > MAX_RUNS {
-            let dims: Vec<String> = groups
-                .iter()
-                .map(|g| format!("{} ({})", axes[g[0]].0.name, axes[g[0]].0.points.len()))
-                .chain(std::iter::once(format!("seeds ({})", seeds.len())))
-                .collect();
-            return Err(format!(
-                "{name}: the grid has {total} runs ({}), more than the {MAX_RUNS} a sweep may have; use fewer values, or zip axes that move together",
-                dims.join(" × ")
-            ));
-        }
-        let cells: usize = lens.iter().product();
-        let mut runs = Vec::with_capacity(cells * seeds.len());
-        let mut ids = BTreeMap::new();
-        for cell in 0..cells {
-            let mut pick = vec![0usize; groups.len()];
-            let mut rem = cell;
-            for g in (0..groups.len()).rev() {
-                pick[g] = rem % lens[g];
-                rem /= lens[g];
-            }
-            let mut chosen = vec![0usize; axes.len()];
-            for (g, members) in groups.iter().enumerate() {
-                for &m in members {
-                    chosen[m] = pick[g];
-                }
-            }
-            for seed in &seeds {
-                let mut sets = fixed.clone();
-                let mut axis_values = Vec::new();
-                for (i, (axis, _)) in axes.iter().enumerate() {
-                    let p = &axis.points[chosen[i]];
-                    axis_values.push((axis.name.clone(), p.label.clone()));
-                    sets.extend(p.sets.iter().cloned());
-                }
-                if let Some(s) = seed {
-                    sets.push(("seed".to_string(), crate::config::seed::to_value(*s)));
-                }
-                let id = run_id(&axis_values, *seed);
-                if let Some(prev) = ids.insert(id.clone(), runs.len()) {
-                    return Err(format!(
-                        "{name}: runs {} and {} have the same axis values (an axis repeats a value, or seeds repeat); each run must differ",
-                        prev + 1,
-                        runs.len() + 1
-                    ));
-                }
-                runs.push(PlannedRun {
-                    index: runs.len(),
-                    id,
-                    axes: axis_values,
-                    seed: *seed,
-                    sets,
-                });
-            }
-        }
+        let runs = expand(name, &axes, &groups, &seeds, &fixed)?;
 
         let mut canon = format!("base:\n{base_text}\n");
         let base_dir = base
@@ -578,6 +384,233 @@ impl std::str::FromStr for Shard {
         }
         Ok(Shard { index, count })
     }
+}
+
+
+/// The base run file's path (absolute) and text: `base` against the sweep
+/// file's folder, or the built-in scenario.
+fn read_base(name: &str, dir: &Path, file: &SweepFile) -> Result<(Option<PathBuf>, String), String> {
+    match &file.base {
+        Some(b) => {
+            let p = if b.is_absolute() {
+                b.clone()
+            } else {
+                dir.join(b)
+            };
+            let p = std::path::absolute(&p).unwrap_or(p);
+            let t = std::fs::read_to_string(&p).map_err(|e| {
+                format!(
+                    "{name}: base = \"{}\": cannot read {}: {e}",
+                    b.display(),
+                    p.display()
+                )
+            })?;
+            Ok((Some(p), t))
+        }
+        None => Ok((None, crate::config::DEFAULT_RUN_FILE.to_string())),
+    }
+}
+
+/// One `[[axis]]`: `key` and `values`, or `name` and variants, each value
+/// checked against the base run file.
+fn check_axis(a: &AxisFile, base_table: &toml::Table, what: &str) -> Result<Axis, String> {
+    match (&a.key, &a.values, &a.variants) {
+        (Some(key), Some(values), None) => {
+            if values.is_empty() {
+                return Err(format!("{what} ('{key}'): the axis has no values; give at least one, e.g. values = [10.0, 20.0]"));
+            }
+            check_key(base_table, key, &values[0], what)?;
+            Ok(Axis {
+                name: a.name.clone().unwrap_or_else(|| key.clone()),
+                points: values
+                    .iter()
+                    .map(|v| AxisPoint {
+                        label: v.clone(),
+                        sets: vec![(key.clone(), v.clone())],
+                    })
+                    .collect(),
+            })
+        }
+        (None, None, Some(variants)) => {
+            let Some(axis_name) = a.name.clone() else {
+                return Err(format!("{what}: an axis of variants needs a name (the results column), e.g. name = \"routing\""));
+            };
+            if variants.is_empty() {
+                return Err(format!("{what} ('{axis_name}'): the axis has no variants; give at least one [[axis.variants]] with a name and a set table"));
+            }
+            let mut points = Vec::new();
+            for v in variants {
+                if points.iter().any(|p: &AxisPoint| p.label.as_str() == Some(v.name.as_str())) {
+                    return Err(format!("{what} ('{axis_name}'): two variants are named '{}'", v.name));
+                }
+                let mut sets = Vec::new();
+                flatten_sets("", &v.set, &mut sets);
+                for (k, val) in &sets {
+                    check_key(base_table, k, val, &format!("{what} ('{axis_name}'), variant '{}'", v.name))?;
+                }
+                points.push(AxisPoint {
+                    label: toml::Value::String(v.name.clone()),
+                    sets,
+                });
+            }
+            Ok(Axis {
+                name: axis_name,
+                points,
+            })
+        }
+        _ => Err(format!(
+            "{what}: an axis has either `key` and `values` (e.g. key = \"workload.aggregate_rate\", values = [10.0, 20.0]) or `name` and `[[axis.variants]]`"
+        )),
+    }
+}
+
+/// An axis's column name is new and not a report column, and it sets no
+/// key an earlier axis sets (the later would silently win).
+fn check_axis_name(
+    axis: &Axis,
+    axes: &[(Axis, Option<String>)],
+    what: &str,
+) -> Result<(), String> {
+    if FIXED_COLUMNS.contains(&axis.name.as_str()) || axes.iter().any(|(x, _)| x.name == axis.name)
+    {
+        return Err(format!(
+            "{what}: the column name '{}' is used twice (give the axis another `name`)",
+            axis.name
+        ));
+    }
+    if super::table::is_report_column(&axis.name) {
+        return Err(format!(
+            "{what}: the column name '{}' is a column of the report in results.csv; give the axis another `name` (e.g. name = \"{}_axis\")",
+            axis.name, axis.name
+        ));
+    }
+    let keys = |a: &Axis| -> Vec<String> {
+        let mut k: Vec<String> = a
+            .points
+            .iter()
+            .flat_map(|p| p.sets.iter().map(|(k, _)| k.clone()))
+            .collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let mine = keys(axis);
+    for (other, _) in axes {
+        if let Some(k) = keys(other).iter().find(|k| {
+            mine.iter().any(|m| {
+                m == *k || m.starts_with(&format!("{k}.")) || k.starts_with(&format!("{m}."))
+            })
+        }) {
+            return Err(format!(
+                "{what} ('{}') and axis '{}' both set '{k}': one run would apply only the later value while the table shows both; vary the key in one axis (a variant axis can set several keys)",
+                axis.name, other.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The axes' groups: a zip group sits where its first axis is, and its
+/// axes have equal lengths; every other axis is a group of its own.
+fn zip_groups(name: &str, axes: &[(Axis, Option<String>)]) -> Result<Vec<Vec<usize>>, String> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut zip_of: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, (axis, zip)) in axes.iter().enumerate() {
+        match zip {
+            Some(z) => match zip_of.get(z) {
+                Some(&g) => {
+                    let first = &axes[groups[g][0]].0;
+                    if first.points.len() != axis.points.len() {
+                        return Err(format!(
+                            "{name}: zip group '{z}': axis '{}' has {} values but '{}' has {}; zipped axes need equal lengths",
+                            axis.name,
+                            axis.points.len(),
+                            first.name,
+                            first.points.len()
+                        ));
+                    }
+                    groups[g].push(i);
+                }
+                None => {
+                    zip_of.insert(z.clone(), groups.len());
+                    groups.push(vec![i]);
+                }
+            },
+            None => groups.push(vec![i]),
+        }
+    }
+    Ok(groups)
+}
+
+/// The grid: the Cartesian product over groups, first slowest; seeds
+/// fastest. Counted before anything is built; ids unique.
+fn expand(
+    name: &str,
+    axes: &[(Axis, Option<String>)],
+    groups: &[Vec<usize>],
+    seeds: &[Option<u64>],
+    fixed: &[(String, toml::Value)],
+) -> Result<Vec<PlannedRun>, String> {
+    let lens: Vec<usize> = groups.iter().map(|g| axes[g[0]].0.points.len()).collect();
+    let total = lens
+        .iter()
+        .fold(seeds.len() as u128, |n, &l| n.saturating_mul(l as u128));
+    if total > MAX_RUNS {
+        let dims: Vec<String> = groups
+            .iter()
+            .map(|g| format!("{} ({})", axes[g[0]].0.name, axes[g[0]].0.points.len()))
+            .chain(std::iter::once(format!("seeds ({})", seeds.len())))
+            .collect();
+        return Err(format!(
+            "{name}: the grid has {total} runs ({}), more than the {MAX_RUNS} a sweep may have; use fewer values, or zip axes that move together",
+            dims.join(" × ")
+        ));
+    }
+    let cells: usize = lens.iter().product();
+    let mut runs = Vec::with_capacity(cells * seeds.len());
+    let mut ids = BTreeMap::new();
+    for cell in 0..cells {
+        let mut pick = vec![0usize; groups.len()];
+        let mut rem = cell;
+        for g in (0..groups.len()).rev() {
+            pick[g] = rem % lens[g];
+            rem /= lens[g];
+        }
+        let mut chosen = vec![0usize; axes.len()];
+        for (g, members) in groups.iter().enumerate() {
+            for &m in members {
+                chosen[m] = pick[g];
+            }
+        }
+        for seed in seeds {
+            let mut sets = fixed.to_vec();
+            let mut axis_values = Vec::new();
+            for (i, (axis, _)) in axes.iter().enumerate() {
+                let p = &axis.points[chosen[i]];
+                axis_values.push((axis.name.clone(), p.label.clone()));
+                sets.extend(p.sets.iter().cloned());
+            }
+            if let Some(s) = seed {
+                sets.push(("seed".to_string(), crate::config::seed::to_value(*s)));
+            }
+            let id = run_id(&axis_values, *seed);
+            if let Some(prev) = ids.insert(id.clone(), runs.len()) {
+                return Err(format!(
+                    "{name}: runs {} and {} have the same axis values (an axis repeats a value, or seeds repeat); each run must differ",
+                    prev + 1,
+                    runs.len() + 1
+                ));
+            }
+            runs.push(PlannedRun {
+                index: runs.len(),
+                id,
+                axes: axis_values,
+                seed: *seed,
+                sets,
+            });
+        }
+    }
+    Ok(runs)
 }
 
 #[cfg(test)]

@@ -622,248 +622,297 @@ type Planned = (
     Vec<String>,
 );
 
+/// Names given indices in order of first appearance (tenants, adapters,
+/// models).
+#[derive(Default)]
+struct Interner {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+}
+
+impl Interner {
+    fn intern(&mut self, name: &str) -> u32 {
+        match self.index.get(name) {
+            Some(&k) => k,
+            None => {
+                let k = self.names.len() as u32;
+                self.names.push(name.to_string());
+                self.index.insert(name.to_string(), k);
+                k
+            }
+        }
+    }
+}
+
+/// One client's plan before its rate is known (it depends on every
+/// client's `rate_fraction`).
+struct PartialPlan {
+    fraction: f64,
+    arrival: ArrivalSpec,
+    input: LengthSampler,
+    output: LengthSampler,
+    prefix: Option<Segment>,
+    slo: SloClass,
+    tenant: u32,
+    windows: Vec<(Tick, Tick)>,
+    session: Option<SessionSpec>,
+    seed: u64,
+    adapter: AdapterPick,
+    model: Option<u32>,
+    multimodal: Option<f64>,
+}
+
+/// What the clients share while they are checked one by one.
+struct ClientIndex<'a> {
+    // A set, not a list: an inference-perf expansion has tens of thousands
+    // of clients, and a linear duplicate check made validation quadratic.
+    seen: HashSet<&'a str>,
+    tenants: Interner,
+    adapters: Interner,
+    models: Interner,
+    /// prefix group → (segment, id of the client that set it)
+    groups: HashMap<&'a str, (Segment, &'a str)>,
+}
+
 /// Validates every client and resolves rates, prefixes, tenants and streams.
 fn plan_clients(
     specs: &[ClientSpec],
     aggregate_rate: f64,
     seed: u64,
 ) -> Result<Planned, WorkloadError> {
-    // A set, not a list: an inference-perf expansion has tens of thousands
-    // of clients, and a linear duplicate check made validation quadratic.
-    let mut seen: HashSet<&str> = HashSet::with_capacity(specs.len());
-    let mut names: Vec<String> = Vec::with_capacity(specs.len());
-    let mut tenants: Vec<String> = Vec::new();
-    let mut tenant_idx: HashMap<String, u32> = HashMap::new();
-    let mut adapters: Vec<String> = Vec::new();
-    let mut adapter_idx: HashMap<String, u32> = HashMap::new();
-    let mut picks = Vec::with_capacity(specs.len());
-    let mut models: Vec<String> = Vec::new();
-    let mut client_models: Vec<Option<u32>> = Vec::with_capacity(specs.len());
-    let mut multimodal = Vec::with_capacity(specs.len());
-    // group → (segment, id of the client that set it)
-    let mut groups: HashMap<&str, (Segment, &str)> = HashMap::new();
-    let mut fractions = Vec::with_capacity(specs.len());
-    let mut partial = Vec::with_capacity(specs.len());
-    for (i, s) in specs.iter().enumerate() {
-        let at = |msg: String| cfg_err(format!("clients[{i}] (id \"{}\"): {msg}", s.id));
-        if s.id.is_empty() {
-            return Err(cfg_err(format!(
-                "clients[{i}]: id is empty (every client needs a unique id)"
-            )));
-        }
-        if !seen.insert(s.id.as_str()) {
-            return Err(at(
-                "duplicate id (ids must be unique: they seed each client's random stream)".into(),
-            ));
-        }
-        names.push(s.id.clone());
-        let f = s.rate_fraction.unwrap_or(1.0);
-        if !(f.is_finite() && f > 0.0) {
-            return Err(at(format!(
-                "rate_fraction must be a finite number > 0, got {f}"
-            )));
-        }
-        fractions.push(f);
-        let arrival = s
-            .arrival
-            .unwrap_or(ArrivalSpec::new(ArrivalProcess::Poisson));
-        sampler::validate_arrival(&arrival).map_err(|e| at(format!("arrival: {e}")))?;
-        let input = LengthSampler::new(&s.input).map_err(|e| at(format!("input: {e}")))?;
-        let output = LengthSampler::new(&s.output).map_err(|e| at(format!("output: {e}")))?;
-        multimodal.push(match &s.multimodal {
-            None => None,
-            Some(m) => {
-                let share = m.fraction.unwrap_or(1.0);
-                if !(0.0..=1.0).contains(&share) {
-                    return Err(at(format!(
-                        "multimodal.fraction must lie in [0, 1], got {share}"
-                    )));
-                }
-                Some(share)
-            }
-        });
-        let prefix = match (&s.prefix_group, s.prefix_length) {
-            (None, Some(_)) => {
-                return Err(at("prefix_length is set without a prefix_group".into()))
-            }
-            (None, None) => None,
-            (Some(g), len) => {
-                if g.is_empty() {
-                    return Err(at("prefix_group is empty".into()));
-                }
-                if len == Some(0) || len.is_some_and(|l| l > MAX_TOKENS) {
-                    return Err(at(format!(
-                        "prefix_length must lie in [1, {MAX_TOKENS}], got {}",
-                        len.unwrap_or(0)
-                    )));
-                }
-                match groups.get(g.as_str()) {
-                    Some((seg, owner)) => {
-                        if len.is_some_and(|l| l != seg.len) {
-                            return Err(at(format!(
-                                "prefix_length {} differs from the length {} of prefix group \"{g}\", set by its first client \"{owner}\" (a group has one prefix)",
-                                len.unwrap_or(0),
-                                seg.len
-                            )));
-                        }
-                        Some(*seg)
-                    }
-                    None => {
-                        let seg = Segment {
-                            seed: prefix_seed(seed, g),
-                            len: len.unwrap_or(defaults::PREFIX_LENGTH),
-                        };
-                        groups.insert(g, (seg, &s.id));
-                        Some(seg)
-                    }
-                }
-            }
-        };
-        let slo = match &s.slo_class {
-            None => SloClass::Standard,
-            Some(c) => SloClass::parse(c).ok_or_else(|| {
-                at(format!(
-                    "unknown slo_class \"{c}\" (accepted: critical, standard, batch, sheddable, background)"
-                ))
-            })?,
-        };
-        let tenant_name = s.tenant_id.as_deref().unwrap_or(DEFAULT_TENANT);
-        if tenant_name.is_empty() {
-            return Err(at("tenant_id is empty".into()));
-        }
-        let tenant = match tenant_idx.get(tenant_name) {
-            Some(&t) => t,
-            None => {
-                let t = tenants.len() as u32;
-                tenants.push(tenant_name.to_string());
-                tenant_idx.insert(tenant_name.to_string(), t);
-                t
-            }
-        };
-        let windows = match &s.windows {
-            None => Vec::new(),
-            Some(ws) => {
-                if ws.is_empty() {
-                    return Err(at(
-                        "windows is empty (omit it for an always-active client)".into()
-                    ));
-                }
-                let mut v: Vec<(Tick, Tick)> = Vec::with_capacity(ws.len());
-                for w in ws {
-                    if w.start_us >= w.end_us || w.end_us > i64::MAX as u64 {
-                        return Err(at(format!(
-                            "window [{}, {}) is empty or out of range (need start_us < end_us)",
-                            w.start_us, w.end_us
-                        )));
-                    }
-                    v.push((w.start_us as Tick, w.end_us as Tick));
-                }
-                merge_windows(v)
-            }
-        };
-        if let Some(sess) = s.session {
-            if sess.max_rounds == 0 {
-                return Err(at("session max_rounds must be ≥ 1".into()));
-            }
-        }
-        let mut intern = |name: &str| -> Result<u32, WorkloadError> {
-            if name.is_empty() {
-                return Err(at("an adapter id is empty".into()));
-            }
-            Ok(match adapter_idx.get(name) {
-                Some(&a) => a,
-                None => {
-                    let a = adapters.len() as u32;
-                    adapters.push(name.to_string());
-                    adapter_idx.insert(name.to_string(), a);
-                    a
-                }
-            })
-        };
-        let pick = match (&s.adapter, &s.adapter_mix) {
-            (Some(_), Some(_)) => {
-                return Err(at(
-                    "adapter and adapter_mix are both given: give one adapter, or a mix".into(),
-                ))
-            }
-            (None, None) => AdapterPick::Base,
-            (Some(a), None) => AdapterPick::One(intern(a)?),
-            (None, Some(m)) => {
-                let zs = m.zipf_s.unwrap_or(1.0);
-                if !(zs.is_finite() && zs >= 0.0) {
-                    return Err(at(format!(
-                        "adapter_mix.zipf_s must be a finite number ≥ 0, got {zs}"
-                    )));
-                }
-                if m.ids.is_empty() {
-                    return Err(at(
-                        "adapter_mix.ids is empty: list the adapters to draw from".into(),
-                    ));
-                }
-                let mut ids = Vec::with_capacity(m.ids.len());
-                for id in &m.ids {
-                    let a = intern(id)?;
-                    if ids.contains(&a) {
-                        return Err(at(format!("adapter_mix.ids lists \"{id}\" twice")));
-                    }
-                    ids.push(a);
-                }
-                AdapterPick::zipf(ids, zs)
-            }
-        };
-        picks.push(pick);
-        client_models.push(match s.model.as_deref() {
-            None => None,
-            Some("") => return Err(at("model is empty: name a served model, or omit it".into())),
-            Some(m) => Some(match models.iter().position(|x| x == m) {
-                Some(k) => k as u32,
-                None => {
-                    models.push(m.to_string());
-                    (models.len() - 1) as u32
-                }
-            }),
-        });
-        partial.push((
-            arrival,
-            input,
-            output,
-            prefix,
-            slo,
-            tenant,
-            windows,
-            s.session,
-            client_seed(seed, &s.id),
-        ));
-    }
-    let total: f64 = fractions.iter().sum();
+    let mut index = ClientIndex {
+        seen: HashSet::with_capacity(specs.len()),
+        tenants: Interner::default(),
+        adapters: Interner::default(),
+        models: Interner::default(),
+        groups: HashMap::new(),
+    };
+    let names: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
+    let partial = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| plan_client(i, s, seed, &mut index))
+        .collect::<Result<Vec<PartialPlan>, WorkloadError>>()?;
+    let total: f64 = partial.iter().map(|p| p.fraction).sum();
     let mut plans = Vec::with_capacity(specs.len());
-    for (i, ((arrival, input, output, prefix, slo, tenant, windows, session, cseed), adapter)) in
-        partial.into_iter().zip(picks).enumerate()
-    {
-        let rate_per_us = aggregate_rate * (fractions[i] / total) / 1e6;
-        let arrival = ArrivalSampler::new(&arrival, rate_per_us).map_err(|e| {
+    for (i, p) in partial.into_iter().enumerate() {
+        let rate_per_us = aggregate_rate * (p.fraction / total) / 1e6;
+        let arrival = ArrivalSampler::new(&p.arrival, rate_per_us).map_err(|e| {
             cfg_err(format!(
                 "clients[{i}] (id \"{}\"): arrival: {e}",
                 specs[i].id
             ))
         })?;
         plans.push(ClientPlan {
-            seed: cseed,
+            seed: p.seed,
             arrival,
-            input,
-            output,
-            prefix,
-            tenant,
-            slo,
-            windows,
-            session,
+            input: p.input,
+            output: p.output,
+            prefix: p.prefix,
+            tenant: p.tenant,
+            slo: p.slo,
+            windows: p.windows,
+            session: p.session,
             schedule: Schedule::Unlimited,
-            adapter,
-            model: client_models[i],
-            multimodal: multimodal[i],
+            adapter: p.adapter,
+            model: p.model,
+            multimodal: p.multimodal,
         });
     }
-    Ok((plans, names, tenants, adapters, models))
+    Ok((
+        plans,
+        names,
+        index.tenants.names,
+        index.adapters.names,
+        index.models.names,
+    ))
+}
+
+/// Client `i` checked, its names interned.
+fn plan_client<'a>(
+    i: usize,
+    s: &'a ClientSpec,
+    seed: u64,
+    index: &mut ClientIndex<'a>,
+) -> Result<PartialPlan, WorkloadError> {
+    let at = |msg: String| cfg_err(format!("clients[{i}] (id \"{}\"): {msg}", s.id));
+    if s.id.is_empty() {
+        return Err(cfg_err(format!(
+            "clients[{i}]: id is empty (every client needs a unique id)"
+        )));
+    }
+    if !index.seen.insert(s.id.as_str()) {
+        return Err(at(
+            "duplicate id (ids must be unique: they seed each client's random stream)".into(),
+        ));
+    }
+    let fraction = s.rate_fraction.unwrap_or(1.0);
+    if !(fraction.is_finite() && fraction > 0.0) {
+        return Err(at(format!(
+            "rate_fraction must be a finite number > 0, got {fraction}"
+        )));
+    }
+    let arrival = s
+        .arrival
+        .unwrap_or(ArrivalSpec::new(ArrivalProcess::Poisson));
+    sampler::validate_arrival(&arrival).map_err(|e| at(format!("arrival: {e}")))?;
+    let input = LengthSampler::new(&s.input).map_err(|e| at(format!("input: {e}")))?;
+    let output = LengthSampler::new(&s.output).map_err(|e| at(format!("output: {e}")))?;
+    let multimodal = match &s.multimodal {
+        None => None,
+        Some(m) => {
+            let share = m.fraction.unwrap_or(1.0);
+            if !(0.0..=1.0).contains(&share) {
+                return Err(at(format!(
+                    "multimodal.fraction must lie in [0, 1], got {share}"
+                )));
+            }
+            Some(share)
+        }
+    };
+    let prefix = client_prefix(s, seed, &mut index.groups).map_err(at)?;
+    let slo = match &s.slo_class {
+        None => SloClass::Standard,
+        Some(c) => SloClass::parse(c).ok_or_else(|| {
+            at(format!(
+                "unknown slo_class \"{c}\" (accepted: critical, standard, batch, sheddable, background)"
+            ))
+        })?,
+    };
+    let tenant_name = s.tenant_id.as_deref().unwrap_or(DEFAULT_TENANT);
+    if tenant_name.is_empty() {
+        return Err(at("tenant_id is empty".into()));
+    }
+    let tenant = index.tenants.intern(tenant_name);
+    let windows = client_windows(s).map_err(at)?;
+    if let Some(sess) = s.session {
+        if sess.max_rounds == 0 {
+            return Err(at("session max_rounds must be ≥ 1".into()));
+        }
+    }
+    let adapter = adapter_pick(s, &mut index.adapters).map_err(at)?;
+    let model = match s.model.as_deref() {
+        None => None,
+        Some("") => return Err(at("model is empty: name a served model, or omit it".into())),
+        Some(m) => Some(index.models.intern(m)),
+    };
+    Ok(PartialPlan {
+        fraction,
+        arrival,
+        input,
+        output,
+        prefix,
+        slo,
+        tenant,
+        windows,
+        session: s.session,
+        seed: client_seed(seed, &s.id),
+        adapter,
+        model,
+        multimodal,
+    })
+}
+
+/// A client's shared prefix: its group's segment (the group's first client
+/// sets its length).
+fn client_prefix<'a>(
+    s: &'a ClientSpec,
+    seed: u64,
+    groups: &mut HashMap<&'a str, (Segment, &'a str)>,
+) -> Result<Option<Segment>, String> {
+    match (&s.prefix_group, s.prefix_length) {
+        (None, Some(_)) => Err("prefix_length is set without a prefix_group".into()),
+        (None, None) => Ok(None),
+        (Some(g), len) => {
+            if g.is_empty() {
+                return Err("prefix_group is empty".into());
+            }
+            if len == Some(0) || len.is_some_and(|l| l > MAX_TOKENS) {
+                return Err(format!(
+                    "prefix_length must lie in [1, {MAX_TOKENS}], got {}",
+                    len.unwrap_or(0)
+                ));
+            }
+            match groups.get(g.as_str()) {
+                Some((seg, owner)) => {
+                    if len.is_some_and(|l| l != seg.len) {
+                        return Err(format!(
+                            "prefix_length {} differs from the length {} of prefix group \"{g}\", set by its first client \"{owner}\" (a group has one prefix)",
+                            len.unwrap_or(0),
+                            seg.len
+                        ));
+                    }
+                    Ok(Some(*seg))
+                }
+                None => {
+                    let seg = Segment {
+                        seed: prefix_seed(seed, g),
+                        len: len.unwrap_or(defaults::PREFIX_LENGTH),
+                    };
+                    groups.insert(g, (seg, &s.id));
+                    Ok(Some(seg))
+                }
+            }
+        }
+    }
+}
+
+/// A client's active windows, sorted and merged (none: always active).
+fn client_windows(s: &ClientSpec) -> Result<Vec<(Tick, Tick)>, String> {
+    let Some(ws) = &s.windows else {
+        return Ok(Vec::new());
+    };
+    if ws.is_empty() {
+        return Err("windows is empty (omit it for an always-active client)".into());
+    }
+    let mut v: Vec<(Tick, Tick)> = Vec::with_capacity(ws.len());
+    for w in ws {
+        if w.start_us >= w.end_us || w.end_us > i64::MAX as u64 {
+            return Err(format!(
+                "window [{}, {}) is empty or out of range (need start_us < end_us)",
+                w.start_us, w.end_us
+            ));
+        }
+        v.push((w.start_us as Tick, w.end_us as Tick));
+    }
+    Ok(merge_windows(v))
+}
+
+/// Which LoRA adapter a client's requests use: none, one, or a Zipf mix.
+fn adapter_pick(s: &ClientSpec, adapters: &mut Interner) -> Result<AdapterPick, String> {
+    let mut intern = |name: &str| -> Result<u32, String> {
+        if name.is_empty() {
+            return Err("an adapter id is empty".into());
+        }
+        Ok(adapters.intern(name))
+    };
+    match (&s.adapter, &s.adapter_mix) {
+        (Some(_), Some(_)) => {
+            Err("adapter and adapter_mix are both given: give one adapter, or a mix".into())
+        }
+        (None, None) => Ok(AdapterPick::Base),
+        (Some(a), None) => Ok(AdapterPick::One(intern(a)?)),
+        (None, Some(m)) => {
+            let zs = m.zipf_s.unwrap_or(1.0);
+            if !(zs.is_finite() && zs >= 0.0) {
+                return Err(format!(
+                    "adapter_mix.zipf_s must be a finite number ≥ 0, got {zs}"
+                ));
+            }
+            if m.ids.is_empty() {
+                return Err("adapter_mix.ids is empty: list the adapters to draw from".into());
+            }
+            let mut ids = Vec::with_capacity(m.ids.len());
+            for id in &m.ids {
+                let a = intern(id)?;
+                if ids.contains(&a) {
+                    return Err(format!("adapter_mix.ids lists \"{id}\" twice"));
+                }
+                ids.push(a);
+            }
+            Ok(AdapterPick::zipf(ids, zs))
+        }
+    }
 }
 
 /// Sorts windows and merges overlapping or touching ones.

@@ -113,123 +113,20 @@ pub(super) fn check(
             run.instance.count
         ));
     }
-    let mut pools = Vec::new();
-    let mut total = 0u64;
     let serve = run.pools.iter().any(|p| p.role == "serve");
     if serve {
-        if let Some((i, p)) = run
-            .pools
-            .iter()
-            .enumerate()
-            .find(|(_, p)| p.role != "serve")
-        {
-            problems.error(format!(
-                "pools[{i}].role = \"{}\" with pools of role \"serve\": instance groups of several models \
-                 and prefill/decode pools cannot be mixed yet; give every pool role = \"serve\" or none",
-                p.role
-            ));
-        }
-        if run.pd.is_some() {
-            problems.error(
-                "[pd] with pools of role \"serve\": serve pools have no prefill/decode split; remove [pd]",
-            );
-        }
+        check_serve_mix(run, problems);
     }
-    for (i, p) in run.pools.iter().enumerate() {
-        let key = format!("pools[{i}] ({})", p.name);
-        if p.name.is_empty() {
-            problems.error(format!("pools[{i}].name is empty: give every pool a name"));
-        }
-        if run.pools[..i].iter().any(|q| q.name == p.name) {
-            problems.error(format!("{key}: another pool has the name \"{}\"", p.name));
-        }
-        let role = match p.role.as_str() {
-            "prefill" => PoolRole::Prefill,
-            "decode" => PoolRole::Decode,
-            "encode" => PoolRole::Encode,
-            // (a placeholder: serve pools have no P/D role)
-            "both" | "serve" => PoolRole::Both,
-            other => {
-                problems.error(one_of(&format!("pools[{i}].role"), other, &ROLES));
-                continue;
-            }
-        };
-        if p.instances == 0 {
-            problems.error(format!(
-                "pools[{i}].instances = 0: a pool needs at least one instance"
-            ));
-        }
-        for (k, v) in [
-            ("min_instances", p.min_instances),
-            ("max_instances", p.max_instances),
-        ] {
-            if v.is_some() && !(serve && run.autoscaler.is_some()) {
-                problems.error(format!(
-                    "pools[{i}].{k}: a pool's autoscaler bounds need role = \"serve\" and [autoscaler] \
-                     (each serve pool is then scaled on its own); remove the key"
-                ));
-            }
-        }
-        total += u64::from(p.instances);
-        for k in ["count"] {
-            if p.instance.contains_key(k) {
-                problems.error(format!(
-                    "pools[{i}].instance.{k}: give the pool's size as pools[{i}].instances"
-                ));
-            }
-        }
-        for k in ["name", "config_path"] {
-            if !serve && p.model.contains_key(k) {
-                problems.error(format!(
-                    "pools[{i}].model.{k}: every pool serves the run's model (a KV transfer moves its cache); \
-                     override hardware, tp, latency_model and the like only"
-                ));
-            }
-        }
-        let mut prun = run.clone();
-        prun.pools.clear();
-        prun.pd = None;
-        match merged(&run.model, &p.model, &format!("pools[{i}].model")) {
-            Ok(m) => prun.model = m,
-            Err(e) => {
-                problems.error(e);
-                continue;
-            }
-        }
-        match merged(&run.instance, &p.instance, &format!("pools[{i}].instance")) {
-            Ok(m) => prun.instance = m,
-            Err(e) => {
-                problems.error(e);
-                continue;
-            }
-        }
-        prun.instance.count = p.instances.max(1);
-        if !serve && prun.instance.block_size != run.instance.block_size {
-            problems.error(format!(
-                "pools[{i}].instance.block_size = {}: every pool uses instance.block_size = {} (KV moves in blocks)",
-                prun.instance.block_size, run.instance.block_size
-            ));
-        }
-        let mut pp = Problems::default();
-        let inst = instance::check(&prun.instance, &mut pp);
-        let offload = kv_offload::check(&prun.instance, &mut pp);
-        let model = model::check(&prun, base_dir, &mut pp);
-        for e in pp.errors {
-            problems.error(format!("{key}: {e}"));
-        }
-        let (Some(instance), Some(model)) = (inst, model) else {
-            continue;
-        };
-        pools.push(CheckedPool {
-            name: p.name.clone(),
-            role,
-            count: p.instances,
-            run: prun,
-            instance,
-            model,
-            kv_offload: offload,
-        });
-    }
+    let pools: Vec<CheckedPool> = (0..run.pools.len())
+        .filter_map(|i| check_pool(run, i, serve, base_dir, problems))
+        .collect();
+    // (pools of an unknown role were refused above and are not counted)
+    let total: u64 = run
+        .pools
+        .iter()
+        .filter(|p| ROLES.contains(&p.role.as_str()))
+        .map(|p| u64::from(p.instances))
+        .sum();
     if total > u64::from(MAX_INSTANCES) {
         problems.error(format!(
             "[[pools]]: {total} instances in all; at most {MAX_INSTANCES} are supported"
@@ -251,14 +148,154 @@ pub(super) fn check(
             serve: true,
         });
     }
+    check_pd(run, pools, base_dir, problems, before)
+}
+
+/// Serve pools (instance groups of several models) mix with no other role
+/// and no `[pd]`.
+fn check_serve_mix(run: &RunFile, problems: &mut Problems) {
+    if let Some((i, p)) = run
+        .pools
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.role != "serve")
+    {
+        problems.error(format!(
+            "pools[{i}].role = \"{}\" with pools of role \"serve\": instance groups of several models \
+             and prefill/decode pools cannot be mixed yet; give every pool role = \"serve\" or none",
+            p.role
+        ));
+    }
+    if run.pd.is_some() {
+        problems.error(
+            "[pd] with pools of role \"serve\": serve pools have no prefill/decode split; remove [pd]",
+        );
+    }
+}
+
+/// Check pool `i`: its keys, and its instance and model sections as the
+/// run's with the pool's overrides. `None` when it cannot be built.
+fn check_pool(
+    run: &RunFile,
+    i: usize,
+    serve: bool,
+    base_dir: &Path,
+    problems: &mut Problems,
+) -> Option<CheckedPool> {
+    let p = &run.pools[i];
+    let key = format!("pools[{i}] ({})", p.name);
+    if p.name.is_empty() {
+        problems.error(format!("pools[{i}].name is empty: give every pool a name"));
+    }
+    if run.pools[..i].iter().any(|q| q.name == p.name) {
+        problems.error(format!("{key}: another pool has the name \"{}\"", p.name));
+    }
+    let role = match p.role.as_str() {
+        "prefill" => PoolRole::Prefill,
+        "decode" => PoolRole::Decode,
+        "encode" => PoolRole::Encode,
+        // (a placeholder: serve pools have no P/D role)
+        "both" | "serve" => PoolRole::Both,
+        other => {
+            problems.error(one_of(&format!("pools[{i}].role"), other, &ROLES));
+            return None;
+        }
+    };
+    check_pool_keys(run, i, serve, problems);
+    let mut prun = run.clone();
+    prun.pools.clear();
+    prun.pd = None;
+    match merged(&run.model, &p.model, &format!("pools[{i}].model")) {
+        Ok(m) => prun.model = m,
+        Err(e) => {
+            problems.error(e);
+            return None;
+        }
+    }
+    match merged(&run.instance, &p.instance, &format!("pools[{i}].instance")) {
+        Ok(m) => prun.instance = m,
+        Err(e) => {
+            problems.error(e);
+            return None;
+        }
+    }
+    prun.instance.count = p.instances.max(1);
+    if !serve && prun.instance.block_size != run.instance.block_size {
+        problems.error(format!(
+            "pools[{i}].instance.block_size = {}: every pool uses instance.block_size = {} (KV moves in blocks)",
+            prun.instance.block_size, run.instance.block_size
+        ));
+    }
+    let mut pp = Problems::default();
+    let inst = instance::check(&prun.instance, &mut pp);
+    let offload = kv_offload::check(&prun.instance, &mut pp);
+    let model = model::check(&prun, base_dir, &mut pp);
+    for e in pp.errors {
+        problems.error(format!("{key}: {e}"));
+    }
+    let (Some(instance), Some(model)) = (inst, model) else {
+        return None;
+    };
+    Some(CheckedPool {
+        name: p.name.clone(),
+        role,
+        count: p.instances,
+        run: prun,
+        instance,
+        model,
+        kv_offload: offload,
+    })
+}
+
+/// Pool `i`'s size, autoscaler bounds and the keys a pool may not override.
+fn check_pool_keys(run: &RunFile, i: usize, serve: bool, problems: &mut Problems) {
+    let p = &run.pools[i];
+    if p.instances == 0 {
+        problems.error(format!(
+            "pools[{i}].instances = 0: a pool needs at least one instance"
+        ));
+    }
+    for (k, v) in [
+        ("min_instances", p.min_instances),
+        ("max_instances", p.max_instances),
+    ] {
+        if v.is_some() && !(serve && run.autoscaler.is_some()) {
+            problems.error(format!(
+                "pools[{i}].{k}: a pool's autoscaler bounds need role = \"serve\" and [autoscaler] \
+                 (each serve pool is then scaled on its own); remove the key"
+            ));
+        }
+    }
+    if p.instance.contains_key("count") {
+        problems.error(format!(
+            "pools[{i}].instance.count: give the pool's size as pools[{i}].instances"
+        ));
+    }
+    for k in ["name", "config_path"] {
+        if !serve && p.model.contains_key(k) {
+            problems.error(format!(
+                "pools[{i}].model.{k}: every pool serves the run's model (a KV transfer moves its cache); \
+                 override hardware, tp, latency_model and the like only"
+            ));
+        }
+    }
+}
+
+/// The P/D side of prefill/decode/encode pools: roles present, `[pd]`'s
+/// decider, transfer, stage routing and encode stage; then the pools in
+/// instance order.
+fn check_pd(
+    run: &RunFile,
+    mut pools: Vec<CheckedPool>,
+    base_dir: &Path,
+    problems: &mut Problems,
+    before: usize,
+) -> Option<CheckedPools> {
     let has = |r: PoolRole| run.pools.iter().any(|p| p.role == r.name());
     if !has(PoolRole::Decode) && !has(PoolRole::Both) {
         problems.error(
             "[[pools]]: no pool can decode; add a pool with role = \"decode\" (or \"both\")",
         );
-    }
-    if has(PoolRole::Prefill) && !has(PoolRole::Decode) && !has(PoolRole::Both) {
-        // (reported above)
     }
     let pd = run.pd.clone().unwrap_or_default();
     let decider = pd_decider::check(&pd, problems);
@@ -268,56 +305,9 @@ pub(super) fn check(
             pd.decider
         ));
     }
-    if !(pd.transfer_bandwidth_gbps.is_finite() && pd.transfer_bandwidth_gbps > 0.0) {
-        problems.error(format!(
-            "pd.transfer_bandwidth_gbps = {}: must be a finite number > 0 (GB/s per link)",
-            pd.transfer_bandwidth_gbps
-        ));
-    } else if pd.transfer_bandwidth_gbps < MIN_BANDWIDTH_GBPS {
-        problems.error(format!(
-            "pd.transfer_bandwidth_gbps = {}: must be at least {MIN_BANDWIDTH_GBPS} (1 MB/s); a slower link cannot be meant",
-            pd.transfer_bandwidth_gbps
-        ));
-    }
-    if !(pd.transfer_base_latency_ms.is_finite() && pd.transfer_base_latency_ms >= 0.0) {
-        problems.error(format!(
-            "pd.transfer_base_latency_ms = {}: must be a finite number ≥ 0 (ms)",
-            pd.transfer_base_latency_ms
-        ));
-    } else if pd.transfer_base_latency_ms > 1e9 {
-        problems.error(format!(
-            "pd.transfer_base_latency_ms = {}: at most 1e9 ms",
-            pd.transfer_base_latency_ms
-        ));
-    }
-    let mut kv_bytes_per_token = 0.0;
-    let mut split_by_tp = true;
-    match pd.kv_bytes_per_token {
-        Some(b) if !(b.is_finite() && b > 0.0) => problems.error(format!(
-            "pd.kv_bytes_per_token = {b}: must be a finite number > 0 (bytes of one token's KV at TP 1)"
-        )),
-        Some(b) if b > MAX_KV_BYTES_PER_TOKEN => problems.error(format!(
-            "pd.kv_bytes_per_token = {b}: must be at most {MAX_KV_BYTES_PER_TOKEN:e} (1 GB per token; real models need kB to a few MB)"
-        )),
-        Some(b) => kv_bytes_per_token = b,
-        None => {
-            let cfg = match &run.model.config_path {
-                Some(p) => ModelConfig::from_path(&resolve(base_dir, p)),
-                None => ModelConfig::bundled(&run.model.name),
-            };
-            match cfg {
-                Ok(m) => {
-                    kv_bytes_per_token = crate::instance::latency::kv_bytes_per_token_at_tp(&m, 1);
-                    split_by_tp = m.kv_lora_rank == 0;
-                }
-                Err(e) if decider.may_disaggregate() => problems.error(format!(
-                    "[pd]: the KV transfer needs the model's KV bytes per token: {e}; give model.config_path \
-                     or pd.kv_bytes_per_token"
-                )),
-                Err(_) => {}
-            }
-        }
-    }
+    check_transfer(&pd, problems);
+    let (kv_bytes_per_token, split_by_tp) =
+        kv_bytes_per_token(run, &pd, base_dir, decider.may_disaggregate(), problems);
     let prefill_plan = pd
         .prefill_routing
         .as_ref()
@@ -326,54 +316,7 @@ pub(super) fn check(
         .decode_routing
         .as_ref()
         .map(|r| check_stage(r, "pd.decode_routing", problems));
-    let encode = if has(PoolRole::Encode) {
-        let decider = match pd.encode_decider.as_deref() {
-            None | Some("multimodal") => Decider::Multimodal,
-            Some("always") => Decider::Always,
-            Some("never") => Decider::Never,
-            Some("prefix-threshold") => match pd.encode_prefix_threshold.unwrap_or(16) {
-                t if (0..=i64::from(u32::MAX)).contains(&t) => Decider::PrefixThreshold(t as u32),
-                t => {
-                    problems.error(format!(
-                        "pd.encode_prefix_threshold = {t}: must be an integer in [0, {}]",
-                        u32::MAX
-                    ));
-                    Decider::Never
-                }
-            },
-            Some(other) => {
-                problems.error(one_of(
-                    "pd.encode_decider",
-                    other,
-                    &["multimodal", "always", "never", "prefix-threshold"],
-                ));
-                Decider::Never
-            }
-        };
-        if (pd.encode_prefix_threshold.is_some() || pd.encode_prefix_min_prompt_tokens.is_some())
-            && !matches!(decider, Decider::PrefixThreshold(_))
-        {
-            problems.error(
-                "pd.encode_prefix_threshold is given but pd.encode_decider is not \"prefix-threshold\"; remove it or set the decider",
-            );
-        }
-        let plan = pd
-            .encode_routing
-            .as_ref()
-            .map(|r| check_stage(r, "pd.encode_routing", problems));
-        Some((decider, plan))
-    } else {
-        if pd.encode_decider.is_some()
-            || pd.encode_routing.is_some()
-            || pd.encode_prefix_threshold.is_some()
-            || pd.encode_prefix_min_prompt_tokens.is_some()
-        {
-            problems.error(
-                "pd.encode_decider / pd.encode_routing: the run has no pool with role = \"encode\"; add one or remove them",
-            );
-        }
-        None
-    };
+    let encode = check_encode(&pd, has(PoolRole::Encode), problems);
     if problems.errors.len() > before {
         return None;
     }
@@ -397,6 +340,128 @@ pub(super) fn check(
         split_by_tp,
         serve: false,
     })
+}
+
+/// `pd.transfer_bandwidth_gbps` and `pd.transfer_base_latency_ms` in range.
+fn check_transfer(pd: &PdSection, problems: &mut Problems) {
+    if !(pd.transfer_bandwidth_gbps.is_finite() && pd.transfer_bandwidth_gbps > 0.0) {
+        problems.error(format!(
+            "pd.transfer_bandwidth_gbps = {}: must be a finite number > 0 (GB/s per link)",
+            pd.transfer_bandwidth_gbps
+        ));
+    } else if pd.transfer_bandwidth_gbps < MIN_BANDWIDTH_GBPS {
+        problems.error(format!(
+            "pd.transfer_bandwidth_gbps = {}: must be at least {MIN_BANDWIDTH_GBPS} (1 MB/s); a slower link cannot be meant",
+            pd.transfer_bandwidth_gbps
+        ));
+    }
+    if !(pd.transfer_base_latency_ms.is_finite() && pd.transfer_base_latency_ms >= 0.0) {
+        problems.error(format!(
+            "pd.transfer_base_latency_ms = {}: must be a finite number ≥ 0 (ms)",
+            pd.transfer_base_latency_ms
+        ));
+    } else if pd.transfer_base_latency_ms > 1e9 {
+        problems.error(format!(
+            "pd.transfer_base_latency_ms = {}: at most 1e9 ms",
+            pd.transfer_base_latency_ms
+        ));
+    }
+}
+
+/// The KV bytes one token moves at TP 1 (`pd.kv_bytes_per_token`, else the
+/// model's), and whether the KV splits by TP (not for MLA models).
+fn kv_bytes_per_token(
+    run: &RunFile,
+    pd: &PdSection,
+    base_dir: &Path,
+    may_disaggregate: bool,
+    problems: &mut Problems,
+) -> (f64, bool) {
+    match pd.kv_bytes_per_token {
+        Some(b) if !(b.is_finite() && b > 0.0) => problems.error(format!(
+            "pd.kv_bytes_per_token = {b}: must be a finite number > 0 (bytes of one token's KV at TP 1)"
+        )),
+        Some(b) if b > MAX_KV_BYTES_PER_TOKEN => problems.error(format!(
+            "pd.kv_bytes_per_token = {b}: must be at most {MAX_KV_BYTES_PER_TOKEN:e} (1 GB per token; real models need kB to a few MB)"
+        )),
+        Some(b) => return (b, true),
+        None => {
+            let cfg = match &run.model.config_path {
+                Some(p) => ModelConfig::from_path(&resolve(base_dir, p)),
+                None => ModelConfig::bundled(&run.model.name),
+            };
+            match cfg {
+                Ok(m) => {
+                    return (
+                        crate::instance::latency::kv_bytes_per_token_at_tp(&m, 1),
+                        m.kv_lora_rank == 0,
+                    )
+                }
+                Err(e) if may_disaggregate => problems.error(format!(
+                    "[pd]: the KV transfer needs the model's KV bytes per token: {e}; give model.config_path \
+                     or pd.kv_bytes_per_token"
+                )),
+                Err(_) => {}
+            }
+        }
+    }
+    (0.0, true)
+}
+
+/// The encode stage: its decider and routing when an encode pool exists;
+/// its keys refused otherwise.
+fn check_encode(
+    pd: &PdSection,
+    has_encode: bool,
+    problems: &mut Problems,
+) -> Option<(Decider, Option<RoutingPlan>)> {
+    if !has_encode {
+        if pd.encode_decider.is_some()
+            || pd.encode_routing.is_some()
+            || pd.encode_prefix_threshold.is_some()
+            || pd.encode_prefix_min_prompt_tokens.is_some()
+        {
+            problems.error(
+                "pd.encode_decider / pd.encode_routing: the run has no pool with role = \"encode\"; add one or remove them",
+            );
+        }
+        return None;
+    }
+    let decider = match pd.encode_decider.as_deref() {
+        None | Some("multimodal") => Decider::Multimodal,
+        Some("always") => Decider::Always,
+        Some("never") => Decider::Never,
+        Some("prefix-threshold") => match pd.encode_prefix_threshold.unwrap_or(16) {
+            t if (0..=i64::from(u32::MAX)).contains(&t) => Decider::PrefixThreshold(t as u32),
+            t => {
+                problems.error(format!(
+                    "pd.encode_prefix_threshold = {t}: must be an integer in [0, {}]",
+                    u32::MAX
+                ));
+                Decider::Never
+            }
+        },
+        Some(other) => {
+            problems.error(one_of(
+                "pd.encode_decider",
+                other,
+                &["multimodal", "always", "never", "prefix-threshold"],
+            ));
+            Decider::Never
+        }
+    };
+    if (pd.encode_prefix_threshold.is_some() || pd.encode_prefix_min_prompt_tokens.is_some())
+        && !matches!(decider, Decider::PrefixThreshold(_))
+    {
+        problems.error(
+            "pd.encode_prefix_threshold is given but pd.encode_decider is not \"prefix-threshold\"; remove it or set the decider",
+        );
+    }
+    let plan = pd
+        .encode_routing
+        .as_ref()
+        .map(|r| check_stage(r, "pd.encode_routing", problems));
+    Some((decider, plan))
 }
 
 impl CheckedPools {

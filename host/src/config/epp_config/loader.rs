@@ -79,6 +79,56 @@ pub fn load(text: &str) -> Result<Loaded, String> {
 }
 
 fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, String> {
+    check_kind(&cfg, &mut notes)?;
+    // ---- 1. raw load: migrations, gates ----
+    migrate(&mut cfg, &mut notes);
+    let flow_control_gate = feature_gates(&cfg)?;
+    // ---- 2. validatePlugins ----
+    let mut plugins = validate_plugins(&cfg)?;
+    // ---- 3. instantiate: parameters, dependencies ----
+    instantiate(&plugins, &mut notes)?;
+    // ---- 4. system defaults: profiles ----
+    let specs = profile_specs(&cfg, &plugins, &mut notes)?;
+    let handler = profile_handler(&specs, &mut plugins, &mut notes)?;
+    if !plugins.iter().any(|p| p.info.is(kind::PICKER)) {
+        plugins.push(auto("max-score-picker"));
+        notes.push("no picker: llm-d adds max-score-picker".into());
+    }
+    // ---- 5. validateConfig: profiles ----
+    let profiles = specs
+        .iter()
+        .map(|(name, refs)| build_profile(name, refs, &plugins, &mut notes))
+        .collect::<Result<Vec<Profile>, String>>()?;
+    // ---- flow-control policies, parsers, detector, data layer ----
+    for ty in [
+        "fcfs-ordering-policy",
+        "global-strict-fairness-policy",
+        "static-usage-limit-policy",
+    ] {
+        if !plugins.iter().any(|p| p.name == ty) {
+            plugins.push(auto(ty));
+        }
+    }
+    let parsers = resolve_parsers(&cfg, &mut plugins)?;
+    let mut fc = cfg.flow_control.take().unwrap_or_default();
+    let detector = resolve_detector(&fc, &mut plugins)?;
+    check_data_layer(cfg.data_layer.as_ref(), &plugins)?;
+    check_flow_control(&mut fc, flow_control_gate, &plugins, &mut notes)?;
+    Ok(Loaded {
+        plugins,
+        profiles,
+        handler,
+        flow_control_gate,
+        flow_control: fc,
+        detector,
+        parsers,
+        data_layer: cfg.data_layer,
+        notes,
+    })
+}
+
+/// `kind` and `apiVersion`.
+fn check_kind(cfg: &EppConfig, notes: &mut Vec<String>) -> Result<(), String> {
     if cfg.kind != "EndpointPickerConfig" {
         return Err(format!("kind: {}: expected EndpointPickerConfig", cfg.kind));
     }
@@ -93,7 +143,11 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
             ))
         }
     }
-    // ---- 1. raw load: migrations, gates ----
+    Ok(())
+}
+
+/// Deprecated top-level keys moved where llm-d reads them now.
+fn migrate(cfg: &mut EppConfig, notes: &mut Vec<String>) {
     if let Some(d) = cfg.saturation_detector.take() {
         let fc = cfg.flow_control.get_or_insert_with(Default::default);
         if fc.saturation_detector.is_none() {
@@ -111,6 +165,10 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
         }
         notes.push("parser (top level) is deprecated: read as requestHandler.parsers".into());
     }
+}
+
+/// `featureGates` checked; whether the `flowControl` gate is on.
+fn feature_gates(cfg: &EppConfig) -> Result<bool, String> {
     let mut flow_control_gate = false;
     for g in &cfg.feature_gates {
         let (name, value) = match g.split_once('=') {
@@ -131,7 +189,11 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
             flow_control_gate = value;
         }
     }
-    // ---- 2. validatePlugins ----
+    Ok(flow_control_gate)
+}
+
+/// Every plugin of the file: a type, a unique name, a registered type.
+fn validate_plugins(cfg: &EppConfig) -> Result<Vec<Plugin>, String> {
     let mut plugins: Vec<Plugin> = Vec::new();
     for (i, p) in cfg.plugins.iter().enumerate() {
         let Some(ty) = p.ty.as_deref().filter(|t| !t.is_empty()) else {
@@ -154,12 +216,17 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
             auto: false,
         });
     }
-    // ---- 3. instantiate: parameters, dependencies ----
-    for p in &plugins {
+    Ok(plugins)
+}
+
+/// Parameters and dependencies checked; notes for Alpha and deprecated
+/// plugins.
+fn instantiate(plugins: &[Plugin], notes: &mut Vec<String>) -> Result<(), String> {
+    for p in plugins {
         check_params(p)?;
     }
-    check_dependencies(&plugins)?;
-    for p in &plugins {
+    check_dependencies(plugins)?;
+    for p in plugins {
         if p.info.alpha {
             notes.push(format!(
                 "plugin '{}' ({}) is Alpha: llm-d loads it only with --allow-experimental-plugins, which this configuration implies",
@@ -173,7 +240,16 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
             ));
         }
     }
-    // ---- 4. system defaults: profiles ----
+    Ok(())
+}
+
+/// The scheduling profiles as (name, plugin refs): the file's, or llm-d's
+/// `default` with every filter, scorer and picker; names present and unique.
+fn profile_specs(
+    cfg: &EppConfig,
+    plugins: &[Plugin],
+    notes: &mut Vec<String>,
+) -> Result<Vec<ProfileSpec>, String> {
     let mut specs: Vec<ProfileSpec> = cfg
         .scheduling_profiles
         .iter()
@@ -206,6 +282,16 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
         }
         seen_names.push(name);
     }
+    Ok(specs)
+}
+
+/// The one profile handler (llm-d adds single-profile-handler to a
+/// one-profile file without one).
+fn profile_handler(
+    specs: &[ProfileSpec],
+    plugins: &mut Vec<Plugin>,
+    notes: &mut Vec<String>,
+) -> Result<usize, String> {
     let handlers: Vec<usize> = (0..plugins.len())
         .filter(|&i| plugins[i].info.is(kind::HANDLER))
         .collect();
@@ -230,110 +316,87 @@ fn load_config(mut cfg: EppConfig, mut notes: Vec<String>) -> Result<Loaded, Str
     if plugins[handler].info.ty == "single-profile-handler" && specs.len() > 1 {
         return Err("SingleProfileHandler cannot support multiple scheduling profiles".into());
     }
-    if !plugins.iter().any(|p| p.info.is(kind::PICKER)) {
-        plugins.push(auto("max-score-picker"));
-        notes.push("no picker: llm-d adds max-score-picker".into());
-    }
-    // ---- 5. validateConfig: profiles ----
-    let mut profiles: Vec<Profile> = Vec::new();
-    for (name, refs) in &specs {
-        let name = name.clone().unwrap_or_default();
-        let mut filters = Vec::new();
-        let mut scorers = Vec::new();
-        let mut picker: Option<usize> = None;
-        for (j, (r, weight)) in refs.iter().enumerate() {
-            let Some(r) = r.as_deref().filter(|r| !r.is_empty()) else {
-                return Err(format!(
-                    "schedulingProfiles[{name}].plugins[{j}] is missing a 'pluginRef'"
-                ));
-            };
-            let Some(k) = plugins.iter().position(|p| p.name == r) else {
-                return Err(format!(
-                    "schedulingProfiles[{name}] references undefined plugin '{r}'"
-                ));
-            };
-            let info = plugins[k].info;
-            if let Some(w) = weight {
-                if !(w.is_finite() && *w >= 0.0) {
-                    return Err(format!(
-                        "schedulingProfiles[{name}]: plugin '{r}' has weight {w}; a weight must be a finite number ≥ 0 (blis cannot rank by it)"
-                    ));
-                }
-            }
-            let mut used = false;
-            if info.is(kind::FILTER) {
-                filters.push(k);
-                used = true;
-            }
-            if info.is(kind::SCORER) {
-                scorers.push((k, weight.unwrap_or(1.0)));
-                used = true;
-            }
-            if info.is(kind::PICKER) {
-                if let Some(prev) = picker {
-                    return Err(format!(
-                        "failed to register plugin '{r}' in profile '{name}': profile already have a registered picker plugin ('{}')",
-                        plugins[prev].name
-                    ));
-                }
-                picker = Some(k);
-                used = true;
-            }
-            if !used {
-                notes.push(format!(
-                    "schedulingProfiles[{name}]: '{r}' ({}) fills no profile slot; llm-d ignores it there (it still runs as a plugin)",
-                    info.ty
-                ));
-            }
-        }
-        let picker = match picker {
-            Some(p) => p,
-            None => {
-                let first = plugins
-                    .iter()
-                    .position(|p| p.info.is(kind::PICKER))
-                    .expect("a picker exists");
-                if plugins[first].info.ty != "max-score-picker" {
-                    notes.push(format!(
-                        "schedulingProfiles[{name}] has no picker: llm-d gives it an existing picker instance, here '{}' ({})",
-                        plugins[first].name, plugins[first].info.ty
-                    ));
-                }
-                first
-            }
+    Ok(handler)
+}
+
+/// One scheduling profile: its filters, weighted scorers and picker (an
+/// existing picker instance when it names none).
+fn build_profile(
+    name: &Option<String>,
+    refs: &[(Option<String>, Option<f64>)],
+    plugins: &[Plugin],
+    notes: &mut Vec<String>,
+) -> Result<Profile, String> {
+    let name = name.clone().unwrap_or_default();
+    let mut filters = Vec::new();
+    let mut scorers = Vec::new();
+    let mut picker: Option<usize> = None;
+    for (j, (r, weight)) in refs.iter().enumerate() {
+        let Some(r) = r.as_deref().filter(|r| !r.is_empty()) else {
+            return Err(format!(
+                "schedulingProfiles[{name}].plugins[{j}] is missing a 'pluginRef'"
+            ));
         };
-        profiles.push(Profile {
-            name,
-            filters,
-            scorers,
-            picker,
-        });
-    }
-    // ---- flow-control policies, parsers, detector, data layer ----
-    for ty in [
-        "fcfs-ordering-policy",
-        "global-strict-fairness-policy",
-        "static-usage-limit-policy",
-    ] {
-        if !plugins.iter().any(|p| p.name == ty) {
-            plugins.push(auto(ty));
+        let Some(k) = plugins.iter().position(|p| p.name == r) else {
+            return Err(format!(
+                "schedulingProfiles[{name}] references undefined plugin '{r}'"
+            ));
+        };
+        let info = plugins[k].info;
+        if let Some(w) = weight {
+            if !(w.is_finite() && *w >= 0.0) {
+                return Err(format!(
+                    "schedulingProfiles[{name}]: plugin '{r}' has weight {w}; a weight must be a finite number ≥ 0 (blis cannot rank by it)"
+                ));
+            }
+        }
+        let mut used = false;
+        if info.is(kind::FILTER) {
+            filters.push(k);
+            used = true;
+        }
+        if info.is(kind::SCORER) {
+            scorers.push((k, weight.unwrap_or(1.0)));
+            used = true;
+        }
+        if info.is(kind::PICKER) {
+            if let Some(prev) = picker {
+                return Err(format!(
+                    "failed to register plugin '{r}' in profile '{name}': profile already have a registered picker plugin ('{}')",
+                    plugins[prev].name
+                ));
+            }
+            picker = Some(k);
+            used = true;
+        }
+        if !used {
+            notes.push(format!(
+                "schedulingProfiles[{name}]: '{r}' ({}) fills no profile slot; llm-d ignores it there (it still runs as a plugin)",
+                info.ty
+            ));
         }
     }
-    let parsers = resolve_parsers(&cfg, &mut plugins)?;
-    let mut fc = cfg.flow_control.take().unwrap_or_default();
-    let detector = resolve_detector(&fc, &mut plugins)?;
-    check_data_layer(cfg.data_layer.as_ref(), &plugins)?;
-    check_flow_control(&mut fc, flow_control_gate, &plugins, &mut notes)?;
-    Ok(Loaded {
-        plugins,
-        profiles,
-        handler,
-        flow_control_gate,
-        flow_control: fc,
-        detector,
-        parsers,
-        data_layer: cfg.data_layer,
-        notes,
+    let picker = match picker {
+        Some(p) => p,
+        None => {
+            let first = plugins
+                .iter()
+                .position(|p| p.info.is(kind::PICKER))
+                .expect("a picker exists");
+            if plugins[first].info.ty != "max-score-picker" {
+                notes.push(format!(
+                    "schedulingProfiles[{name}] has no picker: llm-d gives it an existing picker instance, here '{}' ({})",
+                    plugins[first].name, plugins[first].info.ty
+                ));
+            }
+            first
+        }
+    };
+    Ok(Profile {
+        name,
+        filters,
+        scorers,
+        picker,
     })
 }
 
