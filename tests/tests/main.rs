@@ -22,6 +22,10 @@ mod autoscaling;
 // the real `blis`, with third-party ABI 0.2 policies.
 mod pipeline;
 
+// The library entry point (blis_host::session) as an embedding program uses
+// it: the report of `blis run`, errors of the right kind, cancellation.
+mod session;
+
 // The `blis` command end to end: report shape, determinism across processes,
 // embedded vs loaded standard library, subcommands, bad input.
 mod cli;

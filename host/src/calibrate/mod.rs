@@ -249,10 +249,7 @@ pub fn calibrate(
         .unwrap_or(0);
     let runtime_s = (max_last - min_send).max(0) as f64 / 1e6;
     let mut report = Map::new();
-    report.insert(
-        "trace_info".into(),
-        trace_info(&m, itl.dropped, runtime_s),
-    );
+    report.insert("trace_info".into(), trace_info(&m, itl.dropped, runtime_s));
     report.insert("metrics".into(), Value::Object(metrics));
     report.insert(
         "config_match".into(),

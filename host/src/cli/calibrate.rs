@@ -248,11 +248,21 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
         eprintln!("{l}");
     }
     let text = serde_json::to_string_pretty(&report).map_err(|e| usage(e.to_string()))?;
-    let (mut f, pending) = PendingOutput::create(&report_path).map_err(|e| runtime(format!("cannot create the report {}: {e}", report_path.display())))?;
+    let (mut f, pending) = PendingOutput::create(&report_path).map_err(|e| {
+        runtime(format!(
+            "cannot create the report {}: {e}",
+            report_path.display()
+        ))
+    })?;
     f.write_all(text.as_bytes())
         .and_then(|()| f.write_all(b"\n"))
         .and_then(|()| f.flush())
-        .map_err(|e| runtime(format!("cannot write the report {}: {e}", report_path.display())))?;
+        .map_err(|e| {
+            runtime(format!(
+                "cannot write the report {}: {e}",
+                report_path.display()
+            ))
+        })?;
     drop(f);
     pending.commit().map_err(|e| runtime(e.to_string()))?;
     Ok(text)

@@ -118,7 +118,6 @@ pub fn replay(args: &ReplayArgs) -> Result<String, Failure> {
         done.arrived,
         done.simulated_us as f64 / 1e6,
         done.events
-    )
-    ;
+    );
     Ok(done.report)
 }

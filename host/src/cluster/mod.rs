@@ -775,7 +775,7 @@ impl Cluster {
             }
         };
         let decision = with_lora(lora.as_ref(), decide)?;
-        let outcome = match decision {
+        let chosen = match decision {
             Decision::Routed {
                 chosen,
                 scores,
@@ -783,26 +783,18 @@ impl Cluster {
             } => {
                 if let Some(tr) = self.trace.as_mut() {
                     tr.routing(req.id, t, chosen, scores, candidates, snaps);
-                }
-                Ok(chosen)
-            }
-            Decision::NoCandidate { filter } => Err(filter),
-        };
-        let profile = self.routing.profile().filter(|p| !p.filters.is_empty());
-        let chosen = match outcome {
-            Ok(chosen) => {
-                if let Some(tr) = self.trace.as_mut() {
                     if let Some(p) = self.routing.profile() {
                         tr.scorer_scores(p, snaps.len());
-                    }
-                    if let Some(p) = profile {
-                        tr.filtered(p, None);
+                        if !p.filters.is_empty() {
+                            tr.filtered(p, None);
+                        }
                     }
                     tr.emit();
                 }
                 chosen
             }
-            Err(filter) => {
+            Decision::NoCandidate { filter } => {
+                let profile = self.routing.profile().filter(|p| !p.filters.is_empty());
                 if let (Some(tr), Some(p)) = (self.trace.as_mut(), profile) {
                     tr.no_candidate(req.id, t, p, filter);
                 }
@@ -817,19 +809,25 @@ impl Cluster {
             self.charge_tokens(slot, chosen);
         }
         self.routed_to(chosen);
-        let req = &mut self.store[slot];
-        req.instance = chosen;
-        self.lifecycle(t, EventKind::DISPATCHED, slot, chosen)?;
+        self.store[slot].instance = chosen;
+        self.dispatched(t, slot, chosen)
+    }
+
+    /// A request sent to `instance`: the dispatched hook, its prompt hashes
+    /// returned to the pool, its arrival at the instance queued.
+    #[inline]
+    pub(super) fn dispatched(
+        &mut self,
+        t: Tick,
+        slot: Slot,
+        instance: u32,
+    ) -> Result<(), Box<PluginError>> {
+        self.lifecycle(t, EventKind::DISPATCHED, slot, instance)?;
         let req = &mut self.store[slot];
         let hashes = std::mem::take(&mut req.prompt_hashes);
         self.hash_pool.push(hashes);
-        self.queue.push(
-            t,
-            Event::InstanceArrival {
-                instance: chosen,
-                slot,
-            },
-        );
+        self.queue
+            .push(t, Event::InstanceArrival { instance, slot });
         Ok(())
     }
 

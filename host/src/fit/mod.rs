@@ -398,10 +398,7 @@ fn row_weights(
     weights: &BTreeMap<String, f64>,
     trace_spans: &[(usize, usize)],
 ) -> Result<Vec<f64>, FitError> {
-    let mut row_weights: Vec<f64> = rows
-        .iter()
-        .map(|r| weight_of(weights, &r.metric))
-        .collect();
+    let mut row_weights: Vec<f64> = rows.iter().map(|r| weight_of(weights, &r.metric)).collect();
     for &(first, n) in trace_spans {
         for m in traces::METRICS {
             let count = rows[first..first + n]
@@ -504,8 +501,9 @@ fn bootstrap_units(m: &Measured) -> Vec<usize> {
         let base = m.row_unit[first];
         let requests = m.row_unit[first + n - 1] - base + 1;
         let len = (requests as f64).sqrt().ceil().max(1.0) as usize;
-        for r in first..first + n {
-            boot_unit[r] = next_block + (m.row_unit[r] - base) / len;
+        let span = first..first + n;
+        for (b, &u) in boot_unit[span.clone()].iter_mut().zip(&m.row_unit[span]) {
+            *b = next_block + (u - base) / len;
         }
         next_block += requests.div_ceil(len);
     }

@@ -75,6 +75,48 @@ fn label(v: &Value) -> String {
     }
 }
 
+/// The finished runs of a sweep, grouped by series (the axes other than
+/// the x axis) and x value.
+struct Grid<'a> {
+    ok: Vec<&'a Value>,
+    x_axis: String,
+    others: Vec<&'a String>,
+}
+
+impl Grid<'_> {
+    /// A run's series name.
+    fn series_of(&self, r: &Value) -> String {
+        if self.others.is_empty() {
+            "all".into()
+        } else if self.others.len() == 1 {
+            label(&r[self.others[0].as_str()])
+        } else {
+            self.others
+                .iter()
+                .map(|a| format!("{a}={}", label(&r[a.as_str()])))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+
+    /// `y` of every run that has it, by series and x.
+    fn group(&self, y: &dyn Fn(&Value) -> Option<f64>) -> Groups {
+        let mut g = Groups::new();
+        for r in &self.ok {
+            if let (Some(x), Some(v)) = (r[self.x_axis.as_str()].as_f64(), y(r)) {
+                g.entry(self.series_of(r))
+                    .or_default()
+                    .entry(OrdF64(x))
+                    .or_default()
+                    .push(v);
+            }
+        }
+        g
+    }
+}
+
+const SPREAD_NOTE: &str = "Mean over seeds; bars span min to max.";
+
 /// The body of a sweep's report.
 pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String, String> {
     let rows = read_jsonl(&dir.join("results.jsonl"))?;
@@ -108,41 +150,41 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
         return Ok(s);
     };
     let others: Vec<&String> = axes.iter().filter(|a| **a != x_axis).collect();
-    let series_of = |r: &Value| -> String {
-        if others.is_empty() {
-            "all".into()
-        } else if others.len() == 1 {
-            label(&r[others[0].as_str()])
-        } else {
-            others
-                .iter()
-                .map(|a| format!("{a}={}", label(&r[a.as_str()])))
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-    };
-    let group = |y: &dyn Fn(&Value) -> Option<f64>| -> Groups {
-        let mut g = Groups::new();
-        for r in &ok {
-            if let (Some(x), Some(v)) = (r[x_axis.as_str()].as_f64(), y(r)) {
-                g.entry(series_of(r))
-                    .or_default()
-                    .entry(OrdF64(x))
-                    .or_default()
-                    .push(v);
-            }
-        }
-        g
-    };
-    let spread_note = "Mean over seeds; bars span min to max.";
+    let grid = Grid { ok, x_axis, others };
     s.push_str("<h2>Latency vs load</h2>\n<div class=\"plots\">\n");
+    s.push_str(&latency_plots(&grid));
+    s.push_str("</div>\n<h2>Throughput and SLO attainment</h2>\n<div class=\"plots\">\n");
+    s.push_str(&throughput_plot(&grid));
+    s.push_str(&slo_plot(&grid, dir, targets));
+    s.push_str("</div>\n<h2>Summary</h2>\n");
+    s.push_str(&summary_table(&grid));
+    if !failed.is_empty() {
+        s.push_str("<h2>Failed runs</h2>\n");
+        let frows: Vec<Vec<String>> = failed
+            .iter()
+            .map(|r| {
+                vec![
+                    escape(r["run_id"].as_str().unwrap_or("?")),
+                    escape(r["error"].as_str().unwrap_or("")),
+                ]
+            })
+            .collect();
+        s.push_str(&table(&["run", "error"], &frows));
+    }
+    Ok(s)
+}
+
+/// TTFT and E2E p50/p99 against the x axis.
+fn latency_plots(grid: &Grid) -> String {
+    let x_axis = &grid.x_axis;
+    let mut s = String::new();
     for (field, title) in [
         ("ttft_p50_ms", "TTFT p50"),
         ("ttft_p99_ms", "TTFT p99"),
         ("e2e_p50_ms", "E2E p50"),
         ("e2e_p99_ms", "E2E p99"),
     ] {
-        let g = group(&|r: &Value| r[field].as_f64());
+        let g = grid.group(&|r: &Value| r[field].as_f64());
         let id = format!(
             "{}-vs-rate",
             field.trim_end_matches("_ms").replace('_', "-")
@@ -150,19 +192,21 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
         s.push_str(&charts::lines(
             &id,
             &format!("{title} vs {x_axis}"),
-            &x_axis,
+            x_axis,
             &format!("{title} (ms)"),
             &to_series(&g),
             Style::Lines,
-            spread_note,
+            SPREAD_NOTE,
         ));
     }
-    s.push_str("</div>\n<h2>Throughput and SLO attainment</h2>\n<div class=\"plots\">\n");
+    s
+}
 
-    // Throughput vs latency: one point per (series, x), mean over seeds.
+/// Throughput vs latency: one point per (series, x), mean over seeds.
+fn throughput_plot(grid: &Grid) -> String {
     let mut tl: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    let tput = group(&|r: &Value| r["tokens_per_sec"].as_f64());
-    let lat = group(&|r: &Value| r["e2e_p99_ms"].as_f64());
+    let tput = grid.group(&|r: &Value| r["tokens_per_sec"].as_f64());
+    let lat = grid.group(&|r: &Value| r["e2e_p99_ms"].as_f64());
     for (name, xs) in &tput {
         for (x, ys) in xs {
             if let Some(ls) = lat.get(name).and_then(|m| m.get(x)) {
@@ -173,25 +217,33 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
         }
     }
     let tl_series: Vec<Series> = tl.into_iter().map(|(n, p)| Series::new(n, p)).collect();
-    s.push_str(&charts::lines(
+    charts::lines(
         "throughput-vs-latency",
         "Throughput vs E2E p99",
         "output tokens/s",
         "E2E p99 (ms)",
         &tl_series,
         Style::Lines,
-        &format!("One point per {x_axis} value, in increasing order; means over seeds."),
-    ));
+        &format!(
+            "One point per {} value, in increasing order; means over seeds.",
+            grid.x_axis
+        ),
+    )
+}
 
-    // SLO attainment: a report column if the reports have one, else from per-request results.
-    let column = ok
+/// SLO attainment: a report column if the reports have one, else from
+/// per-request results.
+fn slo_plot(grid: &Grid, dir: &Path, targets: SloTargets) -> String {
+    let x_axis = &grid.x_axis;
+    let column = grid
+        .ok
         .first()
         .and_then(|r| r.as_object())
         .and_then(|m| m.keys().find(|k| k.ends_with("slo_attainment")).cloned());
     let (g, note) = match column {
         Some(c) => (
-            group(&|r: &Value| r[c.as_str()].as_f64()),
-            format!("From the reports' `{c}`. {spread_note}"),
+            grid.group(&|r: &Value| r[c.as_str()].as_f64()),
+            format!("From the reports' `{c}`. {SPREAD_NOTE}"),
         ),
         None => {
             let attain = |r: &Value| -> Option<f64> {
@@ -213,9 +265,9 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
                 Some(met as f64 / lines.len() as f64)
             };
             (
-                group(&attain),
+                grid.group(&attain),
                 format!(
-                    "Fraction of all requests (rejected and unfinished count as misses) with TTFT ≤ {} ms{}, from each run's results.jsonl. {spread_note}",
+                    "Fraction of all requests (rejected and unfinished count as misses) with TTFT ≤ {} ms{}, from each run's results.jsonl. {SPREAD_NOTE}",
                     targets.ttft_ms,
                     targets.e2e_ms.map_or(" that completed".into(), |e| format!(" and E2E ≤ {e} ms"))
                 ),
@@ -223,25 +275,29 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
         }
     };
     if g.is_empty() {
-        s.push_str(&charts::missing(
+        charts::missing(
             "slo-attainment-vs-rate",
             "SLO attainment vs rate",
             "the runs have no per-request results: set output.results_path in the base run file or in [set]",
-        ));
+        )
     } else {
-        s.push_str(&charts::lines(
+        charts::lines(
             "slo-attainment-vs-rate",
             &format!("SLO attainment vs {x_axis}"),
-            &x_axis,
+            x_axis,
             "fraction meeting the SLO",
             &to_series(&g),
             Style::Lines,
             &note,
-        ));
+        )
     }
-    s.push_str("</div>\n<h2>Summary</h2>\n");
-    let p99 = group(&|r: &Value| r["ttft_p99_ms"].as_f64());
-    let e99 = group(&|r: &Value| r["e2e_p99_ms"].as_f64());
+}
+
+/// Per series and x: runs, mean TTFT p99, E2E p99 and tokens/s.
+fn summary_table(grid: &Grid) -> String {
+    let p99 = grid.group(&|r: &Value| r["ttft_p99_ms"].as_f64());
+    let e99 = grid.group(&|r: &Value| r["e2e_p99_ms"].as_f64());
+    let tput = grid.group(&|r: &Value| r["tokens_per_sec"].as_f64());
     let mut trows = Vec::new();
     for (name, xs) in &p99 {
         for (x, ys) in xs {
@@ -257,29 +313,15 @@ pub fn body(dir: &Path, manifest: &Value, targets: SloTargets) -> Result<String,
             ]);
         }
     }
-    s.push_str(&table(
+    table(
         &[
             "series",
-            x_axis.as_str(),
+            grid.x_axis.as_str(),
             "runs",
             "TTFT p99 ms (mean)",
             "E2E p99 ms (mean)",
             "tokens/s (mean)",
         ],
         &trows,
-    ));
-    if !failed.is_empty() {
-        s.push_str("<h2>Failed runs</h2>\n");
-        let frows: Vec<Vec<String>> = failed
-            .iter()
-            .map(|r| {
-                vec![
-                    escape(r["run_id"].as_str().unwrap_or("?")),
-                    escape(r["error"].as_str().unwrap_or("")),
-                ]
-            })
-            .collect();
-        s.push_str(&table(&["run", "error"], &frows));
-    }
-    Ok(s)
+    )
 }

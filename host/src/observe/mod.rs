@@ -792,10 +792,8 @@ fn write_outputs(
     itl: Option<&Path>,
 ) -> Result<(), Failure> {
     let columns = TraceColumns::needed_by(rows.iter().map(|r| &r.rec), true);
-    let mut w =
-        TraceV2Writer::create(&args.trace_header, &args.trace_data, columns).map_err(|e| {
-            Failure::run(e.to_string())
-        })?;
+    let mut w = TraceV2Writer::create(&args.trace_header, &args.trace_data, columns)
+        .map_err(|e| Failure::run(e.to_string()))?;
     for r in rows {
         w.write(&r.rec).map_err(|e| Failure::run(e.to_string()))?;
     }

@@ -25,14 +25,16 @@
 //! with the file/key/line detail in the message. Only the `cli` module turns
 //! them into exit codes and text on stderr.
 //!
-//! ```no_run
+//! ```text
 //! use blis_host::session::{self, Base, Overrides};
 //! let overrides = Overrides { num_requests: Some(500), ..Overrides::default() };
 //! let (run, source) = session::load_run(&Base::File("run.toml".into()), &overrides, |_| {})?;
 //! let done = session::simulate(&run, &source, false, |_| {})?;
 //! println!("{}", done.report);
-//! # Ok::<(), session::Error>(())
 //! ```
+//!
+//! (`tests/tests/session.rs` runs this and compares the report with `blis
+//! run`'s, byte for byte.)
 
 mod error;
 mod overrides;

@@ -159,7 +159,9 @@ fn drop_replaced_keys(
 ) {
     if let Some(v) = &args.admission_policy {
         if *v != parsed.admission.policy && drop_keys(table, "admission", &["params", "then"]) {
-            note(&format!("--admission-policy {v} replaces the run file's policy and its params"));
+            note(&format!(
+                "--admission-policy {v} replaces the run file's policy and its params"
+            ));
         }
     }
     if let Some(v) = &args.routing_policy {
@@ -170,7 +172,9 @@ fn drop_replaced_keys(
                 &["params", "scorers"]
             };
             if drop_keys(table, "routing", keys) {
-                note(&format!("--routing-policy {v} replaces the run file's policy and its params/scorers"));
+                note(&format!(
+                    "--routing-policy {v} replaces the run file's policy and its params/scorers"
+                ));
             }
         }
     }

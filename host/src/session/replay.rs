@@ -132,7 +132,9 @@ fn check_options(args: &ReplayOptions) -> Result<(), Error> {
     }
     if let Some(ms) = args.think_time_ms {
         if !(ms.is_finite() && ms >= 0.0) {
-            return Err(Error::input(format!("--think-time-ms {ms}: must be a number ≥ 0")));
+            return Err(Error::input(format!(
+                "--think-time-ms {ms}: must be a number ≥ 0"
+            )));
         }
     }
     if let Some(d) = &args.think_time_dist {

@@ -230,6 +230,10 @@ pub(crate) fn check_outputs_against_run_file(run: &RunFile, source: &Source) -> 
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(Error::input(format!("{}: {}", source.name, errors.join("\n"))))
+        Err(Error::input(format!(
+            "{}: {}",
+            source.name,
+            errors.join("\n")
+        )))
     }
 }

@@ -386,10 +386,13 @@ impl std::str::FromStr for Shard {
     }
 }
 
-
 /// The base run file's path (absolute) and text: `base` against the sweep
 /// file's folder, or the built-in scenario.
-fn read_base(name: &str, dir: &Path, file: &SweepFile) -> Result<(Option<PathBuf>, String), String> {
+fn read_base(
+    name: &str,
+    dir: &Path,
+    file: &SweepFile,
+) -> Result<(Option<PathBuf>, String), String> {
     match &file.base {
         Some(b) => {
             let p = if b.is_absolute() {
@@ -466,11 +469,7 @@ fn check_axis(a: &AxisFile, base_table: &toml::Table, what: &str) -> Result<Axis
 
 /// An axis's column name is new and not a report column, and it sets no
 /// key an earlier axis sets (the later would silently win).
-fn check_axis_name(
-    axis: &Axis,
-    axes: &[(Axis, Option<String>)],
-    what: &str,
-) -> Result<(), String> {
+fn check_axis_name(axis: &Axis, axes: &[(Axis, Option<String>)], what: &str) -> Result<(), String> {
     if FIXED_COLUMNS.contains(&axis.name.as_str()) || axes.iter().any(|(x, _)| x.name == axis.name)
     {
         return Err(format!(

@@ -645,6 +645,121 @@ pub(crate) struct Opened {
     pub models: Vec<String>,
 }
 
+/// The think time between closed-loop session rounds (`think_time_ms` or
+/// `think_time_dist`; neither in fixed mode).
+fn think_time(spec: &TraceV2Spec, closed_loop: bool) -> Result<Option<ThinkTime>, WorkloadError> {
+    let cfg = |m: String| WorkloadError::Config(format!("trace_v2: {m}"));
+    if !closed_loop && (spec.think_time_ms.is_some() || spec.think_time_dist.is_some()) {
+        let k = if spec.think_time_ms.is_some() {
+            "think_time_ms"
+        } else {
+            "think_time_dist"
+        };
+        return Err(cfg(format!(
+            "{k} is set but session_mode is fixed: think times apply only with session_mode = \"closed-loop\""
+        )));
+    }
+    Ok(match (spec.think_time_ms, &spec.think_time_dist) {
+        (Some(_), Some(_)) => {
+            return Err(cfg(
+                "think_time_ms and think_time_dist are both set; give one".into(),
+            ))
+        }
+        (Some(ms), None) => {
+            if !(ms.is_finite() && ms >= 0.0) {
+                return Err(cfg(format!("think_time_ms = {ms}: must be a number ≥ 0")));
+            }
+            Some(ThinkTime::Constant((ms * 1e3).round() as u64))
+        }
+        (None, Some(d)) => {
+            Some(ThinkTime::parse(d).map_err(|e| cfg(format!("think_time_dist: {e}")))?)
+        }
+        (None, None) => None,
+    })
+}
+
+/// The data file read row by row: fixed mode turns each row into its
+/// injected form at once, closed loop keeps the rows as read to group the
+/// sessions afterwards.
+struct ReadRows {
+    file: String,
+    names: Names,
+    raised: u64,
+    rows: Vec<Row>,
+    raws: Vec<Raw>,
+    /// Smallest send − arrival over rows that have a send time (quirk 1).
+    offset: Option<i64>,
+    /// Rows whose injection time may be negative: (line, arrival, send).
+    suspects: Vec<(u64, i64, i64)>,
+}
+
+fn read_rows(
+    spec: &TraceV2Spec,
+    base_dir: &Path,
+    closed_loop: bool,
+) -> Result<ReadRows, WorkloadError> {
+    let mut reader = TraceReader::open(&base_dir.join(&spec.data)).map_err(v2err)?;
+    let file = reader.file().to_string();
+    let row_err = |line: u64, message: String| WorkloadError::Trace {
+        file: file.clone(),
+        line,
+        message,
+    };
+    let mut rec = TraceRecord::default();
+    let mut names = Names::default();
+    let mut raised = 0u64;
+    // Fixed mode turns each row into its injected form at once; closed
+    // loop keeps the rows as read to group the sessions afterwards.
+    let mut rows: Vec<Row> = Vec::new();
+    let mut raws: Vec<Raw> = Vec::new();
+    // Reserve for the most rows the file can hold (a row is at least
+    // about 48 bytes): a large table is then mapped on its own, with
+    // small pages (see `with_small_pages`), and only what is written
+    // is ever touched.
+    let most = std::fs::metadata(base_dir.join(&spec.data)).map_or(0, |m| m.len() / 48);
+    let most = most.min(1 << 26) as usize;
+    // Smallest send − arrival over rows that have a send time (quirk 1).
+    let mut offset: Option<i64> = None;
+    // Rows whose injection time may be negative: (line, arrival, send).
+    let mut suspects: Vec<(u64, i64, i64)> = Vec::new();
+    crate::alloc::with_small_pages(|| {
+        // Address space only; a refusal just leaves the table to grow.
+        let _ = if closed_loop {
+            raws.try_reserve(most)
+        } else {
+            rows.try_reserve(most)
+        };
+        while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
+            let raw = names
+                .raw(&rec, line, &mut raised)
+                .map_err(|m| row_err(line, m))?;
+            if raw.send > 0 {
+                let d = raw.send.saturating_sub(raw.arrival);
+                offset = Some(offset.map_or(d, |o| o.min(d)));
+            }
+            if raw.arrival < 0 || raw.send < 0 {
+                suspects.push((line, raw.arrival, raw.send));
+            }
+            if closed_loop {
+                raws.push(raw);
+            } else {
+                let i = rows.len();
+                rows.push(raw.row(i, 0));
+            }
+        }
+        Ok::<(), WorkloadError>(())
+    })?;
+    Ok(ReadRows {
+        file,
+        names,
+        raised,
+        rows,
+        raws,
+        offset,
+        suspects,
+    })
+}
+
 impl TraceV2Replay {
     /// Read and check the trace. `base_dir` resolves relative paths;
     /// `horizon` is the run's `horizon_us`.
@@ -656,87 +771,18 @@ impl TraceV2Replay {
     ) -> Result<Opened, WorkloadError> {
         let mode = spec.session_mode.unwrap_or_default();
         let closed_loop = mode == SessionMode::ClosedLoop;
-        let cfg = |m: String| WorkloadError::Config(format!("trace_v2: {m}"));
-        if !closed_loop && (spec.think_time_ms.is_some() || spec.think_time_dist.is_some()) {
-            let k = if spec.think_time_ms.is_some() {
-                "think_time_ms"
-            } else {
-                "think_time_dist"
-            };
-            return Err(cfg(format!(
-                "{k} is set but session_mode is fixed: think times apply only with session_mode = \"closed-loop\""
-            )));
-        }
-        let think = match (spec.think_time_ms, &spec.think_time_dist) {
-            (Some(_), Some(_)) => {
-                return Err(cfg(
-                    "think_time_ms and think_time_dist are both set; give one".into(),
-                ))
-            }
-            (Some(ms), None) => {
-                if !(ms.is_finite() && ms >= 0.0) {
-                    return Err(cfg(format!("think_time_ms = {ms}: must be a number ≥ 0")));
-                }
-                Some(ThinkTime::Constant((ms * 1e3).round() as u64))
-            }
-            (None, Some(d)) => {
-                Some(ThinkTime::parse(d).map_err(|e| cfg(format!("think_time_dist: {e}")))?)
-            }
-            (None, None) => None,
-        };
+        let think = think_time(spec, closed_loop)?;
         let header = read_header(&base_dir.join(&spec.header)).map_err(v2err)?;
         let accumulate = header.session_context_growth == Some(SessionContextGrowth::Accumulate);
-        let mut reader = TraceReader::open(&base_dir.join(&spec.data)).map_err(v2err)?;
-        let file = reader.file().to_string();
+        let read = read_rows(spec, base_dir, closed_loop)?;
+        let (file, names, mut raised) = (read.file, read.names, read.raised);
+        let (mut rows, mut raws) = (read.rows, read.raws);
         let row_err = |line: u64, message: String| WorkloadError::Trace {
             file: file.clone(),
             line,
             message,
         };
-        let mut rec = TraceRecord::default();
-        let mut names = Names::default();
-        let mut raised = 0u64;
-        // Fixed mode turns each row into its injected form at once; closed
-        // loop keeps the rows as read to group the sessions afterwards.
-        let mut rows: Vec<Row> = Vec::new();
-        let mut raws: Vec<Raw> = Vec::new();
-        // Reserve for the most rows the file can hold (a row is at least
-        // about 48 bytes): a large table is then mapped on its own, with
-        // small pages (see `with_small_pages`), and only what is written
-        // is ever touched.
-        let most = std::fs::metadata(base_dir.join(&spec.data)).map_or(0, |m| m.len() / 48);
-        let most = most.min(1 << 26) as usize;
-        // Smallest send − arrival over rows that have a send time (quirk 1).
-        let mut offset: Option<i64> = None;
-        // Rows whose injection time may be negative: (line, arrival, send).
-        let mut suspects: Vec<(u64, i64, i64)> = Vec::new();
-        crate::alloc::with_small_pages(|| {
-            // Address space only; a refusal just leaves the table to grow.
-            let _ = if closed_loop {
-                raws.try_reserve(most)
-            } else {
-                rows.try_reserve(most)
-            };
-            while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
-                let raw = names
-                    .raw(&rec, line, &mut raised)
-                    .map_err(|m| row_err(line, m))?;
-                if raw.send > 0 {
-                    let d = raw.send.saturating_sub(raw.arrival);
-                    offset = Some(offset.map_or(d, |o| o.min(d)));
-                }
-                if raw.arrival < 0 || raw.send < 0 {
-                    suspects.push((line, raw.arrival, raw.send));
-                }
-                if closed_loop {
-                    raws.push(raw);
-                } else {
-                    let i = rows.len();
-                    rows.push(raw.row(i, 0));
-                }
-            }
-            Ok::<(), WorkloadError>(())
-        })?;
+        let (offset, suspects) = (read.offset, read.suspects);
         let count = rows.len() + raws.len();
         if count >= NO_IDX as usize {
             return Err(WorkloadError::File {

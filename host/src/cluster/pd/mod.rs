@@ -42,7 +42,7 @@ use super::{decision_view, Cluster, Decision, Routing, TraceWriter};
 use crate::engine::{later, Event, Tick};
 use crate::instance::InstanceObserver;
 use crate::plugins::host_queries::with_lora;
-use crate::plugins::PluginError;
+use crate::plugins::{DeciderPolicy, PluginError};
 use crate::request::{RequestState, RequestStore, Slot, UNSET};
 use observer::PdObserver;
 
@@ -242,6 +242,27 @@ fn route_stage(
     Ok(Some(range.start + chosen))
 }
 
+/// A decider plugin's answer for one request (with the request's LoRA
+/// queries answered), its reason traced.
+fn ask_decider(
+    p: &mut DeciderPolicy,
+    rv: &RequestView,
+    view: &PdView,
+    state: &ClusterState,
+    lora: Option<LoraDecision>,
+    trace: Option<&mut TraceWriter>,
+    t: Tick,
+) -> Result<bool, Box<PluginError>> {
+    let yes = with_lora(lora.as_ref(), || p.decide(rv, view, state))?;
+    if let Some(tr) = trace {
+        if let Some(reason) = p.take_reason() {
+            let desc = format!("{}::{}", p.label().library, p.label().name);
+            tr.pd_decision(rv.id, t, &desc, yes, view.decode_instance, reason);
+        }
+    }
+    Ok(yes)
+}
+
 impl Cluster {
     /// The routing event of a P/D run: decode-first routing, the decider,
     /// and the prefill routing of a disaggregated request.
@@ -354,14 +375,7 @@ impl Cluster {
                     .lora
                     .as_deref_mut()
                     .map(|l| l.decision(t, req, &self.instances, &self.workload, None));
-                let yes = with_lora(lora.as_ref(), || p.decide(&rv, &view, &state))?;
-                if let Some(tr) = self.trace.as_mut() {
-                    if let Some(reason) = p.take_reason() {
-                        let desc = format!("{}::{}", p.label().library, p.label().name);
-                        tr.pd_decision(rv.id, t, &desc, yes, decode, reason);
-                    }
-                }
-                yes
+                ask_decider(p, &rv, &view, &state, lora, self.trace.as_mut(), t)?
             }
         };
         let mut target = decode;
@@ -404,6 +418,19 @@ impl Cluster {
             instances: RSlice::from_slice(snaps),
         };
         self.admission.observe(&rv, &view, target)?;
+        self.pd_dispatch(t, slot, target, decode)
+    }
+
+    /// Send a routed request to `target`: its decode instance, or the
+    /// prefill instance of a disaggregated request (which produces one
+    /// token there).
+    fn pd_dispatch(
+        &mut self,
+        t: Tick,
+        slot: Slot,
+        target: u32,
+        decode: u32,
+    ) -> Result<(), Box<PluginError>> {
         self.pending[target as usize] += 1;
         self.in_flight[target as usize] += 1;
         if self.epp_tokens.is_some() {
@@ -417,18 +444,7 @@ impl Cluster {
         if target != decode {
             req.output_len = 1;
         }
-        self.lifecycle(t, EventKind::DISPATCHED, slot, target)?;
-        let req = &mut self.store[slot];
-        let hashes = std::mem::take(&mut req.prompt_hashes);
-        self.hash_pool.push(hashes);
-        self.queue.push(
-            t,
-            Event::InstanceArrival {
-                instance: target,
-                slot,
-            },
-        );
-        Ok(())
+        self.dispatched(t, slot, target)
     }
 
     /// The step event of a P/D run: the instance steps behind the observer

@@ -54,6 +54,45 @@ pub(super) fn check(
         return None;
     }
     let tp = model.map_or(1, |m| m.latency.tp.max(1));
+    let pools = check_node_pools(run, model, tp, problems);
+    let lc = run.lifecycle.clone().unwrap_or_default();
+    let drain = DrainPolicy::parse(&lc.drain_policy).unwrap_or_else(|| {
+        problems.error(one_of(
+            "lifecycle.drain_policy",
+            &lc.drain_policy,
+            &DrainPolicy::NAMES,
+        ));
+        DrainPolicy::Wait
+    });
+    let loading = Delay::from(lc.loading_delay);
+    if let Some(e) = loading.check("lifecycle.loading_delay") {
+        problems.error(e);
+    }
+    let bounds = match &run.autoscaler {
+        Some(a) => check_autoscaler(run, a, serve, problems),
+        None => Vec::new(),
+    };
+    Some(CheckedControl {
+        lifecycle: Lifecycle {
+            loading_delay: loading,
+            warm_start_initial_instances: lc.warm_start_initial_instances,
+            warm_up_request_count: lc.warm_up_request_count,
+            drain_policy: drain,
+        },
+        pools,
+        tp,
+        bounds,
+    })
+}
+
+/// `[[node_pools]]`: each pool's keys, and the initial instances fit on
+/// the initial nodes.
+fn check_node_pools(
+    run: &RunFile,
+    model: Option<&CheckedModel>,
+    tp: u32,
+    problems: &mut Problems,
+) -> Vec<PoolSpec> {
     let gpu = model.and_then(|m| m.latency.gpu.clone());
     let mut pools = Vec::new();
     let mut fits_some = false;
@@ -137,66 +176,49 @@ pub(super) fn check(
             ));
         }
     }
-    let lc = run.lifecycle.clone().unwrap_or_default();
-    let drain = DrainPolicy::parse(&lc.drain_policy).unwrap_or_else(|| {
-        problems.error(one_of(
-            "lifecycle.drain_policy",
-            &lc.drain_policy,
-            &DrainPolicy::NAMES,
+    pools
+}
+
+/// `[autoscaler]`'s keys; its bounds per scaling group.
+fn check_autoscaler(
+    run: &RunFile,
+    a: &crate::config::AutoscalerSection,
+    serve: bool,
+    problems: &mut Problems,
+) -> Vec<(u32, Option<u32>)> {
+    if !(1..=MAX_WINDOW_US).contains(&a.interval_us) {
+        problems.error(format!(
+            "autoscaler.interval_us = {}: must be in [1, {MAX_WINDOW_US}] µs (e.g. 30000000 for 30 s)",
+            a.interval_us
         ));
-        DrainPolicy::Wait
-    });
-    let loading = Delay::from(lc.loading_delay);
-    if let Some(e) = loading.check("lifecycle.loading_delay") {
+    }
+    for (k, v) in [
+        (
+            "autoscaler.scale_up_stabilization_window_us",
+            a.scale_up_stabilization_window_us,
+        ),
+        (
+            "autoscaler.scale_down_stabilization_window_us",
+            a.scale_down_stabilization_window_us,
+        ),
+    ] {
+        if !(0..=MAX_WINDOW_US).contains(&v) {
+            problems.error(format!("{k} = {v}: must be in [0, {MAX_WINDOW_US}] µs"));
+        }
+    }
+    if let Some(e) = Delay::from(a.hpa_scrape_delay).check("autoscaler.hpa_scrape_delay") {
         problems.error(e);
     }
-    let mut bounds = Vec::new();
-    if let Some(a) = &run.autoscaler {
-        if !(1..=MAX_WINDOW_US).contains(&a.interval_us) {
-            problems.error(format!(
-                "autoscaler.interval_us = {}: must be in [1, {MAX_WINDOW_US}] µs (e.g. 30000000 for 30 s)",
-                a.interval_us
-            ));
-        }
-        for (k, v) in [
-            (
-                "autoscaler.scale_up_stabilization_window_us",
-                a.scale_up_stabilization_window_us,
-            ),
-            (
-                "autoscaler.scale_down_stabilization_window_us",
-                a.scale_down_stabilization_window_us,
-            ),
-        ] {
-            if !(0..=MAX_WINDOW_US).contains(&v) {
-                problems.error(format!("{k} = {v}: must be in [0, {MAX_WINDOW_US}] µs"));
-            }
-        }
-        if let Some(e) = Delay::from(a.hpa_scrape_delay).check("autoscaler.hpa_scrape_delay") {
-            problems.error(e);
-        }
-        if a.min_instances == 0 {
-            problems.error(
-                "autoscaler.min_instances = 0: must be at least 1 (no autoscaler scales up from zero)",
-            );
-        }
-        bounds = if serve {
-            serve_bounds(run, a, problems)
-        } else {
-            fleet_bounds(run, a, problems)
-        };
+    if a.min_instances == 0 {
+        problems.error(
+            "autoscaler.min_instances = 0: must be at least 1 (no autoscaler scales up from zero)",
+        );
     }
-    Some(CheckedControl {
-        lifecycle: Lifecycle {
-            loading_delay: loading,
-            warm_start_initial_instances: lc.warm_start_initial_instances,
-            warm_up_request_count: lc.warm_up_request_count,
-            drain_policy: drain,
-        },
-        pools,
-        tp,
-        bounds,
-    })
+    if serve {
+        serve_bounds(run, a, problems)
+    } else {
+        fleet_bounds(run, a, problems)
+    }
 }
 
 /// A single fleet's autoscaler bounds, `[autoscaler]`'s; `instance.count`

@@ -162,6 +162,54 @@ pub(super) fn check(
         delay("request_ttl_us", ttl, problems);
     }
     delay("dispatch_tick_us", fc.dispatch_tick_us, problems);
+    let detector = detector(fc, problems);
+    let fairness = fairness_of("flow_control.fairness", &fc.fairness, problems);
+    let bands = bands(fc, fairness, problems);
+    let program_aware =
+        fairness == Fairness::ProgramAware || bands.iter().any(|b| b.2 == Fairness::ProgramAware);
+    let las = Las {
+        w_service: fc.las_weight_service.unwrap_or(0.8),
+        w_wait: fc.las_weight_head_wait.unwrap_or(0.2),
+        half_life_us: fc.las_half_life_s.unwrap_or(60.0) * 1e6,
+    };
+    let las_keys = [
+        ("las_weight_service", fc.las_weight_service),
+        ("las_weight_head_wait", fc.las_weight_head_wait),
+        ("las_half_life_s", fc.las_half_life_s),
+    ];
+    for (key, v) in las_keys {
+        if let Some(v) = v {
+            if !program_aware {
+                problems.error(format!(
+                    "flow_control.{key} is given but flow_control.fairness = \"{}\" and no band_fairness is \"program-aware\"; it is used only by program-aware fairness",
+                    fc.fairness
+                ));
+            } else if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
+                problems.error(format!(
+                    "flow_control.{key} = {v}: must be a finite number ≥ 0"
+                ));
+            }
+        }
+    }
+    let ceilings = ceilings(fc, problems);
+    Some(CheckedFlowControl {
+        detector,
+        usage_limit: fc.usage_limit_threshold,
+        per_band_capacity: fc.per_band_capacity,
+        max_depth: fc.max_depth,
+        shedding: fc.shedding,
+        fairness,
+        bands,
+        las,
+        ceilings,
+        ttl: fc.request_ttl_us,
+        tick: fc.dispatch_tick_us,
+        in_flight_eviction: fc.in_flight_eviction,
+    })
+}
+
+/// The saturation detector and its keys.
+fn detector(fc: &FlowControlSection, problems: &mut Problems) -> Detector {
     let detector = match fc.saturation_detector.as_str() {
         "utilization" => Detector::Utilization {
             queue_depth: fc.queue_depth_threshold,
@@ -208,34 +256,11 @@ pub(super) fn check(
             fc.saturation_detector
         ));
     }
-    let fairness = fairness_of("flow_control.fairness", &fc.fairness, problems);
-    let bands = bands(fc, fairness, problems);
-    let program_aware =
-        fairness == Fairness::ProgramAware || bands.iter().any(|b| b.2 == Fairness::ProgramAware);
-    let las = Las {
-        w_service: fc.las_weight_service.unwrap_or(0.8),
-        w_wait: fc.las_weight_head_wait.unwrap_or(0.2),
-        half_life_us: fc.las_half_life_s.unwrap_or(60.0) * 1e6,
-    };
-    let las_keys = [
-        ("las_weight_service", fc.las_weight_service),
-        ("las_weight_head_wait", fc.las_weight_head_wait),
-        ("las_half_life_s", fc.las_half_life_s),
-    ];
-    for (key, v) in las_keys {
-        if let Some(v) = v {
-            if !program_aware {
-                problems.error(format!(
-                    "flow_control.{key} is given but flow_control.fairness = \"{}\" and no band_fairness is \"program-aware\"; it is used only by program-aware fairness",
-                    fc.fairness
-                ));
-            } else if !(v.is_finite() && (0.0..=1e9).contains(&v)) {
-                problems.error(format!(
-                    "flow_control.{key} = {v}: must be a finite number ≥ 0"
-                ));
-            }
-        }
-    }
+    detector
+}
+
+/// The bands' usage-limit ceilings and `usage_limit_max`.
+fn ceilings(fc: &FlowControlSection, problems: &mut Problems) -> Ceilings {
     let top = fc.usage_limit_max.unwrap_or(1.0);
     let ceilings = match fc.usage_limit.as_deref() {
         None | Some("linear") => Ceilings::Linear(top),
@@ -264,20 +289,7 @@ pub(super) fn check(
             ));
         }
     }
-    Some(CheckedFlowControl {
-        detector,
-        usage_limit: fc.usage_limit_threshold,
-        per_band_capacity: fc.per_band_capacity,
-        max_depth: fc.max_depth,
-        shedding: fc.shedding,
-        fairness,
-        bands,
-        las,
-        ceilings,
-        ttl: fc.request_ttl_us,
-        tick: fc.dispatch_tick_us,
-        in_flight_eviction: fc.in_flight_eviction,
-    })
+    ceilings
 }
 
 impl CheckedFlowControl {

@@ -218,24 +218,15 @@ pub fn build(
         unreachable!("a section without a result reported an error");
     };
     let mut notes = problems.notes;
-    let mut warnings = super::warnings::warnings(run, &workload);
-    let fleet = pools
+    let n_instances = pools
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
-    let (scale_warnings, scale_errors) = super::warnings::scale(run, &workload, fleet);
-    if !scale_errors.is_empty() {
-        return Err(scale_errors.join("\n"));
-    }
-    warnings.extend(scale_warnings);
+    let warnings = run_warnings(run, &workload, n_instances)?;
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
     let observers = policies::create_observers(run, registry)?;
-    let n_instances = pools
-        .as_ref()
-        .map_or(run.instance.count, |p| p.instance_count());
-    let mut fleet_models = None;
-    let mut groups = None;
+    let (mut fleet_models, mut groups) = (None, None);
     let (mut instances, routing, pd) = match pools {
         None => {
             let mut instances = instance.create(&run.instance, &model, kv_offload)?;
@@ -262,23 +253,16 @@ pub fn build(
         Some(c) => Some(c.create(run, registry, &instances, groups)?),
         None => None,
     };
-    notes.push(format!(
-        "{} instance(s), {} latency model, {} KV blocks each ({:?})",
-        n_instances,
-        model.latency.model.name(),
-        model.latency.total_kv_blocks,
-        model.latency.kv_blocks_source,
-    ));
+    notes.push(fleet_note(n_instances, &model));
     notes.push(pipeline_note(run, &admission, &routing, &observers));
     let (mut collector, trace, mut outputs) =
         output.create(run, base_dir, open_outputs, n_instances as usize, &workload)?;
-    let timeseries = match timeseries.create(base_dir, open_outputs)? {
-        Some((series, pending)) => {
+    let timeseries = timeseries
+        .create(base_dir, open_outputs)?
+        .map(|(series, pending)| {
             outputs.push(pending);
-            Some(series)
-        }
-        None => None,
-    };
+            series
+        });
     collector.slo = slo;
     collector.gateway = flow_control.is_some();
     collector.saturation = saturation;
@@ -333,6 +317,32 @@ pub fn build(
         outputs,
         calibration: model.calibration.clone(),
     })
+}
+
+/// The run's warnings; an error when its scale is beyond what blis runs.
+fn run_warnings(
+    run: &RunFile,
+    workload: &crate::workload::Workload,
+    fleet: u32,
+) -> Result<Vec<String>, String> {
+    let mut warnings = super::warnings::warnings(run, workload);
+    let (scale_warnings, scale_errors) = super::warnings::scale(run, workload, fleet);
+    if !scale_errors.is_empty() {
+        return Err(scale_errors.join("\n"));
+    }
+    warnings.extend(scale_warnings);
+    Ok(warnings)
+}
+
+/// The note describing the fleet's instances.
+fn fleet_note(n_instances: u32, model: &model::CheckedModel) -> String {
+    format!(
+        "{} instance(s), {} latency model, {} KV blocks each ({:?})",
+        n_instances,
+        model.latency.model.name(),
+        model.latency.total_kv_blocks,
+        model.latency.kv_blocks_source,
+    )
 }
 
 /// The headers each `[[workload.clients]]` entry sends (names lowercased,

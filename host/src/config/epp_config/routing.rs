@@ -961,6 +961,97 @@ fn header_handler(
     Ok(HandlerPlan { routing, pd: None })
 }
 
+/// The encode stage's decider in blis terms (`pd.encode_decider` and the
+/// requests it sends to encode), or none when llm-d's never approves.
+fn encode_decider(
+    d: &Plugin,
+    sees: bool,
+    pd: &mut toml::Table,
+    out: &mut Out,
+) -> Result<Option<(&'static str, String)>, String> {
+    Ok(match d.info.ty {
+        "always-disagg-multimodal-decider" if !sees => {
+            out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the encode decider: {NO_PROMPT} and finds no multimodal content: the encode stage never runs", d.name));
+            None
+        }
+        "prefix-based-pd-decider" if !sees => {
+            out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: {NO_PROMPT}: no uncached tokens, so the encode stage never runs", d.name));
+            None
+        }
+        "always-disagg-multimodal-decider" => Some((
+            "multimodal",
+            "requests with multimodal input (a workload client's `multimodal`)".to_string(),
+        )),
+        "always-disagg-pd-decider" => Some(("always", "every request".to_string())),
+        "prefix-based-pd-decider" => {
+            let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
+            let pt = int(&d.params, "promptTokens").unwrap_or(0);
+            if n == 0 {
+                out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: nonCachedTokens 0 never approves: the encode stage never runs", d.name));
+                None
+            } else {
+                if pt > n {
+                    pd.insert("encode_prefix_min_prompt_tokens".into(), T::Integer(pt));
+                }
+                pd.insert("encode_prefix_threshold".into(), T::Integer(n - 1));
+                Some((
+                    "prefix-threshold",
+                    format!("the requests with at least {n} prompt tokens not cached on their decode instance (llm-d's ≥; encode_prefix_threshold = {}: blis's >)", n - 1),
+                ))
+            }
+        }
+        _ => {
+            return Err(format!(
+                "plugin '{}' ({}) is not a decider",
+                d.name, d.info.ty
+            ))
+        }
+    })
+}
+
+/// The prefill stage's decider in blis terms (`pd.decider`).
+fn prefill_decider(
+    d: &Plugin,
+    sees: bool,
+    pd: &mut toml::Table,
+    out: &mut Out,
+) -> Result<String, String> {
+    Ok(match d.info.ty {
+        "prefix-based-pd-decider" | "always-disagg-multimodal-decider" if !sees => {
+            out.note(format!("plugin '{}' ({}): {NO_PROMPT}: no uncached tokens and no multimodal content, so it never disaggregates: blis's decider never", d.name, d.info.ty));
+            "never".to_string()
+        }
+        "prefix-based-pd-decider" => {
+            let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
+            let pt = int(&d.params, "promptTokens").unwrap_or(0);
+            if n == 0 {
+                out.note(format!("plugin '{}' (prefix-based-pd-decider): nonCachedTokens 0 never disaggregates: blis's decider never", d.name));
+                "never".to_string()
+            } else {
+                if pt > n {
+                    // (pt ≤ n needs no floor: n uncached tokens
+                    // already make a prompt of at least n.)
+                    pd.insert("prefix_min_prompt_tokens".into(), T::Integer(pt));
+                    out.note(format!("plugin '{}' (prefix-based-pd-decider): promptTokens {pt}: no prompt shorter than that is disaggregated (pd.prefix_min_prompt_tokens)", d.name));
+                }
+                pd.insert("prefix_threshold".into(), T::Integer(n - 1));
+                out.note(format!(
+                "plugin '{}' (prefix-based-pd-decider): blis's prefix-threshold: disaggregate when the prompt tokens not cached on the chosen decode instance are ≥ {n} (llm-d's ≥; prefix_threshold = {}: blis's >); blis reads the decode instance's KV cache where llm-d reads its approximate prefix index",
+                d.name,
+                n - 1
+            ));
+                "prefix-threshold".to_string()
+            }
+        }
+        "always-disagg-pd-decider" => "always".to_string(),
+        "always-disagg-multimodal-decider" => {
+            out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the prefill decider: blis's decider multimodal, disaggregating the requests with multimodal input (a workload client's `multimodal`)", d.name));
+            "multimodal".to_string()
+        }
+        other => return Err(format!("plugin '{}' ({other}) is not a decider", d.name)),
+    })
+}
+
 fn disagg(
     l: &Loaded,
     h: &Plugin,
@@ -1014,44 +1105,7 @@ fn disagg(
                 ));
                 None
             }
-            Some(d) if !sees && d.info.ty == "always-disagg-multimodal-decider" => {
-                out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the encode decider: {NO_PROMPT} and finds no multimodal content: the encode stage never runs", d.name));
-                None
-            }
-            Some(d) if !sees && d.info.ty == "prefix-based-pd-decider" => {
-                out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: {NO_PROMPT}: no uncached tokens, so the encode stage never runs", d.name));
-                None
-            }
-            Some(d) => match d.info.ty {
-                "always-disagg-multimodal-decider" => Some((
-                    "multimodal",
-                    "requests with multimodal input (a workload client's `multimodal`)".to_string(),
-                )),
-                "always-disagg-pd-decider" => Some(("always", "every request".to_string())),
-                "prefix-based-pd-decider" => {
-                    let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
-                    let pt = int(&d.params, "promptTokens").unwrap_or(0);
-                    if n == 0 {
-                        out.note(format!("plugin '{}' (prefix-based-pd-decider) as the encode decider: nonCachedTokens 0 never approves: the encode stage never runs", d.name));
-                        None
-                    } else {
-                        if pt > n {
-                            pd.insert("encode_prefix_min_prompt_tokens".into(), T::Integer(pt));
-                        }
-                        pd.insert("encode_prefix_threshold".into(), T::Integer(n - 1));
-                        Some((
-                            "prefix-threshold",
-                            format!("the requests with at least {n} prompt tokens not cached on their decode instance (llm-d's ≥; encode_prefix_threshold = {}: blis's >)", n - 1),
-                        ))
-                    }
-                }
-                _ => {
-                    return Err(format!(
-                        "plugin '{}' ({}) is not a decider",
-                        d.name, d.info.ty
-                    ))
-                }
-            },
+            Some(d) => encode_decider(d, sees, &mut pd, out)?,
         };
         if let Some((name, which)) = decider {
             pd.insert("encode_decider".into(), T::String(name.into()));
@@ -1082,42 +1136,7 @@ fn disagg(
             out.note(format!("schedulingProfiles[{}]: no prefill decider, so llm-d never runs the prefill stage: blis's decider never", p.name));
             "never".to_string()
         }
-        (Some(_), Some(d)) => {
-            match d.info.ty {
-                "prefix-based-pd-decider" | "always-disagg-multimodal-decider" if !sees => {
-                    out.note(format!("plugin '{}' ({}): {NO_PROMPT}: no uncached tokens and no multimodal content, so it never disaggregates: blis's decider never", d.name, d.info.ty));
-                    "never".to_string()
-                }
-                "prefix-based-pd-decider" => {
-                    let n = int(&d.params, "nonCachedTokens").unwrap_or(0);
-                    let pt = int(&d.params, "promptTokens").unwrap_or(0);
-                    if n == 0 {
-                        out.note(format!("plugin '{}' (prefix-based-pd-decider): nonCachedTokens 0 never disaggregates: blis's decider never", d.name));
-                        "never".to_string()
-                    } else {
-                        if pt > n {
-                            // (pt ≤ n needs no floor: n uncached tokens
-                            // already make a prompt of at least n.)
-                            pd.insert("prefix_min_prompt_tokens".into(), T::Integer(pt));
-                            out.note(format!("plugin '{}' (prefix-based-pd-decider): promptTokens {pt}: no prompt shorter than that is disaggregated (pd.prefix_min_prompt_tokens)", d.name));
-                        }
-                        pd.insert("prefix_threshold".into(), T::Integer(n - 1));
-                        out.note(format!(
-                        "plugin '{}' (prefix-based-pd-decider): blis's prefix-threshold: disaggregate when the prompt tokens not cached on the chosen decode instance are ≥ {n} (llm-d's ≥; prefix_threshold = {}: blis's >); blis reads the decode instance's KV cache where llm-d reads its approximate prefix index",
-                        d.name,
-                        n - 1
-                    ));
-                        "prefix-threshold".to_string()
-                    }
-                }
-                "always-disagg-pd-decider" => "always".to_string(),
-                "always-disagg-multimodal-decider" => {
-                    out.note(format!("plugin '{}' (always-disagg-multimodal-decider) as the prefill decider: blis's decider multimodal, disaggregating the requests with multimodal input (a workload client's `multimodal`)", d.name));
-                    "multimodal".to_string()
-                }
-                other => return Err(format!("plugin '{}' ({other}) is not a decider", d.name)),
-            }
-        }
+        (Some(_), Some(d)) => prefill_decider(d, sees, &mut pd, out)?,
     };
     if pd_handler && flat("primaryPort").is_some() {
         out.note(format!("plugin '{}' (pd-profile-handler): primaryPort has no simulated effect (a port rewrite)", h.name));

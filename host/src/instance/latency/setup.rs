@@ -193,25 +193,64 @@ pub struct BuiltLatency {
 /// Build the latency model and KV capacity a [`LatencySetup`] describes
 /// (rules in the module docs).
 pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError> {
+    check_settings(setup)?;
+    let kind = setup.kind;
+    let dp = setup.dp.unwrap_or(1);
+    let defaults = default_hardware(&setup.model);
+    let gpu_name: Option<String> = setup
+        .hardware
+        .clone()
+        .or_else(|| defaults.map(|d| d.gpu.clone()));
+    let tp = setup.tp.or(defaults.map(|d| d.tp)).unwrap_or(1);
+    let entry: Option<&CoefficientEntry> = if kind.is_v1() {
+        gpu_name
+            .as_deref()
+            .and_then(|g| lookup_entry(&setup.model, g, tp))
+    } else {
+        None
+    };
+    let inputs = Inputs {
+        setup,
+        gpu_name: gpu_name.as_deref(),
+    };
+    let mut warnings = Vec::new();
+    let (model, parts) = build_model(&inputs, entry, tp, dp, &mut warnings)?;
+    let (total_kv_blocks, kv_blocks_source) = if let Some(n) = setup.total_kv_blocks {
+        (n, KvBlocksSource::Explicit)
+    } else if let Some(e) = entry {
+        let scaled = u128::from(e.total_kv_blocks) * u128::from(TABLE_BLOCK_SIZE)
+            / u128::from(setup.block_size);
+        let blocks = u64::try_from(scaled).unwrap_or(u64::MAX).max(1);
+        (blocks, KvBlocksSource::Calibrated)
+    } else {
+        derive_kv_blocks(&inputs, parts, tp, dp)?
+    };
+    Ok(BuiltLatency {
+        model,
+        total_kv_blocks,
+        kv_blocks_source,
+        gpu: gpu_name,
+        tp,
+        calibrated_vllm: entry.map(|e| e.vllm.clone()),
+        warnings,
+    })
+}
+
+/// The settings every latency model needs in range, and the
+/// trained-physics-only ones refused elsewhere.
+fn check_settings(setup: &LatencySetup) -> Result<(), LatencyError> {
+    let invalid = |m: &str| Err(LatencyError::InvalidSetting(m.into()));
     if setup.block_size == 0 {
-        return Err(LatencyError::InvalidSetting(
-            "block_size must be ≥ 1 token".into(),
-        ));
+        return invalid("block_size must be ≥ 1 token");
     }
     if setup.tp == Some(0) {
-        return Err(LatencyError::InvalidSetting(
-            "tensor parallelism (tp) must be ≥ 1".into(),
-        ));
+        return invalid("tensor parallelism (tp) must be ≥ 1");
     }
     if setup.dp == Some(0) {
-        return Err(LatencyError::InvalidSetting(
-            "data parallelism (dp) must be ≥ 1".into(),
-        ));
+        return invalid("data parallelism (dp) must be ≥ 1");
     }
     if setup.total_kv_blocks == Some(0) {
-        return Err(LatencyError::InvalidSetting(
-            "total_kv_blocks must be ≥ 1 (leave it out to derive it)".into(),
-        ));
+        return invalid("total_kv_blocks must be ≥ 1 (leave it out to derive it)");
     }
     let kind = setup.kind;
     if kind != LatencyKind::TrainedPhysics {
@@ -228,26 +267,21 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
             )));
         }
     }
-    let dp = setup.dp.unwrap_or(1);
+    Ok(())
+}
 
-    let defaults = default_hardware(&setup.model);
-    let gpu_name: Option<String> = setup
-        .hardware
-        .clone()
-        .or_else(|| defaults.map(|d| d.gpu.clone()));
-    let tp = setup.tp.or(defaults.map(|d| d.tp)).unwrap_or(1);
-    let entry: Option<&CoefficientEntry> = if kind.is_v1() {
-        gpu_name
-            .as_deref()
-            .and_then(|g| lookup_entry(&setup.model, g, tp))
-    } else {
-        None
-    };
+/// The setup and its resolved GPU name; the GPU spec and model config are
+/// loaded on demand (a linear model with explicit KV blocks needs neither).
+struct Inputs<'a> {
+    setup: &'a LatencySetup,
+    gpu_name: Option<&'a str>,
+}
 
-    let mut warnings = Vec::new();
-    // Loaded on demand: a linear model with explicit KV blocks needs neither.
-    let gpu_spec = |needed_for: &str| -> Result<GpuSpec, LatencyError> {
-        let Some(name) = gpu_name.as_deref() else {
+impl Inputs<'_> {
+    fn gpu_spec(&self, needed_for: &str) -> Result<GpuSpec, LatencyError> {
+        let setup = self.setup;
+        let kind = setup.kind;
+        let Some(name) = self.gpu_name else {
             let available = match &setup.hardware_config {
                 Some(path) => hardware_file_names(path)?,
                 None if kind.is_v1() => bundled_gpu_names_v1(),
@@ -263,18 +297,30 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
             None if kind.is_v1() => GpuSpec::bundled_v1(name),
             None => GpuSpec::bundled(name),
         }
-    };
-    let model_config = || -> Result<ModelConfig, LatencyError> {
-        match &setup.model_config {
-            Some(path) => ModelConfig::from_path(path),
-            None => ModelConfig::bundled(&setup.model),
-        }
-    };
+    }
 
-    let (model, parts) = match kind {
+    fn model_config(&self) -> Result<ModelConfig, LatencyError> {
+        match &self.setup.model_config {
+            Some(path) => ModelConfig::from_path(path),
+            None => ModelConfig::bundled(&self.setup.model),
+        }
+    }
+}
+
+/// The step-time model of the setup's kind, and the model config and GPU
+/// it loaded (none for the linear model).
+fn build_model(
+    inputs: &Inputs,
+    entry: Option<&CoefficientEntry>,
+    tp: u32,
+    dp: u32,
+    warnings: &mut Vec<String>,
+) -> Result<(LatencyModel, Option<(ModelConfig, GpuSpec)>), LatencyError> {
+    let setup = inputs.setup;
+    Ok(match setup.kind {
         LatencyKind::TrainedPhysics => {
-            let gpu = gpu_spec("the trained-physics latency model")?;
-            let config = model_config()?;
+            let gpu = inputs.gpu_spec("the trained-physics latency model")?;
+            let config = inputs.model_config()?;
             let alpha = setup.alpha.unwrap_or(ITER29_ALPHA);
             let beta: &[f64] = setup.beta.as_deref().unwrap_or(&ITER29_BETA);
             if beta.iter().all(|b| *b == 0.0) {
@@ -291,8 +337,8 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
             if setup.beta.is_some() {
                 return Err(LatencyError::BetaNotUsed);
             }
-            let gpu = gpu_spec("the roofline latency model")?;
-            let config = model_config()?;
+            let gpu = inputs.gpu_spec("the roofline latency model")?;
+            let config = inputs.model_config()?;
             let m = RooflineModel::new(&config, &gpu, tp, setup.alpha.unwrap_or([0.0; 3]))?;
             (LatencyModel::Roofline(m), Some((config, gpu)))
         }
@@ -301,8 +347,8 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
                 return Err(LatencyError::BetaNotUsed);
             }
             let alpha = setup.alpha.or(entry.map(|e| e.alpha)).unwrap_or([0.0; 3]);
-            let gpu = gpu_spec("the roofline-v1 latency model")?;
-            let config = model_config()?;
+            let gpu = inputs.gpu_spec("the roofline-v1 latency model")?;
+            let config = inputs.model_config()?;
             let roofline = RooflineV1Model::new(&config, &gpu, tp, alpha)?;
             warnings.extend(config.warnings());
             (LatencyModel::RooflineV1(roofline), Some((config, gpu)))
@@ -321,67 +367,58 @@ pub fn build_latency(setup: &LatencySetup) -> Result<BuiltLatency, LatencyError>
             let Some(beta) = beta else {
                 return Err(LatencyError::NoCoefficients {
                     model: setup.model.clone(),
-                    gpu: gpu_name.clone().unwrap_or_else(|| "no GPU".into()),
+                    gpu: inputs.gpu_name.unwrap_or("no GPU").to_string(),
                     tp,
                     known: calibrated_setups(&setup.model),
                 });
             };
             (LatencyModel::Linear(LinearModel::new(alpha, beta)?), None)
         }
-    };
+    })
+}
 
-    let (total_kv_blocks, kv_blocks_source) = if let Some(n) = setup.total_kv_blocks {
-        (n, KvBlocksSource::Explicit)
-    } else if let Some(e) = entry {
-        let scaled = u128::from(e.total_kv_blocks) * u128::from(TABLE_BLOCK_SIZE)
-            / u128::from(setup.block_size);
-        let blocks = u64::try_from(scaled).unwrap_or(u64::MAX).max(1);
-        (blocks, KvBlocksSource::Calibrated)
-    } else {
-        let (config, gpu) = match parts {
-            Some(parts) => parts,
-            None => {
-                let config = model_config().map_err(|e| match e {
-                    LatencyError::UnknownModel { name, .. } => LatencyError::KvCapacityUnknown {
-                        reason: format!(
-                            "model '{name}' is not calibrated and has no bundled config \
-                             (bundled: {}); give its config.json",
-                            bundled_model_names().join(", ")
-                        ),
-                    },
-                    other => other,
-                })?;
-                (
-                    config,
-                    gpu_spec("deriving total_kv_blocks (or set total_kv_blocks)")?,
-                )
-            }
-        };
-        let util = setup.gpu_memory_utilization;
-        if kind.is_v1() {
-            let blocks = derive_total_kv_blocks_v1(&config, &gpu, tp, setup.block_size, util)?;
-            (blocks, KvBlocksSource::DerivedV1)
-        } else {
-            let blocks = derive_total_kv_blocks_reserving(
-                &config,
-                &gpu,
-                tp,
-                dp,
-                setup.block_size,
-                util,
-                setup.adapter_reserved_bytes,
-            )?;
-            (blocks, KvBlocksSource::Derived)
+/// KV blocks derived from the model config and GPU memory (HEAD's sizing,
+/// or February's for the v1 models).
+fn derive_kv_blocks(
+    inputs: &Inputs,
+    parts: Option<(ModelConfig, GpuSpec)>,
+    tp: u32,
+    dp: u32,
+) -> Result<(u64, KvBlocksSource), LatencyError> {
+    let setup = inputs.setup;
+    let (config, gpu) = match parts {
+        Some(parts) => parts,
+        None => {
+            let config = inputs.model_config().map_err(|e| match e {
+                LatencyError::UnknownModel { name, .. } => LatencyError::KvCapacityUnknown {
+                    reason: format!(
+                        "model '{name}' is not calibrated and has no bundled config \
+                         (bundled: {}); give its config.json",
+                        bundled_model_names().join(", ")
+                    ),
+                },
+                other => other,
+            })?;
+            (
+                config,
+                inputs.gpu_spec("deriving total_kv_blocks (or set total_kv_blocks)")?,
+            )
         }
     };
-
-    Ok(BuiltLatency {
-        model,
-        total_kv_blocks,
-        kv_blocks_source,
-        gpu: gpu_name,
-        tp,
-        calibrated_vllm: entry.map(|e| e.vllm.clone()),
-        warnings,
-    })
+    let util = setup.gpu_memory_utilization;
+    if setup.kind.is_v1() {
+        let blocks = derive_total_kv_blocks_v1(&config, &gpu, tp, setup.block_size, util)?;
+        Ok((blocks, KvBlocksSource::DerivedV1))
+    } else {
+        let blocks = derive_total_kv_blocks_reserving(
+            &config,
+            &gpu,
+            tp,
+            dp,
+            setup.block_size,
+            util,
+            setup.adapter_reserved_bytes,
+        )?;
+        Ok((blocks, KvBlocksSource::Derived))
+    }
 }
