@@ -18,6 +18,7 @@
 //! * [`session`] — the entry point: load a run (run file, overrides, replayed trace), simulate it, sweep.
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
+//! * [`search`] — the evaluation engine of `blis plan` and `blis tune`: candidates → simulations (cached, resumable, parallel) → metrics.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
 //! * [`fit`] — `blis calibrate fit`: latency-model coefficients fitted to measurements.
 //! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
@@ -49,6 +50,7 @@ pub mod output;
 pub mod plugins;
 pub mod prompt;
 pub mod request;
+pub mod search;
 pub mod session;
 pub mod sweep;
 pub mod trace_v2;

@@ -47,6 +47,7 @@ pub use overrides::{load_run, Base, Overrides};
 pub use replay::{load_replay, ReplayOptions};
 pub(crate) use simulate::check_outputs_against_run_file;
 pub use simulate::{simulate, simulate_with, Notice, Simulated};
+pub(crate) use sweep::SweepRunner;
 pub use sweep::{resolve_jobs, sweep, sweep_merge};
 
 pub use crate::config::{RunFile, Source};

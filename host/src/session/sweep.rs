@@ -18,7 +18,7 @@ use crate::sweep::{self, Shard, SweepError};
 /// with the same edits, so the run is the one `blis run` makes, byte for
 /// byte.
 #[derive(Default)]
-struct SweepRunner {
+pub(crate) struct SweepRunner {
     base: OnceLock<Result<(Source, toml::Table), String>>,
     /// Handed to each run's simulation ([`simulate_with`]).
     cancel: Option<Arc<AtomicBool>>,
@@ -39,7 +39,21 @@ impl SweepRunner {
         Ok((source, table))
     }
 
-    fn run(&self, base: Option<&Path>, sets: &[(String, toml::Value)]) -> Result<String, String> {
+    /// A runner whose simulations stop once `cancel` is set.
+    pub(crate) fn new(cancel: Option<Arc<AtomicBool>>) -> Self {
+        Self {
+            cancel,
+            ..Self::default()
+        }
+    }
+
+    /// One run: `base` (or the built-in scenario) with `sets` applied, as
+    /// `blis run BASE --set KEY=VALUE…`; the report's text or the error.
+    pub(crate) fn run(
+        &self,
+        base: Option<&Path>,
+        sets: &[(String, toml::Value)],
+    ) -> Result<String, String> {
         let (source, table) = self
             .base
             .get_or_init(|| Self::prepare(base))
@@ -106,10 +120,7 @@ pub fn sweep(
         progress,
         cancel: cancel.as_deref(),
     };
-    let runner = SweepRunner {
-        cancel: cancel.clone(),
-        ..SweepRunner::default()
-    };
+    let runner = SweepRunner::new(cancel.clone());
     sweep::run(&opts, &|base, sets| runner.run(base, sets)).map_err(to_error)
 }
 

@@ -119,7 +119,7 @@ pub struct Plan {
 }
 
 /// Flatten nested tables into dotted keys (arrays and scalars are leaves).
-fn flatten_sets(prefix: &str, t: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+pub(crate) fn flatten_sets(prefix: &str, t: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
     for (k, v) in t {
         let key = if prefix.is_empty() {
             k.clone()
@@ -210,7 +210,7 @@ fn closest_key(key: &str, message: &str) -> Option<Option<String>> {
 
 /// Check that `key` names a run-file key: set it (to `value`) in the base
 /// table and deserialise; an unknown field is an error naming the closest key.
-fn check_key(base: &toml::Table, key: &str, value: &toml::Value, what: &str) -> Result<(), String> {
+pub(crate) fn check_key(base: &toml::Table, key: &str, value: &toml::Value, what: &str) -> Result<(), String> {
     let mut t = base.clone();
     overrides::set(&mut t, key, value.clone()).map_err(|e| format!("{what}: {e}"))?;
     let text = toml::to_string(&t).map_err(|e| format!("{what}: {e}"))?;
@@ -319,7 +319,7 @@ const INPUT_KEYS: [&str; 3] = [
 /// `plugins[].path`, in the base or set by any run): its path and a hash of
 /// its contents, so an edited trace, model config or plugin changes the
 /// sweep's fingerprint.
-fn inputs_digest(base: &toml::Table, runs: &[PlannedRun], base_dir: &Path) -> String {
+pub(crate) fn inputs_digest(base: &toml::Table, runs: &[PlannedRun], base_dir: &Path) -> String {
     let mut paths = std::collections::BTreeSet::new();
     let get = |t: &toml::Table, key: &str| -> Option<String> {
         let (section, name) = key.split_once('.')?;
