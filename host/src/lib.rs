@@ -18,6 +18,7 @@
 //! * [`session`] — the entry point: load a run (run file, overrides, replayed trace), simulate it, sweep.
 //! * [`config`] — the TOML run file.
 //! * [`plugins`] — loading policy libraries and the policy registry.
+//! * [`plan`] — `blis plan`: the cheapest fleet that meets the SLOs, by search over a space of shapes and counts.
 //! * [`search`] — the evaluation engine of `blis plan` and `blis tune`: candidates → simulations (cached, resumable, parallel) → metrics.
 //! * [`sweep`] — parameter sweeps: grids of runs in parallel, resumable, sharded, tidy results.
 //! * [`fit`] — `blis calibrate fit`: latency-model coefficients fitted to measurements.
@@ -47,6 +48,7 @@ pub mod metrics;
 #[cfg(feature = "observe")]
 pub mod observe;
 pub mod output;
+pub mod plan;
 pub mod plugins;
 pub mod prompt;
 pub mod request;

@@ -22,6 +22,10 @@ mod autoscaling;
 // the real `blis`, with third-party ABI 0.2 policies.
 mod pipeline;
 
+// `blis plan`: the brute-force answer with fewer simulations, resumption,
+// bad plan files.
+mod plan;
+
 // The library entry point (blis_host::session) as an embedding program uses
 // it: the report of `blis run`, errors of the right kind, cancellation.
 mod session;

@@ -6,11 +6,14 @@
 //!
 //! Exit codes: 0 success; 1 the run failed while running (a plugin panicked
 //! or returned something invalid, an output file could not be written);
-//! 2 bad input (command line, run file, trace, plugin library) — nothing ran.
+//! 2 bad input (command line, run file, trace, plugin library) — nothing ran;
+//! 3 `blis plan` found no fleet that meets the SLOs (its outputs written);
+//! 130 interrupted (what was recorded is kept).
 
 mod calibrate;
 mod commands;
 mod load;
+mod plan;
 mod replay;
 mod scaffold;
 mod sweep;
@@ -25,11 +28,14 @@ pub use replay::ReplayArgs;
 use crate::session::{self, ErrorKind};
 
 /// The exit code of a failed command: 2 bad input (nothing ran), 1 a
-/// failure while running, 130 an interrupt that kept what was recorded.
+/// failure while running, 3 a search with no answer (`blis plan`: nothing
+/// in the space meets the SLOs), 130 an interrupt that kept what was
+/// recorded.
 pub fn exit_code(e: &Failure) -> i32 {
     match e.kind {
         ErrorKind::Input => 2,
         ErrorKind::Run => 1,
+        ErrorKind::Infeasible => 3,
         ErrorKind::Interrupted => 130,
     }
 }
@@ -70,6 +76,9 @@ pub enum Command {
     Report(sweep::ReportArgs),
     /// Replay a TraceV2 trace (header YAML + data CSV) on the cluster of a run file.
     Replay(replay::ReplayArgs),
+    /// The cheapest fleet that meets the SLOs: search GPU types, TP, instance
+    /// counts and policy variants by simulation (resumable, on all cores).
+    Plan(plan::PlanArgs),
     /// Compare a real trace with a replay's SimResult array and write a calibration report.
     Calibrate(calibrate::CalibrateArgs),
     /// Drive a real OpenAI-compatible server (vLLM, llm-d, llama.cpp…) with a

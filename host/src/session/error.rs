@@ -3,8 +3,8 @@
 use std::fmt;
 
 /// What kind of failure an [`Error`] is. The command line maps each to an
-/// exit code (`Input` 2, `Run` 1, `Interrupted` 130); the Python package to
-/// `blis.InputError` or `blis.RunError`.
+/// exit code (`Input` 2, `Run` 1, `Infeasible` 3, `Interrupted` 130); the
+/// Python package to `blis.InputError` or `blis.RunError`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
     /// Bad input (a command-line value, run file, trace, plugin library):
@@ -16,6 +16,10 @@ pub enum ErrorKind {
     /// The user interrupted a command that records as it goes; what it had
     /// recorded was kept.
     Interrupted,
+    /// A search ran and found nothing that meets the user's constraints
+    /// (`blis plan`: no fleet in the space meets the SLOs); what it tried
+    /// was written.
+    Infeasible,
 }
 
 /// A failed load or simulation: its kind and a one-paragraph message naming
@@ -47,6 +51,14 @@ impl Error {
     pub fn interrupted(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Interrupted,
+            message: message.into(),
+        }
+    }
+
+    /// A search that found no answer.
+    pub fn infeasible(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Infeasible,
             message: message.into(),
         }
     }

@@ -37,7 +37,9 @@ struct SweepFile {
 /// One seed of `seeds`, read as the run file reads `seed`.
 #[derive(Clone, Copy, Debug, Deserialize)]
 #[serde(transparent)]
-struct SeedValue(#[serde(deserialize_with = "crate::config::seed::deserialize")] u64);
+pub(crate) struct SeedValue(
+    #[serde(deserialize_with = "crate::config::seed::deserialize")] pub(crate) u64,
+);
 
 /// The most runs a sweep may have: past it, the grid cannot be meant (a
 /// million runs of a millisecond each is already 17 minutes of CPU) and
@@ -49,7 +51,7 @@ const FIXED_COLUMNS: [&str; 4] = ["run_id", "status", "error", "seed"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AxisFile {
+pub(crate) struct AxisFile {
     /// Run-file key (dotted, as `--set` takes it), for a list of `values`.
     #[serde(default)]
     key: Option<String>,
@@ -67,7 +69,7 @@ struct AxisFile {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct VariantFile {
+pub(crate) struct VariantFile {
     name: String,
     #[serde(default)]
     set: toml::Table,
@@ -210,7 +212,12 @@ fn closest_key(key: &str, message: &str) -> Option<Option<String>> {
 
 /// Check that `key` names a run-file key: set it (to `value`) in the base
 /// table and deserialise; an unknown field is an error naming the closest key.
-pub(crate) fn check_key(base: &toml::Table, key: &str, value: &toml::Value, what: &str) -> Result<(), String> {
+pub(crate) fn check_key(
+    base: &toml::Table,
+    key: &str,
+    value: &toml::Value,
+    what: &str,
+) -> Result<(), String> {
     let mut t = base.clone();
     overrides::set(&mut t, key, value.clone()).map_err(|e| format!("{what}: {e}"))?;
     let text = toml::to_string(&t).map_err(|e| format!("{what}: {e}"))?;
@@ -416,7 +423,11 @@ fn read_base(
 
 /// One `[[axis]]`: `key` and `values`, or `name` and variants, each value
 /// checked against the base run file.
-fn check_axis(a: &AxisFile, base_table: &toml::Table, what: &str) -> Result<Axis, String> {
+pub(crate) fn check_axis(
+    a: &AxisFile,
+    base_table: &toml::Table,
+    what: &str,
+) -> Result<Axis, String> {
     match (&a.key, &a.values, &a.variants) {
         (Some(key), Some(values), None) => {
             if values.is_empty() {

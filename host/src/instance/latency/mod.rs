@@ -53,6 +53,7 @@ pub use coefficients::{
     lookup_linear_coefficients, CoefficientEntry, DefaultHardware,
 };
 pub use error::LatencyError;
+pub(crate) use gpu::hardware_file_names;
 pub use gpu::{bundled_gpu_names, bundled_gpu_names_v1, same_gpu, GpuSpec};
 pub use kv_v1::{derive_total_kv_blocks_v1, DEFAULT_GPU_MEMORY_UTILIZATION};
 pub use model_config::{bundled_model_id, bundled_model_names, ModelConfig};
