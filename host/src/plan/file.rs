@@ -54,6 +54,7 @@ struct TrafficFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpaceFile {
+    #[serde(default)]
     gpu: Vec<String>,
     #[serde(default)]
     tp: Option<Vec<i64>>,
@@ -63,6 +64,35 @@ struct SpaceFile {
     /// sweep axis: `key` and `values`, or `name` and `[[…variants]]`.
     #[serde(default, rename = "axis")]
     axes: Vec<AxisFile>,
+    /// Heterogeneous fleets: pools of several GPU types in fixed shares.
+    #[serde(default, rename = "mix")]
+    mixes: Vec<MixFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MixFile {
+    name: String,
+    pools: Vec<MixPoolFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MixPoolFile {
+    gpu: String,
+    #[serde(default)]
+    tp: Option<i64>,
+    #[serde(default)]
+    share: Option<i64>,
+}
+
+/// A heterogeneous fleet: a unit of it is `share` instances of each pool
+/// (GPU type at a TP degree); a candidate is a number of units.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mix {
+    pub name: String,
+    /// (GPU type, TP, instances per unit).
+    pub pools: Vec<(String, u32, u32)>,
 }
 
 /// Default prices, dollars per GPU-hour: round figures of on-demand cloud
@@ -157,6 +187,8 @@ pub struct PlanSpec {
     pub min_instances: u32,
     pub max_instances: u32,
     pub axes: Vec<Axis>,
+    /// Heterogeneous fleets (shapes besides GPU × TP).
+    pub mixes: Vec<Mix>,
     /// Dollars per GPU-hour of each GPU of the space.
     pub prices: BTreeMap<String, f64>,
     pub objective: Objective,
@@ -209,7 +241,10 @@ impl PlanSpec {
         let rates = rates(name, &file.traffic, &run)?;
         let slos = slos(name, &file.slo)?;
         let space = space(name, &file.space, &run, &base_table, &base_source.base_dir)?;
-        let prices = prices(name, &file.prices, &space.0)?;
+        let mixes = mixes(name, &file.space, &run, &base_source.base_dir)?;
+        let mut priced: Vec<String> = space.0.clone();
+        priced.extend(mixes.iter().flat_map(|m| m.pools.iter().map(|p| p.0.clone())));
+        let prices = prices(name, &file.prices, &priced)?;
         let objective = match file.objective.as_deref() {
             None | Some("cost") => Objective::Cost,
             Some("gpus") => Objective::Gpus,
@@ -234,16 +269,16 @@ impl PlanSpec {
             min_instances,
             max_instances,
             axes,
+            mixes,
             prices,
             objective,
             fixed,
         })
     }
 
-    /// Shapes in the space: GPU × TP × every axis's points.
+    /// Shapes in the space: (GPU × TP + mixes) × every axis's points.
     pub fn shape_count(&self) -> usize {
-        self.gpus.len()
-            * self.tps.len()
+        (self.gpus.len() * self.tps.len() + self.mixes.len())
             * self.axes.iter().map(|a| a.points.len()).product::<usize>()
     }
 
@@ -381,29 +416,18 @@ fn space(
     base_table: &toml::Table,
     base_dir: &Path,
 ) -> Result<Space, String> {
-    if s.gpu.is_empty() {
+    if s.gpu.is_empty() && s.mixes.is_empty() {
         return Err(format!(
-            "{name}: space.gpu = []: give at least one GPU type, e.g. gpu = [\"H100\", \"A100-SXM\", \"L40S\"]"
+            "{name}: space.gpu = []: give at least one GPU type, e.g. gpu = [\"H100\", \"A100-SXM\", \"L40S\"] (or a [[space.mix]])"
         ));
     }
-    let known = match &run.model.hardware_config {
-        Some(p) => crate::instance::latency::hardware_file_names(&config::resolve(base_dir, p))
-            .map_err(|e| e.to_string()),
-        None => Ok(crate::instance::latency::bundled_gpu_names()),
-    }
-    .map_err(|e| format!("{name}: base run file's model.hardware_config: {e}"))?;
     let mut gpus: Vec<String> = Vec::new();
     for g in &s.gpu {
-        let Some(k) = known.iter().find(|k| k.eq_ignore_ascii_case(g)) else {
-            return Err(format!(
-                "{name}: space.gpu: unknown GPU type \"{g}\"; the hardware table has {} (add yours with model.hardware_config in the base run file)",
-                known.join(", ")
-            ));
-        };
-        if gpus.contains(k) {
+        let k = known_gpu(name, "space.gpu", g, run, base_dir)?;
+        if gpus.contains(&k) {
             return Err(format!("{name}: space.gpu lists \"{g}\" twice"));
         }
-        gpus.push(k.clone());
+        gpus.push(k);
     }
     let tps = match &s.tp {
         None => vec![run.model.tp.unwrap_or(1)],
@@ -466,7 +490,7 @@ fn space(
                 .contains(&k.as_str())
                 {
                     return Err(format!(
-                        "{what}: sets {k}, which the plan itself sets (space.gpu, space.tp, space.instances, seeds, [traffic])"
+                        "{what}: sets {k}, which the plan itself sets (space.gpu, space.tp, space.instances, space.mix, seeds, [traffic])"
                     ));
                 }
             }
@@ -508,6 +532,62 @@ fn prices(
             ));
         };
         out.insert(g.clone(), price);
+    }
+    Ok(out)
+}
+
+/// The hardware table's name of GPU type `g` (case aside).
+fn known_gpu(name: &str, key: &str, g: &str, run: &RunFile, base_dir: &Path) -> Result<String, String> {
+    let known = match &run.model.hardware_config {
+        Some(p) => crate::instance::latency::hardware_file_names(&config::resolve(base_dir, p))
+            .map_err(|e| e.to_string()),
+        None => Ok(crate::instance::latency::bundled_gpu_names()),
+    }
+    .map_err(|e| format!("{name}: base run file's model.hardware_config: {e}"))?;
+    known
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(g))
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "{name}: {key}: unknown GPU type \"{g}\"; the hardware table has {} (add yours with model.hardware_config in the base run file)",
+                known.join(", ")
+            )
+        })
+}
+
+/// `[[space.mix]]`: heterogeneous fleets, each a named list of pools.
+fn mixes(name: &str, s: &SpaceFile, run: &RunFile, base_dir: &Path) -> Result<Vec<Mix>, String> {
+    let mut out: Vec<Mix> = Vec::new();
+    for (i, m) in s.mixes.iter().enumerate() {
+        let key = format!("space.mix[{i}] ({})", m.name);
+        if m.name.trim().is_empty() || out.iter().any(|x| x.name == m.name) {
+            return Err(format!("{name}: {key}: give each mix a name of its own"));
+        }
+        if m.pools.len() < 2 {
+            return Err(format!(
+                "{name}: {key}: a mix has at least two pools (one GPU type alone is space.gpu)"
+            ));
+        }
+        let mut pools = Vec::new();
+        for (j, p) in m.pools.iter().enumerate() {
+            let gpu = known_gpu(name, &format!("{key}.pools[{j}].gpu"), &p.gpu, run, base_dir)?;
+            let tp = p.tp.unwrap_or(1);
+            let share = p.share.unwrap_or(1);
+            if !(1..=64).contains(&tp) {
+                return Err(format!("{name}: {key}.pools[{j}].tp = {tp}: a tensor-parallel degree is in [1, 64]"));
+            }
+            if !(1..=64).contains(&share) {
+                return Err(format!(
+                    "{name}: {key}.pools[{j}].share = {share}: instances of this pool per unit of the mix, in [1, 64]"
+                ));
+            }
+            pools.push((gpu, tp as u32, share as u32));
+        }
+        out.push(Mix {
+            name: m.name.clone(),
+            pools,
+        });
     }
     Ok(out)
 }

@@ -68,14 +68,32 @@ pub struct Shape {
     pub labels: Labels,
     /// The overrides of the shape (without count, rate or seed).
     pub sets: Sets,
-    /// Dollars per hour of one instance (its TP GPUs).
+    /// Dollars per hour of one unit: an instance (its TP GPUs), or for a
+    /// mix one share of each pool.
     pub unit_cost: f64,
+    /// GPUs of one unit.
+    pub unit_gpus: u32,
+    /// A heterogeneous fleet: (GPU type, TP, instances per unit) per pool;
+    /// the candidate's count is its number of units.
+    pub pools: Option<Vec<(String, u32, u32)>>,
 }
 
 impl Shape {
-    /// `H100 tp2 routing=round-robin`.
+    /// `H100 tp2 routing=round-robin`, or `mix h100+l40s (1×H100 tp1 +
+    /// 2×L40S tp1)`.
     pub fn describe(&self) -> String {
-        let mut s = format!("{} tp{}", self.gpu, self.tp);
+        let mut s = match &self.pools {
+            None => format!("{} tp{}", self.gpu, self.tp),
+            Some(pools) => format!(
+                "mix {} ({})",
+                self.gpu,
+                pools
+                    .iter()
+                    .map(|(g, tp, share)| format!("{share}×{g} tp{tp}"))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            ),
+        };
         for (k, v) in &self.labels {
             let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
             s.push_str(&format!(" {k}={v}"));
@@ -189,7 +207,7 @@ impl<'a> Planner<'a> {
     /// The key of shape `s` at `n` instances.
     fn key(&self, s: usize, n: u32) -> Key {
         let shape = &self.shapes[s];
-        let gpus = n * shape.tp;
+        let gpus = n * shape.unit_gpus;
         let cost = f64::from(n) * shape.unit_cost;
         let objective = match self.spec.objective {
             Objective::Cost => cost,
@@ -356,7 +374,7 @@ impl<'a> Planner<'a> {
         let shape = &self.shapes[s];
         let mut sets = self.spec.fixed.clone();
         sets.extend(shape.sets.iter().cloned());
-        sets.push(("instance.count".into(), toml::Value::Integer(i64::from(n))));
+        sets.extend(count_sets(shape, n));
         sets.push(("workload.aggregate_rate".into(), toml::Value::Float(rate)));
         sets.push(("seed".into(), crate::config::seed::to_value(seed)));
         let mut labels: Labels = vec![
@@ -406,39 +424,90 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// The shapes of a spec: GPU (slowest) × TP × each axis, in file order.
+/// The overrides that give shape `shape` its count `n`: `instance.count`,
+/// or for a mix its pools (`instance.count = 1`, as pools require).
+fn count_sets(shape: &Shape, n: u32) -> Sets {
+    let int = |v: u32| toml::Value::Integer(i64::from(v));
+    let Some(pools) = &shape.pools else {
+        return vec![("instance.count".into(), int(n))];
+    };
+    let tables = pools
+        .iter()
+        .enumerate()
+        .map(|(i, (gpu, tp, share))| {
+            let mut model = toml::Table::new();
+            model.insert("hardware".into(), toml::Value::String(gpu.clone()));
+            model.insert("tp".into(), int(*tp));
+            let mut t = toml::Table::new();
+            t.insert("name".into(), toml::Value::String(format!("{}-{i}", gpu.to_lowercase())));
+            t.insert("role".into(), toml::Value::String("both".into()));
+            t.insert("instances".into(), int(n * share));
+            t.insert("model".into(), toml::Value::Table(model));
+            toml::Value::Table(t)
+        })
+        .collect();
+    vec![
+        ("instance.count".into(), int(1)),
+        ("pools".into(), toml::Value::Array(tables)),
+    ]
+}
+
+/// The shapes of a spec: GPU (slowest) × TP, then the mixes, each × every
+/// axis, in file order.
 pub fn shapes(spec: &PlanSpec) -> Vec<Shape> {
-    let mut out = Vec::new();
-    let axis_lens: Vec<usize> = spec.axes.iter().map(|a| a.points.len()).collect();
-    let cells: usize = axis_lens.iter().product();
+    let mut bases: Vec<Shape> = Vec::new();
     for gpu in &spec.gpus {
         for &tp in &spec.tps {
-            for cell in 0..cells {
-                let mut rem = cell;
-                let mut pick = vec![0; axis_lens.len()];
-                for a in (0..axis_lens.len()).rev() {
-                    pick[a] = rem % axis_lens[a];
-                    rem /= axis_lens[a];
-                }
-                let mut sets: Sets = vec![
+            bases.push(Shape {
+                index: 0,
+                gpu: gpu.clone(),
+                tp,
+                labels: Labels::new(),
+                sets: vec![
                     ("model.hardware".into(), toml::Value::String(gpu.clone())),
                     ("model.tp".into(), toml::Value::Integer(i64::from(tp))),
-                ];
-                let mut labels = Labels::new();
-                for (a, &p) in spec.axes.iter().zip(&pick) {
-                    let point = &a.points[p];
-                    labels.push((a.name.clone(), point.label.clone()));
-                    sets.extend(point.sets.iter().cloned());
-                }
-                out.push(Shape {
-                    index: out.len(),
-                    gpu: gpu.clone(),
-                    tp,
-                    labels,
-                    sets,
-                    unit_cost: f64::from(tp) * spec.prices[gpu],
-                });
+                ],
+                unit_cost: f64::from(tp) * spec.prices[gpu],
+                unit_gpus: tp,
+                pools: None,
+            });
+        }
+    }
+    for m in &spec.mixes {
+        bases.push(Shape {
+            index: 0,
+            gpu: m.name.clone(),
+            tp: 0,
+            labels: Labels::new(),
+            sets: Sets::new(),
+            unit_cost: m
+                .pools
+                .iter()
+                .map(|(g, tp, share)| f64::from(tp * share) * spec.prices[g])
+                .sum(),
+            unit_gpus: m.pools.iter().map(|(_, tp, share)| tp * share).sum(),
+            pools: Some(m.pools.clone()),
+        });
+    }
+    let axis_lens: Vec<usize> = spec.axes.iter().map(|a| a.points.len()).collect();
+    let cells: usize = axis_lens.iter().product();
+    let mut out = Vec::new();
+    for base in bases {
+        for cell in 0..cells {
+            let mut rem = cell;
+            let mut pick = vec![0; axis_lens.len()];
+            for a in (0..axis_lens.len()).rev() {
+                pick[a] = rem % axis_lens[a];
+                rem /= axis_lens[a];
             }
+            let mut shape = base.clone();
+            shape.index = out.len();
+            for (a, &p) in spec.axes.iter().zip(&pick) {
+                let point = &a.points[p];
+                shape.labels.push((a.name.clone(), point.label.clone()));
+                shape.sets.extend(point.sets.iter().cloned());
+            }
+            out.push(shape);
         }
     }
     out

@@ -131,7 +131,14 @@ fn candidate(spec: &PlanSpec, o: &Outcome, s: usize, n: u32, v: &Verdict) -> Val
     let mut m = shape_object(o, s);
     let shape = &o.shapes[s];
     m.insert("instances".into(), json!(n));
-    m.insert("gpus".into(), json!(n * shape.tp));
+    m.insert("gpus".into(), json!(n * shape.unit_gpus));
+    if let Some(pools) = &shape.pools {
+        let p: Vec<Value> = pools
+            .iter()
+            .map(|(g, tp, share)| json!({ "gpu": g, "tp": tp, "instances": n * share }))
+            .collect();
+        m.insert("pools".into(), Value::Array(p));
+    }
     m.insert(
         "cost_per_hour".into(),
         json!(f64::from(n) * shape.unit_cost),
@@ -262,7 +269,7 @@ fn candidates(spec: &PlanSpec, o: &Outcome) -> Result<Vec<u8>, Error> {
         row.push(x.instances.to_string());
         row.push(short(x.rate));
         row.push(x.seed.to_string());
-        row.push((x.instances * shape.tp).to_string());
+        row.push((x.instances * shape.unit_gpus).to_string());
         row.push(format!("{:.4}", f64::from(x.instances) * shape.unit_cost));
         let v = super::judge(
             &spec.slos,
@@ -314,7 +321,7 @@ fn best_run_file(spec: &PlanSpec, o: &Outcome, s: usize, n: u32) -> Result<Strin
     }
     let mut sets = spec.fixed.clone();
     sets.extend(o.shapes[s].sets.iter().cloned());
-    sets.push(("instance.count".into(), toml::Value::Integer(i64::from(n))));
+    sets.extend(super::count_sets(&o.shapes[s], n));
     sets.push((
         "workload.aggregate_rate".into(),
         toml::Value::Float(spec.rates[0]),
