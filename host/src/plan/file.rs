@@ -74,12 +74,19 @@ struct SpaceFile {
 struct MixFile {
     name: String,
     pools: Vec<MixPoolFile>,
+    /// Overrides of this mix's candidates (e.g. `"pd.decider"` for pools
+    /// of roles prefill and decode).
+    #[serde(default)]
+    set: toml::Table,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct MixPoolFile {
     gpu: String,
+    /// `both` (default: serves whole requests), `prefill` or `decode`.
+    #[serde(default)]
+    role: Option<String>,
     #[serde(default)]
     tp: Option<i64>,
     #[serde(default)]
@@ -91,8 +98,20 @@ struct MixPoolFile {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mix {
     pub name: String,
-    /// (GPU type, TP, instances per unit).
-    pub pools: Vec<(String, u32, u32)>,
+    pub pools: Vec<MixPool>,
+    /// The mix's own overrides.
+    pub sets: Vec<(String, toml::Value)>,
+}
+
+/// One pool of a mix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MixPool {
+    pub gpu: String,
+    pub tp: u32,
+    /// Instances per unit of the mix.
+    pub share: u32,
+    /// `both`, `prefill` or `decode`.
+    pub role: String,
 }
 
 /// Default prices, dollars per GPU-hour: round figures of on-demand cloud
@@ -241,9 +260,9 @@ impl PlanSpec {
         let rates = rates(name, &file.traffic, &run)?;
         let slos = slos(name, &file.slo)?;
         let space = space(name, &file.space, &run, &base_table, &base_source.base_dir)?;
-        let mixes = mixes(name, &file.space, &run, &base_source.base_dir)?;
+        let mixes = mixes(name, &file.space, &run, &base_source.base_dir, &base_table)?;
         let mut priced: Vec<String> = space.0.clone();
-        priced.extend(mixes.iter().flat_map(|m| m.pools.iter().map(|p| p.0.clone())));
+        priced.extend(mixes.iter().flat_map(|m| m.pools.iter().map(|p| p.gpu.clone())));
         let prices = prices(name, &file.prices, &priced)?;
         let objective = match file.objective.as_deref() {
             None | Some("cost") => Objective::Cost,
@@ -557,7 +576,13 @@ fn known_gpu(name: &str, key: &str, g: &str, run: &RunFile, base_dir: &Path) -> 
 }
 
 /// `[[space.mix]]`: heterogeneous fleets, each a named list of pools.
-fn mixes(name: &str, s: &SpaceFile, run: &RunFile, base_dir: &Path) -> Result<Vec<Mix>, String> {
+fn mixes(
+    name: &str,
+    s: &SpaceFile,
+    run: &RunFile,
+    base_dir: &Path,
+    base_table: &toml::Table,
+) -> Result<Vec<Mix>, String> {
     let mut out: Vec<Mix> = Vec::new();
     for (i, m) in s.mixes.iter().enumerate() {
         let key = format!("space.mix[{i}] ({})", m.name);
@@ -582,11 +607,28 @@ fn mixes(name: &str, s: &SpaceFile, run: &RunFile, base_dir: &Path) -> Result<Ve
                     "{name}: {key}.pools[{j}].share = {share}: instances of this pool per unit of the mix, in [1, 64]"
                 ));
             }
-            pools.push((gpu, tp as u32, share as u32));
+            let role = p.role.clone().unwrap_or_else(|| "both".into());
+            if !["both", "prefill", "decode"].contains(&role.as_str()) {
+                return Err(format!(
+                    "{name}: {key}.pools[{j}].role = \"{role}\": give \"both\" (the default), \"prefill\" or \"decode\""
+                ));
+            }
+            pools.push(MixPool {
+                gpu,
+                tp: tp as u32,
+                share: share as u32,
+                role,
+            });
+        }
+        let mut sets = Vec::new();
+        crate::sweep::spec::flatten_sets("", &m.set, &mut sets);
+        for (k, v) in &sets {
+            check_key(base_table, k, v, &format!("{name}: {key}.set"))?;
         }
         out.push(Mix {
             name: m.name.clone(),
             pools,
+            sets,
         });
     }
     Ok(out)

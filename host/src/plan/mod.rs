@@ -52,7 +52,7 @@ mod output;
 
 use std::collections::HashMap;
 
-pub use file::{Judge, Objective, PlanSpec, Slo};
+pub use file::{Judge, MixPool, Objective, PlanSpec, Slo};
 pub use output::Written;
 
 use crate::search::{Engine, Evaluation, Labels, Sets, Trial};
@@ -73,12 +73,23 @@ pub struct Shape {
     pub unit_cost: f64,
     /// GPUs of one unit.
     pub unit_gpus: u32,
-    /// A heterogeneous fleet: (GPU type, TP, instances per unit) per pool;
-    /// the candidate's count is its number of units.
-    pub pools: Option<Vec<(String, u32, u32)>>,
+    /// A heterogeneous fleet (or prefill and decode pools): its pools; the
+    /// candidate's count is its number of units.
+    pub pools: Option<Vec<MixPool>>,
 }
 
 impl Shape {
+    /// `7 instance(s)`, or for a mix `2 unit(s) (6 instances)`.
+    pub fn count(&self, n: u32) -> String {
+        match &self.pools {
+            None => format!("{n} instance(s)"),
+            Some(pools) => format!(
+                "{n} unit(s) ({} instances)",
+                n * pools.iter().map(|p| p.share).sum::<u32>()
+            ),
+        }
+    }
+
     /// `H100 tp2 routing=round-robin`, or `mix h100+l40s (1×H100 tp1 +
     /// 2×L40S tp1)`.
     pub fn describe(&self) -> String {
@@ -89,7 +100,14 @@ impl Shape {
                 self.gpu,
                 pools
                     .iter()
-                    .map(|(g, tp, share)| format!("{share}×{g} tp{tp}"))
+                    .map(|p| {
+                        let role = if p.role == "both" {
+                            String::new()
+                        } else {
+                            format!(" {}", p.role)
+                        };
+                        format!("{}×{} tp{}{role}", p.share, p.gpu, p.tp)
+                    })
                     .collect::<Vec<_>>()
                     .join(" + ")
             ),
@@ -240,7 +258,8 @@ impl<'a> Planner<'a> {
         let Some(cap) = self.cap(s, best) else {
             result.status = "pruned";
             result.why = format!(
-                "{lo} instance(s) already cost {} (the best: {})",
+                "{} already cost {} (the best: {})",
+                self.shapes[s].count(lo),
                 money(f64::from(lo) * self.shapes[s].unit_cost),
                 best.map_or(String::new(), |(bs, bn)| money(
                     f64::from(bn) * self.shapes[bs].unit_cost
@@ -289,7 +308,7 @@ impl<'a> Planner<'a> {
         } else {
             "infeasible"
         };
-        result.why = format!("at {n} instance(s): {}", self.why(&v));
+        result.why = format!("at {}: {}", self.shapes[result.shape].count(n), self.why(&v));
         result.missed = Some((n, v));
     }
 
@@ -407,8 +426,9 @@ impl<'a> Planner<'a> {
         let shape = &self.shapes[r.shape];
         match (&r.answer, r.status) {
             (Some((n, v)), _) => format!(
-                "plan: {}: {n} instance(s), {} — {}{}",
+                "plan: {}: {}, {} — {}{}",
                 shape.describe(),
+                shape.count(*n),
                 money(f64::from(*n) * shape.unit_cost),
                 v.binding.map_or(String::new(), |i| format!(
                     "binding {}",
@@ -434,14 +454,15 @@ fn count_sets(shape: &Shape, n: u32) -> Sets {
     let tables = pools
         .iter()
         .enumerate()
-        .map(|(i, (gpu, tp, share))| {
+        .map(|(i, p)| {
             let mut model = toml::Table::new();
-            model.insert("hardware".into(), toml::Value::String(gpu.clone()));
-            model.insert("tp".into(), int(*tp));
+            model.insert("hardware".into(), toml::Value::String(p.gpu.clone()));
+            model.insert("tp".into(), int(p.tp));
             let mut t = toml::Table::new();
-            t.insert("name".into(), toml::Value::String(format!("{}-{i}", gpu.to_lowercase())));
-            t.insert("role".into(), toml::Value::String("both".into()));
-            t.insert("instances".into(), int(n * share));
+            let name = format!("{}-{}-{i}", p.role, p.gpu.to_lowercase());
+            t.insert("name".into(), toml::Value::String(name));
+            t.insert("role".into(), toml::Value::String(p.role.clone()));
+            t.insert("instances".into(), int(n * p.share));
             t.insert("model".into(), toml::Value::Table(model));
             toml::Value::Table(t)
         })
@@ -479,13 +500,13 @@ pub fn shapes(spec: &PlanSpec) -> Vec<Shape> {
             gpu: m.name.clone(),
             tp: 0,
             labels: Labels::new(),
-            sets: Sets::new(),
+            sets: m.sets.clone(),
             unit_cost: m
                 .pools
                 .iter()
-                .map(|(g, tp, share)| f64::from(tp * share) * spec.prices[g])
+                .map(|p| f64::from(p.tp * p.share) * spec.prices[&p.gpu])
                 .sum(),
-            unit_gpus: m.pools.iter().map(|(_, tp, share)| tp * share).sum(),
+            unit_gpus: m.pools.iter().map(|p| p.tp * p.share).sum(),
             pools: Some(m.pools.clone()),
         });
     }

@@ -135,7 +135,7 @@ fn candidate(spec: &PlanSpec, o: &Outcome, s: usize, n: u32, v: &Verdict) -> Val
     if let Some(pools) = &shape.pools {
         let p: Vec<Value> = pools
             .iter()
-            .map(|(g, tp, share)| json!({ "gpu": g, "tp": tp, "instances": n * share }))
+            .map(|p| json!({ "gpu": p.gpu, "tp": p.tp, "role": p.role, "instances": n * p.share }))
             .collect();
         m.insert("pools".into(), Value::Array(p));
     }
@@ -345,10 +345,11 @@ fn best_run_file(spec: &PlanSpec, o: &Outcome, s: usize, n: u32) -> Result<Strin
         String::new()
     };
     Ok(format!(
-        "# Written by `blis plan {}`: the cheapest configuration meeting {}.\n# {}, {n} instance(s), {}{rates}.\n{body}",
+        "# Written by `blis plan {}`: the cheapest configuration meeting {}.\n# {}, {}, {}{rates}.\n{body}",
         spec.name,
         spec.slos.iter().map(|s| s.text.as_str()).collect::<Vec<_>>().join(", "),
         shape.describe(),
+        shape.count(n),
         money(f64::from(n) * shape.unit_cost),
     ))
 }
