@@ -326,6 +326,7 @@ chapters! {
     book_plugins => "plugins.md",
     book_wasm_plugins => "wasm-plugins.md",
     book_sweeps => "sweeps.md",
+    book_plan => "plan.md",
     book_pd => "pd.md",
     book_kv_offload => "kv-offload.md",
     book_control_plane => "control-plane.md",

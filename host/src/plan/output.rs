@@ -390,14 +390,18 @@ pub(super) fn infeasible_message(spec: &PlanSpec, o: &Outcome) -> String {
             };
             Some((
                 excess,
-                format!("{} at {n} instance(s): {why}", o.shapes[r.shape].describe()),
+                format!(
+                    "{} at {}: {why}",
+                    o.shapes[r.shape].describe(),
+                    o.shapes[r.shape].count(*n)
+                ),
             ))
         })
         .collect();
     missed.sort_by(|a, b| a.0.total_cmp(&b.0));
     let closest: Vec<String> = missed.into_iter().take(5).map(|(_, s)| s).collect();
     format!(
-        "{}: no configuration in the space meets {} (up to {} instances). Closest:\n  {}\nWiden the space (more instances, other GPUs or TP), relax an SLO, or lower the traffic; every simulation is in candidates.csv.",
+        "{}: no configuration in the space meets {} (up to {} instances, or units of a mix). Closest:\n  {}\nWiden the space (more instances, other GPUs or TP), relax an SLO, or lower the traffic; every simulation is in candidates.csv.",
         spec.name,
         spec.slos.iter().map(|s| s.text.as_str()).collect::<Vec<_>>().join(", "),
         spec.max_instances,
