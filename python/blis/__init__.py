@@ -21,6 +21,7 @@ for a run that failed while running; both carry blis's message.
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -40,6 +41,9 @@ __all__ = [
     "version",
     "Report",
     "FitResult",
+    "PlanResult",
+    "NoFeasiblePlan",
+    "plan",
     "Error",
     "InputError",
     "RunError",
@@ -103,6 +107,43 @@ class FitResult(dict):
         super().__init__(summary)
         self.profile = profile
         self.rows = rows
+
+
+class PlanResult(dict):
+    """What ``blis.plan`` found: ``plan.json`` (a ``dict``: ``answer`` — the
+    cheapest candidate meeting the SLOs, or None —, ``shapes``, ``frontier``,
+    ``simulations``, ``run_file``…), plus
+
+    * ``frontier`` — the cost/latency Pareto frontier across shapes, one row
+      per shape's answer (gpu, tp, axes, instances, gpus, cost_per_hour,
+      each SLO metric),
+    * ``candidates`` — every simulation (``candidates.csv``): shape, count,
+      rate, seed, gpus, cost_per_hour, each SLO metric, feasible, run_id,
+      error,
+    * ``out`` — the plan's directory (``best.toml``, ``runs/`` …),
+
+    each table a pandas DataFrame, or a list of dicts without pandas (or
+    with ``as_frame=False``).
+    """
+
+    frontier: Any
+    candidates: Any
+    out: str
+
+    def __init__(self, plan: Mapping[str, Any], frontier: Any, candidates: Any, out: str):
+        super().__init__(plan)
+        self.frontier = frontier
+        self.candidates = candidates
+        self.out = out
+
+
+class NoFeasiblePlan(Error):
+    """``blis.plan`` found no configuration in the space that meets the SLOs
+    (``blis plan`` exits 3). The message names the closest candidates; the
+    exception's ``result`` is the :class:`PlanResult` (``answer`` None, every
+    simulation in ``candidates``)."""
+
+    result: "PlanResult"
 
 
 def version() -> str:
@@ -258,6 +299,86 @@ def sweep(
             stacklevel=2,
         )
     return _table(rows, as_frame)
+
+
+def plan(
+    plan_file: Union[PathLike, Mapping[str, Any]],
+    jobs: Optional[int] = None,
+    *,
+    out: Optional[PathLike] = None,
+    as_frame: Optional[bool] = None,
+) -> PlanResult:
+    """The cheapest fleet that meets the SLOs, as ``blis plan``.
+
+    ``plan_file``: a plan file's path, or a dict of the same keys (``base``,
+    ``seeds``, ``slo``, ``traffic``, ``space``, ``prices``…; a relative
+    ``base`` is against the current folder).
+
+    ``jobs``: simulations at once (default: the number of CPUs).
+
+    ``out``: the plan's directory, kept and resumed when given again, as
+    ``blis plan --out DIR``; default: a temporary directory, removed
+    afterwards (``best.toml`` with it: give ``out`` to keep it).
+
+    Returns a :class:`PlanResult`. Raises :class:`InputError` for a bad plan
+    file (nothing ran), :class:`NoFeasiblePlan` when nothing in the space
+    meets the SLOs, ``KeyboardInterrupt`` on Ctrl-C (the finished
+    simulations are kept in ``out``).
+    """
+    with tempfile.TemporaryDirectory(prefix="blis-plan-") as tmp:
+        if isinstance(plan_file, Mapping):
+            table = dict(plan_file)
+            if "base" in table:
+                table["base"] = os.path.abspath(os.fspath(table["base"]))
+            path = os.path.join(tmp, "plan.toml")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(_native.table_to_toml(table))
+        else:
+            path = os.fspath(plan_file)
+        out_dir = os.fspath(out) if out is not None else os.path.join(tmp, "out")
+        _, infeasible = _native.plan(path, out_dir, jobs=jobs)
+        with open(os.path.join(out_dir, "plan.json"), encoding="utf-8") as f:
+            plan_json = json.load(f)
+        with open(os.path.join(out_dir, "candidates.csv"), newline="", encoding="utf-8") as f:
+            candidates = [_typed(row) for row in csv.DictReader(f)]
+    frontier = [_flat_candidate(c) for c in plan_json.get("frontier") or []]
+    result = PlanResult(
+        plan_json,
+        _table(frontier, as_frame),
+        _table(candidates, as_frame),
+        out_dir if out is not None else "",
+    )
+    if infeasible is not None:
+        err = NoFeasiblePlan(infeasible)
+        err.result = result
+        raise err
+    return result
+
+
+def _typed(row: Dict[str, str]) -> Dict[str, Any]:
+    """A candidates.csv row with numbers and booleans as such."""
+    out: Dict[str, Any] = {}
+    for k, v in row.items():
+        if v in ("true", "false"):
+            out[k] = v == "true"
+        elif v == "" and k != "error":
+            out[k] = None
+        else:
+            try:
+                out[k] = int(v)
+            except ValueError:
+                try:
+                    out[k] = float(v)
+                except ValueError:
+                    out[k] = v
+    return out
+
+
+def _flat_candidate(c: Mapping[str, Any]) -> Dict[str, Any]:
+    """A plan.json candidate as one row: its SLO values as columns."""
+    row = {k: v for k, v in c.items() if k not in ("slo_values", "pools")}
+    row.update(c.get("slo_values") or {})
+    return row
 
 
 def _run_source(run_file) -> Tuple[Optional[str], Optional[str]]:

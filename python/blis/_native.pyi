@@ -24,6 +24,14 @@ def run(
 ) -> Tuple[str, List[Tuple[str, str]], List[Tuple[str, str]]]:
     """One run: (report text, [(kind, notice)], [(output name, file)])."""
 
+def plan(
+    plan_file: Union[str, os.PathLike[str]],
+    out: Union[str, os.PathLike[str]],
+    jobs: Optional[int] = None,
+) -> Tuple[Optional[str], Optional[str]]:
+    """One plan into out: (the summary JSON, None), or (None, the message) when nothing meets the SLOs."""
+    ...
+
 def sweep(
     sweep_file: Union[str, os.PathLike[str]],
     out: Union[str, os.PathLike[str]],

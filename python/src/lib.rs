@@ -500,6 +500,36 @@ fn sweep<'py>(
     Ok(d)
 }
 
+/// `blis plan PLAN_FILE --out OUT`: the search, its outputs written to
+/// `out`. Returns the summary `blis plan` prints (JSON), and for a plan
+/// with no answer (exit 3 on the command line) the message naming the
+/// closest candidates (`plan.json` and `candidates.csv` are written either
+/// way).
+#[pyfunction]
+#[pyo3(signature = (plan_file, out, jobs=None))]
+fn plan(
+    py: Python<'_>,
+    plan_file: PathBuf,
+    out: PathBuf,
+    jobs: Option<usize>,
+) -> PyResult<(Option<String>, Option<String>)> {
+    let spec = blis_host::plan::PlanSpec::load(&plan_file).map_err(InputError::new_err)?;
+    let jobs = session::resolve_jobs(jobs).map_err(raise)?;
+    let outcome = interruptible(py, |cancel| {
+        let options = blis_host::search::Options {
+            jobs,
+            progress: false,
+            cancel: Some(cancel),
+        };
+        blis_host::plan::plan(&spec, &out, options, &|_| {})
+    })?;
+    match outcome {
+        Ok((_, written)) => Ok((Some(written.summary), None)),
+        Err(e) if e.kind == blis_host::session::ErrorKind::Infeasible => Ok((None, Some(e.message))),
+        Err(e) => Err(raise(e)),
+    }
+}
+
 /// `blis --version`: the program version and the plugin ABI it loads.
 #[pyfunction]
 fn version() -> String {
@@ -515,6 +545,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate_fit, m)?)?;
     m.add_function(wrap_pyfunction!(table_to_toml, m)?)?;

@@ -239,6 +239,29 @@ fn the_best_run_file_reproduces_the_answer_and_a_plan_resumes() {
         String::from_utf8_lossy(&report.stdout).trim_end(),
         saved.trim_end()
     );
+    // The plan's HTML page: cost against each SLO metric, a series per GPU
+    // type, each shape's knee and the winner marked.
+    run_ok(&dir, &["report", "out", "-o", "plan.html"]);
+    let html = std::fs::read_to_string(dir.path().join("plan.html")).unwrap();
+    for metric in ["ttft_p99_ms", "itl_p99_ms"] {
+        let tag = format!("data-plot=\"cost-vs-{metric}\" data-series=\"");
+        let at = html
+            .find(&tag)
+            .unwrap_or_else(|| panic!("no plot of {metric}"));
+        let series = &html[at + tag.len()..];
+        let series = &series[..series.find('"').unwrap()];
+        for want in [
+            "H100",
+            "A100-SXM",
+            "L40S",
+            "knee of each shape",
+            "winner",
+            "SLO bound",
+        ] {
+            assert!(series.split('|').any(|s| s == want), "{metric}: {series}");
+        }
+    }
+    assert!(html.contains("cannot-beat") && html.contains("feasible"));
     // Again into the same folder: every simulation is reused, the same answer.
     let again = run_ok(&dir, &["plan", "plan.toml", "--out", "out", "--jobs", "1"]);
     let again: Value = serde_json::from_slice(&again.stdout).unwrap();

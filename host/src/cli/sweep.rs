@@ -159,7 +159,7 @@ fn check_report_output(
 ) -> Result<(), Failure> {
     let mut inputs: Vec<(String, PathBuf)> = Vec::new();
     match input {
-        html_report::Input::Sweep(dir) => {
+        html_report::Input::Sweep(dir) | html_report::Input::Plan(dir) => {
             let runs = dir.join("runs");
             if crate::output::inside(output, &runs) {
                 return Err(usage(format!(
@@ -169,7 +169,14 @@ fn check_report_output(
                     dir.join("report.html").display()
                 )));
             }
-            for f in [sweep::store::MANIFEST, "results.csv", "results.jsonl"] {
+            let files = [
+                sweep::store::MANIFEST,
+                "results.csv",
+                "results.jsonl",
+                "plan.json",
+                "candidates.csv",
+            ];
+            for f in files {
                 inputs.push((
                     format!("{} (read by the report)", dir.join(f).display()),
                     dir.join(f),

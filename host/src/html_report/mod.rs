@@ -13,6 +13,7 @@
 
 pub mod charts;
 pub mod page;
+pub mod plan_page;
 pub mod run_page;
 pub mod sweep_page;
 
@@ -23,6 +24,8 @@ pub use sweep_page::SloTargets;
 
 /// What to render a report of.
 pub enum Input<'a> {
+    /// A `blis plan` directory (has `plan.json` and `sweep.json`).
+    Plan(&'a Path),
     /// A sweep directory (has `sweep.json`).
     Sweep(&'a Path),
     /// One run's files.
@@ -35,6 +38,9 @@ impl Input<'_> {
     /// `trace.jsonl`, `timeseries.jsonl` are used if present).
     pub fn detect(path: &Path) -> Result<Input<'_>, String> {
         if path.is_dir() {
+            if path.join("plan.json").is_file() && path.join("candidates.csv").is_file() {
+                return Ok(Input::Plan(path));
+            }
             if path.join(crate::sweep::store::MANIFEST).is_file() {
                 return Ok(Input::Sweep(path));
             }
@@ -58,6 +64,7 @@ impl Input<'_> {
 /// Render the HTML page.
 pub fn render(input: &Input, targets: SloTargets) -> Result<String, String> {
     match input {
+        Input::Plan(dir) => Ok(page::document("blis plan report", &plan_page::body(dir)?)),
         Input::Sweep(dir) => {
             let m = crate::sweep::store::SweepDir::new(dir)
                 .read_manifest()?

@@ -262,7 +262,11 @@ impl PlanSpec {
         let space = space(name, &file.space, &run, &base_table, &base_source.base_dir)?;
         let mixes = mixes(name, &file.space, &run, &base_source.base_dir, &base_table)?;
         let mut priced: Vec<String> = space.0.clone();
-        priced.extend(mixes.iter().flat_map(|m| m.pools.iter().map(|p| p.gpu.clone())));
+        priced.extend(
+            mixes
+                .iter()
+                .flat_map(|m| m.pools.iter().map(|p| p.gpu.clone())),
+        );
         let prices = prices(name, &file.prices, &priced)?;
         let objective = match file.objective.as_deref() {
             None | Some("cost") => Objective::Cost,
@@ -556,7 +560,13 @@ fn prices(
 }
 
 /// The hardware table's name of GPU type `g` (case aside).
-fn known_gpu(name: &str, key: &str, g: &str, run: &RunFile, base_dir: &Path) -> Result<String, String> {
+fn known_gpu(
+    name: &str,
+    key: &str,
+    g: &str,
+    run: &RunFile,
+    base_dir: &Path,
+) -> Result<String, String> {
     let known = match &run.model.hardware_config {
         Some(p) => crate::instance::latency::hardware_file_names(&config::resolve(base_dir, p))
             .map_err(|e| e.to_string()),
@@ -596,11 +606,19 @@ fn mixes(
         }
         let mut pools = Vec::new();
         for (j, p) in m.pools.iter().enumerate() {
-            let gpu = known_gpu(name, &format!("{key}.pools[{j}].gpu"), &p.gpu, run, base_dir)?;
+            let gpu = known_gpu(
+                name,
+                &format!("{key}.pools[{j}].gpu"),
+                &p.gpu,
+                run,
+                base_dir,
+            )?;
             let tp = p.tp.unwrap_or(1);
             let share = p.share.unwrap_or(1);
             if !(1..=64).contains(&tp) {
-                return Err(format!("{name}: {key}.pools[{j}].tp = {tp}: a tensor-parallel degree is in [1, 64]"));
+                return Err(format!(
+                    "{name}: {key}.pools[{j}].tp = {tp}: a tensor-parallel degree is in [1, 64]"
+                ));
             }
             if !(1..=64).contains(&share) {
                 return Err(format!(

@@ -308,7 +308,11 @@ impl<'a> Planner<'a> {
         } else {
             "infeasible"
         };
-        result.why = format!("at {}: {}", self.shapes[result.shape].count(n), self.why(&v));
+        result.why = format!(
+            "at {}: {}",
+            self.shapes[result.shape].count(n),
+            self.why(&v)
+        );
         result.missed = Some((n, v));
     }
 
