@@ -525,7 +525,9 @@ fn plan(
     })?;
     match outcome {
         Ok((_, written)) => Ok((Some(written.summary), None)),
-        Err(e) if e.kind == blis_host::session::ErrorKind::Infeasible => Ok((None, Some(e.message))),
+        Err(e) if e.kind == blis_host::session::ErrorKind::Infeasible => {
+            Ok((None, Some(e.message)))
+        }
         Err(e) => Err(raise(e)),
     }
 }
