@@ -386,4 +386,45 @@ fn bad_plan_files_name_the_file_and_key() {
     );
     let e = run_bad(&dir, &["plan", "noprice.toml", "--out", "o"]);
     assert!(e.contains("no price for GPU type \"B200\""), "{e}");
+    // A calibration profile for a GPU outside the space, or missing.
+    for (cal, needle) in [
+        (
+            "[calibration]\nB200 = \"p.toml\"\n",
+            "no such GPU type in the space",
+        ),
+        ("[calibration]\nH100 = \"missing.toml\"\n", "no such file"),
+    ] {
+        dir.write("cal.toml", &format!("{good}{cal}"));
+        let e = run_bad(&dir, &["plan", "cal.toml", "--out", "o"]);
+        assert!(e.contains(needle), "{e}");
+    }
+}
+
+#[test]
+fn prices_come_from_the_plan_then_the_base_s_node_pools_then_the_defaults() {
+    let dir = TestDir::new("plan_prices");
+    // A node of 8 H100 at $40/h: $5 per GPU-hour.
+    let pools = "[[node_pools]]\nname = \"h100\"\ngpu_type = \"H100\"\ngpus_per_node = 8\ninitial_nodes = 1\nmax_nodes = 8\ncost_per_hour = 40.0\n";
+    dir.write("base.toml", &format!("{BASE}{pools}"));
+    let plan = "base = \"base.toml\"\nslo = [\"ttft_p99_ms <= 2000\"]\n[traffic]\nrate = 100.0\n[space]\ngpu = [\"H100\"]\ninstances = [1, 8]\n";
+    dir.write("plan.toml", plan);
+    run_ok(&dir, &["plan", "plan.toml", "--out", "a"]);
+    let p: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("a/plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(p["prices"]["H100"], 5.0, "{}", p["prices"]);
+    let n = p["answer"]["instances"].as_f64().unwrap();
+    assert_eq!(p["answer"]["cost_per_hour"].as_f64().unwrap(), 5.0 * n);
+    dir.write("plan2.toml", &format!("{plan}[prices]\nH100 = 3.0\n"));
+    run_ok(&dir, &["plan", "plan2.toml", "--out", "b"]);
+    let p: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b/plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(p["prices"]["H100"], 3.0);
+    dir.write("base.toml", BASE);
+    run_ok(&dir, &["plan", "plan.toml", "--out", "c"]);
+    let p: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("c/plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(p["prices"]["H100"], 4.0, "the default table");
 }

@@ -35,6 +35,10 @@ struct PlanFile {
     /// `cost` (default) or `gpus`.
     #[serde(default)]
     objective: Option<String>,
+    /// A calibration profile per GPU type (relative to the plan file),
+    /// applied to that GPU's candidates (`model.calibration`).
+    #[serde(default)]
+    calibration: BTreeMap<String, PathBuf>,
     /// Overrides applied to every candidate (dotted keys or nested tables).
     #[serde(default)]
     set: toml::Table,
@@ -112,6 +116,8 @@ pub struct MixPool {
     pub share: u32,
     /// `both`, `prefill` or `decode`.
     pub role: String,
+    /// `[calibration]`'s profile for its GPU type.
+    pub calibration: Option<PathBuf>,
 }
 
 /// Default prices, dollars per GPU-hour: round figures of on-demand cloud
@@ -210,6 +216,8 @@ pub struct PlanSpec {
     pub mixes: Vec<Mix>,
     /// Dollars per GPU-hour of each GPU of the space.
     pub prices: BTreeMap<String, f64>,
+    /// Calibration profile (absolute) per GPU type of the space.
+    pub calibration: BTreeMap<String, PathBuf>,
     pub objective: Objective,
     /// `[set]`: overrides of every candidate.
     pub fixed: Vec<(String, toml::Value)>,
@@ -267,7 +275,12 @@ impl PlanSpec {
                 .iter()
                 .flat_map(|m| m.pools.iter().map(|p| p.gpu.clone())),
         );
-        let prices = prices(name, &file.prices, &priced)?;
+        let prices = prices(name, &file.prices, &priced, &run)?;
+        let calibration = calibration(name, dir, &file.calibration, &priced)?;
+        let mut mixes = mixes;
+        for p in mixes.iter_mut().flat_map(|m| m.pools.iter_mut()) {
+            p.calibration = calibration.get(&p.gpu).cloned();
+        }
         let objective = match file.objective.as_deref() {
             None | Some("cost") => Objective::Cost,
             Some("gpus") => Objective::Gpus,
@@ -294,6 +307,7 @@ impl PlanSpec {
             axes,
             mixes,
             prices,
+            calibration,
             objective,
             fixed,
         })
@@ -523,12 +537,15 @@ fn space(
     Ok((gpus, tps, range, axes))
 }
 
-/// The price of each GPU of the space: the plan's `[prices]`, else the
-/// default table; a GPU with neither is an error.
+/// The price of each GPU of the space: the plan's `[prices]`, else the base
+/// run file's `[[node_pools]]` of that GPU type (a node's `cost_per_hour`
+/// over its `gpus_per_node`), else the default table; a GPU with none is
+/// an error.
 fn prices(
     name: &str,
     given: &BTreeMap<String, f64>,
     gpus: &[String],
+    run: &RunFile,
 ) -> Result<BTreeMap<String, f64>, String> {
     for (g, p) in given {
         if !(p.is_finite() && *p >= 0.0) {
@@ -543,6 +560,12 @@ fn prices(
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(g))
             .map(|(_, p)| *p)
+            .or_else(|| {
+                run.node_pools
+                    .iter()
+                    .find(|n| n.gpu_type.eq_ignore_ascii_case(g) && n.gpus_per_node > 0)
+                    .map(|n| n.cost_per_hour / f64::from(n.gpus_per_node))
+            })
             .or_else(|| {
                 DEFAULT_PRICES
                     .iter()
@@ -636,6 +659,7 @@ fn mixes(
                 tp: tp as u32,
                 share: share as u32,
                 role,
+                calibration: None,
             });
         }
         let mut sets = Vec::new();
@@ -648,6 +672,34 @@ fn mixes(
             pools,
             sets,
         });
+    }
+    Ok(out)
+}
+
+/// `[calibration]`: a profile per GPU type of the space, made absolute.
+fn calibration(
+    name: &str,
+    dir: &Path,
+    given: &BTreeMap<String, PathBuf>,
+    gpus: &[String],
+) -> Result<BTreeMap<String, PathBuf>, String> {
+    let mut out = BTreeMap::new();
+    for (g, p) in given {
+        let Some(gpu) = gpus.iter().find(|x| x.eq_ignore_ascii_case(g)) else {
+            return Err(format!(
+                "{name}: calibration.\"{g}\": no such GPU type in the space ({}); remove it or add the GPU to space.gpu",
+                gpus.join(", ")
+            ));
+        };
+        let abs = std::path::absolute(dir.join(p)).unwrap_or_else(|_| dir.join(p));
+        if !abs.is_file() {
+            return Err(format!(
+                "{name}: calibration.\"{g}\" = \"{}\": no such file ({}); give a profile written by `blis calibrate fit`",
+                p.display(),
+                abs.display()
+            ));
+        }
+        out.insert(gpu.clone(), abs);
     }
     Ok(out)
 }

@@ -449,7 +449,8 @@ impl<'a> Planner<'a> {
 }
 
 /// The overrides that give shape `shape` its count `n`: `instance.count`,
-/// or for a mix its pools (`instance.count = 1`, as pools require).
+/// or for a mix its pools (`instance.count = 1`, as pools require; each
+/// pool's calibration profile is `[calibration]`'s for its GPU).
 fn count_sets(shape: &Shape, n: u32) -> Sets {
     let int = |v: u32| toml::Value::Integer(i64::from(v));
     let Some(pools) = &shape.pools else {
@@ -462,6 +463,12 @@ fn count_sets(shape: &Shape, n: u32) -> Sets {
             let mut model = toml::Table::new();
             model.insert("hardware".into(), toml::Value::String(p.gpu.clone()));
             model.insert("tp".into(), int(p.tp));
+            if let Some(c) = &p.calibration {
+                model.insert(
+                    "calibration".into(),
+                    toml::Value::String(c.display().to_string()),
+                );
+            }
             let mut t = toml::Table::new();
             let name = format!("{}-{}-{i}", p.role, p.gpu.to_lowercase());
             t.insert("name".into(), toml::Value::String(name));
@@ -488,10 +495,16 @@ pub fn shapes(spec: &PlanSpec) -> Vec<Shape> {
                 gpu: gpu.clone(),
                 tp,
                 labels: Labels::new(),
-                sets: vec![
+                sets: [
                     ("model.hardware".into(), toml::Value::String(gpu.clone())),
                     ("model.tp".into(), toml::Value::Integer(i64::from(tp))),
-                ],
+                ]
+                .into_iter()
+                .chain(spec.calibration.get(gpu).map(|p| {
+                    let p = toml::Value::String(p.display().to_string());
+                    ("model.calibration".to_string(), p)
+                }))
+                .collect(),
                 unit_cost: f64::from(tp) * spec.prices[gpu],
                 unit_gpus: tp,
                 pools: None,
