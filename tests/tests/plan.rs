@@ -401,6 +401,44 @@ fn bad_plan_files_name_the_file_and_key() {
 }
 
 #[test]
+fn a_trace_base_is_planned_at_its_own_arrivals() {
+    let dir = TestDir::new("plan_trace");
+    let ex = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let base = ex.join("trace-replay.toml");
+    dir.write(
+        "plan.toml",
+        &format!(
+            "base = \"{}\"\nslo = [\"ttft_p99_ms <= 200\"]\n[space]\ngpu = [\"H100\", \"L40S\"]\ninstances = [1, 16]\n",
+            base.display()
+        ),
+    );
+    let o = run_ok(&dir, &["plan", "plan.toml", "--out", "out"]);
+    let summary: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = summary["answer"]["instances"].as_u64().unwrap();
+    // The best run file replays the same trace (its path made absolute).
+    let best = std::fs::read_to_string(dir.path().join("out/best.toml")).unwrap();
+    assert!(
+        best.contains(
+            &ex.join("trace.csv")
+                .canonicalize()
+                .unwrap()
+                .display()
+                .to_string()
+        ) || best.contains("examples/trace.csv"),
+        "{best}"
+    );
+    let r = run_ok(&dir, &["run", "out/best.toml"]);
+    let r: Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(r["cluster"]["ttft_p99_ms"].as_f64().unwrap() <= 200.0);
+    assert_eq!(r["instances"].as_array().unwrap().len() as u64, n);
+    let csv = std::fs::read_to_string(dir.path().join("out/candidates.csv")).unwrap();
+    assert!(
+        csv.lines().nth(1).unwrap().contains(",,"),
+        "no rate column value: {csv}"
+    );
+}
+
+#[test]
 fn prices_come_from_the_plan_then_the_base_s_node_pools_then_the_defaults() {
     let dir = TestDir::new("plan_prices");
     // A node of 8 H100 at $40/h: $5 per GPU-hour.

@@ -35,13 +35,17 @@ pub fn plan(args: &PlanArgs) -> Result<String, Failure> {
         progress: !args.quiet && std::io::stderr().is_terminal(),
         cancel: None,
     };
+    let traffic = if spec.rates.is_empty() {
+        "the base's own arrivals".to_string()
+    } else {
+        format!("{} rate(s)", spec.rates.len())
+    };
     eprintln!(
-        "plan: {} shapes × instances {}–{} × {} seed(s) × {} rate(s) = {} simulations in the grid",
+        "plan: {} shapes × instances {}–{} × {} seed(s) × {traffic} = {} simulations in the grid",
         spec.shape_count(),
         spec.min_instances,
         spec.max_instances,
         spec.seeds.len(),
-        spec.rates.len(),
         spec.grid_simulations()
     );
     let (outcome, written) = plan::plan(&spec, &args.out, options, &|line| eprintln!("{line}"))?;

@@ -174,12 +174,15 @@ impl Slo {
 }
 
 /// How the SLOs are judged over seeds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Judge {
     /// Every seed's simulation meets every SLO.
     EverySeed,
     /// The mean over seeds of each metric meets its SLO.
     Mean,
+    /// Each SLO is met by at least this fraction of the simulations (seeds
+    /// × rates), in (0, 1].
+    Fraction(f64),
 }
 
 /// What a plan minimises.
@@ -189,6 +192,10 @@ pub enum Objective {
     Cost,
     /// GPUs in the fleet.
     Gpus,
+    /// Dollars per million output tokens. For a plan's fixed traffic every
+    /// candidate that meets the SLOs serves the same tokens, so this picks
+    /// the fleet `Cost` picks; the figure is reported.
+    CostPerMtok,
 }
 
 /// A checked plan file.
@@ -204,7 +211,8 @@ pub struct PlanSpec {
     pub seeds: Vec<u64>,
     pub judge: Judge,
     /// The rates to plan for (requests/s), each a traffic point every
-    /// candidate must serve.
+    /// candidate must serve; empty: the base's own arrivals (a trace, or a
+    /// workload without an aggregate rate), not overridden.
     pub rates: Vec<f64>,
     pub slos: Vec<Slo>,
     pub gpus: Vec<String>,
@@ -259,9 +267,19 @@ impl PlanSpec {
         let judge = match file.judge.as_deref() {
             None | Some("every-seed") => Judge::EverySeed,
             Some("mean") => Judge::Mean,
+            Some(f) if f.starts_with("fraction:") => {
+                match f["fraction:".len()..].trim().parse::<f64>() {
+                    Ok(x) if x > 0.0 && x <= 1.0 => Judge::Fraction(x),
+                    _ => {
+                        return Err(format!(
+                            "{name}: judge = \"{f}\": the fraction of seeds on which each SLO must hold is a number in (0, 1], e.g. \"fraction:0.9\""
+                        ))
+                    }
+                }
+            }
             Some(other) => {
                 return Err(format!(
-                    "{name}: judge = \"{other}\": give \"every-seed\" (each seed's simulation meets every SLO) or \"mean\" (the mean over seeds does)"
+                    "{name}: judge = \"{other}\": give \"every-seed\" (each seed's simulation meets every SLO), \"mean\" (the mean over seeds does) or \"fraction:F\" (each SLO holds on at least a fraction F of the seeds)"
                 ))
             }
         };
@@ -284,9 +302,10 @@ impl PlanSpec {
         let objective = match file.objective.as_deref() {
             None | Some("cost") => Objective::Cost,
             Some("gpus") => Objective::Gpus,
+            Some("cost_per_mtok") => Objective::CostPerMtok,
             Some(other) => {
                 return Err(format!(
-                    "{name}: objective = \"{other}\": give \"cost\" (dollars per hour of the fleet, the default) or \"gpus\""
+                    "{name}: objective = \"{other}\": give \"cost\" (dollars per hour of the fleet, the default), \"gpus\" or \"cost_per_mtok\" (dollars per million output tokens)"
                 ))
             }
         };
@@ -322,7 +341,16 @@ impl PlanSpec {
     /// Simulations an exhaustive grid of the space takes.
     pub fn grid_simulations(&self) -> u64 {
         let counts = u64::from(self.max_instances - self.min_instances + 1);
-        self.shape_count() as u64 * counts * (self.seeds.len() * self.rates.len()) as u64
+        self.shape_count() as u64 * counts * (self.seeds.len() * self.rate_points().len()) as u64
+    }
+
+    /// The traffic points: each rate, or the base's own arrivals (`None`).
+    pub fn rate_points(&self) -> Vec<Option<f64>> {
+        if self.rates.is_empty() {
+            vec![None]
+        } else {
+            self.rates.iter().copied().map(Some).collect()
+        }
     }
 }
 
@@ -347,7 +375,7 @@ fn read_base(
 }
 
 /// The traffic points: `rate`, `rates`, or `scale` × the base's rate
-/// (default: the base's own rate).
+/// (default: the base's own rate, or none — its own arrivals).
 fn rates(name: &str, t: &TrafficFile, run: &RunFile) -> Result<Vec<f64>, String> {
     let given = [t.rate.is_some(), t.rates.is_some(), t.scale.is_some()];
     if given.iter().filter(|g| **g).count() > 1 {
@@ -380,7 +408,9 @@ fn rates(name: &str, t: &TrafficFile, run: &RunFile) -> Result<Vec<f64>, String>
             }
             vec![base_rate()? * s]
         }
-        _ => vec![base_rate()?],
+        // No traffic given: the base's rate, or its own arrivals when it
+        // has none (a trace replayed, explicit client rates).
+        _ => run.workload.aggregate_rate.into_iter().collect(),
     };
     for r in &rates {
         if !(r.is_finite() && *r > 0.0) {

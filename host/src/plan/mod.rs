@@ -27,7 +27,8 @@
 //!    one misses, the search continues above it on the every-seed verdict.
 //!    The answer's lower neighbour is known to miss (at the first seed).
 //!
-//! With `judge = "mean"` every step is judged on the mean over all seeds.
+//! With `judge = "mean"` or `"fraction:F"` every step is judged on all
+//! seeds (meeting the SLOs on one seed is then not necessary).
 //!
 //! **Where monotonicity can fail**: a routing artefact (a policy that
 //! herds requests onto one instance), sessions that lock into step, or
@@ -49,6 +50,8 @@
 
 pub mod file;
 mod output;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 
@@ -139,7 +142,8 @@ pub struct Verdict {
 pub struct Simulated {
     pub shape: usize,
     pub instances: u32,
-    pub rate: f64,
+    /// The rate set (`None`: the base's own arrivals).
+    pub rate: Option<f64>,
     pub seed: u64,
     pub eval: Evaluation,
 }
@@ -228,7 +232,7 @@ impl<'a> Planner<'a> {
         let gpus = n * shape.unit_gpus;
         let cost = f64::from(n) * shape.unit_cost;
         let objective = match self.spec.objective {
-            Objective::Cost => cost,
+            Objective::Cost | Objective::CostPerMtok => cost,
             Objective::Gpus => f64::from(gpus),
         };
         (objective, gpus, cost, s)
@@ -267,7 +271,9 @@ impl<'a> Planner<'a> {
             );
             return Ok(result);
         };
-        let screen_all = self.spec.judge == Judge::Mean || self.spec.seeds.len() == 1;
+        // Meeting the SLOs on the first seed is necessary for every seed,
+        // not for a mean or a fraction: those are judged on all seeds.
+        let screen_all = self.spec.judge != Judge::EverySeed || self.spec.seeds.len() == 1;
         // The first seed's verdict (every seed's when they are the same test).
         let at_cap = self.judge(s, &[cap], screen_all)?.remove(0);
         if !at_cap.feasible {
@@ -360,7 +366,7 @@ impl<'a> Planner<'a> {
             if self.verdicts.contains_key(&(s, n, all)) {
                 continue;
             }
-            for &rate in &self.spec.rates {
+            for rate in self.spec.rate_points() {
                 for &seed in &seeds {
                     trials.push(self.trial(s, n, rate, seed));
                     what.push((n, rate, seed));
@@ -393,12 +399,14 @@ impl<'a> Planner<'a> {
     }
 
     /// One simulation of shape `s` at `n` instances, `rate` and `seed`.
-    fn trial(&self, s: usize, n: u32, rate: f64, seed: u64) -> Trial {
+    fn trial(&self, s: usize, n: u32, rate: Option<f64>, seed: u64) -> Trial {
         let shape = &self.shapes[s];
         let mut sets = self.spec.fixed.clone();
         sets.extend(shape.sets.iter().cloned());
         sets.extend(count_sets(shape, n));
-        sets.push(("workload.aggregate_rate".into(), toml::Value::Float(rate)));
+        if let Some(rate) = rate {
+            sets.push(("workload.aggregate_rate".into(), toml::Value::Float(rate)));
+        }
         sets.push(("seed".into(), crate::config::seed::to_value(seed)));
         let mut labels: Labels = vec![
             ("gpu".into(), toml::Value::String(shape.gpu.clone())),
@@ -406,7 +414,9 @@ impl<'a> Planner<'a> {
         ];
         labels.extend(shape.labels.iter().cloned());
         labels.push(("instances".into(), toml::Value::Integer(i64::from(n))));
-        labels.push(("rate".into(), toml::Value::Float(rate)));
+        if let Some(rate) = rate {
+            labels.push(("rate".into(), toml::Value::Float(rate)));
+        }
         Trial { labels, sets }
     }
 
@@ -576,8 +586,21 @@ pub fn judge(slos: &[Slo], how: Judge, evals: &[Evaluation], plan: &str) -> Resu
             let xs: Vec<f64> = xs.into_iter().flatten().collect();
             Some(match how {
                 Judge::Mean => xs.iter().sum::<f64>() / xs.len() as f64,
-                Judge::EverySeed if slo.upper => xs.iter().cloned().fold(f64::MIN, f64::max),
-                Judge::EverySeed => xs.iter().cloned().fold(f64::MAX, f64::min),
+                Judge::EverySeed => worst(slo, xs.iter().cloned()),
+                Judge::Fraction(f) => {
+                    // The m-th best value, m = ⌈f·k⌉: met iff at least m of
+                    // the k simulations meet the bound.
+                    let mut sorted = xs.clone();
+                    sorted.sort_by(|a, b| {
+                        if slo.upper {
+                            a.total_cmp(b)
+                        } else {
+                            b.total_cmp(a)
+                        }
+                    });
+                    let m = ((f * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+                    sorted[m - 1]
+                }
             })
         };
         let excess = value.map_or(f64::INFINITY, |v| slo.excess(v));
@@ -595,6 +618,15 @@ pub fn judge(slos: &[Slo], how: Judge, evals: &[Evaluation], plan: &str) -> Resu
         binding: binding.map(|(i, _)| i),
         failure,
     })
+}
+
+/// The worst of `xs` for `slo` (the largest for an upper bound).
+fn worst(slo: &Slo, xs: impl Iterator<Item = f64>) -> f64 {
+    if slo.upper {
+        xs.fold(f64::MIN, f64::max)
+    } else {
+        xs.fold(f64::MAX, f64::min)
+    }
 }
 
 /// `ttft_p99_ms = 1204.3 > 1000` (or `≤` when met; `no value` when null).

@@ -69,7 +69,10 @@ pub(super) fn fingerprint(spec: &PlanSpec) -> String {
 pub(super) fn axis_names(spec: &PlanSpec) -> Vec<String> {
     let mut names = vec!["gpu".to_string(), "tp".to_string()];
     names.extend(spec.axes.iter().map(|a| a.name.clone()));
-    names.extend(["instances".to_string(), "rate".to_string()]);
+    names.push("instances".to_string());
+    if !spec.rates.is_empty() {
+        names.push("rate".to_string());
+    }
     names
 }
 
@@ -188,11 +191,13 @@ fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
         "objective": match spec.objective {
             super::Objective::Cost => "cost",
             super::Objective::Gpus => "gpus",
+            super::Objective::CostPerMtok => "cost_per_mtok",
         },
         "slo": spec.slos.iter().map(|s| s.text.clone()).collect::<Vec<_>>(),
         "judge": match spec.judge {
-            super::Judge::EverySeed => "every-seed",
-            super::Judge::Mean => "mean",
+            super::Judge::EverySeed => "every-seed".to_string(),
+            super::Judge::Mean => "mean".to_string(),
+            super::Judge::Fraction(f) => format!("fraction:{f}"),
         },
         "seeds": spec.seeds,
         "rates": spec.rates,
@@ -267,7 +272,7 @@ fn candidates(spec: &PlanSpec, o: &Outcome) -> Result<Vec<u8>, Error> {
             row.push(v.as_str().map_or_else(|| v.to_string(), str::to_string));
         }
         row.push(x.instances.to_string());
-        row.push(short(x.rate));
+        row.push(x.rate.map_or(String::new(), short));
         row.push(x.seed.to_string());
         row.push((x.instances * shape.unit_gpus).to_string());
         row.push(format!("{:.4}", f64::from(x.instances) * shape.unit_cost));
@@ -322,10 +327,9 @@ fn best_run_file(spec: &PlanSpec, o: &Outcome, s: usize, n: u32) -> Result<Strin
     let mut sets = spec.fixed.clone();
     sets.extend(o.shapes[s].sets.iter().cloned());
     sets.extend(super::count_sets(&o.shapes[s], n));
-    sets.push((
-        "workload.aggregate_rate".into(),
-        toml::Value::Float(spec.rates[0]),
-    ));
+    if let Some(&rate) = spec.rates.first() {
+        sets.push(("workload.aggregate_rate".into(), toml::Value::Float(rate)));
+    }
     for (k, v) in sets {
         crate::config::overrides::set(&mut table, &k, v).map_err(Error::run)?;
     }

@@ -66,6 +66,15 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
+    /// An evaluation with these metric columns (`error` for a failed one).
+    pub fn new(id: &str, error: Option<String>, metrics: Vec<(String, Value)>) -> Self {
+        Evaluation {
+            id: id.to_string(),
+            error,
+            metrics: metrics.into_iter().collect(),
+        }
+    }
+
     fn of(id: &str, row: &RunRow) -> Self {
         Evaluation {
             id: id.to_string(),
