@@ -521,7 +521,7 @@ fn plan(
             progress: false,
             cancel: Some(cancel),
         };
-        blis_host::plan::plan(&spec, &out, options, &|_| {})
+        blis_host::plan::plan(&spec, &out, options, None, &|_| {})
     })?;
     match outcome {
         Ok((_, written)) => Ok((Some(written.summary), None)),

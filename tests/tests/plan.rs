@@ -289,6 +289,59 @@ fn the_best_run_file_reproduces_the_answer_and_a_plan_resumes() {
         resumed["simulations"]["ran"].as_u64().unwrap(),
         entries.len().div_ceil(2) as u64
     );
+    // Three shards, anywhere, merged: the unsharded answer.
+    for i in 1..=3 {
+        run_ok(
+            &dir,
+            &[
+                "plan",
+                "plan.toml",
+                "--out",
+                &format!("s{i}"),
+                "--shard",
+                &format!("{i}/3"),
+            ],
+        );
+    }
+    let merged = run_ok(
+        &dir,
+        &["plan", "merge", "s1", "s2", "s3", "--out", "merged"],
+    );
+    let merged: Value = serde_json::from_slice(&merged.stdout).unwrap();
+    assert_eq!(merged["answer"], first["answer"]);
+    let plan: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("merged/plan.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        plan["shapes"].as_array().unwrap().len(),
+        12,
+        "every shape, once"
+    );
+    let rows: usize = (1..=3)
+        .map(|i| {
+            std::fs::read_to_string(dir.path().join(format!("s{i}/candidates.csv")))
+                .unwrap()
+                .lines()
+                .count()
+                - 1
+        })
+        .sum();
+    let csv = std::fs::read_to_string(dir.path().join("merged/candidates.csv")).unwrap();
+    assert_eq!(csv.lines().count() - 1, rows);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("merged/best.toml")).unwrap(),
+        std::fs::read_to_string(dir.path().join("out/best.toml")).unwrap()
+    );
+    let e = run_bad(&dir, &["plan", "merge", "s1", "s3", "--out", "m2"]);
+    assert!(e.contains("shard 2/3 is given 0 times"), "{e}");
+    let e = run_bad(
+        &dir,
+        &["plan", "merge", "s1", "s2", "s2", "s3", "--out", "m3"],
+    );
+    assert!(e.contains("shard 2/3 is given 2 times"), "{e}");
+    let e = run_bad(&dir, &["plan", "merge", "out", "--out", "m4"]);
+    assert!(e.contains("not a shard"), "{e}");
     // Another plan into that folder is refused.
     dir.write("other.toml", &plan_file(&["ttft_p99_ms <= 900"]));
     let e = run_bad(&dir, &["plan", "other.toml", "--out", "out"]);

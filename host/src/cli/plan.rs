@@ -3,21 +3,30 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::commands::{usage, Failure};
 use crate::plan::{self, PlanSpec};
 use crate::search::Options;
 use crate::session;
+use crate::sweep::Shard;
 
 /// `blis plan` flags.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct PlanArgs {
+    #[command(subcommand)]
+    pub command: Option<PlanCommand>,
     /// The plan file (TOML: base, traffic, slo, space, prices; see the book, "Planning a fleet").
-    pub plan_file: PathBuf,
+    #[arg(required = true)]
+    pub plan_file: Option<PathBuf>,
     /// Output directory (created; a directory of the same plan is resumed).
-    #[arg(long)]
-    pub out: PathBuf,
+    #[arg(long, required = true)]
+    pub out: Option<PathBuf>,
+    /// Search only part i of N of the shapes (every N-th, from the i-th);
+    /// `blis plan merge` takes the cheapest of the parts' answers.
+    #[arg(long, value_name = "i/N", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
     /// Simulations at once (default: the number of CPUs).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -26,9 +35,42 @@ pub struct PlanArgs {
     pub quiet: bool,
 }
 
-/// Run the plan; the summary for stdout.
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    s.parse()
+}
+
+/// `blis plan merge …`
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Merge the output directories of a plan's shards (`--shard i/N`) into one.
+    Merge {
+        /// The shards' --out directories, every shard of the split once.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// The merged directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Run the plan (or merge shards); the summary for stdout.
 pub fn plan(args: &PlanArgs) -> Result<String, Failure> {
-    let spec = PlanSpec::load(&args.plan_file).map_err(usage)?;
+    if let Some(PlanCommand::Merge { dirs, out }) = &args.command {
+        let m = crate::plan::merge::merge(dirs, out)?;
+        eprintln!("plan: merged {} shards into {}", dirs.len(), out.display());
+        return match m.answer {
+            Some(_) => Ok(m.summary),
+            None => Err(session::Error::infeasible(format!(
+                "{}: no shard has a configuration that meets the SLOs; every simulation is in {}",
+                out.display(),
+                out.join("candidates.csv").display()
+            ))),
+        };
+    }
+    let (Some(plan_file), Some(out)) = (&args.plan_file, &args.out) else {
+        return Err(usage("blis plan: give a plan file and --out DIR"));
+    };
+    let spec = PlanSpec::load(plan_file).map_err(usage)?;
     crate::alloc::keep_freed_memory();
     let options = Options {
         jobs: session::resolve_jobs(args.jobs)?,
@@ -48,7 +90,8 @@ pub fn plan(args: &PlanArgs) -> Result<String, Failure> {
         spec.seeds.len(),
         spec.grid_simulations()
     );
-    let (outcome, written) = plan::plan(&spec, &args.out, options, &|line| eprintln!("{line}"))?;
+    let (outcome, written) =
+        plan::plan(&spec, out, options, args.shard, &|line| eprintln!("{line}"))?;
     eprintln!(
         "plan: {} simulations ({} run now, {} reused) of the grid's {}; wrote {}, {}{}",
         outcome.counts.asked,

@@ -49,6 +49,7 @@
 //! were scheduled.
 
 pub mod file;
+pub mod merge;
 mod output;
 #[cfg(test)]
 mod tests;
@@ -60,6 +61,7 @@ pub use output::Written;
 
 use crate::search::{Engine, Evaluation, Labels, Sets, Trial};
 use crate::session::Error;
+use crate::sweep::Shard;
 
 /// One shape of the space.
 #[derive(Clone, Debug)]
@@ -188,6 +190,8 @@ pub struct Planner<'a> {
     /// Ids of the simulations in `simulations` (each listed once).
     recorded: std::collections::HashSet<String>,
     progress: &'a dyn Fn(&str),
+    /// Search only every `count`-th shape, from the `index`-th.
+    shard: Option<Shard>,
 }
 
 impl<'a> Planner<'a> {
@@ -202,14 +206,26 @@ impl<'a> Planner<'a> {
             verdicts: HashMap::new(),
             recorded: Default::default(),
             progress,
+            shard: None,
         }
+    }
+
+    /// Search only the shapes of shard `i` of `N` (every N-th, from the
+    /// i-th): its answer is the cheapest of those shapes; `blis plan merge`
+    /// takes the cheapest of the shards' answers.
+    pub fn shard(mut self, shard: Option<Shard>) -> Self {
+        self.shard = shard;
+        self
     }
 
     /// Search every shape; the cheapest feasible candidate.
     pub fn run(mut self) -> Result<Outcome, Error> {
         let mut best: Option<(usize, u32)> = None;
         let mut results = Vec::new();
-        for s in 0..self.shapes.len() {
+        let shard = self.shard;
+        let mine =
+            (0..self.shapes.len()).filter(|s| shard.is_none_or(|sh| s % sh.count == sh.index - 1));
+        for s in mine {
             let r = self.search_shape(s, best)?;
             if let Some((n, _)) = &r.answer {
                 best = Some((s, *n));
@@ -666,6 +682,7 @@ pub fn plan(
     spec: &PlanSpec,
     out: &std::path::Path,
     options: crate::search::Options,
+    shard: Option<Shard>,
     progress: &dyn Fn(&str),
 ) -> Result<(Outcome, Written), Error> {
     let fingerprint = output::fingerprint(spec);
@@ -678,8 +695,10 @@ pub fn plan(
         out,
         options,
     )?;
-    let outcome = Planner::new(spec, &mut engine, progress).run()?;
-    let written = output::write(spec, &engine, &outcome)?;
+    let outcome = Planner::new(spec, &mut engine, progress)
+        .shard(shard)
+        .run()?;
+    let written = output::write(spec, &engine, &outcome, shard)?;
     if outcome.best.is_none() {
         return Err(Error::infeasible(output::infeasible_message(
             spec, &outcome,

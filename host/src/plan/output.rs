@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::{describe_slo, money, short, Outcome, PlanSpec, Verdict};
 use crate::search::Engine;
 use crate::session::Error;
-use crate::sweep::spec::{fnv64, inputs_digest, PlannedRun};
+use crate::sweep::spec::{fnv64, inputs_digest, PlannedRun, Shard};
 
 /// What a plan wrote, and its summary for stdout.
 pub struct Written {
@@ -77,7 +77,12 @@ pub(super) fn axis_names(spec: &PlanSpec) -> Vec<String> {
 }
 
 /// Write every output; returns what was written.
-pub(super) fn write(spec: &PlanSpec, engine: &Engine, o: &Outcome) -> Result<Written, Error> {
+pub(super) fn write(
+    spec: &PlanSpec,
+    engine: &Engine,
+    o: &Outcome,
+    shard: Option<Shard>,
+) -> Result<Written, Error> {
     let root = engine.root();
     engine.write_tables()?;
     let candidates_csv = root.join("candidates.csv");
@@ -93,7 +98,11 @@ pub(super) fn write(spec: &PlanSpec, engine: &Engine, o: &Outcome) -> Result<Wri
         }
         None => None,
     };
-    let plan = plan_json(spec, o, best_toml.as_deref());
+    let mut plan = plan_json(spec, o, best_toml.as_deref());
+    plan["fingerprint"] = json!(fingerprint(spec));
+    if let Some(sh) = shard {
+        plan["shard"] = json!(format!("{}/{}", sh.index, sh.count));
+    }
     let plan_json = root.join("plan.json");
     let text = serde_json::to_string_pretty(&plan).map_err(|e| Error::run(e.to_string()))?;
     write_file(&plan_json, format!("{text}\n").as_bytes())?;
@@ -133,6 +142,7 @@ fn shape_object(o: &Outcome, s: usize) -> serde_json::Map<String, Value> {
 fn candidate(spec: &PlanSpec, o: &Outcome, s: usize, n: u32, v: &Verdict) -> Value {
     let mut m = shape_object(o, s);
     let shape = &o.shapes[s];
+    m.insert("shape".into(), json!(s));
     m.insert("instances".into(), json!(n));
     m.insert("gpus".into(), json!(n * shape.unit_gpus));
     if let Some(pools) = &shape.pools {
@@ -164,7 +174,7 @@ fn candidate(spec: &PlanSpec, o: &Outcome, s: usize, n: u32, v: &Verdict) -> Val
 /// `plan.json`.
 fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
     let answer = o.best.and_then(|(s, n)| {
-        let (_, v) = o.results[s].answer.as_ref()?;
+        let (_, v) = o.results.iter().find(|r| r.shape == s)?.answer.as_ref()?;
         Some(candidate(spec, o, s, n, v))
     });
     let shapes: Vec<Value> = o
@@ -172,6 +182,7 @@ fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
         .iter()
         .map(|r| {
             let mut m = shape_object(o, r.shape);
+            m.insert("index".into(), json!(r.shape));
             m.insert("status".into(), json!(r.status));
             if let Some((n, v)) = &r.answer {
                 m.insert("answer".into(), candidate(spec, o, r.shape, *n, v));
@@ -218,7 +229,7 @@ fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
 /// The cost/latency Pareto frontier across shapes: each shape's answer,
 /// kept when no other answer is both cheaper (or as cheap) and better on
 /// the first SLO.
-fn frontier(spec: &PlanSpec, o: &Outcome) -> Vec<Value> {
+pub(super) fn frontier(spec: &PlanSpec, o: &Outcome) -> Vec<Value> {
     let first = |v: &Verdict| v.values.first().copied().flatten();
     let better = |a: f64, b: f64| {
         if spec.slos[0].upper {
