@@ -111,6 +111,41 @@ fn nothing_below_the_command_line_imports_it() {
     );
 }
 
+/// `cli` is the clap layer: no module below it parses flags (a command's
+/// flags are a clap struct in `cli/` mapped to the library's plain
+/// description, so the Python package and embedders never build clap
+/// structs).
+#[test]
+fn only_the_command_line_uses_clap() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let cli = root.join("host/src/cli");
+    let main = root.join("host/src/main.rs");
+    let mut bad = Vec::new();
+    for f in sources("host/src")
+        .iter()
+        .filter(|f| !f.starts_with(&cli) && **f != main)
+    {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if names_path(code, "clap") && (code.contains("clap::") || code.starts_with("use clap"))
+                || code.starts_with("#[arg(")
+                || code.starts_with("#[command(")
+            {
+                bad.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "clap belongs to host/src/cli/ (map the flags to the library's own options there):\n{}",
+        bad.join("\n")
+    );
+}
+
 /// The longest a function may be, in lines from `fn` to its closing brace.
 /// A function longer than a screen or two cannot be read top-down: split it
 /// into named steps (ARCHITECTURE.md, "Conventions").

@@ -156,7 +156,7 @@ fn read_itl(path: &Path) -> Result<ItlData, Failure> {
 /// Run `blis calibrate`; returns the report text for stdout.
 pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
     if let Some(CalibrateCommand::Fit(a)) = &args.command {
-        return crate::fit::fit_command(a).map_err(|e| match e {
+        return crate::fit::fit_command(&a.options()).map_err(|e| match e {
             crate::fit::FitError::Input(m) => usage(m),
             crate::fit::FitError::Runtime(m) => runtime(m),
         });
@@ -273,5 +273,87 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
 pub enum CalibrateCommand {
     /// Fit the latency model's coefficients to measurements (simulator in
     /// the loop) and write a calibration profile for `[model] calibration`.
-    Fit(crate::fit::FitArgs),
+    Fit(FitFlags),
+}
+
+/// `blis calibrate fit` flags (→ [`crate::fit::FitArgs`]).
+#[derive(Debug, Args, Clone)]
+pub struct FitFlags {
+    /// The calibration profile to write (TOML).
+    #[arg(long, value_name = "PROFILE.toml")]
+    pub out: PathBuf,
+    /// Measurements: a CSV table with header `run_file,metric,value`
+    /// (`run_file` relative to the table; `metric` a report field such as
+    /// `ttft_mean_ms` or `stages[0].e2e_p90_ms`).
+    #[arg(long, value_name = "M.csv")]
+    pub measurements: Option<PathBuf>,
+    /// An observed TraceV2 trace with the run file of the server that
+    /// produced it (repeatable): errors per request (TTFT, E2E, ITL) between
+    /// its ok rows and a replay of it through the run file.
+    #[arg(long = "trace", value_name = "RUN_FILE=HEADER.yaml,DATA.csv")]
+    pub traces: Vec<String>,
+    /// Coefficients to fit, comma separated: `alpha`, `beta`, `alpha[i]`,
+    /// `beta[i]` (default: every nonzero coefficient of the latency model).
+    #[arg(long, value_name = "LIST")]
+    pub fit: Option<String>,
+    /// Bounds of one coefficient, `NAME=LO:HI` (repeatable; default
+    /// start/20 to start·20).
+    #[arg(long = "bounds", value_name = "NAME=LO:HI")]
+    pub bounds: Vec<String>,
+    /// Weight of a metric in the objective, `METRIC=W` (repeatable; default 1;
+    /// a bare field such as `ttft_mean_ms` also weighs it in every stage).
+    #[arg(long = "weight", value_name = "METRIC=W")]
+    pub weights: Vec<String>,
+    /// Held-out folds, by experiment (the table's run files) and by request
+    /// (a trace's): each fold is predicted by a fit on the others (0 = none;
+    /// at least 2 otherwise).
+    #[arg(long, default_value_t = 0)]
+    pub holdout: u32,
+    /// Seed of the fold assignment and the bootstrap.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Workload seeds each measured deployment is simulated at: its run
+    /// file's `seed`, then seed + 1, …; a prediction is the mean over them
+    /// (the same seeds for every candidate). A measurement is one draw of
+    /// its workload's randomness and so is one simulation; averaging the
+    /// simulations removes the simulator's share of that noise, at K times
+    /// the cost (default 1: the run file's seed only).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub sim_seeds: u32,
+    /// Simulations run at once (default: every core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Nelder–Mead iterations on the weighted MAPE after the two
+    /// Levenberg–Marquardt stages (default 0: none): a polish of the error
+    /// itself, at one simulation set or more per iteration.
+    #[arg(long, default_value_t = 0)]
+    pub iterations: u64,
+    /// Also write an HTML page: measured against predicted per experiment
+    /// and metric, before and after, held-out points marked.
+    #[arg(long, value_name = "fit.html")]
+    pub html: Option<PathBuf>,
+    /// No progress on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl FitFlags {
+    /// The flags as the library's fit description.
+    pub fn options(&self) -> crate::fit::FitArgs {
+        crate::fit::FitArgs {
+            out: self.out.clone(),
+            measurements: self.measurements.clone(),
+            traces: self.traces.clone(),
+            fit: self.fit.clone(),
+            bounds: self.bounds.clone(),
+            weights: self.weights.clone(),
+            holdout: self.holdout,
+            seed: self.seed,
+            sim_seeds: self.sim_seeds,
+            jobs: self.jobs,
+            iterations: self.iterations,
+            html: self.html.clone(),
+            quiet: self.quiet,
+        }
+    }
 }

@@ -53,7 +53,7 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Calibrate(args) => super::calibrate::calibrate(&args).map(Some),
         Command::Plan(args) => super::plan::plan(&args).map(Some),
         #[cfg(feature = "observe")]
-        Command::Observe(args) => crate::observe::observe_command(&args),
+        Command::Observe(args) => crate::observe::observe_command(&args.options()),
     }
 }
 

@@ -13,6 +13,8 @@
 mod calibrate;
 mod commands;
 mod load;
+#[cfg(feature = "observe")]
+mod observe;
 mod plan;
 mod replay;
 mod scaffold;
@@ -84,7 +86,7 @@ pub enum Command {
     /// Drive a real OpenAI-compatible server (vLLM, llm-d, llama.cpp…) with a
     /// workload and record what it did as a TraceV2 (mode real).
     #[cfg(feature = "observe")]
-    Observe(Box<crate::observe::ObserveArgs>),
+    Observe(Box<observe::ObserveFlags>),
 }
 
 /// `blis plugins …`

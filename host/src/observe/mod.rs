@@ -30,8 +30,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Args;
-
 pub use client::ApiFormat;
 use client::{Call, Client, Status};
 use dispatch::{Finished, Pacing, Settings};
@@ -51,110 +49,79 @@ use crate::trace_v2::{
 };
 use crate::workload::Workload;
 
-/// `blis observe` flags.
-#[derive(Debug, Args)]
+/// What `blis observe` sends and records (its flags, as the command line
+/// gives them).
+#[derive(Debug, Clone)]
 pub struct ObserveArgs {
     /// TOML run file whose `[workload]` (and `seed`, `horizon_us`) give the
     /// requests (default: the built-in scenario's workload).
     pub run_file: Option<PathBuf>,
     /// Server base URL, e.g. `http://127.0.0.1:8000` (a trailing `/v1` is accepted).
-    #[arg(long)]
     pub server_url: String,
     /// Model name sent in every request body.
-    #[arg(long)]
     pub model: String,
     /// `completions` (POST /v1/completions) or `chat` (POST /v1/chat/completions).
-    #[arg(long, value_enum, default_value = "completions")]
     pub api_format: ApiFormat,
     /// Bearer token sent as `Authorization: Bearer KEY`.
-    #[arg(long)]
     pub api_key: Option<String>,
     /// TraceV2 header file to write (YAML).
-    #[arg(long)]
     pub trace_header: PathBuf,
     /// TraceV2 data file to write (CSV).
-    #[arg(long)]
     pub trace_data: PathBuf,
     /// A reference workload-spec YAML (v1/v2) instead of the run file's `[workload]`.
-    #[arg(long)]
     pub workload_spec: Option<PathBuf>,
     /// Workload preset: chatbot, contentgen, summarization, multidoc.
-    #[arg(long)]
     pub workload: Option<String>,
     /// Aggregate request rate, req/s (`workload.aggregate_rate`).
-    #[arg(long, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Closed-loop virtual users: each sends its next request when the
     /// previous one finished plus `--think-time-ms` (arrival times unused).
-    #[arg(long)]
     pub concurrency: Option<usize>,
     /// Think time of `--concurrency` users, ms.
-    #[arg(long, allow_negative_numbers = true)]
     pub think_time_ms: Option<f64>,
     /// Requests to send (`workload.num_requests`; 0 = the workload's own).
-    #[arg(long)]
     pub num_requests: Option<u64>,
     /// No request scheduled later than this offset is sent, µs (`horizon_us`).
-    #[arg(long, allow_negative_numbers = true)]
     pub horizon: Option<i64>,
     /// Seed of the workload generator (default: the run file's).
-    #[arg(long)]
     pub seed: Option<u64>,
     /// Mean prompt length, tokens (`workload.prompt_tokens`).
-    #[arg(long)]
     pub prompt_tokens: Option<u32>,
     /// Mean output length, tokens (`workload.output_tokens`).
-    #[arg(long)]
     pub output_tokens: Option<u32>,
     /// Set any run-file key: `section.key=value` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
     /// Most requests in flight at once.
-    #[arg(long, default_value_t = 256)]
     pub max_concurrency: usize,
     /// The first N dispatches are sent but not recorded (recorded ids start at N).
-    #[arg(long, default_value_t = 0)]
     pub warmup_requests: u64,
     /// Before measuring, send unrecorded 256-word requests (max_tokens 64,
     /// 4 at a time) for this many seconds.
-    #[arg(long, default_value_t = 0.0)]
     pub prewarm_duration: f64,
     /// Send every request non-streaming (wins over `--record-itl`).
-    #[arg(long)]
     pub no_streaming: bool,
     /// Drop `min_tokens`; `max_tokens` 2³¹−1 (completions) or absent (chat).
-    #[arg(long)]
     pub unconstrained_output: bool,
     /// HTTP timeout, s, of each phase of a request (connect, send, wait for the
     /// response, receive the body): a request over it is a `timeout` row.
-    #[arg(long, default_value_t = 300.0)]
     pub timeout: f64,
     /// Stream every request and write every chunk's time to the ITL CSV.
-    #[arg(long)]
     pub record_itl: bool,
     /// ITL CSV path (default: the trace data path with `.itl.csv` for `.csv`).
-    #[arg(long)]
     pub itl_output: Option<PathBuf>,
     /// Read vLLM's prefix-cache counters from `/metrics` before and after.
-    #[arg(long)]
     pub scrape_kv_metrics: bool,
     /// Metrics URL (default `<server-url>/metrics`).
-    #[arg(long)]
     pub kv_metrics_url: Option<String>,
     /// vLLM commit, recorded verbatim in `observed_kv_metrics`.
-    #[arg(long)]
     pub vllm_commit: Option<String>,
     /// Server type recorded in the header.
-    #[arg(long, default_value = "vllm")]
     pub server_type: String,
     /// Network round-trip time, ms: recorded in the header only.
-    #[arg(long, default_value_t = 0.0)]
     pub rtt_ms: f64,
     /// After Ctrl-C, how long to wait for requests in flight, s.
-    #[arg(long, default_value_t = 10.0)]
     pub drain_timeout: f64,
     /// Never show a progress bar.
-    #[arg(long)]
     pub quiet: bool,
 }
 
