@@ -342,6 +342,21 @@ fn the_best_run_file_reproduces_the_answer_and_a_plan_resumes() {
     assert!(e.contains("shard 2/3 is given 2 times"), "{e}");
     let e = run_bad(&dir, &["plan", "merge", "out", "--out", "m4"]);
     assert!(e.contains("not a shard"), "{e}");
+    // A user's folder is never written over; an earlier merge is.
+    std::fs::create_dir_all(dir.path().join("mine")).unwrap();
+    dir.write("mine/candidates.csv", "my own table\n");
+    let e = run_bad(&dir, &["plan", "merge", "s1", "s2", "s3", "--out", "mine"]);
+    assert!(e.contains("is not empty and holds no earlier merge"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("mine/candidates.csv")).unwrap(),
+        "my own table\n"
+    );
+    let again = run_ok(
+        &dir,
+        &["plan", "merge", "s1", "s2", "s3", "--out", "merged"],
+    );
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(again["answer"], merged["answer"]);
     // Another plan into that folder is refused.
     dir.write("other.toml", &plan_file(&["ttft_p99_ms <= 900"]));
     let e = run_bad(&dir, &["plan", "other.toml", "--out", "out"]);

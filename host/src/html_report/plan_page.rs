@@ -32,14 +32,10 @@ pub fn body(dir: &Path) -> Result<String, String> {
     ));
     s.push_str("<h2>Cost against each SLO metric</h2>\n<div class=\"plots\">\n");
     for slo in &slos {
-        let metric = slo
-            .split(['<', '>'])
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        let bound: Option<f64> = slo.rsplit(['=']).next().and_then(|b| b.trim().parse().ok());
-        s.push_str(&cost_plot(&plan, &rows, &metric, bound));
+        let Some(Ok(slo)) = crate::plan::Slo::parse(slo) else {
+            continue;
+        };
+        s.push_str(&cost_plot(&plan, &rows, &slo.metric, slo.bound));
     }
     s.push_str("</div>\n<h2>Shapes</h2>\n");
     s.push_str(&shapes_table(&plan));
@@ -112,12 +108,7 @@ fn describe(c: &Value) -> String {
 
 /// Cost per hour against one SLO metric: every simulation by GPU type,
 /// the shapes' knees, the winner, the bound.
-fn cost_plot(
-    plan: &Value,
-    rows: &[BTreeMap<String, String>],
-    metric: &str,
-    bound: Option<f64>,
-) -> String {
+fn cost_plot(plan: &Value, rows: &[BTreeMap<String, String>], metric: &str, bound: f64) -> String {
     let mut by_gpu: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows {
         let (Some(cost), Some(y)) = (
@@ -161,12 +152,11 @@ fn cost_plot(
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .collect();
-    if let (Some(b), Some(lo), Some(hi)) = (
-        bound,
+    if let (Some(lo), Some(hi)) = (
         xs.iter().cloned().reduce(f64::min),
         xs.iter().cloned().reduce(f64::max),
     ) {
-        series.push(Series::new("SLO bound", vec![(lo, b), (hi, b)]));
+        series.push(Series::new("SLO bound", vec![(lo, bound), (hi, bound)]));
     }
     if series.is_empty() {
         return charts::missing(

@@ -145,6 +145,29 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// `"METRIC <= BOUND"` or `"METRIC >= BOUND"` split (the metric not yet
+    /// checked against the report): `None` when the text has neither form
+    /// or the bound is not a number.
+    pub fn parse(text: &str) -> Option<Result<Slo, String>> {
+        let (metric, upper, bound) = if let Some((m, b)) = text.split_once("<=") {
+            (m, true, b)
+        } else if let Some((m, b)) = text.split_once(">=") {
+            (m, false, b)
+        } else {
+            return None;
+        };
+        let bound = match bound.trim().parse::<f64>() {
+            Ok(b) => b,
+            Err(_) => return Some(Err(format!("\"{}\" is not a number", bound.trim()))),
+        };
+        Some(Ok(Slo {
+            metric: metric.trim().to_string(),
+            upper,
+            bound,
+            text: text.to_string(),
+        }))
+    }
+
     /// Whether `value` meets the bound.
     pub fn met(&self, value: f64) -> bool {
         if self.upper {
@@ -433,20 +456,17 @@ fn slos(name: &str, texts: &[String]) -> Result<Vec<Slo>, String> {
     let mut out: Vec<Slo> = Vec::new();
     for (i, t) in texts.iter().enumerate() {
         let key = format!("{name}: slo[{i}] = \"{t}\"");
-        let (metric, upper, bound) = if let Some((m, b)) = t.split_once("<=") {
-            (m, true, b)
-        } else if let Some((m, b)) = t.split_once(">=") {
-            (m, false, b)
-        } else {
+        let Some(slo) = Slo::parse(t) else {
             return Err(format!(
                 "{key}: write METRIC <= BOUND or METRIC >= BOUND, e.g. \"ttft_p99_ms <= 1000\""
             ));
         };
-        let metric = metric.trim().to_string();
-        let bound: f64 = bound
-            .trim()
-            .parse()
-            .map_err(|_| format!("{key}: \"{}\" is not a number", bound.trim()))?;
+        let Slo {
+            metric,
+            upper,
+            bound,
+            ..
+        } = slo.map_err(|e| format!("{key}: {e}"))?;
         if !bound.is_finite() {
             return Err(format!("{key}: the bound must be a finite number"));
         }

@@ -31,6 +31,7 @@ struct ShardDir {
 /// Merge the shard directories `dirs` into `out`.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
     let shards = read_shards(dirs, out)?;
+    check_out(&shards, out)?;
     let first = &shards[0].plan;
     // The winner: the least key among the shards' answers.
     let objective = first["objective"].as_str().unwrap_or("cost").to_string();
@@ -89,7 +90,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
         None => Value::Null,
     };
     plan["shapes"] = Value::Array(shapes);
-    plan["frontier"] = Value::Array(frontier(&shards, &objective));
+    plan["frontier"] = Value::Array(frontier(&shards));
     plan["merged_from"] = json!(shards
         .iter()
         .map(|s| s.dir.display().to_string())
@@ -113,6 +114,43 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, Error> {
     }))
     .map_err(|e| Error::run(e.to_string()))?;
     Ok(Merged { summary, answer })
+}
+
+/// `out` is new, empty, or an earlier merge (its `plan.json` says
+/// `merged_from`): a merge replaces `plan.json`, `candidates.csv` and
+/// `best.toml` there and must not replace a user's files of those names.
+/// Its files are checked against the shards' (inputs) as every command's
+/// outputs are.
+fn check_out(shards: &[ShardDir], out: &Path) -> Result<(), Error> {
+    let earlier_merge = std::fs::read_to_string(out.join("plan.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|p| p.get("merged_from").is_some());
+    let empty = std::fs::read_dir(out).map_or(true, |mut d| d.next().is_none());
+    if !empty && !earlier_merge {
+        return Err(Error::input(format!(
+            "--out {}: the folder exists, is not empty and holds no earlier merge; a merge writes plan.json, candidates.csv and best.toml there. Give a new or empty folder.",
+            out.display()
+        )));
+    }
+    let inputs: Vec<(String, PathBuf)> = shards
+        .iter()
+        .flat_map(|s| {
+            super::output::OUTPUTS
+                .iter()
+                .map(move |f| (format!("{} of shard {}", f, s.dir.display()), s.dir.join(f)))
+        })
+        .collect();
+    let outputs: Vec<(&str, PathBuf)> = super::output::OUTPUTS
+        .iter()
+        .map(|f| (*f, out.join(f)))
+        .collect();
+    let errors = crate::output::check_paths(&outputs, &inputs);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::input(errors.join("\n")))
+    }
 }
 
 /// Every shard's `plan.json`, checked: one plan (same fingerprint), shards
@@ -191,16 +229,12 @@ fn parse_shard(s: &str) -> Option<(usize, usize)> {
 
 /// The cost/latency frontier over every shard's shapes' answers (cost, then
 /// the first SLO's value: lower is better for `<=`, higher for `>=`).
-fn frontier(shards: &[ShardDir], _objective: &str) -> Vec<Value> {
+fn frontier(shards: &[ShardDir]) -> Vec<Value> {
     let first = &shards[0].plan;
-    let slo = first["slo"][0].as_str().unwrap_or("");
-    let upper = slo.contains("<=");
-    let metric = slo
-        .split(['<', '>'])
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let slo = first["slo"][0].as_str().and_then(crate::plan::Slo::parse);
+    let Some(Ok(crate::plan::Slo { metric, upper, .. })) = slo else {
+        return Vec::new();
+    };
     let answers: Vec<Value> = shards
         .iter()
         .flat_map(|s| s.plan["shapes"].as_array().cloned().unwrap_or_default())

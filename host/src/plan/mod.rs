@@ -685,6 +685,7 @@ pub fn plan(
     shard: Option<Shard>,
     progress: &dyn Fn(&str),
 ) -> Result<(Outcome, Written), Error> {
+    output::check_outputs(spec, out)?;
     let fingerprint = output::fingerprint(spec);
     let mut engine = Engine::open(
         &spec.name,

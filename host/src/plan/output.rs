@@ -65,6 +65,45 @@ pub(super) fn fingerprint(spec: &PlanSpec) -> String {
     format!("plan-{:016x}", fnv64(canon.as_bytes()))
 }
 
+/// The files a plan writes in its directory besides the sweep's.
+pub(super) const OUTPUTS: [&str; 4] = [
+    "plan.json",
+    "candidates.csv",
+    "best.toml",
+    "best-report.json",
+];
+
+/// The plan's outputs checked against its inputs (the plan file, the base
+/// run file, the calibration profiles and the files the base reads) and
+/// each other, as every command's outputs are ([`crate::output::check_paths`]).
+pub(super) fn check_outputs(spec: &PlanSpec, out: &Path) -> Result<(), Error> {
+    let mut inputs = vec![("the plan file".to_string(), PathBuf::from(&spec.name))];
+    if let Some(b) = &spec.base {
+        inputs.push(("the base run file".to_string(), b.clone()));
+    }
+    let base_table: toml::Table = spec.base_source.text.parse().unwrap_or_default();
+    for key in PATH_KEYS {
+        if let Some(p) = get_str(&base_table, key) {
+            let p = crate::config::resolve(&spec.base_source.base_dir, Path::new(&p));
+            inputs.push((format!("the base's {key}"), p));
+        }
+    }
+    for (gpu, p) in &spec.calibration {
+        inputs.push((format!("calibration.\"{gpu}\""), p.clone()));
+    }
+    let outputs: Vec<(&str, PathBuf)> = OUTPUTS.iter().map(|f| (*f, out.join(f))).collect();
+    let errors = crate::output::check_paths(&outputs, &inputs);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::input(format!(
+            "--out {}: {}",
+            out.display(),
+            errors.join("\n")
+        )))
+    }
+}
+
 /// The label columns of the plan's simulations in the sweep table.
 pub(super) fn axis_names(spec: &PlanSpec) -> Vec<String> {
     let mut names = vec!["gpu".to_string(), "tp".to_string()];
