@@ -47,6 +47,7 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
             convert_yaml(&file, crate::workload::convert_inference_perf).map(Some)
         }
         Command::Convert(ConvertCommand::EppConfig { file }) => convert_epp_config(&file).map(Some),
+        Command::Convert(ConvertCommand::ToEppConfig { run }) => to_epp_config(&run).map(Some),
         Command::Sweep(args) => super::sweep::sweep_command(&args).map(|()| None),
         Command::Report(args) => super::sweep::report_command(&args).map(|()| None),
         Command::Replay(args) => super::replay::replay(&args).map(Some),
@@ -277,6 +278,21 @@ fn convert_epp_config(file: &Path) -> Result<String, Failure> {
         "# Converted from {} by `blis convert epp-config`.\n{}",
         file.display(),
         toml_text.trim_end()
+    ))
+}
+
+fn to_epp_config(args: &RunArgs) -> Result<String, Failure> {
+    let (run, source) = load_run(args)?;
+    let w = config::epp_config::write(&run, &source.base_dir)
+        .map_err(|e| usage(format!("{}: {e}", source.name)))?;
+    for n in &w.notes {
+        eprintln!("note: {}: {n}", source.name);
+    }
+    Ok(format!(
+        "# Written from {} by `blis convert to-epp-config` (blis {}).\n{}",
+        source.name,
+        env!("CARGO_PKG_VERSION"),
+        w.yaml.trim_end()
     ))
 }
 

@@ -152,6 +152,14 @@ pub enum ConvertCommand {
         /// The YAML file.
         file: PathBuf,
     },
+    /// Write a run file's routing and admission as an llm-d
+    /// EndpointPickerConfig YAML (stdout) that llm-d's loader accepts and
+    /// `--epp-config` runs identically; a routing llm-d cannot express is
+    /// refused by name.
+    ToEppConfig {
+        #[command(flatten)]
+        run: RunArgs,
+    },
 }
 
 /// A run file plus command-line overrides.

@@ -21,12 +21,14 @@ mod predicted;
 mod routing;
 mod schema;
 mod sections;
+mod writer;
 
 use std::path::Path;
 
 use super::{FlowControlSection, PdSection, RoutingSection, RunFile};
 
 pub use catalogue::{TypeInfo, TYPES};
+pub use writer::{to_epp_config, Written};
 
 /// Notes collected while mapping (each says what happened to something).
 #[derive(Default)]
@@ -171,6 +173,15 @@ fn set_block_size(t: &mut toml::Table, block_size: &toml::Value) {
             }
             _ => {}
         }
+    }
+}
+
+/// `blis convert to-epp-config`: the run file's routing and admission (an
+/// llm-d file it names applied first) as an llm-d EndpointPickerConfig.
+pub fn write(run: &RunFile, base_dir: &Path) -> Result<Written, String> {
+    match expand(run, base_dir)? {
+        Some((expanded, _)) => to_epp_config(&expanded),
+        None => to_epp_config(run),
     }
 }
 
