@@ -56,6 +56,7 @@ pub mod search;
 pub mod session;
 pub mod sweep;
 pub mod trace_v2;
+pub mod tune;
 pub mod workload;
 
 #[cfg(test)]

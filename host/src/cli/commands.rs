@@ -53,6 +53,7 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Replay(args) => super::replay::replay(&args).map(Some),
         Command::Calibrate(args) => super::calibrate::calibrate(&args).map(Some),
         Command::Plan(args) => super::plan::plan(&args).map(Some),
+        Command::Tune(args) => super::tune::tune(&args).map(Some),
         #[cfg(feature = "observe")]
         Command::Observe(args) => crate::observe::observe_command(&args.options()),
     }

@@ -16,6 +16,7 @@ mod load;
 #[cfg(feature = "observe")]
 mod observe;
 mod plan;
+mod tune;
 mod replay;
 mod scaffold;
 mod sweep;
@@ -81,6 +82,9 @@ pub enum Command {
     /// The cheapest fleet that meets the SLOs: search GPU types, TP, instance
     /// counts and policy variants by simulation (resumable, on all cores).
     Plan(plan::PlanArgs),
+    /// Tune a policy's parameters on training traffic, judge them on held-out
+    /// traffic, write the tuned run file (and llm-d file).
+    Tune(tune::TuneArgs),
     /// Compare a real trace with a replay's SimResult array and write a calibration report.
     Calibrate(calibrate::CalibrateArgs),
     /// Drive a real OpenAI-compatible server (vLLM, llm-d, llama.cpp…) with a

@@ -92,6 +92,20 @@ pub fn parse_set(arg: &str) -> Result<(String, toml::Value), String> {
     Ok((path.to_string(), parse_value(raw.trim())))
 }
 
+/// The value at `path` (dotted; a numeric part indexes an array), if any.
+pub fn get(table: &toml::Table, path: &str) -> Option<toml::Value> {
+    let mut parts = path.split('.');
+    let mut cur = table.get(parts.next()?)?;
+    for p in parts {
+        cur = match cur {
+            toml::Value::Table(t) => t.get(p)?,
+            toml::Value::Array(a) => a.get(p.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(cur.clone())
+}
+
 /// Set `path` (dotted) to `value` in `table`, creating tables on the way.
 /// A numeric part indexes an existing array of tables, so
 /// `routing.scorers.0.params.x` reaches the first `[[routing.scorers]]`.

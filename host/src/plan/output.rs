@@ -27,19 +27,6 @@ pub struct Written {
     pub best_toml: Option<PathBuf>,
 }
 
-/// Run-file keys that hold paths, resolved against the base run file's
-/// folder (made absolute in `best.toml`, which lives elsewhere).
-const PATH_KEYS: [&str; 8] = [
-    "workload.trace",
-    "workload.trace_v2.header",
-    "workload.trace_v2.data",
-    "model.config_path",
-    "model.hardware_config",
-    "model.calibration",
-    "routing.epp_config",
-    "instance.kv_offload.trace",
-];
-
 /// A hash of everything that decides the plan's simulations: the plan
 /// file, the base run file and the files they read.
 pub(super) fn fingerprint(spec: &PlanSpec) -> String {
@@ -81,13 +68,7 @@ pub(super) fn check_outputs(spec: &PlanSpec, out: &Path) -> Result<(), Error> {
     if let Some(b) = &spec.base {
         inputs.push(("the base run file".to_string(), b.clone()));
     }
-    let base_table: toml::Table = spec.base_source.text.parse().unwrap_or_default();
-    for key in PATH_KEYS {
-        if let Some(p) = get_str(&base_table, key) {
-            let p = crate::config::resolve(&spec.base_source.base_dir, Path::new(&p));
-            inputs.push((format!("the base's {key}"), p));
-        }
-    }
+    inputs.extend(crate::search::files_read(&spec.base_source));
     for (gpu, p) in &spec.calibration {
         inputs.push((format!("calibration.\"{gpu}\""), p.clone()));
     }
@@ -347,33 +328,7 @@ fn candidates(spec: &PlanSpec, o: &Outcome) -> Result<Vec<u8>, Error> {
 /// The winner's run file: the base with the plan's `[set]`, the shape's
 /// overrides, its count and the (first) rate; paths made absolute.
 fn best_run_file(spec: &PlanSpec, o: &Outcome, s: usize, n: u32) -> Result<String, Error> {
-    let mut table: toml::Table = spec
-        .base_source
-        .text
-        .parse()
-        .map_err(|e: toml::de::Error| Error::run(e.to_string()))?;
-    let base_dir = &spec.base_source.base_dir;
-    for key in PATH_KEYS {
-        let Some(p) = get_str(&table, key) else {
-            continue;
-        };
-        let abs = crate::config::resolve(base_dir, Path::new(&p));
-        crate::config::overrides::set(
-            &mut table,
-            key,
-            toml::Value::String(abs.display().to_string()),
-        )
-        .map_err(Error::run)?;
-    }
-    if let Some(toml::Value::Array(plugins)) = table.get_mut("plugins") {
-        for p in plugins.iter_mut() {
-            if let Some(toml::Value::String(path)) = p.get_mut("path") {
-                *path = crate::config::resolve(base_dir, Path::new(path.as_str()))
-                    .display()
-                    .to_string();
-            }
-        }
-    }
+    let mut table = crate::search::standalone_table(&spec.base_source)?;
     let mut sets = spec.fixed.clone();
     sets.extend(o.shapes[s].sets.iter().cloned());
     sets.extend(super::count_sets(&o.shapes[s], n));
@@ -406,15 +361,6 @@ fn best_run_file(spec: &PlanSpec, o: &Outcome, s: usize, n: u32) -> Result<Strin
         shape.count(n),
         money(f64::from(n) * shape.unit_cost),
     ))
-}
-
-/// A string at a dotted key.
-fn get_str(table: &toml::Table, key: &str) -> Option<String> {
-    let mut cur: &toml::Value = table.get(key.split('.').next()?)?;
-    for part in key.split('.').skip(1) {
-        cur = cur.get(part)?;
-    }
-    cur.as_str().map(str::to_string)
 }
 
 /// The winner's report at the first seed and rate.

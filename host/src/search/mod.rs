@@ -321,3 +321,74 @@ pub fn trial_id(sets: &[(String, toml::Value)]) -> String {
     }
     format!("{:016x}", fnv64(canon.as_bytes()))
 }
+
+/// Run-file keys that hold paths, resolved against the run file's folder
+/// (made absolute in a run file a search writes elsewhere).
+pub const PATH_KEYS: [&str; 8] = [
+    "workload.trace",
+    "workload.trace_v2.header",
+    "workload.trace_v2.data",
+    "model.config_path",
+    "model.hardware_config",
+    "model.calibration",
+    "routing.epp_config",
+    "instance.kv_offload.trace",
+];
+
+/// The string at a dotted key of a table.
+pub fn get_str(table: &toml::Table, key: &str) -> Option<String> {
+    let mut cur: &toml::Value = table.get(key.split('.').next()?)?;
+    for part in key.split('.').skip(1) {
+        cur = cur.get(part)?;
+    }
+    cur.as_str().map(str::to_string)
+}
+
+/// The files a run file reads (its path keys, resolved), each with a label
+/// for messages: inputs a search's outputs must never overwrite.
+pub fn files_read(source: &crate::config::Source) -> Vec<(String, PathBuf)> {
+    let table: toml::Table = source.text.parse().unwrap_or_default();
+    PATH_KEYS
+        .iter()
+        .filter_map(|key| {
+            let p = get_str(&table, key)?;
+            Some((
+                format!("the base's {key}"),
+                crate::config::resolve(&source.base_dir, Path::new(&p)),
+            ))
+        })
+        .collect()
+}
+
+/// A run file's table with every path it holds (path keys, plugin
+/// libraries) made absolute, so it runs the same from another folder.
+pub fn standalone_table(source: &crate::config::Source) -> Result<toml::Table, Error> {
+    let mut table: toml::Table = source
+        .text
+        .parse()
+        .map_err(|e: toml::de::Error| Error::run(e.to_string()))?;
+    absolute_paths(&mut table, &source.base_dir)?;
+    Ok(table)
+}
+
+/// Make the paths of a run-file table absolute against `base_dir`.
+pub fn absolute_paths(table: &mut toml::Table, base_dir: &Path) -> Result<(), Error> {
+    for key in PATH_KEYS {
+        let Some(p) = get_str(table, key) else {
+            continue;
+        };
+        let abs = crate::config::resolve(base_dir, Path::new(&p));
+        crate::config::overrides::set(table, key, toml::Value::String(abs.display().to_string()))
+            .map_err(Error::run)?;
+    }
+    if let Some(toml::Value::Array(plugins)) = table.get_mut("plugins") {
+        for p in plugins.iter_mut() {
+            if let Some(toml::Value::String(path)) = p.get_mut("path") {
+                *path = crate::config::resolve(base_dir, Path::new(path.as_str()))
+                    .display()
+                    .to_string();
+            }
+        }
+    }
+    Ok(())
+}

@@ -46,7 +46,7 @@ pub use error::{Error, ErrorKind};
 pub use overrides::{load_run, Base, Overrides};
 pub use replay::{load_replay, ReplayOptions};
 pub(crate) use simulate::check_outputs_against_run_file;
-pub use simulate::{simulate, simulate_with, Notice, Simulated};
+pub use simulate::{simulate, simulate_with, validate_with, Notice, Simulated};
 pub(crate) use sweep::SweepRunner;
 pub use sweep::{resolve_jobs, sweep, sweep_merge};
 

@@ -49,6 +49,25 @@ pub fn simulate(
     })
 }
 
+/// Check a run file with overrides as `blis validate` does — the file
+/// parsed, every section built, every plugin created with its parameters —
+/// without simulating; the build's notes.
+pub fn validate_with(source: &Source, sets: &[(String, toml::Value)]) -> Result<Vec<String>, Error> {
+    let table: toml::Table = source
+        .text
+        .parse()
+        .map_err(|e: toml::de::Error| Error::input(format!("{}: {e}", source.name)))?;
+    let edits: Vec<config::overrides::Edit> = sets
+        .iter()
+        .map(|(k, v)| config::overrides::Edit::Set(k.clone(), v.clone()))
+        .collect();
+    let run = config::overrides::apply(source, table, &edits).map_err(Error::input)?;
+    let mut registry = Registry::standard();
+    let built = config::build(&run, &source.base_dir, &mut registry, false)
+        .map_err(|m| Error::input(format!("{}: {m}", source.name)))?;
+    Ok(built.notes)
+}
+
 /// [`simulate`] with the setup's notes and warnings handed to `notice`, and
 /// a flag that stops the run (an [`Error`] of kind `Run` with the message of
 /// [`crate::cluster::RunError::Cancelled`]) once set.
