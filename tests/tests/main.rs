@@ -26,6 +26,10 @@ mod pipeline;
 // bad plan files.
 mod plan;
 
+// `blis tune` and `blis convert to-epp-config`: a threshold recovered, no
+// gain reported when there is none, llm-d round trips, bad tune files.
+mod tune;
+
 // The library entry point (blis_host::session) as an embedding program uses
 // it: the report of `blis run`, errors of the right kind, cancellation.
 mod session;

@@ -16,10 +16,10 @@ mod load;
 #[cfg(feature = "observe")]
 mod observe;
 mod plan;
-mod tune;
 mod replay;
 mod scaffold;
 mod sweep;
+mod tune;
 
 use std::path::PathBuf;
 

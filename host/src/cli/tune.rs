@@ -54,7 +54,11 @@ pub fn tune(args: &TuneArgs) -> Result<String, Failure> {
         outcome.counts.asked,
         outcome.counts.ran,
         outcome.counts.reused,
-        if outcome.verdict.gain { "gain on the held-out traffic" } else { "no gain on the held-out traffic: the recommended run file keeps the start" },
+        if outcome.verdict.gain {
+            "gain on the held-out traffic"
+        } else {
+            "no gain on the held-out traffic: the recommended run file keeps the start"
+        },
         written.tune_json.display(),
         written.evaluations_csv.display(),
         written.tuned_toml.display(),

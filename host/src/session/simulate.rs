@@ -52,7 +52,10 @@ pub fn simulate(
 /// Check a run file with overrides as `blis validate` does — the file
 /// parsed, every section built, every plugin created with its parameters —
 /// without simulating; the build's notes.
-pub fn validate_with(source: &Source, sets: &[(String, toml::Value)]) -> Result<Vec<String>, Error> {
+pub fn validate_with(
+    source: &Source,
+    sets: &[(String, toml::Value)],
+) -> Result<Vec<String>, Error> {
     let table: toml::Table = source
         .text
         .parse()

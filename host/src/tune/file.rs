@@ -136,9 +136,7 @@ impl Param {
 
     /// The unit coordinate of a value (the middle of its cell for a choice).
     pub fn unit(&self, v: &toml::Value) -> f64 {
-        let x = v
-            .as_float()
-            .or_else(|| v.as_integer().map(|i| i as f64));
+        let x = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
         let u = match (&self.scale, x) {
             (Scale::Choice(vs), _) => {
                 let i = vs.iter().position(|c| c == v).unwrap_or(0);
@@ -386,7 +384,10 @@ fn epp_sets(
         v.map(toml::Value::Table)
             .map_err(|e| format!("{name}: epp_config: internal: {e}"))
     };
-    fixed.push(("routing".into(), table(toml::Table::try_from(&expanded.routing))?));
+    fixed.push((
+        "routing".into(),
+        table(toml::Table::try_from(&expanded.routing))?,
+    ));
     fixed.push((
         "admission".into(),
         table(toml::Table::try_from(&expanded.admission))?,
@@ -588,8 +589,9 @@ fn workload(
     let w = table.remove("workload").ok_or_else(|| {
         format!("{what}: the file has no [workload] section to replace the base's with")
     })?;
-    let label = p
-        .file_stem()
-        .map_or_else(|| rel.display().to_string(), |s| s.to_string_lossy().into_owned());
+    let label = p.file_stem().map_or_else(
+        || rel.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
     Ok((label, w))
 }

@@ -186,11 +186,22 @@ fn score(spec: &TuneSpec, evals: &[Evaluation]) -> Score {
         v.filter(|v| !v.is_empty())
             .map(|v| v.iter().sum::<f64>() / v.len() as f64)
     };
-    let mean = if error.is_some() { None } else { mean_of(&values) };
+    let mean = if error.is_some() {
+        None
+    } else {
+        mean_of(&values)
+    };
     let constraints: Vec<Option<f64>> = spec
         .constraints
         .iter()
-        .map(|c| mean_of(&evals.iter().map(|e| e.metric(&c.metric)).collect::<Vec<_>>()))
+        .map(|c| {
+            mean_of(
+                &evals
+                    .iter()
+                    .map(|e| e.metric(&c.metric))
+                    .collect::<Vec<_>>(),
+            )
+        })
         .collect();
     let excess: f64 = spec
         .constraints
@@ -481,19 +492,42 @@ fn verdict(spec: &TuneSpec, start: Score, tuned: Score, same: bool) -> Verdict {
     let (improvement, sd) = mean_sd(&diffs);
     let standard_error = sd / (diffs.len().max(1) as f64).sqrt();
     let (gain, reason) = if same {
-        (false, "the search found nothing better than the start on the training traffic".to_string())
+        (
+            false,
+            "the search found nothing better than the start on the training traffic".to_string(),
+        )
     } else if tuned.error.is_some() {
-        (false, format!("the tuned parameters fail on the held-out traffic: {}", tuned.error.clone().unwrap_or_default()))
+        (
+            false,
+            format!(
+                "the tuned parameters fail on the held-out traffic: {}",
+                tuned.error.clone().unwrap_or_default()
+            ),
+        )
     } else if !tuned.feasible && start.feasible {
-        (false, "the tuned parameters miss a constraint on the held-out traffic, which the start meets".to_string())
+        (
+            false,
+            "the tuned parameters miss a constraint on the held-out traffic, which the start meets"
+                .to_string(),
+        )
     } else if diffs.len() < start.values.len() {
-        (false, "a held-out simulation had no value of the objective".to_string())
+        (
+            false,
+            "a held-out simulation had no value of the objective".to_string(),
+        )
     } else if improvement <= 0.0 {
         (false, format!("on the held-out traffic the tuned parameters are not better (mean change {} in the objective's favour)", crate::plan::short(improvement)))
     } else if diffs.len() > 1 && improvement <= 2.0 * standard_error {
         (false, format!("the held-out improvement {} is within twice its standard error ({}): not distinguishable from noise", crate::plan::short(improvement), crate::plan::short(standard_error)))
     } else {
-        (true, format!("the held-out improvement {} is more than twice its standard error ({})", crate::plan::short(improvement), crate::plan::short(standard_error)))
+        (
+            true,
+            format!(
+                "the held-out improvement {} is more than twice its standard error ({})",
+                crate::plan::short(improvement),
+                crate::plan::short(standard_error)
+            ),
+        )
     };
     Verdict {
         start,

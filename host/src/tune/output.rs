@@ -162,7 +162,10 @@ fn score_json(s: &Score) -> Value {
 fn values_json(spec: &TuneSpec, values: &[toml::Value]) -> Value {
     let mut m = serde_json::Map::new();
     for (p, v) in spec.params.iter().zip(values) {
-        m.insert(p.name.clone(), serde_json::to_value(v).unwrap_or(Value::Null));
+        m.insert(
+            p.name.clone(),
+            serde_json::to_value(v).unwrap_or(Value::Null),
+        );
     }
     Value::Object(m)
 }
@@ -259,7 +262,8 @@ fn evaluations(spec: &TuneSpec, o: &Outcome) -> Result<String, Error> {
     header.push(spec.metric.clone());
     header.extend(spec.constraints.iter().map(|c| c.metric.clone()));
     header.extend(["feasible", "best_so_far", "error"].map(String::from));
-    w.write_record(&header).map_err(|e| Error::run(e.to_string()))?;
+    w.write_record(&header)
+        .map_err(|e| Error::run(e.to_string()))?;
     let mut best: Option<f64> = None;
     let mut best_cost = f64::INFINITY;
     let num = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
@@ -282,7 +286,8 @@ fn evaluations(spec: &TuneSpec, o: &Outcome) -> Result<String, Error> {
         row.push(c.score.feasible.to_string());
         row.push(num(best));
         row.push(c.score.error.clone().unwrap_or_default());
-        w.write_record(&row).map_err(|e| Error::run(e.to_string()))?;
+        w.write_record(&row)
+            .map_err(|e| Error::run(e.to_string()))?;
     }
     let bytes = w.into_inner().map_err(|e| Error::run(e.to_string()))?;
     String::from_utf8(bytes).map_err(|e| Error::run(e.to_string()))
@@ -301,7 +306,10 @@ fn tuned_run_file(spec: &TuneSpec, o: &Outcome) -> Result<(String, toml::Table),
     }
     let body = toml::to_string(&table).map_err(|e| Error::run(e.to_string()))?;
     let what = if o.verdict.gain {
-        format!("the tuned parameters ({})", super::describe(&spec.params, o.recommended()))
+        format!(
+            "the tuned parameters ({})",
+            super::describe(&spec.params, o.recommended())
+        )
     } else {
         format!(
             "the starting parameters: no gain on the held-out traffic ({})",

@@ -24,7 +24,11 @@ fn scales_map_the_unit_interval() {
     let int = p(Scale::Integer, 1.0, 5.0);
     assert_eq!(int.value(0.6), toml::Value::Integer(3));
     assert_eq!(int.value(2.0), toml::Value::Integer(5));
-    let vs = vec![toml::Value::String("a".into()), toml::Value::String("b".into()), toml::Value::String("c".into())];
+    let vs = vec![
+        toml::Value::String("a".into()),
+        toml::Value::String("b".into()),
+        toml::Value::String("c".into()),
+    ];
     let ch = p(Scale::Choice(vs.clone()), 0.0, 1.0);
     assert_eq!(ch.value(0.0), vs[0]);
     assert_eq!(ch.value(0.5), vs[1]);
