@@ -43,6 +43,7 @@ __all__ = [
     "FitResult",
     "PlanResult",
     "NoFeasiblePlan",
+    "TuneResult",
     "plan",
     "Error",
     "InputError",
@@ -134,6 +135,37 @@ class PlanResult(dict):
         super().__init__(plan)
         self.frontier = frontier
         self.candidates = candidates
+        self.out = out
+
+
+class TuneResult(dict):
+    """What ``blis.tune`` found: ``tune.json`` (a ``dict``: ``tuned`` and
+    ``recommended`` parameter values, ``verdict`` — ``gain``,
+    ``improvement``, ``standard_error``, ``reason`` —, ``train`` and
+    ``held_out`` with the start's and the answer's mean and spread,
+    ``params`` with each one's sensitivity, ``simulations``…), plus
+
+    * ``evaluations`` — every candidate (``evaluations.csv``): evaluation,
+      phase, generation, each parameter, the objective, each constraint's
+      metric, feasible, best_so_far, error — a pandas DataFrame, or a list
+      of dicts without pandas (or with ``as_frame=False``);
+    * ``run_file`` — the recommended run file's text (``tuned.toml``);
+    * ``epp_config`` — the recommended llm-d file's text
+      (``tuned-epp.yaml``) when the base was an llm-d file, else None;
+    * ``out`` — the tune's directory (empty when it was temporary).
+    """
+
+    evaluations: Any
+    run_file: str
+    epp_config: Optional[str]
+    out: str
+
+    def __init__(self, tune: Mapping[str, Any], evaluations: Any, run_file: str,
+                 epp_config: Optional[str], out: str):
+        super().__init__(tune)
+        self.evaluations = evaluations
+        self.run_file = run_file
+        self.epp_config = epp_config
         self.out = out
 
 
@@ -326,15 +358,7 @@ def plan(
     simulations are kept in ``out``).
     """
     with tempfile.TemporaryDirectory(prefix="blis-plan-") as tmp:
-        if isinstance(plan_file, Mapping):
-            table = dict(plan_file)
-            if "base" in table:
-                table["base"] = os.path.abspath(os.fspath(table["base"]))
-            path = os.path.join(tmp, "plan.toml")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(_native.table_to_toml(table))
-        else:
-            path = os.fspath(plan_file)
+        path = _search_file(plan_file, tmp, "plan.toml", ("base",))
         out_dir = os.fspath(out) if out is not None else os.path.join(tmp, "out")
         _, infeasible = _native.plan(path, out_dir, jobs=jobs)
         with open(os.path.join(out_dir, "plan.json"), encoding="utf-8") as f:
@@ -353,6 +377,78 @@ def plan(
         err.result = result
         raise err
     return result
+
+
+def _search_file(
+    file: Union[PathLike, Mapping[str, Any]], tmp: str, name: str, path_keys: Tuple[str, ...]
+) -> str:
+    """A plan or tune file's path: the path given, or a dict written as TOML
+    into ``tmp`` (its path keys made absolute against the current folder)."""
+    if not isinstance(file, Mapping):
+        return os.fspath(file)
+    table = dict(file)
+    for key in path_keys:
+        if key in table:
+            table[key] = os.path.abspath(os.fspath(table[key]))
+    path = os.path.join(tmp, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(_native.table_to_toml(table))
+    return path
+
+
+def tune(
+    tune_file: Union[PathLike, Mapping[str, Any]],
+    jobs: Optional[int] = None,
+    *,
+    out: Optional[PathLike] = None,
+    as_frame: Optional[bool] = None,
+) -> TuneResult:
+    """A policy's parameters tuned on training traffic and judged on
+    held-out traffic, as ``blis tune``.
+
+    ``tune_file``: a tune file's path, or a dict of the same keys (``base``,
+    ``epp_config``, ``budget``, ``objective``, ``train``, ``held_out``,
+    ``param`` — a list of dicts —, ``set``…; a relative ``base`` or
+    ``epp_config`` is against the current folder).
+
+    ``jobs``: simulations at once (default: the number of CPUs).
+
+    ``out``: the tune's directory, kept and resumed when given again, as
+    ``blis tune --out DIR``; default: a temporary directory, removed
+    afterwards (the texts of ``tuned.toml`` and ``tuned-epp.yaml`` are in
+    the result).
+
+    Returns a :class:`TuneResult`. Raises :class:`InputError` for a bad tune
+    file (nothing ran), ``KeyboardInterrupt`` on Ctrl-C (the finished
+    simulations are kept in ``out``). A held-out set equal to the training
+    set warns (:class:`BlisWarning`).
+    """
+    with tempfile.TemporaryDirectory(prefix="blis-tune-") as tmp:
+        path = _search_file(tune_file, tmp, "tune.toml", ("base", "epp_config"))
+        out_dir = os.fspath(out) if out is not None else os.path.join(tmp, "out")
+        _native.tune(path, out_dir, jobs=jobs)
+        d = Path(out_dir)
+        with open(d / "tune.json", encoding="utf-8") as f:
+            tune_json = json.load(f)
+        with open(d / "evaluations.csv", newline="", encoding="utf-8") as f:
+            evaluations = [_typed(row) for row in csv.DictReader(f)]
+        run_file = (d / "tuned.toml").read_text(encoding="utf-8")
+        epp = d / "tuned-epp.yaml"
+        epp_text = epp.read_text(encoding="utf-8") if epp.is_file() else None
+    if tune_json["held_out"].get("same_as_train"):
+        warnings.warn(
+            "the held-out traffic is the training traffic: the verdict cannot "
+            "tell a real gain from overfitting",
+            BlisWarning,
+            stacklevel=2,
+        )
+    return TuneResult(
+        tune_json,
+        _table(evaluations, as_frame),
+        run_file,
+        epp_text,
+        out_dir if out is not None else "",
+    )
 
 
 def _typed(row: Dict[str, str]) -> Dict[str, Any]:

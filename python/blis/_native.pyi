@@ -32,6 +32,14 @@ def plan(
     """One plan into out: (the summary JSON, None), or (None, the message) when nothing meets the SLOs."""
     ...
 
+def tune(
+    tune_file: Union[str, os.PathLike[str]],
+    out: Union[str, os.PathLike[str]],
+    jobs: Optional[int] = None,
+) -> str:
+    """One tune into out: the summary JSON."""
+    ...
+
 def sweep(
     sweep_file: Union[str, os.PathLike[str]],
     out: Union[str, os.PathLike[str]],

@@ -532,6 +532,26 @@ fn plan(
     }
 }
 
+/// `blis tune TUNE_FILE --out OUT`: the search, the held-out verdict and
+/// the outputs written to `out`. Returns the summary `blis tune` prints
+/// (JSON). A held-out set equal to the training set is a warning the
+/// caller sees in `tune.json` (`held_out.same_as_train`).
+#[pyfunction]
+#[pyo3(signature = (tune_file, out, jobs=None))]
+fn tune(py: Python<'_>, tune_file: PathBuf, out: PathBuf, jobs: Option<usize>) -> PyResult<String> {
+    let spec = blis_host::tune::TuneSpec::load(&tune_file).map_err(InputError::new_err)?;
+    let jobs = session::resolve_jobs(jobs).map_err(raise)?;
+    let outcome = interruptible(py, |cancel| {
+        let options = blis_host::search::Options {
+            jobs,
+            progress: false,
+            cancel: Some(cancel),
+        };
+        blis_host::tune::tune(&spec, &out, options, &|_| {})
+    })?;
+    outcome.map(|(_, w)| w.summary).map_err(raise)
+}
+
 /// `blis --version`: the program version and the plugin ABI it loads.
 #[pyfunction]
 fn version() -> String {
@@ -548,6 +568,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(tune, m)?)?;
     m.add_function(wrap_pyfunction!(replay, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate_fit, m)?)?;
     m.add_function(wrap_pyfunction!(table_to_toml, m)?)?;

@@ -327,6 +327,7 @@ chapters! {
     book_wasm_plugins => "wasm-plugins.md",
     book_sweeps => "sweeps.md",
     book_plan => "plan.md",
+    book_tune => "tune.md",
     book_pd => "pd.md",
     book_kv_offload => "kv-offload.md",
     book_control_plane => "control-plane.md",

@@ -150,6 +150,17 @@ fn a_threshold_known_by_construction_is_recovered() {
         "{tuned_toml}"
     );
     run_ok(&dir, &["run", "a/tuned.toml"]);
+    // The HTML page: convergence, the parameter's trajectory, the comparison.
+    run_ok(&dir, &["report", "a", "-o", "tune.html"]);
+    let html = std::fs::read_to_string(dir.path().join("tune.html")).unwrap();
+    for needle in [
+        "data-plot=\"objective\"",
+        "data-plot=\"param-threshold\"",
+        "held-out",
+        "Sensitivity",
+    ] {
+        assert!(html.contains(needle), "{needle} missing from the tune page");
+    }
 }
 
 /// Must show 2, second half: a start already in the optimal band is kept;
@@ -186,11 +197,7 @@ fn llm_d_default_profile_gains_held_out_and_round_trips() {
             "\"../llm-d/",
             &format!("\"{}/examples/llm-d/", root.display()),
         )
-        .replace("budget = 240", "budget = 75")
-        .replace(
-            "\"workload.num_requests\" = 3000",
-            "\"workload.num_requests\" = 1500",
-        );
+        .replace("budget = 150", "budget = 75");
     dir.write("tune.toml", &text);
     run_ok(&dir, &["tune", "tune.toml", "--out", "o"]);
     let t = json(&dir.path().join("o/tune.json"));

@@ -159,7 +159,9 @@ fn check_report_output(
 ) -> Result<(), Failure> {
     let mut inputs: Vec<(String, PathBuf)> = Vec::new();
     match input {
-        html_report::Input::Sweep(dir) | html_report::Input::Plan(dir) => {
+        html_report::Input::Sweep(dir)
+        | html_report::Input::Plan(dir)
+        | html_report::Input::Tune(dir) => {
             let runs = dir.join("runs");
             if crate::output::inside(output, &runs) {
                 return Err(usage(format!(
@@ -175,6 +177,8 @@ fn check_report_output(
                 "results.jsonl",
                 "plan.json",
                 "candidates.csv",
+                "tune.json",
+                "evaluations.csv",
             ];
             for f in files {
                 inputs.push((

@@ -16,6 +16,7 @@ pub mod page;
 pub mod plan_page;
 pub mod run_page;
 pub mod sweep_page;
+pub mod tune_page;
 
 use std::path::Path;
 
@@ -26,6 +27,8 @@ pub use sweep_page::SloTargets;
 pub enum Input<'a> {
     /// A `blis plan` directory (has `plan.json` and `sweep.json`).
     Plan(&'a Path),
+    /// A `blis tune` directory (has `tune.json` and `evaluations.csv`).
+    Tune(&'a Path),
     /// A sweep directory (has `sweep.json`).
     Sweep(&'a Path),
     /// One run's files.
@@ -40,6 +43,9 @@ impl Input<'_> {
         if path.is_dir() {
             if path.join("plan.json").is_file() && path.join("candidates.csv").is_file() {
                 return Ok(Input::Plan(path));
+            }
+            if path.join("tune.json").is_file() && path.join("evaluations.csv").is_file() {
+                return Ok(Input::Tune(path));
             }
             if path.join(crate::sweep::store::MANIFEST).is_file() {
                 return Ok(Input::Sweep(path));
@@ -65,6 +71,7 @@ impl Input<'_> {
 pub fn render(input: &Input, targets: SloTargets) -> Result<String, String> {
     match input {
         Input::Plan(dir) => Ok(page::document("blis plan report", &plan_page::body(dir)?)),
+        Input::Tune(dir) => Ok(page::document("blis tune report", &tune_page::body(dir)?)),
         Input::Sweep(dir) => {
             let m = crate::sweep::store::SweepDir::new(dir)
                 .read_manifest()?
