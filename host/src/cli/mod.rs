@@ -162,7 +162,7 @@ pub enum ConvertCommand {
     /// refused by name.
     ToEppConfig {
         #[command(flatten)]
-        run: RunArgs,
+        run: Box<RunArgs>,
     },
 }
 
