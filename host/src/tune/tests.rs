@@ -1,3 +1,6 @@
+//! Exact, hand-computed cases of the tune's parameter scales (unit
+//! coordinate ↔ value) and of its mean and spread.
+
 use super::file::{Param, Scale};
 use super::*;
 
