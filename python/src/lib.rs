@@ -500,6 +500,23 @@ fn sweep<'py>(
     Ok(d)
 }
 
+/// A search (`plan`, `tune`) on `jobs` threads (default: the CPUs), quiet,
+/// interruptible by Ctrl-C.
+fn search<T: Send>(
+    py: Python<'_>,
+    jobs: Option<usize>,
+    work: impl FnOnce(blis_host::search::Options) -> T + Send,
+) -> PyResult<T> {
+    let jobs = session::resolve_jobs(jobs).map_err(raise)?;
+    interruptible(py, |cancel| {
+        work(blis_host::search::Options {
+            jobs,
+            progress: false,
+            cancel: Some(cancel),
+        })
+    })
+}
+
 /// `blis plan PLAN_FILE --out OUT`: the search, its outputs written to
 /// `out`. Returns the summary `blis plan` prints (JSON), and for a plan
 /// with no answer (exit 3 on the command line) the message naming the
@@ -514,13 +531,7 @@ fn plan(
     jobs: Option<usize>,
 ) -> PyResult<(Option<String>, Option<String>)> {
     let spec = blis_host::plan::PlanSpec::load(&plan_file).map_err(InputError::new_err)?;
-    let jobs = session::resolve_jobs(jobs).map_err(raise)?;
-    let outcome = interruptible(py, |cancel| {
-        let options = blis_host::search::Options {
-            jobs,
-            progress: false,
-            cancel: Some(cancel),
-        };
+    let outcome = search(py, jobs, |options| {
         blis_host::plan::plan(&spec, &out, options, None, &|_| {})
     })?;
     match outcome {
@@ -540,13 +551,7 @@ fn plan(
 #[pyo3(signature = (tune_file, out, jobs=None))]
 fn tune(py: Python<'_>, tune_file: PathBuf, out: PathBuf, jobs: Option<usize>) -> PyResult<String> {
     let spec = blis_host::tune::TuneSpec::load(&tune_file).map_err(InputError::new_err)?;
-    let jobs = session::resolve_jobs(jobs).map_err(raise)?;
-    let outcome = interruptible(py, |cancel| {
-        let options = blis_host::search::Options {
-            jobs,
-            progress: false,
-            cancel: Some(cancel),
-        };
+    let outcome = search(py, jobs, |options| {
         blis_host::tune::tune(&spec, &out, options, &|_| {})
     })?;
     outcome.map(|(_, w)| w.summary).map_err(raise)

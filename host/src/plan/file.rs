@@ -267,7 +267,7 @@ impl PlanSpec {
     pub fn from_text(name: &str, dir: &Path, text: &str) -> Result<PlanSpec, String> {
         let file: PlanFile =
             toml::from_str(text).map_err(|e| config::describe_toml_error(name, text, &e))?;
-        let (base, base_source) = read_base(name, dir, file.base.as_deref())?;
+        let (base, base_source) = crate::search::read_base(name, dir, file.base.as_deref())?;
         let run = config::parse(&base_source).map_err(|e| format!("{name}: base run file: {e}"))?;
         let base_table: toml::Table = base_source
             .text
@@ -375,26 +375,6 @@ impl PlanSpec {
             self.rates.iter().copied().map(Some).collect()
         }
     }
-}
-
-/// The base run file: its path (absolute) and text.
-fn read_base(
-    name: &str,
-    dir: &Path,
-    base: Option<&Path>,
-) -> Result<(Option<PathBuf>, Source), String> {
-    let Some(b) = base else {
-        return Ok((None, Source::builtin()));
-    };
-    let p = if b.is_absolute() {
-        b.to_path_buf()
-    } else {
-        dir.join(b)
-    };
-    let p = std::path::absolute(&p).unwrap_or(p);
-    let source =
-        Source::read(&p).map_err(|e| format!("{name}: base = \"{}\": {e}", b.display()))?;
-    Ok((Some(p), source))
 }
 
 /// The traffic points: `rate`, `rates`, or `scale` × the base's rate

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::{describe_slo, money, short, Outcome, PlanSpec, Verdict};
-use crate::search::Engine;
+use crate::search::{write_file, Engine};
 use crate::session::Error;
 use crate::sweep::spec::{fnv64, inputs_digest, PlannedRun, Shard};
 
@@ -72,17 +72,7 @@ pub(super) fn check_outputs(spec: &PlanSpec, out: &Path) -> Result<(), Error> {
     for (gpu, p) in &spec.calibration {
         inputs.push((format!("calibration.\"{gpu}\""), p.clone()));
     }
-    let outputs: Vec<(&str, PathBuf)> = OUTPUTS.iter().map(|f| (*f, out.join(f))).collect();
-    let errors = crate::output::check_paths(&outputs, &inputs);
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::input(format!(
-            "--out {}: {}",
-            out.display(),
-            errors.join("\n")
-        )))
-    }
+    crate::search::check_outputs(out, &OUTPUTS, &inputs)
 }
 
 /// The label columns of the plan's simulations in the sweep table.
@@ -140,10 +130,6 @@ pub(super) fn write(
         candidates_csv,
         best_toml,
     })
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    crate::output::write_atomic(path, bytes).map_err(Error::run)
 }
 
 /// The shape's columns: gpu, tp, each axis.
@@ -328,16 +314,13 @@ fn candidates(spec: &PlanSpec, o: &Outcome) -> Result<Vec<u8>, Error> {
 /// The winner's run file: the base with the plan's `[set]`, the shape's
 /// overrides, its count and the (first) rate; paths made absolute.
 fn best_run_file(spec: &PlanSpec, o: &Outcome, s: usize, n: u32) -> Result<String, Error> {
-    let mut table = crate::search::standalone_table(&spec.base_source)?;
     let mut sets = spec.fixed.clone();
     sets.extend(o.shapes[s].sets.iter().cloned());
     sets.extend(super::count_sets(&o.shapes[s], n));
     if let Some(&rate) = spec.rates.first() {
         sets.push(("workload.aggregate_rate".into(), toml::Value::Float(rate)));
     }
-    for (k, v) in sets {
-        crate::config::overrides::set(&mut table, &k, v).map_err(Error::run)?;
-    }
+    let table = crate::search::standalone_table(&spec.base_source, &sets)?;
     let shape = &o.shapes[s];
     let body = toml::to_string(&table).map_err(|e| Error::run(e.to_string()))?;
     let rates = if spec.rates.len() > 1 {

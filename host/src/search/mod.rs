@@ -361,13 +361,20 @@ pub fn files_read(source: &crate::config::Source) -> Vec<(String, PathBuf)> {
 }
 
 /// A run file's table with every path it holds (path keys, plugin
-/// libraries) made absolute, so it runs the same from another folder.
-pub fn standalone_table(source: &crate::config::Source) -> Result<toml::Table, Error> {
+/// libraries) made absolute, so it runs the same from another folder, and
+/// `sets` applied: the run file a search writes for its answer.
+pub fn standalone_table(
+    source: &crate::config::Source,
+    sets: &[(String, toml::Value)],
+) -> Result<toml::Table, Error> {
     let mut table: toml::Table = source
         .text
         .parse()
         .map_err(|e: toml::de::Error| Error::run(e.to_string()))?;
     absolute_paths(&mut table, &source.base_dir)?;
+    for (k, v) in sets {
+        crate::config::overrides::set(&mut table, k, v.clone()).map_err(Error::run)?;
+    }
     Ok(table)
 }
 
@@ -391,4 +398,48 @@ pub fn absolute_paths(table: &mut toml::Table, base_dir: &Path) -> Result<(), Er
         }
     }
     Ok(())
+}
+
+/// A search file's `base` (relative to the search file's folder `dir`):
+/// its absolute path and text, or the built-in scenario when none is given.
+/// `name` is the search file, for messages.
+pub fn read_base(
+    name: &str,
+    dir: &Path,
+    base: Option<&Path>,
+) -> Result<(Option<PathBuf>, crate::config::Source), String> {
+    let Some(b) = base else {
+        return Ok((None, crate::config::Source::builtin()));
+    };
+    let p = dir.join(b);
+    let p = std::path::absolute(&p).unwrap_or(p);
+    let source = crate::config::Source::read(&p)
+        .map_err(|e| format!("{name}: base = \"{}\": {e}", b.display()))?;
+    Ok((Some(p), source))
+}
+
+/// A search's output files in `out` (`files`) checked against each other
+/// and against its inputs, as every command's outputs are
+/// ([`crate::output::check_paths`]): an error of kind `Input` naming `--out`.
+pub fn check_outputs(
+    out: &Path,
+    files: &[&str],
+    inputs: &[(String, PathBuf)],
+) -> Result<(), Error> {
+    let outputs: Vec<(&str, PathBuf)> = files.iter().map(|f| (*f, out.join(f))).collect();
+    let errors = crate::output::check_paths(&outputs, inputs);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::input(format!(
+            "--out {}: {}",
+            out.display(),
+            errors.join("\n")
+        )))
+    }
+}
+
+/// Write one of a search's output files atomically.
+pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    crate::output::write_atomic(path, bytes).map_err(Error::run)
 }

@@ -163,8 +163,19 @@ pub struct Traffic {
     pub seeds: Vec<u64>,
     /// Empty: the base's own rate.
     pub rates: Vec<f64>,
-    /// (label, the `workload` table); empty: the base's workload.
-    pub workloads: Vec<(String, toml::Value)>,
+    /// Empty: the base's workload.
+    pub workloads: Vec<Workload>,
+}
+
+/// A run file's `[workload]`, replacing the base's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Its label (the file's stem).
+    pub name: String,
+    /// The run file (absolute).
+    pub path: PathBuf,
+    /// Its `[workload]` table, paths made absolute.
+    pub table: toml::Value,
 }
 
 impl Traffic {
@@ -175,7 +186,7 @@ impl Traffic {
         } else {
             self.rates.iter().copied().map(Some).collect()
         };
-        let workloads: Vec<Option<&(String, toml::Value)>> = if self.workloads.is_empty() {
+        let workloads: Vec<Option<&Workload>> = if self.workloads.is_empty() {
             vec![None]
         } else {
             self.workloads.iter().map(Some).collect()
@@ -186,9 +197,9 @@ impl Traffic {
                 for &s in &self.seeds {
                     let mut labels = Sets::new();
                     let mut sets = Sets::new();
-                    if let Some((name, table)) = w {
-                        labels.push(("workload".into(), toml::Value::String(name.clone())));
-                        sets.push(("workload".into(), table.clone()));
+                    if let Some(w) = w {
+                        labels.push(("workload".into(), toml::Value::String(w.name.clone())));
+                        sets.push(("workload".into(), w.table.clone()));
                     }
                     if let Some(r) = r {
                         labels.push(("rate".into(), toml::Value::Float(*r)));
@@ -249,7 +260,7 @@ impl TuneSpec {
     pub fn from_text(name: &str, dir: &Path, text: &str) -> Result<TuneSpec, String> {
         let file: TuneFile =
             toml::from_str(text).map_err(|e| config::describe_toml_error(name, text, &e))?;
-        let (base, base_source) = read_base(name, dir, file.base.as_deref())?;
+        let (base, base_source) = crate::search::read_base(name, dir, file.base.as_deref())?;
         let run = config::parse(&base_source).map_err(|e| format!("{name}: base run file: {e}"))?;
         let mut base_table: toml::Table = base_source
             .text
@@ -341,21 +352,6 @@ impl TuneSpec {
             sensitivity_step,
         })
     }
-}
-
-/// The base run file: its path (absolute) and text.
-fn read_base(
-    name: &str,
-    dir: &Path,
-    base: Option<&Path>,
-) -> Result<(Option<PathBuf>, Source), String> {
-    let Some(b) = base else {
-        return Ok((None, Source::builtin()));
-    };
-    let p = std::path::absolute(dir.join(b)).unwrap_or_else(|_| dir.join(b));
-    let source =
-        Source::read(&p).map_err(|e| format!("{name}: base = \"{}\": {e}", b.display()))?;
-    Ok((Some(p), source))
 }
 
 /// The llm-d file applied to the base: its sections as overrides that
@@ -574,12 +570,7 @@ fn traffic(
 }
 
 /// A run file's `[workload]`, its paths made absolute.
-fn workload(
-    name: &str,
-    section: &str,
-    dir: &Path,
-    rel: &Path,
-) -> Result<(String, toml::Value), String> {
+fn workload(name: &str, section: &str, dir: &Path, rel: &Path) -> Result<Workload, String> {
     let p = std::path::absolute(dir.join(rel)).unwrap_or_else(|_| dir.join(rel));
     let what = format!("{name}: [{section}] workloads \"{}\"", rel.display());
     let source = Source::read(&p).map_err(|e| format!("{what}: {e}"))?;
@@ -589,9 +580,13 @@ fn workload(
     let w = table.remove("workload").ok_or_else(|| {
         format!("{what}: the file has no [workload] section to replace the base's with")
     })?;
-    let label = p.file_stem().map_or_else(
+    let name = p.file_stem().map_or_else(
         || rel.display().to_string(),
         |s| s.to_string_lossy().into_owned(),
     );
-    Ok((label, w))
+    Ok(Workload {
+        name,
+        path: p,
+        table: w,
+    })
 }

@@ -61,7 +61,7 @@ use argmin::core::{CostFunction, Error as ArgminError, Executor};
 use argmin::solver::particleswarm::ParticleSwarm;
 use rand_xoshiro::rand_core::SeedableRng;
 
-pub use file::{Goal, Param, Scale, Traffic, TuneSpec};
+pub use file::{Goal, Param, Scale, Traffic, TuneSpec, Workload};
 pub use output::Written;
 
 use crate::plan::Slo;
@@ -277,7 +277,8 @@ impl<'a> Tuner<'a> {
 
     /// Evaluate and record candidates on the training set.
     fn record(&mut self, phase: Phase, points: Vec<Vec<toml::Value>>) -> Result<Vec<f64>, Error> {
-        let scores = self.evaluate(&points, &self.spec.train.clone())?;
+        let spec = self.spec;
+        let scores = self.evaluate(&points, &spec.train)?;
         let costs = scores.iter().map(|s| s.cost).collect();
         for (values, score) in points.into_iter().zip(scores) {
             self.candidates.push(Candidate {
@@ -442,8 +443,8 @@ impl<'a> Tuner<'a> {
             self.candidates[0].values.clone(),
             self.candidates[best].values.clone(),
         ];
-        let held = self.spec.held_out.clone();
-        let mut scores = self.evaluate(&points, &held)?;
+        let spec = self.spec;
+        let mut scores = self.evaluate(&points, &spec.held_out)?;
         let tuned = scores.pop().expect("two scores");
         let start = scores.pop().expect("two scores");
         Ok(verdict(self.spec, start, tuned, best == 0))

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::{mean_sd, Goal, Outcome, Phase, Score, TuneSpec};
-use crate::search::Engine;
+use crate::search::{write_file, Engine};
 use crate::session::Error;
 use crate::sweep::spec::{fnv64, inputs_digest, toml_text};
 
@@ -49,7 +49,9 @@ pub(super) fn fingerprint(spec: &TuneSpec) -> String {
     format!("tune-{:016x}", fnv64(canon.as_bytes()))
 }
 
-/// Outputs never overwrite an input.
+/// The tune's outputs checked against its inputs (the tune file, the base,
+/// the llm-d file, the workload files and the files the base reads) and
+/// each other.
 pub(super) fn check_outputs(spec: &TuneSpec, out: &Path) -> Result<(), Error> {
     let mut inputs = vec![("the tune file".to_string(), PathBuf::from(&spec.name))];
     if let Some(b) = &spec.base {
@@ -59,17 +61,10 @@ pub(super) fn check_outputs(spec: &TuneSpec, out: &Path) -> Result<(), Error> {
         inputs.push(("epp_config".to_string(), p.clone()));
     }
     inputs.extend(crate::search::files_read(&spec.base_source));
-    let outputs: Vec<(&str, PathBuf)> = OUTPUTS.iter().map(|f| (*f, out.join(f))).collect();
-    let errors = crate::output::check_paths(&outputs, &inputs);
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::input(format!(
-            "--out {}: {}",
-            out.display(),
-            errors.join("\n")
-        )))
+    for w in spec.train.workloads.iter().chain(&spec.held_out.workloads) {
+        inputs.push((format!("the workload {}", w.name), w.path.clone()));
     }
+    crate::search::check_outputs(out, &OUTPUTS, &inputs)
 }
 
 /// The label columns of the simulations in the sweep table.
@@ -84,10 +79,6 @@ pub(super) fn axis_names(spec: &TuneSpec) -> Vec<String> {
     }
     names.push("seed".into());
     names
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    crate::output::write_atomic(path, bytes).map_err(Error::run)
 }
 
 /// Write every output.
@@ -222,14 +213,14 @@ fn tune_json(spec: &TuneSpec, o: &Outcome) -> Value {
         },
         "train": {
             "seeds": spec.train.seeds, "rates": spec.train.rates,
-            "workloads": spec.train.workloads.iter().map(|w| w.0.clone()).collect::<Vec<_>>(),
+            "workloads": spec.train.workloads.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
             "summary": summary(&o.train_start, &o.train_best),
             "start": score_json(&o.train_start),
             "tuned": score_json(&o.train_best),
         },
         "held_out": {
             "seeds": spec.held_out.seeds, "rates": spec.held_out.rates,
-            "workloads": spec.held_out.workloads.iter().map(|w| w.0.clone()).collect::<Vec<_>>(),
+            "workloads": spec.held_out.workloads.iter().map(|w| w.name.clone()).collect::<Vec<_>>(),
             "same_as_train": spec.held_out_is_train,
             "summary": summary(&v.start, &v.tuned),
             "start": score_json(&v.start),
@@ -296,14 +287,11 @@ fn evaluations(spec: &TuneSpec, o: &Outcome) -> Result<String, Error> {
 /// The recommended run file: the base (paths absolute) with the fixed
 /// overrides (the llm-d file's sections) and the recommended values.
 fn tuned_run_file(spec: &TuneSpec, o: &Outcome) -> Result<(String, toml::Table), Error> {
-    let mut table = crate::search::standalone_table(&spec.base_source)?;
     let mut sets = spec.fixed.clone();
     for (p, v) in spec.params.iter().zip(o.recommended()) {
         sets.push((p.key.clone(), v.clone()));
     }
-    for (k, v) in sets {
-        crate::config::overrides::set(&mut table, &k, v).map_err(Error::run)?;
-    }
+    let table = crate::search::standalone_table(&spec.base_source, &sets)?;
     let body = toml::to_string(&table).map_err(|e| Error::run(e.to_string()))?;
     let what = if o.verdict.gain {
         format!(

@@ -162,30 +162,25 @@ fn pipeline(run: &RunFile, block_size: i64, doc: &mut Doc) -> Result<(), String>
         let name = scorer(&s.name, &s.params, block_size, &what, doc)?;
         doc.refs.push((name, Some(s.weight)));
     }
-    let picker = match &p.picker {
-        None => "max-score-picker",
-        Some(pk) => match pk.name.as_str() {
-            "max-score"
-                if pk.params.get("tie_break").and_then(T::as_str) == Some("random")
-                    && pk.params.len() == 1 =>
-            {
-                "max-score-picker"
-            }
-            "random" if pk.params.is_empty() => "random-picker",
-            other => {
-                return Err(refuse(
-                    &format!("routing.profiles.0.picker ({other})"),
-                    "llm-d's pickers are max-score (random ties: params tie_break = \"random\") and random",
-                ))
-            }
-        },
-    };
-    if p.picker.is_none() {
+    let Some(pk) = &p.picker else {
         return Err(refuse(
             "routing.profiles.0.picker",
             "blis's default picker breaks ties by lowest index, llm-d's max-score-picker at random; give picker = { name = \"max-score\", params = { tie_break = \"random\" } }",
         ));
-    }
+    };
+    let picker = match pk.name.as_str() {
+        "max-score"
+            if pk.params.get("tie_break").and_then(T::as_str) == Some("random")
+                && pk.params.len() == 1 =>
+        {
+            "max-score-picker"
+        }
+        "random" if pk.params.is_empty() => "random-picker",
+        other => return Err(refuse(
+            &format!("routing.profiles.0.picker ({other})"),
+            "llm-d's pickers are max-score (random ties: params tie_break = \"random\") and random",
+        )),
+    };
     let name = doc.add(picker, Mapping::new());
     doc.refs.push((name, None));
     Ok(())
