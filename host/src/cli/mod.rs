@@ -156,7 +156,7 @@ pub enum ConvertCommand {
         /// The YAML file.
         file: PathBuf,
     },
-    /// Write a run file's routing and admission as an llm-d
+    /// Write a run file's routing, P/D stages, admission and flow control as an llm-d
     /// EndpointPickerConfig YAML (stdout) that llm-d's loader accepts and
     /// `--epp-config` runs identically; a routing llm-d cannot express is
     /// refused by name.

@@ -249,6 +249,7 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
     let adm: super::AdmissionSection = section(plan.admission, "[admission]")?;
     out.admission.policy = adm.policy;
     out.admission.params = adm.params;
+    out.admission.then = adm.then;
     out.flow_control = match plan.flow_control {
         Some(fc) => Some(section::<FlowControlSection>(fc, "[flow_control]")?),
         None => {
