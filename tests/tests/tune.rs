@@ -661,3 +661,87 @@ fn bad_tune_files_are_refused_by_name() {
         "{e}"
     );
 }
+
+/// Workloads as run files: the training and held-out sets may be other
+/// traffic (the held-out a workload the tune never saw), labelled by file
+/// in the record; and a tune directory whose workload file has changed
+/// since is another search's, refused rather than resumed.
+#[test]
+fn workload_files_train_and_judge_and_are_part_of_the_search() {
+    let dir = TestDir::new("tune_workloads");
+    let base = r#"
+seed = 1
+[instance]
+count = 3
+[workload]
+aggregate_rate = 25.0
+num_requests = 300
+[routing]
+policy = "weighted"
+tie_break = "random"
+scorers = [{ name = "waiting-queue", weight = 1.0 }, { name = "prefix-affinity", weight = 1.0 }]
+"#;
+    dir.write("base.toml", base);
+    let shared = |len: u32| {
+        format!(
+            "[workload]\naggregate_rate = 25.0\nnum_requests = 300\n[[workload.clients]]\nid = \"chat\"\nrate_fraction = 1.0\nprefix_group = \"sys\"\nprefix_length = {len}\ninput = {{ type = \"gaussian\", mean = 200, std_dev = 50, min = 8, max = 600 }}\noutput = {{ type = \"gaussian\", mean = 100, std_dev = 30, min = 8, max = 300 }}\n"
+        )
+    };
+    dir.write("short.toml", &shared(512));
+    dir.write("long.toml", &shared(2048));
+    dir.write(
+        "tune.toml",
+        r#"
+base = "base.toml"
+budget = 12
+population = 4
+seed = 3
+[objective]
+metric = "ttft_mean_ms"
+[train]
+seeds = [1, 2]
+workloads = ["short.toml"]
+[held_out]
+seeds = [11, 12]
+workloads = ["long.toml"]
+[[param]]
+key = "routing.scorers.1.weight"
+name = "prefix_weight"
+min = 0.0
+max = 5.0
+"#,
+    );
+    run_ok(&dir, &["tune", "tune.toml", "--out", "o"]);
+    let t = json(&dir.path().join("o/tune.json"));
+    assert_eq!(
+        t["train"]["workloads"],
+        serde_json::json!(["short"]),
+        "{t:#}"
+    );
+    assert_eq!(
+        t["held_out"]["workloads"],
+        serde_json::json!(["long"]),
+        "{t:#}"
+    );
+    // The held-out traffic is other traffic: another TTFT than training's.
+    let start = |set: &str| t[set]["summary"]["start"].as_f64().unwrap();
+    assert!((start("held_out") - start("train")).abs() > 0.5, "{t:#}");
+    let results = std::fs::read_to_string(dir.path().join("o/results.csv")).unwrap();
+    assert!(
+        results.starts_with("run_id,status,error,prefix_weight,workload,seed,num_requests,"),
+        "{results}"
+    );
+    assert!(
+        results.lines().any(|l| l.contains(",long,"))
+            && results.lines().any(|l| l.contains(",short,")),
+        "{results}"
+    );
+    // Resuming into the same directory runs nothing …
+    let again: Value =
+        serde_json::from_slice(&run_ok(&dir, &["tune", "tune.toml", "--out", "o"]).stdout).unwrap();
+    assert_eq!(again["simulations"]["ran"], 0, "{again:#}");
+    // … but not once a workload file has changed: another search.
+    dir.write("long.toml", &shared(3072));
+    let e = run_bad(&dir, &["tune", "tune.toml", "--out", "o"]);
+    assert!(e.contains("holds the results of another sweep"), "{e}");
+}

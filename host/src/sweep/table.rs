@@ -198,7 +198,11 @@ pub fn build<'a>(manifest: &'a Value, finished: &'a HashMap<String, RunRow>) -> 
         .map(|s| s.to_string())
         .collect();
     columns.extend(axes.iter().map(|a| a.to_string()));
-    columns.push("seed".into());
+    // A search that labels its runs by seed (plan, tune) has the column.
+    let seed_column = !axes.contains(&"seed");
+    if seed_column {
+        columns.push("seed".into());
+    }
     let mut position: HashMap<String, usize> = columns
         .iter()
         .enumerate()
@@ -220,7 +224,9 @@ pub fn build<'a>(manifest: &'a Value, finished: &'a HashMap<String, RunRow>) -> 
         for a in &axes {
             row.push(Some(Cow::Borrowed(&run["axes"][*a])));
         }
-        row.push(Some(Cow::Borrowed(&run["seed"])));
+        if seed_column {
+            row.push(Some(Cow::Borrowed(&run["seed"])));
+        }
         // Reports list their metrics in the same order, so the column after
         // the last one placed is nearly always the next one's.
         let mut guess = usize::MAX;

@@ -38,13 +38,31 @@ pub(super) const OUTPUTS: [&str; 4] = [
 /// A hash of everything that decides the tune's simulations.
 pub(super) fn fingerprint(spec: &TuneSpec) -> String {
     let base_table: toml::Table = spec.base_source.text.parse().unwrap_or_default();
+    // The workload files' traffic and the files it reads (traces), by content.
+    let workloads: Vec<String> = spec
+        .train
+        .workloads
+        .iter()
+        .chain(&spec.held_out.workloads)
+        .map(|w| {
+            let mut t = toml::Table::new();
+            t.insert("workload".into(), w.table.clone());
+            format!(
+                "{}: {}\n{}",
+                w.name,
+                w.table,
+                inputs_digest(&t, &[], Path::new("/"))
+            )
+        })
+        .collect();
     let canon = format!(
-        "tune:\n{}\nbase:\n{}\nepp:\n{}\nsets:\n{:?}\n{}",
+        "tune:\n{}\nbase:\n{}\nepp:\n{}\nsets:\n{:?}\n{}\nworkloads:\n{}",
         spec.text,
         spec.base_source.text,
         spec.epp.as_ref().map_or("", |e| e.1.as_str()),
         spec.fixed,
-        inputs_digest(&base_table, &[], &spec.base_source.base_dir)
+        inputs_digest(&base_table, &[], &spec.base_source.base_dir),
+        workloads.join("\n")
     );
     format!("tune-{:016x}", fnv64(canon.as_bytes()))
 }
