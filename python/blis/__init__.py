@@ -310,18 +310,12 @@ def sweep(
     """
     if isinstance(shard, tuple):
         shard = f"{shard[0]}/{shard[1]}"
+    _check_jobs(jobs)
     with tempfile.TemporaryDirectory(prefix="blis-sweep-") as tmp:
-        if isinstance(sweep_file, Mapping):
-            table = dict(sweep_file)
-            if "base" in table:
-                table["base"] = os.path.abspath(os.fspath(table["base"]))
-            path = os.path.join(tmp, "sweep.toml")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(_native.table_to_toml(table))
-        else:
-            path = os.fspath(sweep_file)
-        out_dir = os.fspath(out) if out is not None else os.path.join(tmp, "out")
-        summary = _native.sweep(path, out_dir, jobs=jobs, shard=shard)
+        path = _search_file(sweep_file, tmp, "sweep.toml", ("base",), "sweep_file")
+        out_dir = _out_dir(out, tmp)
+        with _named(path, sweep_file, "sweep_file"):
+            summary = _native.sweep(path, out_dir, jobs=jobs, shard=shard)
         rows = _read_jsonl(Path(out_dir) / "results.jsonl")
     if summary["failed"]:
         warnings.warn(
@@ -357,10 +351,12 @@ def plan(
     meets the SLOs, ``KeyboardInterrupt`` on Ctrl-C (the finished
     simulations are kept in ``out``).
     """
+    _check_jobs(jobs)
     with tempfile.TemporaryDirectory(prefix="blis-plan-") as tmp:
-        path = _search_file(plan_file, tmp, "plan.toml", ("base",))
-        out_dir = os.fspath(out) if out is not None else os.path.join(tmp, "out")
-        _, infeasible = _native.plan(path, out_dir, jobs=jobs)
+        path = _search_file(plan_file, tmp, "plan.toml", ("base",), "plan_file")
+        out_dir = _out_dir(out, tmp)
+        with _named(path, plan_file, "plan_file"):
+            _, infeasible = _native.plan(path, out_dir, jobs=jobs)
         with open(os.path.join(out_dir, "plan.json"), encoding="utf-8") as f:
             plan_json = json.load(f)
         with open(os.path.join(out_dir, "candidates.csv"), newline="", encoding="utf-8") as f:
@@ -380,10 +376,15 @@ def plan(
 
 
 def _search_file(
-    file: Union[PathLike, Mapping[str, Any]], tmp: str, name: str, path_keys: Tuple[str, ...]
+    file: Union[PathLike, Mapping[str, Any]],
+    tmp: str,
+    name: str,
+    path_keys: Tuple[str, ...],
+    arg: str,
 ) -> str:
-    """A plan or tune file's path: the path given, or a dict written as TOML
-    into ``tmp`` (its path keys made absolute against the current folder)."""
+    """A sweep, plan or tune file's path: the path given, or a dict written
+    as TOML into ``tmp`` (its path keys made absolute against the current
+    folder; ``arg``, the argument's name, names its keys in errors)."""
     if not isinstance(file, Mapping):
         return os.fspath(file)
     table = dict(file)
@@ -392,7 +393,64 @@ def _search_file(
             table[key] = os.path.abspath(os.fspath(table[key]))
     path = os.path.join(tmp, name)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(_native.table_to_toml(table))
+        f.write(_native.table_to_toml(table, arg))
+    return path
+
+
+class _named:
+    """Errors about a file written from a dict name the argument (``arg``,
+    a dict) instead of the temporary file, which is gone once they reach
+    the caller."""
+
+    def __init__(self, path: str, given: Any, arg: str):
+        self.path = path if isinstance(given, Mapping) else None
+        self.arg = arg
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if self.path is None or not isinstance(err, Error):
+            return False
+        text = str(err)
+        if self.path not in text:
+            return False
+        folder = os.path.dirname(self.path) + os.sep
+        text = text.replace(self.path, f"{self.arg} (a dict)").replace(folder, "")
+        new = type(err)(text)
+        for attr in ("result",):
+            if hasattr(err, attr):
+                setattr(new, attr, getattr(err, attr))
+        raise new from None
+
+
+def _check_jobs(jobs: Any) -> None:
+    """``jobs``: None or an int ≥ 1 (an InputError naming it otherwise)."""
+    if jobs is None:
+        return
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InputError(f"jobs = {jobs!r}: give the number of simulations at once, an int ≥ 1 (or None: every CPU)")
+
+
+def _check_uint(name: str, value: Any, minimum: int = 0, bits: int = 64) -> None:
+    """An unsigned integer argument (None allowed): an InputError naming it
+    when it is not an int in [minimum, 2**bits)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < 2**bits:
+        raise InputError(f"{name} = {value!r}: give an int from {minimum} to {2**bits - 1}")
+
+
+def _out_dir(out: Optional[PathLike], tmp: str) -> str:
+    """The output folder: ``out`` (never the current folder by an empty
+    name, as the command line refuses it), or one in ``tmp``."""
+    if out is None:
+        return os.path.join(tmp, "out")
+    path = os.fspath(out)
+    if path == "":
+        raise InputError(
+            "out = '': an empty path names no folder (it would write into the current folder and replace its results files); give a folder, or None for a temporary one"
+        )
     return path
 
 
@@ -423,10 +481,12 @@ def tune(
     simulations are kept in ``out``). A held-out set equal to the training
     set warns (:class:`BlisWarning`).
     """
+    _check_jobs(jobs)
     with tempfile.TemporaryDirectory(prefix="blis-tune-") as tmp:
-        path = _search_file(tune_file, tmp, "tune.toml", ("base", "epp_config"))
-        out_dir = os.fspath(out) if out is not None else os.path.join(tmp, "out")
-        _native.tune(path, out_dir, jobs=jobs)
+        path = _search_file(tune_file, tmp, "tune.toml", ("base", "epp_config"), "tune_file")
+        out_dir = _out_dir(out, tmp)
+        with _named(path, tune_file, "tune_file"):
+            _native.tune(path, out_dir, jobs=jobs)
         d = Path(out_dir)
         with open(d / "tune.json", encoding="utf-8") as f:
             tune_json = json.load(f)
@@ -480,7 +540,7 @@ def _flat_candidate(c: Mapping[str, Any]) -> Dict[str, Any]:
 def _run_source(run_file) -> Tuple[Optional[str], Optional[str]]:
     """(path, text) of a run file given as a path, a dict or None."""
     if isinstance(run_file, Mapping):
-        return None, _native.table_to_toml(dict(run_file))
+        return None, _native.table_to_toml(dict(run_file), "run_file")
     if run_file is not None:
         return os.fspath(run_file), None
     return None, None
@@ -567,6 +627,8 @@ def replay(
     names the file, line and column; nothing ran), :class:`RunError`,
     ``KeyboardInterrupt`` (Ctrl-C stops the replay).
     """
+    _check_uint("seed", seed)
+    _check_uint("num_instances", num_instances, 1, 32)
     run_path, run_text = _run_source(run_file)
     plugin_paths = [os.fspath(p) for p in plugins or []]
     with tempfile.TemporaryDirectory(prefix="blis-replay-") as tmp:
@@ -652,6 +714,14 @@ def calibrate_fit(
     :class:`RunError`, ``KeyboardInterrupt`` (Ctrl-C stops the simulations;
     nothing is written).
     """
+    for name, value, low, bits in (
+        ("holdout", holdout, 0, 32),
+        ("seed", seed, 0, 64),
+        ("sim_seeds", sim_seeds, 0, 32),
+        ("iterations", iterations, 0, 64),
+    ):
+        _check_uint(name, value, low, bits)
+    _check_jobs(jobs)
     if fit is not None and not isinstance(fit, str):
         fit = ",".join(fit)
 

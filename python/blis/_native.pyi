@@ -93,8 +93,9 @@ def calibrate_fit(
     """blis calibrate fit: (summary text, the profile's tables, one tuple per
     table row: line, run_file, metric, measured, start, fitted, heldout, fold)."""
 
-def table_to_toml(table: Mapping[str, Any]) -> str:
-    """A dict as the text of a TOML file."""
+def table_to_toml(table: Mapping[str, Any], name: str = "run_file") -> str:
+    """A dict as the text of a TOML file (``name``: the argument it was given
+    as, in errors)."""
 
 def version() -> str:
     """blis's version and plugin ABI."""

@@ -111,8 +111,18 @@ fn interruptible<T: Send>(
     }
 }
 
-/// A Python value as a TOML value (`where_` names it in a mistake).
+/// How deep dicts and lists may nest in an argument: far deeper than any
+/// run, sweep, plan or tune file, and far from the interpreter's and this
+/// thread's stack limits (a dict that contains itself stops here too).
+const MAX_DEPTH: usize = 64;
+
+/// A Python value as a TOML value (`where_` names it in a mistake, as the
+/// Python expression that reaches it: `sweep_file["axis"][0]["values"][2]`).
 fn to_toml(v: &Bound<'_, PyAny>, where_: &str) -> PyResult<toml::Value> {
+    to_toml_at(v, where_, 0)
+}
+
+fn to_toml_at(v: &Bound<'_, PyAny>, where_: &str, depth: usize) -> PyResult<toml::Value> {
     // bool before int: Python's bool is an int.
     if v.is_instance_of::<PyBool>() {
         return Ok(toml::Value::Boolean(v.extract()?));
@@ -130,13 +140,20 @@ fn to_toml(v: &Bound<'_, PyAny>, where_: &str) -> PyResult<toml::Value> {
     if v.is_instance_of::<PyString>() {
         return Ok(toml::Value::String(v.extract()?));
     }
+    let nested =
+        v.cast::<PyDict>().is_ok() || v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>();
+    if nested && depth >= MAX_DEPTH {
+        return Err(InputError::new_err(format!(
+            "{where_}: dicts and lists nested more than {MAX_DEPTH} deep (one that contains itself?); no blis file nests so deep"
+        )));
+    }
     if let Ok(d) = v.cast::<PyDict>() {
-        return to_table(d, where_).map(toml::Value::Table);
+        return to_table_at(d, where_, depth + 1).map(toml::Value::Table);
     }
     if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
         let mut items = Vec::new();
         for (i, item) in v.try_iter()?.enumerate() {
-            items.push(to_toml(&item?, &format!("{where_}[{i}]"))?);
+            items.push(to_toml_at(&item?, &format!("{where_}[{i}]"), depth + 1)?);
         }
         return Ok(toml::Value::Array(items));
     }
@@ -176,29 +193,32 @@ fn from_toml(py: Python<'_>, v: &toml::Value) -> PyResult<Py<PyAny>> {
     })
 }
 
-/// A Python dict (string keys) as a TOML table.
+/// A Python dict (string keys) as a TOML table; `where_` is the
+/// argument's name.
 fn to_table(d: &Bound<'_, PyDict>, where_: &str) -> PyResult<toml::Table> {
+    to_table_at(d, where_, 1)
+}
+
+fn to_table_at(d: &Bound<'_, PyDict>, where_: &str, depth: usize) -> PyResult<toml::Table> {
     let mut t = toml::Table::new();
     for (k, v) in d.iter() {
         let key: String = k
             .extract()
             .map_err(|_| InputError::new_err(format!("{where_}: the key {k} is not a string")))?;
-        let inner = if where_.is_empty() {
-            key.clone()
-        } else {
-            format!("{where_}.{key}")
-        };
-        t.insert(key, to_toml(&v, &inner)?);
+        let inner = format!("{where_}[{key:?}]");
+        t.insert(key, to_toml_at(&v, &inner, depth)?);
     }
     Ok(t)
 }
 
-/// A dict as the text of a TOML file (run file or sweep file).
+/// A dict as the text of a TOML file (run file or sweep file); `name` is
+/// the argument it was given as.
 #[pyfunction]
-fn table_to_toml(table: &Bound<'_, PyDict>) -> PyResult<String> {
-    let t = to_table(table, "")?;
+#[pyo3(signature = (table, name="run_file"))]
+fn table_to_toml(table: &Bound<'_, PyDict>, name: &str) -> PyResult<String> {
+    let t = to_table(table, name)?;
     toml::to_string(&t)
-        .map_err(|e| InputError::new_err(format!("cannot write the table as TOML: {e}")))
+        .map_err(|e| InputError::new_err(format!("{name}: cannot write the table as TOML: {e}")))
 }
 
 /// Overrides as `--set` arguments: a dict of dotted keys and values, or

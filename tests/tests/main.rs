@@ -114,3 +114,7 @@ mod llm_d;
 // The book (docs/src): every `sh,checked` block runs against the real blis
 // and prints what the book quotes; no command writes into the tracked tree.
 mod book;
+// The WebAssembly sandbox's promises against hostile guests (issue 56):
+// sleep, text floods, host-call faults, the compiled-component cache, the
+// address space.
+mod sandbox;

@@ -51,6 +51,7 @@ pub struct PolicyLabel {
 
 impl PolicyLabel {
     fn fail(&self, call: &'static str, request: u64, e: PolicyError) -> Box<PluginError> {
+        let clean = |m: &str| super::text::clean(m, super::text::MAX_ERROR);
         if let Some(m) = e.message.as_str().strip_prefix(TRAP_MARK) {
             return Box::new(PluginError::Trapped {
                 library: self.library.clone(),
@@ -58,7 +59,7 @@ impl PolicyLabel {
                 name: self.name.clone(),
                 call,
                 request,
-                message: m.to_string(),
+                message: clean(m),
             });
         }
         if e.panicked {
@@ -68,10 +69,14 @@ impl PolicyLabel {
                 name: self.name.clone(),
                 call,
                 request,
-                message: e.message.to_string(),
+                message: clean(e.message.as_str()),
             })
         } else {
-            self.bad(call, request, format!("returned an error: {}", e.message))
+            self.bad(
+                call,
+                request,
+                format!("returned an error: {}", clean(e.message.as_str())),
+            )
         }
     }
 
@@ -81,6 +86,7 @@ impl PolicyLabel {
             RResult::ROk(()) => Ok(()),
             RResult::RErr(e) => {
                 let (what, message) = failure(&e);
+                let message = super::text::clean(message, super::text::MAX_ERROR);
                 Err(Box::new(PluginError::InInstance {
                     message: format!(
                         "plugin {}: {} '{}' {what} in on_run_end at the end of the run: {message}",
@@ -308,7 +314,7 @@ impl AdmissionPolicy {
             AdmissionObj::Current(o) => o.take_reason(),
             AdmissionObj::V0_1(_) => return None,
         };
-        (!reason.is_empty()).then(|| reason.into_string())
+        (!reason.is_empty()).then(|| super::text::clean(&reason, super::text::MAX_REASON))
     }
 
     /// Tell the policy where an admitted request was routed.
@@ -512,7 +518,7 @@ impl FilterPolicy {
     /// The reason the filter gave during its last call, if any.
     pub fn take_reason(&mut self) -> Option<String> {
         let reason = self.obj.take_reason();
-        (!reason.is_empty()).then(|| reason.into_string())
+        (!reason.is_empty()).then(|| super::text::clean(&reason, super::text::MAX_REASON))
     }
 
     /// Tell the filter where the request was routed.
@@ -647,6 +653,7 @@ impl AutoscalerPolicy {
             RResult::ROk(v) => Ok(v),
             RResult::RErr(e) => {
                 let (what, message) = failure(&e);
+                let message = super::text::clean(message, super::text::MAX_ERROR);
                 Err(Box::new(PluginError::InInstance {
                     message: format!(
                         "plugin {}: autoscaler '{}' {what} in decide at the scaling tick of {} µs: {message}",
@@ -680,7 +687,7 @@ impl DeciderPolicy {
     /// The reason the decider gave during its last call, if any.
     pub fn take_reason(&mut self) -> Option<String> {
         let reason = self.obj.take_reason();
-        (!reason.is_empty()).then(|| reason.into_string())
+        (!reason.is_empty()).then(|| super::text::clean(&reason, super::text::MAX_REASON))
     }
 }
 

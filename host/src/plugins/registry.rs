@@ -101,6 +101,47 @@ fn hooks_problem(lib: &LibraryEntry) -> Option<String> {
     })
 }
 
+/// A library whose name or policy names could not be told apart or shown
+/// safely: empty, with control characters or spaces, or two policies of
+/// one kind with one name (a run would silently get the first).
+fn names_problem(library: &str, policies: &[PolicyEntry]) -> Option<String> {
+    if let Err(e) = super::text::check_name(library) {
+        return Some(format!("the library name: {e}"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    policies.iter().find_map(|p| {
+        if let Err(e) = super::text::check_name(&p.name) {
+            return Some(format!("{} policy: {e}", p.kind.name()));
+        }
+        (!seen.insert((p.kind, p.name.as_str()))).then(|| {
+            format!(
+                "two {} policies are named '{}'; a run could only ever get the first: give each its own name",
+                p.kind.name(),
+                p.name
+            )
+        })
+    })
+}
+
+/// A library's self-description made safe to show (`plugins list`,
+/// `plugins show`, the report's provenance): its version and each
+/// summary one escaped line, each parameter doc line escaped, all cut
+/// ([`super::text`]).
+fn clean_texts(lib: &mut LibraryEntry) {
+    use super::text::{clean, MAX_LINE};
+    lib.version = clean(&lib.version, 100);
+    for p in &mut lib.policies {
+        p.summary = clean(&p.summary, MAX_LINE);
+        let lines: Vec<String> = p
+            .params_doc
+            .lines()
+            .take(200)
+            .map(|l| clean(l, MAX_LINE))
+            .collect();
+        p.params_doc = lines.join("\n");
+    }
+}
+
 /// One policy a library offers.
 #[derive(Clone, Debug)]
 pub struct PolicyEntry {
@@ -437,7 +478,10 @@ impl Registry {
             (loader::load_root_module(path)?, loader::sha256_hex(path))
         };
         let idx = self.add_module(module, Origin::File(canonical), sha256);
-        if let Some(detail) = hooks_problem(&self.libraries[idx]) {
+        clean_texts(&mut self.libraries[idx]);
+        let lib = &self.libraries[idx];
+        if let Some(detail) = names_problem(&lib.name, &lib.policies).or_else(|| hooks_problem(lib))
+        {
             self.libraries.pop();
             return Err(PluginError::BadDeclaration {
                 path: path.to_path_buf(),
@@ -803,7 +847,7 @@ fn create_error(label: PolicyLabel, message: String) -> PluginError {
         library: label.library,
         kind: label.kind,
         name: label.name,
-        message,
+        message: super::text::clean(&message, super::text::MAX_ERROR),
     }
 }
 
@@ -847,6 +891,34 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_control_and_duplicate_policy_names_are_refused() {
+        let p = |kind: KindCode, name: &str| PolicyEntry {
+            kind,
+            name: name.to_string(),
+            summary: String::new(),
+            params_doc: String::new(),
+            hooks: Hooks::default(),
+            uses_state: false,
+            prefix_query: false,
+        };
+        let (s, r) = (KindCode::SCORER, KindCode::ROUTER);
+        assert_eq!(
+            names_problem("lib", &[p(s, "a"), p(r, "a")]),
+            None,
+            "one name, two kinds"
+        );
+        let dup = names_problem("lib", &[p(s, "a"), p(s, "b"), p(s, "a")]).unwrap();
+        assert!(dup.contains("two scorer policies are named 'a'"), "{dup}");
+        assert!(names_problem("lib", &[p(s, "")])
+            .unwrap()
+            .contains("empty name"));
+        assert!(names_problem("lib", &[p(s, "a\nerror: x")]).is_some());
+        assert!(names_problem("", &[p(s, "a")])
+            .unwrap()
+            .contains("library name"));
+    }
 
     #[test]
     fn closest_name() {

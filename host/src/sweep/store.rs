@@ -246,6 +246,9 @@ impl SweepDir {
     /// manifest): a sweep replaces `results.csv`, `results.jsonl` and
     /// `runs/` in its folder, which would destroy the user's own files.
     fn refuse_foreign(&self) -> Result<(), String> {
+        if self.root.as_os_str().is_empty() {
+            return Err("the output folder is an empty path, which names no folder (it would write into the current folder and replace its results files); give a folder to --out".into());
+        }
         if self.root.join(MANIFEST).exists() {
             return Ok(());
         }

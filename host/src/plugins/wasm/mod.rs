@@ -17,7 +17,7 @@ mod policy;
 mod sandbox;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use blis_plugin_api::{Hooks, KindCode};
@@ -93,6 +93,10 @@ pub(super) struct WasmLibrary {
     linker: Arc<Linker<HostState>>,
 }
 
+/// Address space reserved for a linear memory beyond what it uses (and
+/// the slack kept when it grows past that and moves).
+const MEMORY_RESERVATION: u64 = 64 << 20;
+
 /// The process's engine: Cranelift with fuel metering.
 fn engine() -> Result<&'static Engine, String> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
@@ -101,6 +105,15 @@ fn engine() -> Result<&'static Engine, String> {
             let mut config = Config::new();
             config.consume_fuel(true);
             config.wasm_component_model(true);
+            // Address space per linear memory: what it uses, plus room to
+            // grow, plus a small guard — not wasmtime's default 4 GiB + 32
+            // MiB reservation (and 2 GiB more on growth) per memory, which
+            // made a few policies fail under an address-space limit. The
+            // memory cap itself is the store's limiter; the compiled code
+            // checks bounds explicitly.
+            config.memory_reservation(MEMORY_RESERVATION);
+            config.memory_guard_size(64 << 10);
+            config.memory_reservation_for_growth(MEMORY_RESERVATION);
             Engine::new(&config).map_err(|e| format!("{e:#}"))
         })
         .as_ref()
@@ -117,28 +130,17 @@ fn compiled(bytes: &[u8], sha256: &str) -> Result<Component, String> {
         return Ok(c.clone());
     }
     let engine = engine()?;
-    let cached = disk_cache().map(|d| d.join(format!("{sha256}-{}.cwasm", engine_tag(engine))));
-    // SAFETY: `deserialize_file` runs the machine code in the file: only
-    // files this function wrote (from a component whose hash names the
-    // file, by this wasmtime with this configuration — wasmtime checks the
-    // version and settings recorded in the file) are read, from the
-    // user's own cache folder.
-    let from_disk = cached
-        .as_ref()
-        .filter(|p| p.exists())
-        .and_then(|p| unsafe { Component::deserialize_file(engine, p) }.ok());
+    let disk = disk_cache();
+    let tag = engine_tag(engine);
+    let from_disk = disk.as_ref().and_then(|d| d.load(engine, sha256, &tag));
     let component = match from_disk {
         Some(c) => c,
         None => {
             let c = Component::new(engine, bytes).map_err(|e| format!("{e:#}"))?;
-            if let Some(path) = &cached {
+            if let (Some(d), Ok(code)) = (&disk, c.serialize()) {
                 // A cache that cannot be written only costs the next run
                 // the compilation again.
-                if let Ok(code) = c.serialize() {
-                    let _ = std::fs::create_dir_all(path.parent().unwrap_or(path))
-                        .map_err(|e| e.to_string())
-                        .and_then(|()| crate::output::write_atomic(path, &code));
-                }
+                d.store(sha256, &tag, &code);
             }
             c
         }
@@ -153,8 +155,7 @@ fn compiled(bytes: &[u8], sha256: &str) -> Result<Component, String> {
 /// The folder of compiled components: `BLIS_WASM_CACHE`, or
 /// `$XDG_CACHE_HOME/blis/wasm`, or `~/.cache/blis/wasm`; none with
 /// `BLIS_WASM_CACHE=off` (or without a home folder).
-fn disk_cache() -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
+fn cache_folder() -> Option<PathBuf> {
     match std::env::var_os("BLIS_WASM_CACHE") {
         Some(v) if v == "off" || v.is_empty() => None,
         Some(v) => Some(PathBuf::from(v)),
@@ -164,6 +165,157 @@ fn disk_cache() -> Option<std::path::PathBuf> {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
             .map(|c| c.join("blis").join("wasm")),
     }
+}
+
+/// The on-disk cache of compiled components, and its trust model. A
+/// compiled component is machine code blis runs outside the sandbox, so a
+/// file is run only if blis wrote it: each `.cwasm` has a `.mac` beside it,
+/// an HMAC-SHA-256 (keyed by `key`, 32 random bytes made on first use,
+/// readable by its owner only) of the component's SHA-256, the engine's
+/// compatibility tag and the compiled bytes. A damaged, truncated or
+/// planted file fails the check and the component is compiled again (and
+/// the entry rewritten). The folder is used only if it belongs to the user
+/// running blis and no one else may write to it (mode 0700 when blis
+/// creates it); otherwise blis compiles every time and says why once.
+struct DiskCache {
+    dir: PathBuf,
+    key: [u8; 32],
+}
+
+/// The disk cache, if there is one blis can trust (see [`DiskCache`]).
+fn disk_cache() -> Option<DiskCache> {
+    static CACHE: OnceLock<Option<(PathBuf, [u8; 32])>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| {
+            let dir = cache_folder()?;
+            match DiskCache::open(&dir) {
+                Ok(key) => Some((dir, key)),
+                Err(why) => {
+                    eprintln!("note: the compiled-plugin cache {} is not used: {why}; WebAssembly plugins are compiled at every start", dir.display());
+                    None
+                }
+            }
+        })
+        .as_ref()
+        .map(|(dir, key)| DiskCache {
+            dir: dir.clone(),
+            key: *key,
+        })
+}
+
+impl DiskCache {
+    /// Create or check the folder and its key; the key.
+    fn open(dir: &Path) -> Result<[u8; 32], String> {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create it: {e}"))?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let trusted = |p: &Path, what: &str| -> Result<(), String> {
+            let m = std::fs::symlink_metadata(p).map_err(|e| format!("{what}: {e}"))?;
+            if m.uid() != me {
+                return Err(format!("{what} belongs to another user (uid {})", m.uid()));
+            }
+            if m.permissions().mode() & 0o022 != 0 {
+                return Err(format!(
+                    "others may write to {what} (mode {:o})",
+                    m.permissions().mode() & 0o777
+                ));
+            }
+            Ok(())
+        };
+        trusted(dir, "the folder")?;
+        let key_path = dir.join("key");
+        let mut key = [0u8; 32];
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key_path)
+        {
+            Ok(mut f) => {
+                std::fs::File::open("/dev/urandom")
+                    .and_then(|mut r| r.read_exact(&mut key))
+                    .map_err(|e| format!("no random bytes for its key: {e}"))?;
+                f.write_all(&key)
+                    .map_err(|e| format!("cannot write its key: {e}"))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                trusted(&key_path, "its key")?;
+                let m = std::fs::metadata(&key_path).map_err(|e| e.to_string())?;
+                if m.permissions().mode() & 0o077 != 0 {
+                    return Err("its key is readable by others".into());
+                }
+                let bytes =
+                    std::fs::read(&key_path).map_err(|e| format!("cannot read its key: {e}"))?;
+                key = bytes
+                    .try_into()
+                    .map_err(|_| "its key is not 32 bytes".to_string())?;
+            }
+            Err(e) => return Err(format!("cannot create its key: {e}")),
+        }
+        Ok(key)
+    }
+
+    fn paths(&self, sha256: &str, tag: &str) -> (PathBuf, PathBuf) {
+        let stem = format!("{sha256}-{tag}");
+        (
+            self.dir.join(format!("{stem}.cwasm")),
+            self.dir.join(format!("{stem}.mac")),
+        )
+    }
+
+    fn mac(&self, sha256: &str, tag: &str, code: &[u8]) -> [u8; 32] {
+        hmac_sha256(
+            &self.key,
+            &[sha256.as_bytes(), b"\0", tag.as_bytes(), b"\0", code],
+        )
+    }
+
+    /// The cached compilation, if its MAC checks out.
+    fn load(&self, engine: &Engine, sha256: &str, tag: &str) -> Option<Component> {
+        let (code_path, mac_path) = self.paths(sha256, tag);
+        let code = std::fs::read(&code_path).ok()?;
+        let mac = std::fs::read(&mac_path).ok()?;
+        let want = self.mac(sha256, tag, &code);
+        // Constant time: a forger learns nothing from how long it took.
+        if mac.len() != 32 || mac.iter().zip(want).fold(0u8, |d, (a, b)| d | (a ^ b)) != 0 {
+            return None;
+        }
+        // SAFETY: `deserialize` runs the machine code in `code`, which
+        // this cache's key authenticates as written by blis from the
+        // component named by `sha256`, for this engine (wasmtime checks
+        // its version and settings again).
+        unsafe { Component::deserialize(engine, &code) }.ok()
+    }
+
+    fn store(&self, sha256: &str, tag: &str, code: &[u8]) {
+        let (code_path, mac_path) = self.paths(sha256, tag);
+        let mac = self.mac(sha256, tag, code);
+        let _ = crate::output::write_atomic(&code_path, code)
+            .and_then(|()| crate::output::write_atomic(&mac_path, &mac));
+    }
+}
+
+/// HMAC-SHA-256 (RFC 2104) of the concatenated `parts`.
+fn hmac_sha256(key: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    block[..32].copy_from_slice(key);
+    let pad = |b: u8| block.map(|k| k ^ b);
+    let mut inner = Sha256::new();
+    inner.update(pad(0x36));
+    for p in parts {
+        inner.update(p);
+    }
+    let mut outer = Sha256::new();
+    outer.update(pad(0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
 }
 
 /// A short tag of the engine's compatibility (wasmtime version and
@@ -183,6 +335,7 @@ fn linker() -> Result<Arc<Linker<HostState>>, String> {
             bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
                 .map_err(|e| format!("{e:#}"))?;
             wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
+            sandbox::shadow_sleep(&mut linker).map_err(|e| format!("{e:#}"))?;
             Ok(Arc::new(linker))
         })
         .as_ref()
@@ -190,17 +343,48 @@ fn linker() -> Result<Arc<Linker<HostState>>, String> {
         .map_err(Clone::clone)
 }
 
-/// The first line of an error chain, without wasmtime's backtrace.
+/// An error chain in one line: each cause's message, without wasmtime's
+/// backtrace ("error while executing at wasm backtrace:" and its frames),
+/// so a fault inside a host call says what it was (e.g. a pointer out of
+/// the guest's memory) and, from the backtrace, which import was called.
 fn short(e: &wasmtime::Error) -> String {
-    let text = format!("{e:#}");
-    let line = text.lines().next().unwrap_or("").trim();
-    let mut s = line.to_string();
-    if s.len() > 300 {
-        let cut = s.char_indices().take(300).last().map_or(0, |(i, _)| i);
-        s.truncate(cut);
-        s.push('…');
+    let mut parts: Vec<String> = Vec::new();
+    let mut import = None;
+    for cause in e.chain() {
+        for line in cause.to_string().lines().map(str::trim) {
+            let frame = line
+                .split_once(": ")
+                .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
+            if frame {
+                // `N: 0x…  - <component>!<import name>`: a host import in
+                // the backtrace names the call that faulted.
+                if import.is_none() {
+                    import = line
+                        .rsplit_once('!')
+                        .map(|(_, f)| f.trim().to_string())
+                        .filter(|f| f.contains("blis:plugin/") || f.contains("wasi:"));
+                }
+                continue;
+            }
+            if line.is_empty()
+                || line.starts_with("error while executing at wasm backtrace")
+                || line.starts_with("note: ")
+            {
+                continue;
+            }
+            if !parts.iter().any(|p| p == line) {
+                parts.push(line.to_string());
+            }
+        }
     }
-    s
+    let mut s = parts.join(": ");
+    if s.is_empty() {
+        s = "no cause given".into();
+    }
+    if let Some(f) = import {
+        s = format!("in the host call {f}: {s}");
+    }
+    crate::plugins::text::clean(&s, 600)
 }
 
 impl WasmLibrary {
@@ -290,7 +474,13 @@ impl WasmLibrary {
         let instance = self
             .linker
             .instantiate(&mut store, &self.component)
-            .map_err(|e| format!("cannot instantiate the component: {}", short(&e)))?;
+            .map_err(|e| {
+                if out_of_memory(&e) {
+                    memory_refused(&e)
+                } else {
+                    format!("cannot instantiate the component: {}", short(&e))
+                }
+            })?;
         let plugin = bindings::Plugin::new(&mut store, &instance)
             .map_err(|e| format!("cannot instantiate the component: {}", short(&e)))?;
         let calls = lower::ViewCalls::new(&mut store, &instance)
@@ -322,9 +512,39 @@ fn new_store(
     store
 }
 
+/// Whether `e` is the machine refusing memory (an address-space limit, no
+/// memory left), not a problem of the component.
+fn out_of_memory(e: &wasmtime::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            io.kind() == std::io::ErrorKind::OutOfMemory || io.raw_os_error() == Some(libc::ENOMEM)
+        }) || {
+            let t = c.to_string();
+            t.contains("Cannot allocate memory")
+                || t.contains("failed to allocate")
+                || t.contains("mmap failed")
+        }
+    })
+}
+
+/// The message for instantiation failing for lack of memory.
+fn memory_refused(e: &wasmtime::Error) -> String {
+    format!(
+        "the machine refused the memory for an instance of the component ({}): an address-space or memory limit (ulimit -v) too low for it; each instance reserves its memory plus {} MiB",
+        short(e),
+        MEMORY_RESERVATION >> 20
+    )
+}
+
 /// An instantiation failure: an import blis does not offer, or a missing
-/// or different `policy` export.
+/// or different `policy` export (or the machine refusing memory).
 fn instantiate_error(path: &Path, e: &wasmtime::Error) -> PluginError {
+    if out_of_memory(e) {
+        return PluginError::InitFailed {
+            path: path.to_path_buf(),
+            detail: memory_refused(e),
+        };
+    }
     PluginError::NotAComponent {
         path: path.to_path_buf(),
         detail: format!(
@@ -332,5 +552,22 @@ fn instantiate_error(path: &Path, e: &wasmtime::Error) -> PluginError {
              blis:plugin/host@0.1.x, blis:plugin/lora@0.1.x, blis:plugin/request@0.1.2 and WASI 0.2)",
             short(e)
         ),
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    /// RFC 4231 test case 2 shape, with a 32-byte key: the HMAC differs
+    /// with the key and the message, and matches a known value.
+    #[test]
+    fn hmac_matches_a_known_value() {
+        let key = [0x0bu8; 32];
+        let mac = super::hmac_sha256(&key, &[b"Hi ", b"There"]);
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        // python3 -c "import hmac,hashlib;print(hmac.new(b'\x0b'*32,b'Hi There',hashlib.sha256).hexdigest())"
+        assert_eq!(
+            hex,
+            "198a607eb44bfbc69903a0f1cf2bbdc5ba0aa3f3d9ae3c1c7a3b1696a0b68cf7"
+        );
     }
 }

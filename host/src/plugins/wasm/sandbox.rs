@@ -4,6 +4,7 @@
 //! no files, sockets or environment, a fixed clock and entropy from the
 //! policy's seed), its memory cap and its log lines.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wasmtime::component::ResourceTable;
@@ -16,8 +17,8 @@ use super::bindings;
 use super::bindings::blis::plugin::lora;
 use crate::plugins::host_queries;
 
-/// Log lines a policy may write before blis stops showing them.
-const MAX_LOG_LINES: u32 = 100;
+use crate::plugins::text::{clean, MAX_ERROR, MAX_LINE, MAX_LINES};
+
 /// What a component's stderr keeps (the end of a Python traceback).
 const STDERR_CAPACITY: usize = 64 * 1024;
 /// Tables a component may grow to (function references).
@@ -43,7 +44,7 @@ impl HostState {
             // Nothing from the machine: no preopened folders, arguments,
             // environment, network; stdin empty; stdout to blis's stderr
             // (blis's stdout is the report), stderr kept for the error.
-            .stdout(wasmtime_wasi::p2::stderr())
+            .stdout(GuestStdout::new(&who))
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
@@ -76,8 +77,147 @@ impl HostState {
         text.lines()
             .map(str::trim)
             .rfind(|l| !l.is_empty())
-            .map(str::to_string)
+            .map(|l| clean(l, MAX_ERROR))
     }
+}
+
+/// A component's WASI stdout: each line on blis's stderr prefixed with the
+/// policy, escaped and cut ([`clean`]), at most [`MAX_LINES`] lines per
+/// policy and then one note; the rest is accepted and dropped, so a guest
+/// that prints never fails or blocks because of it.
+#[derive(Clone)]
+struct GuestStdout(Arc<Mutex<LineSink>>);
+
+struct LineSink {
+    who: String,
+    line: Vec<u8>,
+    /// Bytes of the current line past what is kept.
+    cut: usize,
+    lines: u32,
+}
+
+impl GuestStdout {
+    fn new(who: &str) -> GuestStdout {
+        GuestStdout(Arc::new(Mutex::new(LineSink {
+            who: who.to_string(),
+            line: Vec::new(),
+            cut: 0,
+            lines: 0,
+        })))
+    }
+}
+
+impl LineSink {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                self.end_line();
+            } else if self.line.len() < MAX_LINE + 4 {
+                self.line.push(b);
+            } else {
+                self.cut += 1;
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        self.lines += 1;
+        if self.lines <= MAX_LINES {
+            let text = String::from_utf8_lossy(&self.line);
+            let more = if self.cut > 0 {
+                format!("… ({} more bytes cut)", self.cut)
+            } else {
+                String::new()
+            };
+            eprintln!("{}: stdout: {}{more}", self.who, clean(&text, MAX_LINE));
+        } else if self.lines == MAX_LINES + 1 {
+            eprintln!(
+                "{}: more than {MAX_LINES} lines on stdout; the rest are not shown",
+                self.who
+            );
+        }
+        self.line.clear();
+        self.cut = 0;
+    }
+}
+
+impl Drop for LineSink {
+    fn drop(&mut self) {
+        if !self.line.is_empty() {
+            self.end_line();
+        }
+    }
+}
+
+impl wasmtime_wasi::p2::StdoutStream for GuestStdout {
+    fn stream(&self) -> Box<dyn wasmtime_wasi::p2::OutputStream> {
+        Box::new(self.clone())
+    }
+    fn isatty(&self) -> bool {
+        false
+    }
+}
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for GuestStdout {
+    async fn ready(&mut self) {}
+}
+
+impl wasmtime_wasi::p2::OutputStream for GuestStdout {
+    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write(&bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
+        Ok(64 * 1024)
+    }
+}
+
+/// A pollable that is ready at once: the deadline of a guest's sleep. A
+/// guest's clock is fixed (simulated time reaches it only through its
+/// views), so its `sleep` returns at once instead of blocking blis in real
+/// time; see [`shadow_sleep`].
+struct Elapsed;
+
+#[async_trait::async_trait]
+impl wasmtime_wasi::p2::Pollable for Elapsed {
+    async fn ready(&mut self) {}
+}
+
+/// Replace WASI's monotonic-clock subscriptions (what `sleep` and timed
+/// polls wait on) with deadlines that have already passed.
+pub(super) fn shadow_sleep(
+    linker: &mut wasmtime::component::Linker<HostState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime::StoreContextMut;
+    fn elapsed(
+        mut cx: StoreContextMut<'_, HostState>,
+    ) -> wasmtime::Result<(Resource<wasmtime_wasi::p2::DynPollable>,)> {
+        let table = &mut cx.data_mut().table;
+        let r = table.push(Elapsed)?;
+        Ok((wasmtime_wasi::p2::subscribe(table, r)?,))
+    }
+    // The interface is defined anew (a shadowing instance replaces the
+    // whole interface): `now` and `resolution` as the fixed clock reads.
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance("wasi:clocks/monotonic-clock@0.2.3")?;
+    clock.func_wrap("now", |_, (): ()| {
+        Ok((HostMonotonicClock::now(&FixedClock),))
+    })?;
+    clock.func_wrap("resolution", |_, (): ()| {
+        Ok((HostMonotonicClock::resolution(&FixedClock),))
+    })?;
+    clock.func_wrap("subscribe-duration", |cx, (_,): (u64,)| elapsed(cx))?;
+    clock.func_wrap("subscribe-instant", |cx, (_,): (u64,)| elapsed(cx))?;
+    linker.allow_shadowing(false);
+    Ok(())
 }
 
 impl IoView for HostState {
@@ -97,18 +237,18 @@ impl bindings::blis::plugin::types::Host for HostState {}
 impl bindings::blis::plugin::host::Host for HostState {
     fn log(&mut self, message: String) {
         self.logs += 1;
-        if self.logs <= MAX_LOG_LINES {
-            eprintln!("{}: {message}", self.who);
-        } else if self.logs == MAX_LOG_LINES + 1 {
+        if self.logs <= MAX_LINES {
+            eprintln!("{}: {}", self.who, clean(&message, MAX_LINE));
+        } else if self.logs == MAX_LINES + 1 {
             eprintln!(
-                "{}: more than {MAX_LOG_LINES} log lines; the rest are not shown",
+                "{}: more than {MAX_LINES} log lines; the rest are not shown",
                 self.who
             );
         }
     }
 
     fn panic_message(&mut self, message: String) {
-        self.panic = Some(message);
+        self.panic = Some(clean(&message, MAX_ERROR));
     }
 }
 

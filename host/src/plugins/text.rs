@@ -1,0 +1,84 @@
+//! Text a plugin hands the host — log lines, WASI stdout, error messages,
+//! decision reasons, policy names and summaries — made safe before it
+//! reaches a terminal, a report or a trace: control characters escaped
+//! (no forged lines, no escape sequences), and every piece cut to a size
+//! with a note saying how much was cut. The limits are the sandbox's,
+//! documented in the book ("What a plugin can and cannot do").
+
+/// Bytes of one log line (or WASI stdout line) shown.
+pub const MAX_LINE: usize = 1_000;
+/// Bytes of an error message a plugin returns (`create`, a failed call).
+pub const MAX_ERROR: usize = 4_000;
+/// Bytes of a decision reason kept in the decision trace.
+pub const MAX_REASON: usize = 300;
+/// Log lines (and WASI stdout lines) one policy may show in a run.
+pub const MAX_LINES: u32 = 100;
+
+/// `s` with its control characters escaped (`\n`, `\t`, `\u{1b}`…) and cut
+/// after about `max` bytes, with a note of what was cut.
+pub fn clean(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max) + 32);
+    for (i, c) in s.char_indices() {
+        if out.len() >= max {
+            out.push_str(&format!("… ({} more bytes cut)", s.len() - i));
+            break;
+        }
+        if c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether `name` can name a policy: not empty, no control characters or
+/// spaces, no `::` (the library separator), at most 100 bytes.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a policy with an empty name".into());
+    }
+    if name.len() > 100 {
+        return Err(format!(
+            "a policy name of {} bytes (at most 100)",
+            name.len()
+        ));
+    }
+    if name.chars().any(|c| c.is_control() || c.is_whitespace()) || name.contains("::") {
+        return Err(format!(
+            "the policy name \"{}\" has a control character, a space or \"::\"",
+            clean(name, 100)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_long_text_is_cut() {
+        assert_eq!(
+            clean("a\nerror: b\u{1b}[31m", 100),
+            "a\\nerror: b\\u{1b}[31m"
+        );
+        let long = "x".repeat(5000);
+        let c = clean(&long, 1000);
+        assert!(
+            c.starts_with(&"x".repeat(1000)) && c.ends_with("… (4000 more bytes cut)"),
+            "{c}"
+        );
+        assert_eq!(clean("é€", 100), "é€");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("least-kv").is_ok());
+        for bad in ["", "a\nb", "a b", "lib::x", &"n".repeat(101)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}
