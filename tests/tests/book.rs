@@ -411,7 +411,7 @@ fn book_readme_quickstart_is_the_books() {
         .iter()
         .position(|b| {
             b.text
-                .contains("examples/weighted-routing.toml --routing-policy round-robin")
+                .contains("examples/llm-d/workload.toml --routing-policy round-robin")
         })
         .expect("the README's quickstart");
     let first = cb.iter().position(|b| has(b, "checked")).unwrap();

@@ -1518,3 +1518,32 @@ fn the_values_blis_once_refused_are_simulated() {
         "{e}"
     );
 }
+
+/// llm-d's integration-test data source `mock-metrics-source` loads (issue
+/// 53, item 18): in a simulator every metrics source is the simulated
+/// instances, so the run equals the same file with metrics-data-source,
+/// with a note saying so.
+#[test]
+fn the_mock_metrics_source_of_llm_ds_tests_reads_the_simulated_instances() {
+    let dir = TestDir::new("llm_d_mock_metrics");
+    dir.write("run.toml", BASE);
+    let profile = "schedulingProfiles:\n- name: default\n  plugins:\n  - pluginRef: queue-scorer\n";
+    for (name, source) in [
+        ("real.yaml", "metrics-data-source"),
+        ("mock.yaml", "mock-metrics-source"),
+    ] {
+        dir.write(
+            name,
+            &epp(&format!(
+                "plugins:\n- type: {source}\n- type: core-metrics-extractor\n- type: queue-scorer\n{profile}dataLayer:\n  sources:\n  - pluginRef: {source}\n    extractors:\n    - pluginRef: core-metrics-extractor\n"
+            )),
+        );
+    }
+    let (real, _) = run_ok(&dir, &["run", "run.toml", "--epp-config", "real.yaml"]);
+    let (mock, notes) = run_ok(&dir, &["run", "run.toml", "--epp-config", "mock.yaml"]);
+    assert_eq!(real, mock);
+    assert!(
+        notes.contains("mock-metrics-source") && notes.contains("simulated instances"),
+        "{notes}"
+    );
+}

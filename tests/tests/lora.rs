@@ -489,3 +489,35 @@ fn llm_d_lora_affinity_scores_free_slots_above_a_load_in_flight() {
     second.sort_by(f64::total_cmp);
     assert_eq!(second, [0.6, 0.8]);
 }
+
+/// `lora-affinity` on a run without `[lora]` (llm-d's default integration
+/// config has its scorer): every instance scores alike, so the run is the
+/// run without it, with a note (issue 53, item 17); alone it is refused.
+#[test]
+fn lora_affinity_without_lora_is_left_out_with_a_note() {
+    let dir = TestDir::new("lora_affinity_no_lora");
+    let base = "seed = 4\n[instance]\ncount = 3\n[workload]\naggregate_rate = 20.0\nnum_requests = 200\n[routing]\npolicy = \"weighted\"\ntie_break = \"random\"\n";
+    dir.write(
+        "with.toml",
+        &format!("{base}scorers = [{{ name = \"lora-affinity\", weight = 2.0 }}, {{ name = \"waiting-queue\", weight = 1.0 }}]\n"),
+    );
+    dir.write(
+        "without.toml",
+        &format!("{base}scorers = [{{ name = \"waiting-queue\", weight = 1.0 }}]\n"),
+    );
+    let with = dir.blis().args(["run", "with.toml"]).output().unwrap();
+    let e = String::from_utf8_lossy(&with.stderr);
+    assert!(with.status.success(), "{e}");
+    assert!(
+        e.contains("'lora-affinity' is left out") && e.contains("[lora]"),
+        "{e}"
+    );
+    let without = dir.blis().args(["run", "without.toml"]).output().unwrap();
+    assert_eq!(with.stdout, without.stdout);
+    dir.write(
+        "alone.toml",
+        &format!("{base}scorers = [{{ name = \"lora-affinity\", weight = 1.0 }}]\n"),
+    );
+    let e = crate::util::run_bad(&dir, &["run", "alone.toml"]);
+    assert!(e.contains("lora-affinity") && e.contains("[lora]"), "{e}");
+}

@@ -440,8 +440,56 @@ fn observe_refuses_bad_input() {
         ],
     );
     assert!(e.contains("http://"), "{e}");
+    // Durations past a day and round-trip times that are not one (issue 53,
+    // items 4 and 11: 1e20 s panicked, NaN was recorded): a clear error
+    // with the number in short form.
+    for (flag, value, says) in [
+        ("--timeout", "1e20", "--timeout 1e20"),
+        ("--drain-timeout", "1e30", "--drain-timeout 1e30"),
+        ("--prewarm-duration", "1e30", "--prewarm-duration 1e30"),
+        ("--rtt-ms", "nan", "--rtt-ms NaN"),
+        ("--rtt-ms=-5", "", "--rtt-ms -5"),
+        ("--rtt-ms", "inf", "--rtt-ms inf"),
+        ("--rtt-ms", "1e300", "--rtt-ms 1e300"),
+    ] {
+        let mut args = vec![
+            "observe",
+            "--server-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            flag,
+        ];
+        if !value.is_empty() {
+            args.push(value);
+        }
+        args.extend(["--trace-header", "t.yaml", "--trace-data", "t.csv"]);
+        let e = run_bad(&dir, &args);
+        assert!(e.contains(says) && e.len() < 400, "{flag} {value}: {e}");
+    }
     // Nothing was sent, nothing written.
     assert!(!dir.path().join("t.csv").exists());
+}
+
+/// A TraceV2 header whose measured round-trip time is not a number of ms
+/// is refused by name wherever it is read (issue 53, item 11: `calibrate
+/// fit` went on with `mape = nan`).
+#[test]
+fn a_header_with_a_nan_round_trip_time_is_refused() {
+    let dir = TestDir::new("observe-nan-rtt");
+    for rtt in [".nan", "-5", ".inf", "1e300"] {
+        let text = format!("trace_version: 2\nmode: real\nnetwork:\n  measured_rtt_ms: {rtt}\n");
+        let e = blis_host::trace_v2::parse_header(&text, "h.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("network.measured_rtt_ms") && e.contains("h.yaml"),
+            "{rtt}: {e}"
+        );
+    }
+    let ok = "trace_version: 2\nmode: real\nnetwork:\n  measured_rtt_ms: 1.5\n";
+    blis_host::trace_v2::parse_header(ok, "h.yaml").unwrap();
+    let _ = dir;
 }
 
 #[test]

@@ -395,7 +395,7 @@ fn bad_trace_input_names_the_file_line_key_or_flag() {
         e.contains("neg.csv:2:") && e.contains("output_tokens") && e.contains("negative"),
         "{e}"
     );
-    let r2 = row.replacen(",s1,0,", ",s1,2,", 1);
+    let r2 = row.replacen(",s1,0,", ",s1,2,", 1).replacen("0,", "1,", 1);
     d.write("rounds.csv", &format!("{HEAD}\n{row}\n{r2}\n"));
     let e = replay("ok.yaml", "rounds.csv", &["--session-mode", "closed-loop"]);
     assert!(
@@ -435,6 +435,33 @@ fn bad_trace_input_names_the_file_line_key_or_flag() {
     assert!(e.contains("sigma"), "{e}");
     let e = replay("ok.yaml", "missing.csv", &[]);
     assert!(e.contains("missing.csv"), "{e}");
+    // Rows no server produces, and a header whose names say the values
+    // would be read as other quantities (issue 53, item 12).
+    let r1 = row.replacen("0,", "1,", 1);
+    d.write("dup.csv", &format!("{HEAD}\n{row}\n{r1}\n{row}\n"));
+    let e = replay("ok.yaml", "dup.csv", &[]);
+    assert!(
+        e.contains("dup.csv:4:") && e.contains("request_id 0") && e.contains("line 2"),
+        "{e}"
+    );
+    let zero = row.replacen(",10,5,10,", ",0,0,0,", 1);
+    d.write("zero.csv", &format!("{HEAD}\n{zero}\n"));
+    let e = replay("ok.yaml", "zero.csv", &[]);
+    assert!(
+        e.contains("zero.csv:2:") && e.contains("input_tokens = output_tokens = 0"),
+        "{e}"
+    );
+    let swapped = HEAD.replacen(
+        "input_tokens,output_tokens",
+        "output_tokens,input_tokens",
+        1,
+    );
+    d.write("swap.csv", &format!("{swapped}\n{row}\n"));
+    let e = replay("ok.yaml", "swap.csv", &[]);
+    assert!(
+        e.contains("swap.csv") && e.contains("column 10 is named 'output_tokens'"),
+        "{e}"
+    );
     // The same checks hold for the run-file workload.
     d.write(
         "rf.toml",

@@ -248,23 +248,33 @@ fn load(args: &ObserveArgs) -> Result<Loaded, Failure> {
     Ok((run, source, inputs))
 }
 
+/// The longest wait a flag of seconds takes: a day (past it a value cannot
+/// be meant, and a duration of 10^20 s does not exist).
+const MAX_FLAG_SECONDS: f64 = 86_400.0;
+
+/// A flag of seconds in (0, a day] (`zero_ok`: [0, a day]).
+fn seconds_flag(flag: &str, v: f64, zero_ok: bool) -> Result<(), Failure> {
+    let low_ok = if zero_ok { v >= 0.0 } else { v > 0.0 };
+    if v.is_finite() && low_ok && v <= MAX_FLAG_SECONDS {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{flag} {}: give a number of seconds {} and at most {MAX_FLAG_SECONDS} (a day)",
+        crate::config::bounds::short_number(v),
+        if zero_ok { "≥ 0" } else { "> 0" }
+    )))
+}
+
 fn check_args(args: &ObserveArgs) -> Result<(), Failure> {
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+    seconds_flag("--timeout", args.timeout, false)?;
+    seconds_flag("--prewarm-duration", args.prewarm_duration, true)?;
+    seconds_flag("--drain-timeout", args.drain_timeout, true)?;
+    let rtt = args.rtt_ms;
+    if !(rtt.is_finite() && (0.0..=crate::trace_v2::MAX_RTT_MS).contains(&rtt)) {
         return Err(usage(format!(
-            "--timeout {}: give a number of seconds > 0",
-            args.timeout
-        )));
-    }
-    if !(args.prewarm_duration.is_finite() && args.prewarm_duration >= 0.0) {
-        return Err(usage(format!(
-            "--prewarm-duration {}: give a number of seconds ≥ 0",
-            args.prewarm_duration
-        )));
-    }
-    if !(args.drain_timeout.is_finite() && args.drain_timeout >= 0.0) {
-        return Err(usage(format!(
-            "--drain-timeout {}: give a number of seconds ≥ 0",
-            args.drain_timeout
+            "--rtt-ms {}: give the network round-trip time in ms, from 0 to {}",
+            crate::config::bounds::short_number(rtt),
+            crate::trace_v2::MAX_RTT_MS
         )));
     }
     if args.max_concurrency == 0 {

@@ -229,6 +229,20 @@ impl Layout {
             }
             *slot = i;
         }
+        // Columns are read by position: a header naming another base
+        // column at a position (swapped input/output_tokens…) is a file
+        // whose values would be read as the wrong quantity.
+        for (k, &i) in base.iter().enumerate() {
+            let found = name(i).unwrap_or("");
+            if found != BASE_COLUMNS[k] && BASE_COLUMNS.contains(&found) {
+                return Err(format!(
+                    "column {} is named '{found}', but a TraceV2 data file has '{}' there (its columns are read by position, in the order {}); reorder the columns or fix the header",
+                    i + 1,
+                    BASE_COLUMNS[k],
+                    BASE_COLUMNS.join(",")
+                ));
+            }
+        }
         let trailing = |n: &str| (positional..h.len()).find(|&i| name(i) == Some(n));
         let (x, a, t) = (
             trailing("x_request_id"),

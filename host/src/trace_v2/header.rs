@@ -195,6 +195,26 @@ observed_kv_metrics";
 
 /// Parse header text; `file` names it in messages.
 pub fn parse_header(text: &str, file: &str) -> Result<TraceHeader, TraceV2Error> {
+    let header = parse_header_text(text, file)?;
+    if let Some(n) = &header.network {
+        let rtt = n.measured_rtt_ms;
+        if !(rtt.is_finite() && (0.0..=MAX_RTT_MS).contains(&rtt)) {
+            return Err(TraceV2Error::Header {
+                file: file.to_string(),
+                message: format!(
+                    "network.measured_rtt_ms = {}: give the round-trip time in ms, a number from 0 to {MAX_RTT_MS}",
+                    crate::config::bounds::short_number(rtt)
+                ),
+            });
+        }
+    }
+    Ok(header)
+}
+
+/// The largest round-trip time a trace may state, ms (a minute).
+pub const MAX_RTT_MS: f64 = 60_000.0;
+
+fn parse_header_text(text: &str, file: &str) -> Result<TraceHeader, TraceV2Error> {
     serde_yaml_ng::from_str::<TraceHeader>(text).map_err(|e| {
         let msg = e.to_string();
         let hint = if msg.contains("unknown field") {

@@ -722,6 +722,8 @@ fn read_rows(
     let mut offset: Option<i64> = None;
     // Rows whose injection time may be negative: (line, arrival, send).
     let mut suspects: Vec<(u64, i64, i64)> = Vec::new();
+    // Trace request_id → its line (a duplicate is refused).
+    let mut ids: HashMap<u64, u64> = HashMap::new();
     crate::alloc::with_small_pages(|| {
         // Address space only; a refusal just leaves the table to grow.
         let _ = if closed_loop {
@@ -730,6 +732,15 @@ fn read_rows(
             rows.try_reserve(most)
         };
         while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
+            if let Some(first) = ids.insert(rec.request_id, line) {
+                return Err(row_err(line, format!(
+                    "request_id {} is already the id of line {first}: every row of a trace is one request with its own id (a file appended to itself?)",
+                    rec.request_id
+                )));
+            }
+            if rec.input_tokens == 0 && rec.server_input_tokens == 0 && rec.output_tokens == 0 {
+                return Err(row_err(line, "input_tokens = output_tokens = 0: no server produces a request without a prompt or an answer; fix or drop the row".into()));
+            }
             let raw = names
                 .raw(&rec, line, &mut raised)
                 .map_err(|m| row_err(line, m))?;

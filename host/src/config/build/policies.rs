@@ -28,7 +28,39 @@ pub(super) fn check(run: &RunFile, problems: &mut Problems) -> RoutingPlan {
     for e in crate::config::bounds::check_delays(run) {
         problems.error(e);
     }
-    check_routing(&run.routing, problems)
+    let plan = check_routing(&run.routing, problems);
+    match plan {
+        RoutingPlan::Weighted(scorers) if run.lora.is_none() => {
+            RoutingPlan::Weighted(without_lora_affinity(scorers, problems))
+        }
+        plan => plan,
+    }
+}
+
+/// A run without `[lora]` has no adapters: `lora-affinity` scores every
+/// instance alike (every request is a base-model request), so it moves no
+/// decision and is left out, with a note — as llm-d runs its configs that
+/// name `lora-affinity-scorer` on a fleet without adapters. Alone (or with
+/// only zero weights beside it) it stays, and the run is refused.
+fn without_lora_affinity(
+    scorers: Vec<(String, f64, toml::Table)>,
+    problems: &mut Problems,
+) -> Vec<(String, f64, toml::Table)> {
+    if !scorers.iter().any(|(n, _, _)| n == LORA_AFFINITY) {
+        return scorers;
+    }
+    let rest: Vec<_> = scorers
+        .iter()
+        .filter(|(n, _, _)| n != LORA_AFFINITY)
+        .cloned()
+        .collect();
+    if !rest.iter().any(|(_, w, _)| *w > 0.0) {
+        return scorers;
+    }
+    problems.note(format!(
+        "routing.scorers: '{LORA_AFFINITY}' is left out: the run has no [lora] section, so no request names an adapter and it would score every instance alike (the run is the run without it)"
+    ));
+    rest
 }
 
 /// Check one routing section (`[routing]`, or a P/D stage's).

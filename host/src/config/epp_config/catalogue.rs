@@ -378,6 +378,8 @@ pub const TYPES: &[TypeInfo] = &[
         EXTRACTOR,
         Only(&["engineLabelKey", "defaultEngine", "engineConfigs"]),
     ),
+    // llm-d's integration tests' data source of fixed metrics.
+    t("mock-metrics-source", SOURCE, Any),
     t("models-data-source", SOURCE, Any),
     t("models-data-extractor", EXTRACTOR, Any),
     alpha(

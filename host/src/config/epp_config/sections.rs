@@ -503,7 +503,10 @@ pub fn scrape_interval_us(
         .data_layer
         .as_ref()
         .is_some_and(|d| d.inject_defaults == Some(false))
-        && !l.plugins.iter().any(|p| p.info.ty == "metrics-data-source");
+        && !l
+            .plugins
+            .iter()
+            .any(|p| matches!(p.info.ty, "metrics-data-source" | "mock-metrics-source"));
     if let Some(i) = l
         .data_layer
         .as_ref()
@@ -537,6 +540,7 @@ pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
             "mm-embeddings-cache-producer" => "no simulated effect: blis workloads have no multimodal items",
             "session-id-producer" => "no simulated effect on its own: blis requests carry their workload session (read by session-affinity)",
             "metrics-data-source" | "core-metrics-extractor" => "the model-server metrics: the scrape interval of [routing.freshness]",
+            "mock-metrics-source" => "llm-d's test source of fixed metrics; in a simulator every metrics source is the simulated instances, so blis scrapes them (every 50 ms, or the metrics-data-source's interval)",
             "models-data-source" | "models-data-extractor" => "no simulated effect: no plugin reads the model list",
             "endpoint-notification-source" | "k8s-notification-source" => "no simulated effect: blis's endpoints are the run file's instances",
             "dcgm-data-source" | "dcgm-extractor" => "no simulated effect: blis simulates no DCGM GPU metrics",
