@@ -418,9 +418,8 @@ class _named:
         folder = os.path.dirname(self.path) + os.sep
         text = text.replace(self.path, f"{self.arg} (a dict)").replace(folder, "")
         new = type(err)(text)
-        for attr in ("result",):
-            if hasattr(err, attr):
-                setattr(new, attr, getattr(err, attr))
+        if hasattr(err, "result"):
+            new.result = err.result
         raise new from None
 
 

@@ -270,7 +270,7 @@ fn check_args(args: &ObserveArgs) -> Result<(), Failure> {
     seconds_flag("--prewarm-duration", args.prewarm_duration, true)?;
     seconds_flag("--drain-timeout", args.drain_timeout, true)?;
     let rtt = args.rtt_ms;
-    if !(rtt.is_finite() && (0.0..=crate::trace_v2::MAX_RTT_MS).contains(&rtt)) {
+    if !crate::trace_v2::rtt_ms_ok(rtt) {
         return Err(usage(format!(
             "--rtt-ms {}: give the network round-trip time in ms, from 0 to {}",
             crate::config::bounds::short_number(rtt),

@@ -17,11 +17,17 @@ pub const MAX_LINES: u32 = 100;
 /// `s` with its control characters escaped (`\n`, `\t`, `\u{1b}`…) and cut
 /// after about `max` bytes, with a note of what was cut.
 pub fn clean(s: &str, max: usize) -> String {
+    clean_after_cut(s, max, 0)
+}
+
+/// [`clean`] of text of which `cut` bytes were already dropped by its
+/// producer: one note counts both.
+pub fn clean_after_cut(s: &str, max: usize, cut: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max) + 32);
     for (i, c) in s.char_indices() {
         if out.len() >= max {
-            out.push_str(&format!("… ({} more bytes cut)", s.len() - i));
-            break;
+            out.push_str(&format!("… ({} more bytes cut)", s.len() - i + cut));
+            return out;
         }
         if c.is_control()
             || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
@@ -30,6 +36,9 @@ pub fn clean(s: &str, max: usize) -> String {
         } else {
             out.push(c);
         }
+    }
+    if cut > 0 {
+        out.push_str(&format!("… ({cut} more bytes cut)"));
     }
     out
 }
@@ -72,6 +81,8 @@ mod tests {
             "{c}"
         );
         assert_eq!(clean("é€", 100), "é€");
+        assert_eq!(clean_after_cut("ab", 100, 7), "ab… (7 more bytes cut)");
+        assert_eq!(clean_after_cut("abcd", 2, 7), "ab… (9 more bytes cut)");
     }
 
     #[test]

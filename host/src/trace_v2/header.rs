@@ -198,7 +198,7 @@ pub fn parse_header(text: &str, file: &str) -> Result<TraceHeader, TraceV2Error>
     let header = parse_header_text(text, file)?;
     if let Some(n) = &header.network {
         let rtt = n.measured_rtt_ms;
-        if !(rtt.is_finite() && (0.0..=MAX_RTT_MS).contains(&rtt)) {
+        if !rtt_ms_ok(rtt) {
             return Err(TraceV2Error::Header {
                 file: file.to_string(),
                 message: format!(
@@ -213,6 +213,11 @@ pub fn parse_header(text: &str, file: &str) -> Result<TraceHeader, TraceV2Error>
 
 /// The largest round-trip time a trace may state, ms (a minute).
 pub const MAX_RTT_MS: f64 = 60_000.0;
+
+/// Whether `ms` can be a round-trip time: a number in [0, [`MAX_RTT_MS`]].
+pub fn rtt_ms_ok(ms: f64) -> bool {
+    (0.0..=MAX_RTT_MS).contains(&ms)
+}
 
 fn parse_header_text(text: &str, file: &str) -> Result<TraceHeader, TraceV2Error> {
     serde_yaml_ng::from_str::<TraceHeader>(text).map_err(|e| {

@@ -73,8 +73,8 @@ mod tests;
 
 pub use data::{TraceColumns, TraceReader, TraceRecord, TraceStatus, BASE_COLUMNS};
 pub use header::{
-    parse_header, read_header, GoodputTarget, KvMetricsSource, NetworkInfo, ObservedKvMetrics,
-    ServerInfo, SessionContextGrowth, TraceHeader, TraceMode, MAX_RTT_MS,
+    parse_header, read_header, rtt_ms_ok, GoodputTarget, KvMetricsSource, NetworkInfo,
+    ObservedKvMetrics, ServerInfo, SessionContextGrowth, TraceHeader, TraceMode, MAX_RTT_MS,
 };
 pub use writer::{prefix_paths, TraceV2Writer};
 

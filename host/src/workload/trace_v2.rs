@@ -693,6 +693,60 @@ struct ReadRows {
     suspects: Vec<(u64, i64, i64)>,
 }
 
+/// The trace `request_id`s read so far, to refuse a duplicate. A file
+/// whose ids increase (blis and `observe` write the row index) needs no
+/// memory for it: only after an id at or below the one before are the ids
+/// read so far indexed (id → row position), and every later one with them.
+#[derive(Default)]
+struct SeenIds {
+    last: Option<u64>,
+    index: Option<HashMap<u64, usize>>,
+}
+
+impl SeenIds {
+    /// Note the next row's `id` (`earlier`: the ids of the rows before it,
+    /// in order, asked for once); the position of an earlier row with the
+    /// same id.
+    fn insert(&mut self, id: u64, earlier: impl FnOnce() -> Vec<u64>) -> Option<usize> {
+        if self.index.is_none() && self.last.is_none_or(|l| id > l) {
+            self.last = Some(id);
+            return None;
+        }
+        let index = self.index.get_or_insert_with(|| {
+            earlier()
+                .into_iter()
+                .enumerate()
+                .map(|(k, id)| (id, k))
+                .collect()
+        });
+        let pos = index.len();
+        match index.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(*e.get()),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(pos);
+                None
+            }
+        }
+    }
+}
+
+/// The line of the `k`th row (0-based) of a TraceV2 data file: for the
+/// message about a duplicate id, so the row table need not keep lines.
+fn nth_row_line(path: &Path, k: usize) -> u64 {
+    let Ok(mut reader) = TraceReader::open(path) else {
+        return 0;
+    };
+    let mut rec = TraceRecord::default();
+    let mut seen = 0;
+    while let Ok(Some(line)) = reader.read_into(&mut rec) {
+        if seen == k {
+            return line;
+        }
+        seen += 1;
+    }
+    0
+}
+
 fn read_rows(
     spec: &TraceV2Spec,
     base_dir: &Path,
@@ -722,8 +776,7 @@ fn read_rows(
     let mut offset: Option<i64> = None;
     // Rows whose injection time may be negative: (line, arrival, send).
     let mut suspects: Vec<(u64, i64, i64)> = Vec::new();
-    // Trace request_id → its line (a duplicate is refused).
-    let mut ids: HashMap<u64, u64> = HashMap::new();
+    let mut ids = SeenIds::default();
     crate::alloc::with_small_pages(|| {
         // Address space only; a refusal just leaves the table to grow.
         let _ = if closed_loop {
@@ -732,7 +785,19 @@ fn read_rows(
             rows.try_reserve(most)
         };
         while let Some(line) = reader.read_into(&mut rec).map_err(v2err)? {
-            if let Some(first) = ids.insert(rec.request_id, line) {
+            let earlier = || -> Vec<u64> {
+                if closed_loop {
+                    raws.iter().map(|r| r.trace_id).collect()
+                } else {
+                    rows.iter().map(|r| r.trace_id).collect()
+                }
+            };
+            if let Some(k) = ids.insert(rec.request_id, earlier) {
+                let first = if closed_loop {
+                    raws[k].line
+                } else {
+                    nth_row_line(&base_dir.join(&spec.data), k)
+                };
                 return Err(row_err(line, format!(
                     "request_id {} is already the id of line {first}: every row of a trace is one request with its own id (a file appended to itself?)",
                     rec.request_id
@@ -1128,5 +1193,35 @@ impl TraceV2Replay {
             prev_out: (req.output_seed, seen),
         }));
         self.seq += 1;
+    }
+}
+
+#[cfg(test)]
+mod seen_ids_tests {
+    use super::SeenIds;
+
+    /// Increasing ids keep no index; after a step back a duplicate of any
+    /// earlier id is found, with that row's position.
+    #[test]
+    fn duplicates_are_found_with_memory_only_after_a_step_back() {
+        let mut s = SeenIds::default();
+        let asked = std::cell::Cell::new(0);
+        let ids = [3u64, 7, 9];
+        for (k, &id) in ids.iter().enumerate() {
+            let earlier = || {
+                asked.set(asked.get() + 1);
+                ids[..k].to_vec()
+            };
+            assert_eq!(s.insert(id, earlier), None);
+        }
+        assert!(s.index.is_none() && asked.get() == 0);
+        assert_eq!(
+            s.insert(5, || ids.to_vec()),
+            None,
+            "a step back, no duplicate"
+        );
+        assert_eq!(s.insert(8, || unreachable!()), None);
+        assert_eq!(s.insert(7, || unreachable!()), Some(1));
+        assert_eq!(s.insert(8, || unreachable!()), Some(4));
     }
 }

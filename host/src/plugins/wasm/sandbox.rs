@@ -17,7 +17,7 @@ use super::bindings;
 use super::bindings::blis::plugin::lora;
 use crate::plugins::host_queries;
 
-use crate::plugins::text::{clean, MAX_ERROR, MAX_LINE, MAX_LINES};
+use crate::plugins::text::{clean, clean_after_cut, MAX_ERROR, MAX_LINE, MAX_LINES};
 
 /// What a component's stderr keeps (the end of a Python traceback).
 const STDERR_CAPACITY: usize = 64 * 1024;
@@ -112,7 +112,7 @@ impl LineSink {
         for &b in bytes {
             if b == b'\n' {
                 self.end_line();
-            } else if self.line.len() < MAX_LINE + 4 {
+            } else if self.line.len() < MAX_LINE {
                 self.line.push(b);
             } else {
                 self.cut += 1;
@@ -124,12 +124,11 @@ impl LineSink {
         self.lines += 1;
         if self.lines <= MAX_LINES {
             let text = String::from_utf8_lossy(&self.line);
-            let more = if self.cut > 0 {
-                format!("… ({} more bytes cut)", self.cut)
-            } else {
-                String::new()
-            };
-            eprintln!("{}: stdout: {}{more}", self.who, clean(&text, MAX_LINE));
+            eprintln!(
+                "{}: stdout: {}",
+                self.who,
+                clean_after_cut(&text, MAX_LINE, self.cut)
+            );
         } else if self.lines == MAX_LINES + 1 {
             eprintln!(
                 "{}: more than {MAX_LINES} lines on stdout; the rest are not shown",
