@@ -13,17 +13,18 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use crate::util::{artifacts, TestDir};
+use crate::wasm::wasm_dir;
 
-fn wasm_dir(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("BLIS_TEST_WASM_DIR").map(PathBuf::from);
-    if dir.is_none() {
-        eprintln!("skipped {test}: BLIS_TEST_WASM_DIR is not set (.ci/run builds the components)");
-    }
-    dir
+/// `blis run` (with `extra` flags, killed after 300 s) of a run file with
+/// `policy` of `wasm` as its only scorer (or, with `admission`, as its
+/// admission policy).
+fn run_guest(dir: &TestDir, wasm: &Path, policy: &str, admission: bool, extra: &[&str]) -> Output {
+    let file = run_file(dir, wasm, policy, admission);
+    let mut args = vec!["run", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    run_bounded(dir, &args, Duration::from_secs(300))
 }
 
-/// A run file with `policy` of `wasm` as its only scorer (or, with
-/// `admission`, as its admission policy).
 fn run_file(dir: &TestDir, wasm: &Path, policy: &str, admission: bool) -> PathBuf {
     let (admission, routing) = if admission {
         (
@@ -85,16 +86,12 @@ fn a_guests_sleep_returns_at_once() {
         return;
     };
     let dir = TestDir::new("sandbox_sleep");
-    let file = run_file(
+    let o = run_guest(
         &dir,
         &w.join("wasm-faulty-py.wasm"),
         "wasm-faulty-py::sleep",
         false,
-    );
-    let o = run_bounded(
-        &dir,
-        &["run", file.to_str().unwrap()],
-        Duration::from_secs(300),
+        &[],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -125,12 +122,7 @@ fn guest_text_is_capped_prefixed_and_escaped() {
         );
     };
     // The log: 300 × 100 kB asked, at most 100 lines of about 1 kB shown.
-    let file = run_file(&dir, &rust, "wasm-faulty::log-flood", false);
-    let o = run_bounded(
-        &dir,
-        &["run", file.to_str().unwrap()],
-        Duration::from_secs(300),
-    );
+    let o = run_guest(&dir, &rust, "wasm-faulty::log-flood", false, &[]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{e}");
     assert!(e.len() < 200_000, "{} bytes on stderr", e.len());
@@ -148,12 +140,7 @@ fn guest_text_is_capped_prefixed_and_escaped() {
             && e.contains("more than 100 log lines")
     );
     // WASI stdout (Python print): the same rules.
-    let file = run_file(&dir, &py, "wasm-faulty-py::print-flood", false);
-    let o = run_bounded(
-        &dir,
-        &["run", file.to_str().unwrap()],
-        Duration::from_secs(300),
-    );
+    let o = run_guest(&dir, &py, "wasm-faulty-py::print-flood", false, &[]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{e}");
     assert!(e.len() < 200_000, "{} bytes on stderr", e.len());
@@ -167,12 +154,7 @@ fn guest_text_is_capped_prefixed_and_escaped() {
     );
     assert!(e.contains("more than 100 lines on stdout"), "{e}");
     // create(): 50 MB of error text → one bounded, escaped error line.
-    let file = run_file(&dir, &rust, "wasm-faulty::create-flood", false);
-    let o = run_bounded(
-        &dir,
-        &["run", file.to_str().unwrap()],
-        Duration::from_secs(300),
-    );
+    let o = run_guest(&dir, &rust, "wasm-faulty::create-flood", false, &[]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{}", &e[..2000.min(e.len())]);
     assert!(e.len() < 10_000, "{} bytes on stderr", e.len());
@@ -182,11 +164,12 @@ fn guest_text_is_capped_prefixed_and_escaped() {
     );
     no_forgery(&e);
     // Reasons: 1 MB per decision, a bounded reason per trace record.
-    let file = run_file(&dir, &rust, "wasm-faulty::reason-flood", true);
-    let o = run_bounded(
+    let o = run_guest(
         &dir,
-        &["run", file.to_str().unwrap(), "--trace-path", "trace.jsonl"],
-        Duration::from_secs(300),
+        &rust,
+        "wasm-faulty::reason-flood",
+        true,
+        &["--trace-path", "trace.jsonl"],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let trace = std::fs::read_to_string(dir.path().join("trace.jsonl")).unwrap();
@@ -222,16 +205,12 @@ fn a_fault_in_a_host_call_names_the_call_and_the_fault() {
         return;
     };
     let dir = TestDir::new("sandbox_host_fault");
-    let file = run_file(
+    let o = run_guest(
         &dir,
         &w.join("wasm-faulty.wasm"),
         "wasm-faulty::bad-pointer",
         false,
-    );
-    let o = run_bounded(
-        &dir,
-        &["run", file.to_str().unwrap()],
-        Duration::from_secs(300),
+        &[],
     );
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{e}");

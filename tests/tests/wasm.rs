@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::util::{run_bad, TestDir};
 
 /// The folder of built components, or `None` (the caller says it skipped).
-fn wasm_dir(test: &str) -> Option<PathBuf> {
+pub(crate) fn wasm_dir(test: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("BLIS_TEST_WASM_DIR").map(PathBuf::from);
     if dir.is_none() {
         eprintln!(
