@@ -201,7 +201,6 @@ fn stages(run: &RunFile, pd: &PdSection, block_size: i64, doc: &mut Doc) -> Resu
         None => None,
     };
     if let Some((prefill, label)) = prefill {
-        check_delays(prefill, &format!("[{label}]"))?;
         doc.slot("prefill-filter", Mapping::new(), None);
         let name = profile(prefill, label, block_size, doc)?;
         doc.finish_profile(name.as_deref().unwrap_or("prefill"));
@@ -213,7 +212,6 @@ fn stages(run: &RunFile, pd: &PdSection, block_size: i64, doc: &mut Doc) -> Resu
             (&run.routing, "routing")
         }
     };
-    check_delays(decode, &format!("[{label}]"))?;
     doc.slot("decode-filter", Mapping::new(), None);
     let name = profile(decode, label, block_size, doc)?;
     doc.finish_profile(name.as_deref().unwrap_or("decode"));
@@ -254,11 +252,15 @@ fn profile(
     block_size: i64,
     doc: &mut Doc,
 ) -> Result<Option<String>, String> {
-    if label != "routing" && (r.freshness.is_some() || r.epp_config.is_some()) {
-        return Err(refuse(
-            &format!("[{label}] freshness / epp_config"),
-            "llm-d scrapes one interval for every stage; give [routing.freshness] only",
-        ));
+    // `[routing]` itself is checked once by the caller.
+    if label != "routing" {
+        if r.freshness.is_some() || r.epp_config.is_some() {
+            return Err(refuse(
+                &format!("[{label}] freshness / epp_config"),
+                "llm-d scrapes one interval for every stage; give [routing.freshness] only",
+            ));
+        }
+        check_delays(r, &format!("[{label}]"))?;
     }
     match r.policy.as_str() {
         "weighted" => {
