@@ -38,6 +38,10 @@ mod session;
 // embedded vs loaded standard library, subcommands, bad input.
 mod cli;
 
+// `blis observe` against misbehaving servers on loopback: endless and
+// dripping streams, truncated and failed answers, Ctrl-C while in flight.
+mod hostile;
+
 // `blis calibrate fit`: bad tables, a fit that cannot improve, profiles
 // written, applied and refused.
 mod calibrate_fit;

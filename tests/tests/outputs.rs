@@ -398,6 +398,8 @@ fn an_interrupted_run_or_sweep_leaves_no_temporary_file() {
     kill(child.id(), "-INT");
     assert_eq!(child.wait().unwrap().code(), Some(130));
     assert_eq!(temporaries(&dir.path().join("sw")), vec!["mine.tmp"]);
+    // Ctrl-C is graceful (round 4, item 1): the finished runs' tables are written.
+    assert!(dir.path().join("sw/results.csv").is_file());
 }
 
 #[test]

@@ -89,10 +89,14 @@ pub struct ObserveFlags {
     /// Drop `min_tokens`; `max_tokens` 2³¹−1 (completions) or absent (chat).
     #[arg(long)]
     pub unconstrained_output: bool,
-    /// HTTP timeout, s, of each phase of a request (connect, send, wait for the
-    /// response, receive the body): a request over it is a `timeout` row.
+    /// HTTP timeout, s, of each phase of a request (connect, send, each wait
+    /// for data) and of a `/metrics` scrape: a request over it is a `timeout` row.
     #[arg(long, default_value_t = 300.0)]
     pub timeout: f64,
+    /// Deadline, s, of a whole request from its send (a stream that never
+    /// ends, a server that drips bytes): a request over it is a `timeout` row.
+    #[arg(long, default_value_t = 3600.0)]
+    pub request_timeout: f64,
     /// Stream every request and write every chunk's time to the ITL CSV.
     #[arg(long)]
     pub record_itl: bool,
@@ -153,6 +157,7 @@ impl ObserveFlags {
             no_streaming: self.no_streaming,
             unconstrained_output: self.unconstrained_output,
             timeout: self.timeout,
+            request_timeout: self.request_timeout,
             record_itl: self.record_itl,
             itl_output: self.itl_output.clone(),
             scrape_kv_metrics: self.scrape_kv_metrics,

@@ -72,10 +72,12 @@ pub fn plan(args: &PlanArgs) -> Result<String, Failure> {
     };
     let spec = PlanSpec::load(plan_file).map_err(usage)?;
     crate::alloc::keep_freed_memory();
+    // Ctrl-C: the finished simulations stay stored; the search resumes.
+    let graceful = crate::output::GracefulStop::begin();
     let options = Options {
         jobs: session::resolve_jobs(args.jobs)?,
         progress: !args.quiet && std::io::stderr().is_terminal(),
-        cancel: None,
+        cancel: Some(graceful.flag()),
     };
     let traffic = if spec.rates.is_empty() {
         "the base's own arrivals".to_string()

@@ -103,7 +103,17 @@ pub fn sweep_command(args: &SweepArgs) -> Result<(), Failure> {
     };
     crate::alloc::keep_freed_memory();
     let progress = !args.quiet && std::io::stderr().is_terminal();
-    let s = session::sweep(file, out, args.jobs, args.shard, progress, None)?;
+    // Ctrl-C: running simulations stop, the finished ones and the tables
+    // are written, exit 130; the sweep resumes from them.
+    let graceful = crate::output::GracefulStop::begin();
+    let s = session::sweep(
+        file,
+        out,
+        args.jobs,
+        args.shard,
+        progress,
+        Some(graceful.flag()),
+    )?;
     let jobs = session::resolve_jobs(args.jobs)?;
     eprintln!(
         "sweep: {} runs{} ({} already done), ran {} in {:.2} s ({:.1} runs/s) with {jobs} jobs; results in {}",

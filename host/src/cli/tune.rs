@@ -36,10 +36,12 @@ pub fn tune(args: &TuneArgs) -> Result<String, Failure> {
             spec.name
         );
     }
+    // Ctrl-C: the finished simulations stay stored; the search resumes.
+    let graceful = crate::output::GracefulStop::begin();
     let options = Options {
         jobs: session::resolve_jobs(args.jobs)?,
         progress: !args.quiet && std::io::stderr().is_terminal(),
-        cancel: None,
+        cancel: Some(graceful.flag()),
     };
     eprintln!(
         "tune: {} parameter(s), {} training simulation(s) per candidate, population {}, budget {} simulations",

@@ -44,6 +44,8 @@ pub enum Status {
     Ok,
     Error,
     Timeout,
+    /// Still in flight when observe stopped (an `incomplete` row).
+    Cancelled,
 }
 
 /// What one exchange recorded. Times are Unix-epoch µs (0 = not reached).
@@ -63,6 +65,15 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// A request observe gave up on: no answer recorded.
+    pub fn cancelled(why: &str) -> Outcome {
+        Outcome {
+            status: Status::Cancelled,
+            error_message: why.to_string(),
+            ..Outcome::new(0)
+        }
+    }
+
     fn new(send_us: i64) -> Outcome {
         Outcome {
             status: Status::Ok,
@@ -96,6 +107,8 @@ pub struct Client {
     format: ApiFormat,
     api_key: Option<String>,
     timeout: Duration,
+    /// The whole exchange's deadline, from the send (`--request-timeout`).
+    request_timeout: Duration,
 }
 
 impl std::fmt::Debug for Client {
@@ -140,13 +153,73 @@ struct StreamOptions {
 /// Longest error body kept in `error_message`, bytes.
 const ERROR_BODY_LIMIT: usize = 2048;
 
+/// Longest server text quoted in `error_message`, characters (control
+/// characters escaped).
+const QUOTE_LIMIT: usize = 300;
+
+/// Bytes read per requested token before a response is cut off as
+/// runaway (an SSE chunk of vLLM's is a few hundred bytes), plus a fixed
+/// allowance.
+const BYTES_PER_TOKEN: u64 = 16 << 10;
+const BYTES_BASE: u64 = 1 << 20;
+
+/// Chunks streamed past `max_tokens` before a response is cut off as
+/// runaway (a finish-reason chunk and a usage chunk are not tokens).
+const CHUNKS_PAST_MAX: u64 = 16;
+
+/// A whole `/metrics` answer, bytes.
+const METRICS_LIMIT: u64 = 64 << 20;
+
+/// The client's time limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// Each phase: connect, each socket read and write.
+    pub phase: Duration,
+    /// The whole exchange, from the send.
+    pub request: Duration,
+}
+
+/// Server text fit for a message: control characters escaped, cut.
+pub fn quote(text: &str) -> String {
+    crate::plugins::text::clean(text.trim(), QUOTE_LIMIT)
+}
+
+/// A reader that fails once its deadline has passed or it has given
+/// `left` bytes: the bound of one exchange whatever the server does.
+struct Bounded<R> {
+    inner: R,
+    deadline: Instant,
+    left: u64,
+    limit: u64,
+    what: &'static str,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        past(self.deadline, self.what)?;
+        if self.left == 0 {
+            return Err(std::io::Error::other(format!(
+                "the response exceeded {} bytes: cut off (a runaway stream?)",
+                self.limit
+            )));
+        }
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let got = self.inner.read(&mut buf[..n])?;
+        self.left -= got as u64;
+        Ok(got)
+    }
+}
+
 impl Client {
     /// `base` is the server URL (`http://host:port`, a trailing `/` and a
     /// trailing `/v1` are accepted); `timeout` bounds connecting, each
-    /// socket read and write (the wait for the response head included),
-    /// and the whole exchange: a response still arriving `timeout` after
-    /// the request was sent is cut off as a time-out (checked as each
-    /// chunk arrives, so a stalled read ends within one more `timeout`).
+    /// socket read and write (the wait for the response head included);
+    /// `request_timeout` bounds the whole exchange: a response still
+    /// arriving that long after the request was sent is cut off as a
+    /// time-out (checked before every socket read, so a stream that never
+    /// ends or drips a byte at a time ends within one more `timeout`).
     /// (Not ureq's overall or per-phase timeouts: with an overall one it
     /// resolves the host on a new thread for every request, and with
     /// either it resets the socket's timeout before every read — a thread
@@ -157,9 +230,13 @@ impl Client {
         model: &str,
         format: ApiFormat,
         api_key: Option<String>,
-        timeout: Duration,
+        timeout: Timeouts,
         pool: usize,
     ) -> Client {
+        let Timeouts {
+            phase: timeout,
+            request: request_timeout,
+        } = timeout;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_connect(Some(timeout))
             .timeout_per_read(Some(timeout))
@@ -177,6 +254,7 @@ impl Client {
             format,
             api_key,
             timeout,
+            request_timeout,
         }
     }
 
@@ -247,7 +325,7 @@ impl Client {
             req = req.header("x-slo-ttft-ms", ms.to_string());
         }
         let mut out = Outcome::new(epoch_us());
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Instant::now() + self.request_timeout;
         let resp = match req.send(&body[..]) {
             Ok(r) => r,
             Err(e) => {
@@ -256,42 +334,65 @@ impl Client {
             }
         };
         let code = resp.status().as_u16();
-        let mut reader = resp.into_body().into_reader();
+        let limit = call
+            .max_tokens
+            .map_or(u64::MAX, |m| m.saturating_mul(BYTES_PER_TOKEN))
+            .saturating_add(BYTES_BASE);
+        let mut reader = Bounded {
+            inner: resp.into_body().into_reader(),
+            deadline,
+            left: limit,
+            limit,
+            what: "--request-timeout",
+        };
         if code != 200 {
             let mut buf = Vec::new();
             let _ = (&mut reader)
                 .take(ERROR_BODY_LIMIT as u64)
                 .read_to_end(&mut buf);
             out.status = Status::Error;
-            out.error_message = format!(
-                "HTTP {code}: {}",
-                String::from_utf8_lossy(&buf).replace(['\n', '\r'], " ")
-            );
+            out.error_message = format!("HTTP {code}: {}", quote(&String::from_utf8_lossy(&buf)));
             return out;
         }
         let result = if call.stream {
-            read_stream(reader, &mut out, call.keep_chunks, deadline)
+            read_stream(reader, &mut out, call.keep_chunks, call.max_tokens)
         } else {
-            read_whole(reader, &mut out, deadline)
+            read_whole(reader, &mut out)
         };
         if let Err(e) = result {
             io_fail(&mut out, &e);
+        }
+        if out.status != Status::Ok {
+            out.chunks.clear();
         }
         out
     }
 
     /// GET `url` (the metrics endpoint): the body, or why not.
+    /// The whole answer must arrive within the phase timeout (`--timeout`)
+    /// and an interrupt ends the wait.
     pub fn get_text(&self, url: &str) -> Result<String, String> {
-        let resp = self.agent.get(url).call().map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + self.timeout;
+        let resp = self
+            .agent
+            .get(url)
+            .call()
+            .map_err(|e| quote(&e.to_string()))?;
         let code = resp.status().as_u16();
         if code != 200 {
             return Err(format!("HTTP {code}"));
         }
-        resp.into_body()
-            .with_config()
-            .limit(64 << 20)
-            .read_to_string()
-            .map_err(|e| e.to_string())
+        let mut r = Interruptible(Bounded {
+            inner: resp.into_body().into_reader(),
+            deadline,
+            left: METRICS_LIMIT,
+            limit: METRICS_LIMIT,
+            what: "--timeout",
+        });
+        let mut body = String::new();
+        r.read_to_string(&mut body)
+            .map_err(|e| quote(&e.to_string()))?;
+        Ok(body)
     }
 }
 
@@ -304,13 +405,25 @@ pub fn base_url(s: &str) -> String {
     u.trim_end_matches('/').to_string()
 }
 
+/// A reader an interrupt (Ctrl-C) ends.
+struct Interruptible<R>(R);
+
+impl<R: Read> Read for Interruptible<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if crate::output::stop_requested() {
+            return Err(std::io::Error::other("interrupted"));
+        }
+        self.0.read(buf)
+    }
+}
+
 fn fail(out: &mut Outcome, e: &ureq::Error) {
     if matches!(e, ureq::Error::Timeout(_)) {
         out.status = Status::Timeout;
     } else {
         out.status = Status::Error;
     }
-    out.error_message = e.to_string();
+    out.error_message = quote(&e.to_string());
 }
 
 fn io_fail(out: &mut Outcome, e: &std::io::Error) {
@@ -323,12 +436,22 @@ fn io_fail(out: &mut Outcome, e: &std::io::Error) {
     } else {
         Status::Error
     };
-    out.error_message = e.to_string();
+    out.error_message = quote(&e.to_string());
+}
+
+/// Mark `out` an `error` row: the answer was not a whole, well-formed
+/// completion.
+fn bad(out: &mut Outcome, why: String) {
+    out.status = Status::Error;
+    out.error_message = why;
 }
 
 /// Read an SSE stream: every `data:` line other than `[DONE]` is a chunk,
 /// stamped when read; usage and finish reason from the chunks that carry
-/// them.
+/// them. Only a whole, well-formed stream is `ok`: it ends with `[DONE]`
+/// or carries a finish reason, holds at least one chunk, every chunk is a
+/// JSON object, none is an `error` object (vLLM's mid-stream error), and
+/// it streams no more than `max_tokens` (+ a few) token chunks.
 ///
 /// A server that sends no `usage` (llama-cpp-python's ignores
 /// `include_usage`) gets `completion_tokens` = the chunks without a finish
@@ -337,27 +460,51 @@ fn read_stream(
     reader: impl Read,
     out: &mut Outcome,
     keep: bool,
-    deadline: Instant,
+    max_tokens: Option<u64>,
 ) -> std::io::Result<()> {
     let mut r = BufReader::with_capacity(16 << 10, reader);
     let mut line = String::new();
     let mut usage_seen = false;
+    let mut done = false;
     let mut token_chunks = 0;
+    let runaway = max_tokens.map_or(u64::MAX, |m| m.saturating_add(CHUNKS_PAST_MAX));
     loop {
         line.clear();
         if r.read_line(&mut line)? == 0 {
             if !usage_seen {
                 out.completion_tokens = token_chunks;
             }
+            if out.num_chunks == 0 {
+                bad(out, "the stream carried no completion chunk".into());
+            } else if !done && out.finish_reason.is_empty() {
+                bad(
+                    out,
+                    format!(
+                    "the stream ended after {} chunks without a finish_reason or [DONE]: truncated",
+                    out.num_chunks
+                ),
+                );
+            }
             return Ok(());
         }
-        past(deadline)?;
         let Some(data) = line.strip_prefix("data:") else {
             continue;
         };
         let data = data.trim();
         if data == "[DONE]" {
+            done = true;
             continue;
+        }
+        if !(data.starts_with('{') && data.ends_with('}')) {
+            bad(
+                out,
+                format!("a stream chunk is not a JSON object: {}", quote(data)),
+            );
+            return Ok(());
+        }
+        if let Some(e) = error_object(data) {
+            bad(out, format!("the server reported an error mid-stream: {e}"));
+            return Ok(());
         }
         let now = epoch_us();
         if out.num_chunks == 0 {
@@ -372,13 +519,21 @@ fn read_stream(
         usage_seen |= usage;
         if !finish && !usage {
             token_chunks += 1;
+            if token_chunks > runaway {
+                bad(out, format!(
+                    "the server streamed more than max_tokens = {} tokens: cut off after {token_chunks} token chunks",
+                    max_tokens.unwrap_or(0)
+                ));
+                return Ok(());
+            }
         }
     }
 }
 
 /// A non-streaming answer: first chunk at the first body byte, last after
-/// the body, one chunk.
-fn read_whole(reader: impl Read, out: &mut Outcome, deadline: Instant) -> std::io::Result<()> {
+/// the body, one chunk. `ok` only for a JSON completion (an object with
+/// `choices` and no `error`).
+fn read_whole(reader: impl Read, out: &mut Outcome) -> std::io::Result<()> {
     let mut r = BufReader::with_capacity(16 << 10, reader);
     let first = r.fill_buf()?.len();
     out.first_chunk_us = epoch_us();
@@ -387,18 +542,65 @@ fn read_whole(reader: impl Read, out: &mut Outcome, deadline: Instant) -> std::i
         r.read_to_string(&mut body)?;
     }
     out.last_chunk_us = epoch_us();
-    past(deadline)?;
     out.num_chunks = 1;
-    read_fields(&body, out);
+    let v = match serde_json::from_str::<Value>(&body) {
+        Ok(v) if v.is_object() => v,
+        _ => {
+            bad(
+                out,
+                format!(
+                    "the answer (HTTP 200) is not a JSON object: {}",
+                    quote(&body)
+                ),
+            );
+            return Ok(());
+        }
+    };
+    if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        bad(
+            out,
+            format!(
+                "the server answered with an error: {}",
+                quote(&e.to_string())
+            ),
+        );
+        return Ok(());
+    }
+    if v.get("choices")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
+    {
+        bad(
+            out,
+            format!("the answer (HTTP 200) holds no choices: {}", quote(&body)),
+        );
+        return Ok(());
+    }
+    fields_of(&v, out);
     Ok(())
 }
 
-/// A time-out error once `deadline` has passed.
-fn past(deadline: Instant) -> std::io::Result<()> {
+/// The `error` of a chunk that is an error object (vLLM's mid-stream
+/// `{"error": {...}}`), quoted.
+fn error_object(data: &str) -> Option<String> {
+    if !data.contains("\"error\"") {
+        return None;
+    }
+    let v = serde_json::from_str::<Value>(data).ok()?;
+    let e = v.get("error").filter(|e| !e.is_null())?;
+    let text = e
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| e.to_string(), str::to_string);
+    Some(quote(&text))
+}
+
+/// A time-out error once `deadline` (set by the `what` flag) has passed.
+fn past(deadline: Instant, what: &str) -> std::io::Result<()> {
     if Instant::now() > deadline {
         return Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            "the response took longer than --timeout",
+            format!("the response took longer than {what}"),
         ));
     }
     Ok(())
@@ -416,6 +618,12 @@ fn read_fields(data: &str, out: &mut Outcome) -> (bool, bool) {
     let Ok(v) = serde_json::from_str::<Value>(data) else {
         return (false, false);
     };
+    fields_of(&v, out);
+    (usage, finish)
+}
+
+/// Usage and finish reason from a parsed chunk or body.
+fn fields_of(v: &Value, out: &mut Outcome) {
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
         if let Some(p) = u.get("prompt_tokens").and_then(Value::as_u64) {
             out.prompt_tokens = p;
@@ -433,7 +641,6 @@ fn read_fields(data: &str, out: &mut Outcome) -> (bool, bool) {
             }
         }
     }
-    (usage, finish)
 }
 
 /// Whether every occurrence of `key` in `data` is followed by `: null`.
@@ -457,15 +664,101 @@ mod tests {
     #[test]
     fn a_response_past_the_deadline_times_out() {
         let text = "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: [DONE]\n\n";
-        let past = Instant::now() - Duration::from_millis(1);
+        let bounded = |t: &'static str| Bounded {
+            inner: t.as_bytes(),
+            deadline: Instant::now() - Duration::from_millis(1),
+            left: 1 << 20,
+            limit: 1 << 20,
+            what: "--request-timeout",
+        };
         let mut o = Outcome::new(1);
-        let e = read_stream(text.as_bytes(), &mut o, false, past).unwrap_err();
+        let e = read_stream(bounded(text), &mut o, false, None).unwrap_err();
         io_fail(&mut o, &e);
         assert_eq!(o.status, Status::Timeout, "{o:?}");
+        assert!(o.error_message.contains("--request-timeout"), "{o:?}");
         let mut o = Outcome::new(1);
-        let e = read_whole(text.as_bytes(), &mut o, past).unwrap_err();
+        let e = read_whole(bounded(text), &mut o).unwrap_err();
         io_fail(&mut o, &e);
         assert_eq!(o.status, Status::Timeout, "{o:?}");
+    }
+
+    #[test]
+    fn a_runaway_response_is_cut_at_its_byte_limit() {
+        let big = "x".repeat(5000);
+        let mut r = Bounded {
+            inner: big.as_bytes(),
+            deadline: later(),
+            left: 1000,
+            limit: 1000,
+            what: "--request-timeout",
+        };
+        let mut sink = Vec::new();
+        let e = r.read_to_end(&mut sink).unwrap_err();
+        assert_eq!(sink.len(), 1000);
+        assert!(e.to_string().contains("exceeded 1000 bytes"), "{e}");
+    }
+
+    /// The status and message `read_stream` gives `text`.
+    fn stream_verdict(text: &str, max_tokens: Option<u64>) -> (Status, String) {
+        let mut o = Outcome::new(1);
+        read_stream(text.as_bytes(), &mut o, false, max_tokens).unwrap();
+        (o.status, o.error_message)
+    }
+
+    #[test]
+    fn only_whole_well_formed_streams_are_ok() {
+        let tok = "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}\n\n";
+        let fin = "data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
+        let done = "data: [DONE]\n\n";
+        assert_eq!(
+            stream_verdict(&format!("{tok}{fin}{done}"), Some(1)).0,
+            Status::Ok
+        );
+        // A finish reason without [DONE], or [DONE] without one: whole.
+        assert_eq!(
+            stream_verdict(&format!("{tok}{fin}"), Some(1)).0,
+            Status::Ok
+        );
+        assert_eq!(
+            stream_verdict(&format!("{tok}{done}"), Some(1)).0,
+            Status::Ok
+        );
+        for (text, why) in [
+            (tok.to_string(), "truncated"),
+            (done.to_string(), "no completion chunk"),
+            (String::new(), "no completion chunk"),
+            (
+                format!("{tok}data: {{\"error\": {{\"message\": \"engine dead\\u001b[31m\", \"code\": 500}}}}\n\n{done}"),
+                "mid-stream: engine dead\\u{1b}[31m",
+            ),
+            (format!("{tok}data: <html>oops</html>\n\n{done}"), "not a JSON object"),
+            (format!("{}{done}", tok.repeat(20)), "more than max_tokens = 2"),
+        ] {
+            let (status, message) = stream_verdict(&text, Some(2));
+            assert_eq!(status, Status::Error, "{text:?}");
+            assert!(message.contains(why), "{text:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn only_json_completions_are_ok_whole_answers() {
+        for (body, why) in [
+            (
+                "{\"error\": {\"message\": \"bad\"}}",
+                "answered with an error",
+            ),
+            (
+                "<html><body>502 \u{7} Bad Gateway</body></html>",
+                "not a JSON object: <html><body>502 \\u{7}",
+            ),
+            ("{\"choices\": []}", "holds no choices"),
+            ("", "not a JSON object"),
+        ] {
+            let mut o = Outcome::new(1);
+            read_whole(body.as_bytes(), &mut o).unwrap();
+            assert_eq!(o.status, Status::Error, "{body}");
+            assert!(o.error_message.contains(why), "{body}: {}", o.error_message);
+        }
     }
 
     fn call(stream: bool) -> Call {
@@ -489,7 +782,10 @@ mod tests {
             "m",
             format,
             None,
-            Duration::from_secs(1),
+            Timeouts {
+                phase: Duration::from_secs(1),
+                request: Duration::from_secs(1),
+            },
             1,
         )
     }
@@ -523,7 +819,7 @@ mod tests {
                     data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\n\
                     data: [DONE]\n\n";
         let mut o = Outcome::new(1);
-        read_stream(text.as_bytes(), &mut o, true, later()).unwrap();
+        read_stream(text.as_bytes(), &mut o, true, Some(2)).unwrap();
         assert_eq!(o.num_chunks, 3);
         assert_eq!(o.chunks.len(), 3);
         assert!(o.first_chunk_us > 0 && o.last_chunk_us >= o.first_chunk_us);
@@ -540,7 +836,7 @@ mod tests {
                     data: {\"choices\": [{\"text\": \"\", \"finish_reason\": \"length\"}]}\n\n\
                     data: [DONE]\n\n";
         let mut o = Outcome::new(1);
-        read_stream(text.as_bytes(), &mut o, false, later()).unwrap();
+        read_stream(text.as_bytes(), &mut o, false, Some(2)).unwrap();
         assert_eq!(o.num_chunks, 3);
         assert!(o.chunks.is_empty());
         assert_eq!((o.prompt_tokens, o.completion_tokens), (0, 2));
@@ -551,7 +847,7 @@ mod tests {
     fn whole_body_is_one_chunk() {
         let text = "{\"choices\":[{\"text\":\"ab\",\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":9}}";
         let mut o = Outcome::new(1);
-        read_whole(text.as_bytes(), &mut o, later()).unwrap();
+        read_whole(text.as_bytes(), &mut o).unwrap();
         assert_eq!(o.num_chunks, 1);
         assert_eq!((o.prompt_tokens, o.completion_tokens), (5, 9));
         assert_eq!(o.finish_reason, "stop");

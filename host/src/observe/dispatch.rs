@@ -12,7 +12,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,25 +19,6 @@ use std::time::{Duration, Instant};
 use super::client::{Call, Client, Outcome};
 use crate::request::Request;
 use crate::workload::Workload;
-
-/// Set by the SIGINT handler: stop dispatching.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_sigint(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-/// Route Ctrl-C (SIGINT) to [`INTERRUPTED`] for the rest of the process.
-pub fn catch_interrupt() {
-    // SAFETY: the handler only stores to an atomic, which is
-    // async-signal-safe; `signal` is called with a valid function pointer.
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-    }
-}
 
 /// A request handed to a worker.
 struct Job {
@@ -151,8 +131,9 @@ pub struct Settings {
 pub struct Ended {
     /// Requests dispatched.
     pub dispatched: u64,
-    /// Requests still in flight when the loop gave up waiting (interrupt).
-    pub abandoned: u64,
+    /// Requests still in flight when the loop gave up waiting (interrupt):
+    /// index, request, scheduled µs offset, in dispatch order.
+    pub abandoned: Vec<(u64, Request, i64)>,
     pub interrupted: bool,
     /// Length of the measured window, µs.
     pub wall_us: i64,
@@ -214,7 +195,7 @@ pub fn run(
         while let Ok(d) = done_rx.try_recv() {
             handle(d, workload, &mut ready, &mut in_flight, &mut pool);
         }
-        if INTERRUPTED.load(Ordering::SeqCst) {
+        if crate::output::stop_requested() {
             interrupted = true;
             break;
         }
@@ -272,7 +253,7 @@ pub fn run(
         let deadline = Instant::now() + settings.drain;
         while !in_flight.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || crate::output::hurry_requested() {
                 break;
             }
             if let Some(d) = wait(&done_rx, left.min(tick)) {
@@ -281,9 +262,12 @@ pub fn run(
         }
     }
     let wall_us = now(&start);
+    let mut abandoned: Vec<(u64, Request, i64)> =
+        in_flight.into_iter().map(|(i, (r, t))| (i, r, t)).collect();
+    abandoned.sort_unstable_by_key(|a| a.0);
     Ended {
         dispatched,
-        abandoned: in_flight.len() as u64,
+        abandoned,
         interrupted,
         wall_us,
     }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use client::ApiFormat;
-use client::{Call, Client, Status};
+use client::{Call, Client, Outcome, Status};
 use dispatch::{Finished, Pacing, Settings};
 
 use crate::session::{self, Base, Error as Failure, Overrides};
@@ -102,9 +102,12 @@ pub struct ObserveArgs {
     pub no_streaming: bool,
     /// Drop `min_tokens`; `max_tokens` 2³¹−1 (completions) or absent (chat).
     pub unconstrained_output: bool,
-    /// HTTP timeout, s, of each phase of a request (connect, send, wait for the
-    /// response, receive the body): a request over it is a `timeout` row.
+    /// HTTP timeout, s, of each phase of a request (connect, send, each
+    /// wait for data) and of a `/metrics` scrape: over it, a `timeout` row.
     pub timeout: f64,
+    /// Deadline, s, of a whole request from its send: a response still
+    /// arriving then is cut off as a `timeout` row.
+    pub request_timeout: f64,
     /// Stream every request and write every chunk's time to the ITL CSV.
     pub record_itl: bool,
     /// ITL CSV path (default: the trace data path with `.itl.csv` for `.csv`).
@@ -267,6 +270,7 @@ fn seconds_flag(flag: &str, v: f64, zero_ok: bool) -> Result<(), Failure> {
 
 fn check_args(args: &ObserveArgs) -> Result<(), Failure> {
     seconds_flag("--timeout", args.timeout, false)?;
+    seconds_flag("--request-timeout", args.request_timeout, false)?;
     seconds_flag("--prewarm-duration", args.prewarm_duration, true)?;
     seconds_flag("--drain-timeout", args.drain_timeout, true)?;
     let rtt = args.rtt_ms;
@@ -333,7 +337,10 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
             source.name
         )));
     }
-    let timeout = Duration::from_secs_f64(args.timeout);
+    let timeout = client::Timeouts {
+        phase: Duration::from_secs_f64(args.timeout),
+        request: Duration::from_secs_f64(args.request_timeout),
+    };
     let pool = args.concurrency.unwrap_or(args.max_concurrency);
     let client = Arc::new(Client::new(
         &args.server_url,
@@ -343,7 +350,8 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
         timeout,
         pool.min(1024),
     ));
-    dispatch::catch_interrupt();
+    // Ctrl-C: stop dispatching, drain, write every recorded request.
+    let _graceful = crate::output::GracefulStop::begin();
     let tpw = tokens_per_word(&client);
     eprintln!(
         "observe: {} ({:?}), {tpw:.3} tokens per word",
@@ -396,9 +404,9 @@ pub fn observe_command(args: &ObserveArgs) -> Result<Option<String>, Failure> {
     if ended.interrupted {
         eprintln!("{text}");
         return Err(Failure::interrupted(format!(
-            "interrupted: dispatching stopped; {} recorded requests written, {} still in flight after --drain-timeout {} s were not recorded",
+            "interrupted: dispatching stopped; {} requests written, of which {} were still in flight after the drain (--drain-timeout {} s) and are `incomplete` rows",
             rows.len(),
-            ended.abandoned,
+            ended.abandoned.len(),
             args.drain_timeout
         )));
     }
@@ -543,43 +551,56 @@ fn observe_workload(
         drain: Duration::from_secs_f64(args.drain_timeout),
     };
     let streaming_default = !args.no_streaming;
+    let mut finish = |f: Finished| {
+        finished_count += 1;
+        if f.outcome.status != Status::Ok {
+            failed += 1;
+        }
+        if let Some(b) = &bar {
+            b.set_position(finished_count);
+            b.set_message(format!("{failed} failed"));
+        }
+        let think = match f.request.session {
+            Some((s, r)) if r > 0 => session_done
+                .get(&s)
+                .map_or(0, |&done| (f.scheduled_us - done).max(0) as u64),
+            _ => 0,
+        };
+        if let Some((s, _)) = f.request.session {
+            session_done.insert(s, f.finished_us);
+        }
+        if f.index < warmup {
+            return;
+        }
+        rows.push(record(
+            &f,
+            streaming_default,
+            think,
+            request_uuid(salt, f.index),
+            &clients,
+            &tenants,
+            o.prefixes,
+        ));
+    };
     let ended = dispatch::run(
         workload,
         Arc::clone(client),
         &settings,
         make_call,
-        |f: Finished| {
-            finished_count += 1;
-            if f.outcome.status != Status::Ok {
-                failed += 1;
-            }
-            if let Some(b) = &bar {
-                b.set_position(finished_count);
-                b.set_message(format!("{failed} failed"));
-            }
-            let think = match f.request.session {
-                Some((s, r)) if r > 0 => session_done
-                    .get(&s)
-                    .map_or(0, |&done| (f.scheduled_us - done).max(0) as u64),
-                _ => 0,
-            };
-            if let Some((s, _)) = f.request.session {
-                session_done.insert(s, f.finished_us);
-            }
-            if f.index < warmup {
-                return;
-            }
-            rows.push(record(
-                &f,
-                streaming_default,
-                think,
-                request_uuid(salt, f.index),
-                &clients,
-                &tenants,
-                o.prefixes,
-            ));
-        },
+        &mut finish,
     );
+    // Requests still in flight after the drain: `incomplete` rows.
+    for (index, request, scheduled_us) in &ended.abandoned {
+        finish(Finished {
+            index: *index,
+            request: request.clone(),
+            scheduled_us: *scheduled_us,
+            finished_us: ended.wall_us,
+            outcome: Outcome::cancelled(
+                "cancelled: still in flight when observe was interrupted (after the drain)",
+            ),
+        });
+    }
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -706,6 +727,7 @@ fn record(
             Status::Ok => TraceStatus::Ok,
             Status::Error => TraceStatus::Error,
             Status::Timeout => TraceStatus::Timeout,
+            Status::Cancelled => TraceStatus::Incomplete,
         },
         error_message: o.error_message.replace(['\n', '\r'], " "),
         finish_reason: o.finish_reason.clone(),
@@ -732,9 +754,7 @@ fn prewarm(client: &Arc<Client>, d: Duration) {
             let c = Arc::clone(client);
             std::thread::spawn(move || {
                 let mut n = 0u64;
-                while std::time::Instant::now() < until
-                    && !dispatch::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
-                {
+                while std::time::Instant::now() < until && !crate::output::stop_requested() {
                     c.send(&Call {
                         prompt: prompt::prewarm_prompt(),
                         stream: false,

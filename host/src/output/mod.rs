@@ -24,6 +24,13 @@
 //!   SIGINT, SIGTERM or SIGHUP every temporary output not yet committed (and
 //!   every folder registered with [`register_temp_dir`]) is removed, and
 //!   the process exits with 128 + the signal number (130 for Ctrl-C).
+//! * [`GracefulStop::begin`]: a command that records as it goes (observe,
+//!   sweep, plan, tune) holds one while it works. The first signal then
+//!   only sets its [`GracefulStop::flag`] (stop starting work, finish or
+//!   drain what is in flight, write what was recorded, exit 130); a second
+//!   sets [`GracefulStop::hurry`] (stop waiting, write now); a third quits
+//!   at once as above. Only SIGINT (Ctrl-C) is graceful: SIGTERM and
+//!   SIGHUP end the process at once.
 //! * [`is_temp_name`]: whether a file name is one of our temporary files,
 //!   so the owner of a folder (a sweep) can remove those a SIGKILL left.
 //!
@@ -42,8 +49,8 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Symlink levels followed before giving up (Linux's own limit).
 const MAX_LINKS: usize = 40;
@@ -271,6 +278,9 @@ pub fn install_interrupt_cleanup() {
             .spawn(move || loop {
                 let mut sig: libc::c_int = 0;
                 if libc::sigwait(&set, &mut sig) == 0 {
+                    if graceful_signal(sig) {
+                        continue;
+                    }
                     remove_temps();
                     eprintln!("\ninterrupted (signal {sig}): temporary outputs removed");
                     std::process::exit(128 + sig);
@@ -279,6 +289,89 @@ pub fn install_interrupt_cleanup() {
         if spawned.is_err() {
             libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
         }
+    }
+}
+
+// ---- graceful stops ----
+
+/// How many [`GracefulStop`]s are alive.
+static GRACEFUL: AtomicUsize = AtomicUsize::new(0);
+/// Signals taken while a [`GracefulStop`] was alive.
+static GRACEFUL_SIGNALS: AtomicUsize = AtomicUsize::new(0);
+static HURRY: AtomicBool = AtomicBool::new(false);
+
+fn stop_flag() -> &'static Arc<AtomicBool> {
+    static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    STOP.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
+
+/// While alive, the first interrupt asks the command to stop and write
+/// what it recorded instead of ending the process (see the module docs).
+#[derive(Debug)]
+pub struct GracefulStop(());
+
+impl GracefulStop {
+    /// Enter graceful mode until the guard is dropped.
+    pub fn begin() -> GracefulStop {
+        GRACEFUL.fetch_add(1, Ordering::SeqCst);
+        GracefulStop(())
+    }
+
+    /// Set by the first interrupt: stop starting work.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(stop_flag())
+    }
+
+    /// Whether the first interrupt came.
+    pub fn stopping(&self) -> bool {
+        stop_requested()
+    }
+
+    /// Whether a second interrupt came: stop waiting for work in flight.
+    pub fn hurry(&self) -> bool {
+        hurry_requested()
+    }
+}
+
+impl Drop for GracefulStop {
+    fn drop(&mut self) {
+        GRACEFUL.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether an interrupt asked a [`GracefulStop`] holder to stop.
+pub fn stop_requested() -> bool {
+    stop_flag().load(Ordering::SeqCst)
+}
+
+/// Whether a second interrupt asked it to stop waiting.
+pub fn hurry_requested() -> bool {
+    HURRY.load(Ordering::SeqCst)
+}
+
+/// The signal thread's graceful step: whether `sig` was taken as a request
+/// to stop (true) or the process ends now (false).
+fn graceful_signal(sig: i32) -> bool {
+    // Ctrl-C only: SIGTERM and SIGHUP still end the process at once.
+    if sig != libc::SIGINT || GRACEFUL.load(Ordering::SeqCst) == 0 {
+        return false;
+    }
+    match GRACEFUL_SIGNALS.fetch_add(1, Ordering::SeqCst) {
+        0 => {
+            stop_flag().store(true, Ordering::SeqCst);
+            eprintln!(
+                "\ninterrupted (signal {sig}): stopping — finishing the work in flight and writing what was recorded (interrupt again to stop waiting)"
+            );
+            true
+        }
+        1 => {
+            HURRY.store(true, Ordering::SeqCst);
+            eprintln!(
+                "\ninterrupted again: writing what was recorded now (a third interrupt quits without writing)"
+            );
+            true
+        }
+        _ => false,
     }
 }
 

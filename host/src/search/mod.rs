@@ -268,7 +268,7 @@ impl Engine {
         .map_err(Error::run)?;
         self.counts.ran += summary.ran;
         if summary.ran < runs.len() {
-            return Err(Error::run(format!(
+            return Err(Error::interrupted(format!(
                 "{}: interrupted; the {} finished simulations are stored in {}, and the search resumes from them when run again with the same --out",
                 self.plan.name,
                 self.counts.ran + self.counts.reused,

@@ -83,7 +83,7 @@ fn to_error(e: SweepError) -> Error {
     match e {
         SweepError::BadInput(m) => Error::input(m),
         SweepError::Failed(m) => Error::run(m),
-        SweepError::Cancelled => Error::run(
+        SweepError::Cancelled => Error::interrupted(
             "the sweep was cancelled; the finished runs are stored, the others run when it is resumed (the same sweep file and output directory)",
         ),
     }
