@@ -19,7 +19,7 @@ mod run_file;
 pub mod seed;
 pub mod warnings;
 
-pub use build::{build, derive_seed, resolve, BuiltRun, MAX_INSTANCES};
+pub use build::{build, derive_seed, get_str, resolve, BuiltRun, MAX_INSTANCES, PATH_KEYS};
 pub use control_sections::*;
 pub use flow_sections::*;
 pub use lora::{AdapterSection, LoraSection, TierSection};

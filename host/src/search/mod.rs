@@ -322,27 +322,7 @@ pub fn trial_id(sets: &[(String, toml::Value)]) -> String {
     format!("{:016x}", fnv64(canon.as_bytes()))
 }
 
-/// Run-file keys that hold paths, resolved against the run file's folder
-/// (made absolute in a run file a search writes elsewhere).
-pub const PATH_KEYS: [&str; 8] = [
-    "workload.trace",
-    "workload.trace_v2.header",
-    "workload.trace_v2.data",
-    "model.config_path",
-    "model.hardware_config",
-    "model.calibration",
-    "routing.epp_config",
-    "instance.kv_offload.trace",
-];
-
-/// The string at a dotted key of a table.
-pub fn get_str(table: &toml::Table, key: &str) -> Option<String> {
-    let mut cur: &toml::Value = table.get(key.split('.').next()?)?;
-    for part in key.split('.').skip(1) {
-        cur = cur.get(part)?;
-    }
-    cur.as_str().map(str::to_string)
-}
+pub use crate::config::{get_str, PATH_KEYS};
 
 /// The files a run file reads (its path keys, resolved), each with a label
 /// for messages: inputs a search's outputs must never overwrite.

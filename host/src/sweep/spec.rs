@@ -315,25 +315,15 @@ impl Plan {
     }
 }
 
-/// The run-file keys naming a file a run reads (besides `plugins[].path`).
-const INPUT_KEYS: [&str; 3] = [
-    "workload.trace",
-    "model.config_path",
-    "model.hardware_config",
-];
-
-/// One line per file the runs read (the keys of [`INPUT_KEYS`] and
-/// `plugins[].path`, in the base or set by any run): its path and a hash of
-/// its contents, so an edited trace, model config or plugin changes the
-/// sweep's fingerprint.
+/// One line per file the runs read (the keys of [`crate::config::PATH_KEYS`]
+/// and `plugins[].path`, in the base or set by any run): its path and a
+/// hash of its contents, so an edited trace, model config, calibration
+/// profile, llm-d config or plugin changes the sweep's fingerprint.
 pub(crate) fn inputs_digest(base: &toml::Table, runs: &[PlannedRun], base_dir: &Path) -> String {
+    use crate::config::{get_str, PATH_KEYS};
     let mut paths = std::collections::BTreeSet::new();
-    let get = |t: &toml::Table, key: &str| -> Option<String> {
-        let (section, name) = key.split_once('.')?;
-        t.get(section)?.get(name)?.as_str().map(str::to_string)
-    };
-    for key in INPUT_KEYS {
-        if let Some(p) = get(base, key) {
+    for key in PATH_KEYS {
+        if let Some(p) = get_str(base, key) {
             paths.insert(p);
         }
     }
@@ -349,7 +339,7 @@ pub(crate) fn inputs_digest(base: &toml::Table, runs: &[PlannedRun], base_dir: &
     }
     for r in runs {
         for (k, v) in &r.sets {
-            if INPUT_KEYS.contains(&k.as_str()) {
+            if PATH_KEYS.contains(&k.as_str()) {
                 if let Some(p) = v.as_str() {
                     paths.insert(p.to_string());
                 }
@@ -685,6 +675,30 @@ zip = "size"
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), 8);
+    }
+
+    #[test]
+    fn every_file_a_run_reads_is_in_the_fingerprint() {
+        // Round 4, item 5: an edited calibration profile, llm-d config or
+        // TraceV2 file must not resume onto the old results.
+        let dir = std::env::temp_dir().join(format!("blis-digest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = [
+            "cal.yaml", "epp.yaml", "t.yaml", "t.csv", "kv.csv", "hw.json",
+        ];
+        for f in files {
+            std::fs::write(dir.join(f), "one").unwrap();
+        }
+        let base: toml::Table = "[model]\ncalibration = \"cal.yaml\"\nhardware_config = \"hw.json\"\n[routing]\nepp_config = \"epp.yaml\"\n[workload.trace_v2]\nheader = \"t.yaml\"\ndata = \"t.csv\"\n[instance.kv_offload]\ntrace = \"kv.csv\"\n".parse().unwrap();
+        let before = inputs_digest(&base, &[], &dir);
+        for f in files {
+            std::fs::write(dir.join(f), "two").unwrap();
+            let after = inputs_digest(&base, &[], &dir);
+            assert_ne!(after, before, "{f} is not in the fingerprint");
+            std::fs::write(dir.join(f), "one").unwrap();
+        }
+        assert_eq!(inputs_digest(&base, &[], &dir), before);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

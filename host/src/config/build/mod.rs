@@ -112,6 +112,29 @@ pub(crate) fn one_of(key: &str, value: &str, accepted: &[&str]) -> String {
 /// The time series' interval without `output.timeseries_interval_us`.
 pub const TIMESERIES_DEFAULT_INTERVAL_US: Tick = timeseries::DEFAULT_INTERVAL_US;
 
+/// Run-file keys that hold paths of files a run reads, resolved against the
+/// run file's folder: a sweep's fingerprint hashes them, a search makes
+/// them absolute in the run files it writes.
+pub const PATH_KEYS: [&str; 8] = [
+    "workload.trace",
+    "workload.trace_v2.header",
+    "workload.trace_v2.data",
+    "model.config_path",
+    "model.hardware_config",
+    "model.calibration",
+    "routing.epp_config",
+    "instance.kv_offload.trace",
+];
+
+/// The string at a dotted key of a table.
+pub fn get_str(table: &toml::Table, key: &str) -> Option<String> {
+    let mut cur: &toml::Value = table.get(key.split('.').next()?)?;
+    for part in key.split('.').skip(1) {
+        cur = cur.get(part)?;
+    }
+    cur.as_str().map(str::to_string)
+}
+
 /// Resolve a path from the run file against its folder.
 pub fn resolve(base_dir: &Path, p: &Path) -> PathBuf {
     if p.is_absolute() {
