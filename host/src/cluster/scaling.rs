@@ -15,7 +15,6 @@ use crate::control::{
 };
 use crate::engine::{later, Event, Tick};
 use crate::instance::Instance;
-use crate::metrics::InstanceRecord;
 use crate::plugins::PluginError;
 use crate::request::{prompt_block_hashes, RequestState, UNSET};
 
@@ -286,7 +285,7 @@ impl Cluster {
         self.pending.push(0);
         self.in_flight.push(0);
         self.snapshots.push_instance();
-        self.collector.instances.push(InstanceRecord::default());
+        self.collector.add_instance();
         true
     }
 

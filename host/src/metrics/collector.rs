@@ -141,6 +141,8 @@ pub struct Collector {
     pub adapters: Option<Box<super::adapters::AdapterRecorder>>,
     /// Per-model records of several base models (result lines then carry `model`).
     pub models: Option<Box<super::models::ModelRecorder>>,
+    /// How latency populations are kept (every instance's alike).
+    percentiles: PercentileMode,
 }
 
 /// Index of a class in [`SloClass::ALL`] (also the class tag of packed samples).
@@ -167,16 +169,30 @@ impl Collector {
             sinks: Vec::new(),
             adapters: None,
             models: None,
+            percentiles: PercentileMode::Exact,
         }
     }
 
     /// Keep the latency populations as `mode` says (call before the run).
     pub fn set_percentiles(&mut self, mode: PercentileMode) {
+        self.percentiles = mode;
         for rec in &mut self.instances {
             rec.ttft = Population::new(mode);
             rec.e2e = Population::new(mode);
             rec.scheduling_delay = Population::new(mode);
         }
+    }
+
+    /// The record of an instance added during the run (an autoscaler's):
+    /// its populations kept as every other instance's.
+    pub fn add_instance(&mut self) {
+        let mode = self.percentiles;
+        self.instances.push(InstanceRecord {
+            ttft: Population::new(mode),
+            e2e: Population::new(mode),
+            scheduling_delay: Population::new(mode),
+            ..InstanceRecord::default()
+        });
     }
 
     fn tenant(&mut self, t: u32) -> &mut TenantRecord {
