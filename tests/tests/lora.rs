@@ -70,10 +70,57 @@ fn bad_lora_input_names_the_key() {
             "workload.clients[0].adapter_mix.ids[1] = \"q\"",
         ),
     ];
+    // Round 4, item 15: keys past what can be meant are refused naming the
+    // key, in short numbers (they ran, or failed blaming model.alpha or the
+    // model's weights).
+    let bounded = [
+        (
+            "load_base_latency_us = 1e300",
+            "lora.load_base_latency_us = 1e300",
+        ),
+        (
+            "load_bandwidth_bytes_us = 1e300",
+            "lora.load_bandwidth_bytes_us = 1e300",
+        ),
+        (
+            "load_bandwidth_bytes_us = 1e-300",
+            "lora.load_bandwidth_bytes_us = 1e-300",
+        ),
+        (
+            "footprint_bytes_per_rank = 18446744073709551615",
+            "lora.footprint_bytes_per_rank = 18446744073709551615",
+        ),
+        (
+            "step_overhead_tiers = { \"8\" = { k6 = 1e300, k7 = 0.0 } }",
+            "lora.step_overhead_tiers.\"8\".k6 = 1e300",
+        ),
+    ]
+    .map(|(line, key)| {
+        (
+            "bounds",
+            run_file(&format!("{line}\n{ADAPTERS}"), "adapter = \"a\""),
+            key,
+        )
+    });
+    let huge_rank = run_file(
+        "[[lora.adapters]]\nid = \"a\"\nrank = 4000000000\n",
+        "adapter = \"a\"",
+    );
+    let huge_capacity = run_file(ADAPTERS, "adapter = \"a\"")
+        .replace("adapter_capacity = 2", "adapter_capacity = 4000000000");
+    let cases = cases.into_iter().chain(bounded).chain([
+        ("rank_huge", huge_rank, "lora.adapters[0].rank = 4000000000"),
+        (
+            "capacity_huge",
+            huge_capacity,
+            "lora.adapter_capacity = 4000000000",
+        ),
+    ]);
     for (name, text, key) in cases {
         let p = dir.write(&format!("{name}.toml"), &text);
         let e = run_bad(&dir, &["run", p.to_str().unwrap()]);
         assert!(e.contains(key), "{name}: expected {key} in:\n{e}");
+        assert!(!e.contains("model.alpha") && e.len() < 2000, "{name}: {e}");
     }
     // Capacity 0 with adapters declared.
     let text = run_file(ADAPTERS, "adapter = \"a\"")
@@ -278,6 +325,58 @@ fn unknown_client_model_names_the_key() {
         e.contains("workload.clients[0].model = \"llama-3.1-8b\""),
         "{e}"
     );
+}
+
+#[test]
+fn an_adapter_never_serves_another_base_models_requests() {
+    // Round 4, item 9: an adapter of qwen3-14b named by llama requests ran
+    // on the llama instances.
+    let dir = TestDir::new("lora_other_base");
+    let fleet = r#"seed = 5
+[model]
+name = "qwen3-14b"
+hardware = "H100"
+[[pools]]
+name = "qwen"
+role = "serve"
+instances = 2
+[[pools]]
+name = "llama"
+role = "serve"
+instances = 2
+model = { name = "llama-3.1-8b-instruct", hardware = "A100-80" }
+[workload]
+aggregate_rate = 10.0
+num_requests = 40
+[[workload.clients]]
+id = "c"
+input = { type = "constant", value = 64 }
+output = { type = "constant", value = 8 }
+"#;
+    let lora = "[lora]\n[[lora.adapters]]\nid = \"q\"\nrank = 8\nbase_model = \"qwen3-14b\"\n";
+    for (client, expect) in [
+        (
+            "model = \"llama-3.1-8b-instruct\"\nadapter = \"q\"\n",
+            Some("workload.clients[0].adapter = \"q\": the adapter adapts qwen3-14b"),
+        ),
+        (
+            "model = \"llama-3.1-8b-instruct\"\nadapter_mix = { ids = [\"q\"] }\n",
+            Some("workload.clients[0].adapter_mix.ids[0] = \"q\""),
+        ),
+        ("model = \"qwen3-14b\"\nadapter = \"q\"\n", None),
+        ("adapter = \"q\"\n", None),
+    ] {
+        let p = dir.write("run.toml", &format!("{fleet}{client}{lora}"));
+        match expect {
+            Some(key) => {
+                let e = run_bad(&dir, &["run", p.to_str().unwrap()]);
+                assert!(e.contains(key), "{client}: {e}");
+            }
+            None => {
+                crate::util::run_ok(&dir, &["run", p.to_str().unwrap(), "--quiet"]);
+            }
+        }
+    }
 }
 
 /// `examples/lora.toml` with its `[routing]` section replaced by `routing`

@@ -30,10 +30,10 @@ pub fn check_delays(run: &RunFile) -> Vec<String> {
     errors
 }
 
-/// `v` as a message shows it: plain up to 10^9, in exponent form beyond
-/// (never a 300-digit decimal).
+/// `v` as a message shows it: plain from 10^-6 to 10^9, in exponent form
+/// beyond (never a 300-digit decimal).
 pub fn short_number(v: f64) -> String {
-    if v.is_finite() && v.abs() >= 1e9 {
+    if v.is_finite() && (v.abs() >= 1e9 || (v != 0.0 && v.abs() < 1e-6)) {
         format!("{v:e}")
     } else {
         format!("{v}")

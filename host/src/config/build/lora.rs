@@ -2,6 +2,7 @@
 //! workload's adapter names, then installed on every instance.
 
 use super::Problems;
+use crate::config::bounds::short_number;
 use crate::config::{LoraSection, RunFile};
 use crate::instance::lora::{LoraConfig, OverheadTier};
 use crate::instance::Instance;
@@ -68,6 +69,7 @@ pub(super) fn check(
             }
         }
     }
+    check_base_models(run, lora, problems);
     if problems.errors.len() > before {
         return None;
     }
@@ -95,6 +97,102 @@ pub(super) fn check(
     })
 }
 
+/// Every client's adapters adapt the model its requests are for (an
+/// adapter of one base model never serves another model's requests).
+fn check_base_models(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
+    let clients = run.workload.clients.as_deref().unwrap_or(&[]);
+    for (i, c) in clients.iter().enumerate() {
+        let model = c.model.as_deref().unwrap_or(&run.model.name);
+        let named = c.adapter.iter().map(|a| (a, "adapter".to_string())).chain(
+            c.adapter_mix.iter().flat_map(|m| {
+                m.ids
+                    .iter()
+                    .enumerate()
+                    .map(|(k, a)| (a, format!("adapter_mix.ids[{k}]")))
+            }),
+        );
+        for (name, key) in named {
+            let Some((j, a)) = lora
+                .adapters
+                .iter()
+                .enumerate()
+                .find(|(_, a)| &a.id == name)
+            else {
+                continue;
+            };
+            let base = a.base_model.as_deref().unwrap_or(&run.model.name);
+            if base != model {
+                problems.error(format!(
+                    "workload.clients[{i}].{key} = \"{name}\": the adapter adapts {base} \
+                     (lora.adapters[{j}].base_model{}) but the client's requests are for {model} \
+                     (workload.clients[{i}].model{}); an adapter serves only its base model's \
+                     requests: give the client model = \"{base}\" or an adapter of {model}",
+                    if a.base_model.is_none() {
+                        ", default [model].name"
+                    } else {
+                        ""
+                    },
+                    if c.model.is_none() {
+                        ", default [model].name"
+                    } else {
+                        ""
+                    },
+                ));
+            }
+        }
+    }
+}
+
+/// Largest LoRA rank (vLLM's `--max-lora-rank` goes to 512).
+const MAX_RANK: u32 = 4096;
+/// Most adapter slots per instance.
+const MAX_CAPACITY: u32 = 4096;
+/// Largest adapter bytes per rank (1 GiB; an 8B model's all-linear adapter
+/// is about 5 MiB per rank).
+const MAX_FOOTPRINT: u64 = 1 << 30;
+/// Longest fixed load time, µs (an hour).
+const MAX_LOAD_LATENCY_US: f64 = 3.6e9;
+/// Load bandwidth bounds, bytes per µs (1 KB/s to 1 PB/s).
+const BANDWIDTH_RANGE: (f64, f64) = (1e-3, 1e9);
+/// Largest step-overhead factor per distinct adapter.
+const MAX_TIER_FACTOR: f64 = 100.0;
+
+/// The numeric keys of `[lora]` within what can be meant (so a load time
+/// never overflows simulated time and blames another key).
+fn check_bounds(lora: &LoraSection, problems: &mut Problems) {
+    let l = lora.load_base_latency_us;
+    if !(l.is_finite() && (0.0..=MAX_LOAD_LATENCY_US).contains(&l)) {
+        problems.error(format!(
+            "lora.load_base_latency_us = {}: must be a number of µs from 0 to {} (an hour)",
+            short_number(l),
+            short_number(MAX_LOAD_LATENCY_US)
+        ));
+    }
+    let b = lora.load_bandwidth_bytes_us;
+    let (lo, hi) = BANDWIDTH_RANGE;
+    if !(b.is_finite() && (lo..=hi).contains(&b)) {
+        problems.error(format!(
+            "lora.load_bandwidth_bytes_us = {}: must be from {lo} to {} bytes per µs (1 KB/s to \
+             1 PB/s; 25000 = 25 GB/s)",
+            short_number(b),
+            short_number(hi)
+        ));
+    }
+    let f = lora.footprint_bytes_per_rank;
+    if f == 0 || f > MAX_FOOTPRINT {
+        problems.error(format!(
+            "lora.footprint_bytes_per_rank = {f}: must be from 1 byte to {MAX_FOOTPRINT} (1 GiB) \
+             per unit of rank"
+        ));
+    }
+    if lora.adapter_capacity > MAX_CAPACITY {
+        problems.error(format!(
+            "lora.adapter_capacity = {}: at most {MAX_CAPACITY} adapter slots per instance",
+            lora.adapter_capacity
+        ));
+    }
+}
+
 fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
     if lora.adapter_capacity == 0 && !lora.adapters.is_empty() {
         problems.error(format!(
@@ -115,10 +213,10 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
                 a.id
             ));
         }
-        if a.rank == 0 {
+        if a.rank == 0 || a.rank > MAX_RANK {
             problems.error(format!(
-                "lora.adapters[{i}].rank = 0 (adapter \"{}\"): a LoRA rank is at least 1",
-                a.id
+                "lora.adapters[{i}].rank = {} (adapter \"{}\"): a LoRA rank is from 1 to {MAX_RANK}",
+                a.rank, a.id
             ));
         }
         if let Some(m) = &a.base_model {
@@ -132,21 +230,7 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
             }
         }
     }
-    let l = lora.load_base_latency_us;
-    if !(l.is_finite() && l >= 0.0) {
-        problems.error(format!(
-            "lora.load_base_latency_us = {l}: must be a finite number ≥ 0"
-        ));
-    }
-    let b = lora.load_bandwidth_bytes_us;
-    if !(b.is_finite() && b > 0.0) {
-        problems.error(format!(
-            "lora.load_bandwidth_bytes_us = {b}: must be a finite number > 0"
-        ));
-    }
-    if lora.footprint_bytes_per_rank == 0 {
-        problems.error("lora.footprint_bytes_per_rank = 0: must be at least 1 byte");
-    }
+    check_bounds(lora, problems);
     for (r, t) in &lora.step_overhead_tiers {
         if !r.parse::<u32>().is_ok_and(|r| r > 0) {
             problems.error(format!(
@@ -154,9 +238,12 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
             ));
         }
         for (k, v) in [("k6", t.k6), ("k7", t.k7)] {
-            if !(v.is_finite() && v >= 0.0) {
+            if !(v.is_finite() && (0.0..=MAX_TIER_FACTOR).contains(&v)) {
                 problems.error(format!(
-                    "lora.step_overhead_tiers.\"{r}\".{k} = {v}: must be a finite number ≥ 0"
+                    "lora.step_overhead_tiers.\"{r}\".{k} = {}: must be a number from 0 to \
+                     {MAX_TIER_FACTOR} (a step's extra time per distinct adapter, as a fraction of \
+                     the step: 0.05 = 5 %)",
+                    short_number(v)
                 ));
             }
         }

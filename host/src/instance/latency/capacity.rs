@@ -192,7 +192,9 @@ pub fn derive_total_kv_blocks_reserving(
     };
     if blocks == 0 {
         let per_gpu = gpu.memory_gib * utilization - 0.6;
-        let min_tp = if per_gpu > 0.0 {
+        let mut min_tp = if per_gpu > 0.0 && weights + activations + non_torch < available {
+            String::new()
+        } else if per_gpu > 0.0 {
             format!(
                 "; at least TP {} might fit",
                 ((weights + activations + lora) / per_gpu).ceil()
@@ -200,6 +202,13 @@ pub fn derive_total_kv_blocks_reserving(
         } else {
             String::new()
         };
+        if lora > 0.0 {
+            min_tp.push_str(&format!(
+                "; of this, the LoRA adapter slots reserve {} GiB (lora.adapter_capacity × \
+                 lora.footprint_bytes_per_rank × the largest lora.adapters rank)",
+                crate::config::bounds::short_number((lora * 100.0).round() / 100.0)
+            ));
+        }
         return Err(LatencyError::ModelDoesNotFit {
             gpu: gpu.name.clone(),
             tp,
