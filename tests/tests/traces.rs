@@ -433,6 +433,41 @@ fn bad_trace_input_names_the_file_line_key_or_flag() {
         ],
     );
     assert!(e.contains("sigma"), "{e}");
+    // Think times past a day name the flag or column (issue 53, item 15:
+    // they failed with the time-limit error, naming neither).
+    for (flags, key) in [
+        (
+            &["--think-time-ms", "1e300"][..],
+            "--think-time-ms) = 1e300",
+        ),
+        (
+            &["--think-time-dist", "lognormal:mu=700,sigma=1"][..],
+            "mu=700",
+        ),
+        (
+            &["--think-time-dist", "constant:value=1e300s"][..],
+            "value=1e300s",
+        ),
+        (
+            &["--think-time-dist", "lognormal:mu=1,sigma=1,max=1e300"][..],
+            "max=1e300",
+        ),
+    ] {
+        let mut a = vec!["--session-mode", "closed-loop"];
+        a.extend_from_slice(flags);
+        let e = replay("ok.yaml", "ok.csv", &a);
+        assert!(e.contains(key) && e.contains("a day"), "{flags:?}: {e}");
+    }
+    let r1 = row.replacen("0,", "1,", 1).replacen(",s1,0,", ",s1,1,", 1);
+    d.write(
+        "think.csv",
+        &format!("{HEAD},think_time_us\n{row},0\n{r1},100000000000000000\n"),
+    );
+    let e = replay("ok.yaml", "think.csv", &["--session-mode", "closed-loop"]);
+    assert!(
+        e.contains("think.csv:3:") && e.contains("column think_time_us"),
+        "{e}"
+    );
     let e = replay("ok.yaml", "missing.csv", &[]);
     assert!(e.contains("missing.csv"), "{e}");
     // Rows no server produces, and a header whose names say the values

@@ -132,6 +132,10 @@ pub enum ThinkTime {
     },
 }
 
+/// Longest think time between session rounds, µs (a day): the flag, a
+/// distribution's bounds and median, and the `think_time_us` column.
+pub const MAX_THINK_US: f64 = 8.64e10;
+
 fn parse_duration_us(s: &str) -> Option<f64> {
     let s = s.trim();
     let (num, mult) = if let Some(n) = s.strip_suffix("us") {
@@ -144,7 +148,7 @@ fn parse_duration_us(s: &str) -> Option<f64> {
         (s, 1e3)
     };
     let v: f64 = num.trim().parse().ok()?;
-    (v.is_finite() && v >= 0.0).then_some(v * mult)
+    (v.is_finite() && v >= 0.0 && v * mult <= MAX_THINK_US).then_some(v * mult)
 }
 
 impl ThinkTime {
@@ -187,7 +191,7 @@ impl ThinkTime {
                 .map(|v| {
                     parse_duration_us(v).ok_or_else(|| {
                         format!(
-                            "{k}={v}: not a duration ≥ 0 (a number with us, ms or s; bare = ms)"
+                            "{k}={v}: not a duration from 0 to a day (a number with us, ms or s; bare = ms)"
                         )
                     })
                 })
@@ -206,8 +210,15 @@ impl ThinkTime {
         };
         let mu = num("mu")?;
         let sigma = num("sigma")?;
-        if sigma <= 0.0 {
-            return Err(format!("sigma={sigma}: must be > 0"));
+        if !(sigma > 0.0 && sigma <= 10.0) {
+            return Err(format!("sigma={sigma}: must be > 0 and at most 10"));
+        }
+        // The median think time is e^mu seconds.
+        let max_mu = (MAX_THINK_US / 1e6).ln();
+        if mu > max_mu {
+            return Err(format!(
+                "mu={mu}: the median think time e^mu s must be at most a day (mu ≤ {max_mu:.2})"
+            ));
         }
         let dist = rand_distr::LogNormal::new(mu + 1e6f64.ln(), sigma)
             .map_err(|e| format!("\"{s}\": {e}"))?;
@@ -229,7 +240,7 @@ impl ThinkTime {
                 if let Some(m) = max {
                     x = x.min(*m);
                 }
-                x.round().min(i64::MAX as f64) as u64
+                x.round().min(MAX_THINK_US) as u64
             }
         }
     }
@@ -514,6 +525,12 @@ impl Names {
                 return Err(format!("column {col}: {v} exceeds {max}"));
             }
         }
+        if rec.think_time_us as f64 > MAX_THINK_US {
+            return Err(format!(
+                "column think_time_us: {} exceeds a day ({MAX_THINK_US:e} µs)",
+                rec.think_time_us
+            ));
+        }
         let session = if rec.session_id.is_empty() {
             NO_IDX
         } else {
@@ -666,14 +683,19 @@ fn think_time(spec: &TraceV2Spec, closed_loop: bool) -> Result<Option<ThinkTime>
             ))
         }
         (Some(ms), None) => {
-            if !(ms.is_finite() && ms >= 0.0) {
-                return Err(cfg(format!("think_time_ms = {ms}: must be a number ≥ 0")));
+            if !(ms.is_finite() && ms >= 0.0 && ms * 1e3 <= MAX_THINK_US) {
+                return Err(cfg(format!(
+                    "think_time_ms (--think-time-ms) = {}: must be a number of ms from 0 to {} (a day)",
+                    crate::config::bounds::short_number(ms),
+                    MAX_THINK_US / 1e3
+                )));
             }
             Some(ThinkTime::Constant((ms * 1e3).round() as u64))
         }
-        (None, Some(d)) => {
-            Some(ThinkTime::parse(d).map_err(|e| cfg(format!("think_time_dist: {e}")))?)
-        }
+        (None, Some(d)) => Some(
+            ThinkTime::parse(d)
+                .map_err(|e| cfg(format!("think_time_dist (--think-time-dist): {e}")))?,
+        ),
         (None, None) => None,
     })
 }
