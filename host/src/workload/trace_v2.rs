@@ -35,7 +35,12 @@
 //!   new tokens); a round's prompt is the whole buffer, a view of it that
 //!   shares its storage (`crate::prompt`). Memory: one segment log per
 //!   active session, two segments per round (linear in rounds), freed when
-//!   the session ends and its last round is done.
+//!   the session ends and its last round is done. In fixed mode too (blis's
+//!   decision; the reference injects a fixed-mode row with only its new
+//!   tokens, so a run's own trace replayed fixed lost every round's
+//!   context): a round's prompt is its session's buffer plus the previous
+//!   round's *recorded* output and its new tokens, at its recorded time —
+//!   a run's own trace replays to the same per-request results.
 //! * **Horizon** (blis's decision on quirk 20): `horizon_us` if set; else
 //!   none — the trace bounds the run (every row, and at most its recorded
 //!   rounds per session), so it runs until every request finished. The
@@ -326,6 +331,11 @@ pub struct TraceV2Replay {
     buffers: HashMap<u32, SegmentLog>,
     closed_loop: bool,
     accumulate: bool,
+    /// Fixed mode with accumulate: per session, its last round in the file
+    /// (its buffer is freed after it) …
+    last_round: Vec<u32>,
+    /// … and the output seed and length of its latest round.
+    last_out: HashMap<u32, (u64, u32)>,
     think: Option<ThinkTime>,
     session_horizon: Tick,
     seed: u64,
@@ -965,6 +975,16 @@ impl TraceV2Replay {
             models,
             header: Some(header),
         }));
+        let mut last_round: Vec<u32> = Vec::new();
+        if accumulate && !closed_loop {
+            for r in rows.iter().filter(|r| r.session != NO_IDX) {
+                let s = r.session as usize;
+                if s >= last_round.len() {
+                    last_round.resize(s + 1, 0);
+                }
+                last_round[s] = last_round[s].max(r.round);
+            }
+        }
         Ok(Opened {
             replay: TraceV2Replay {
                 rows,
@@ -977,6 +997,8 @@ impl TraceV2Replay {
                 buffers: HashMap::new(),
                 closed_loop,
                 accumulate,
+                last_round,
+                last_out: HashMap::new(),
                 think,
                 session_horizon,
                 seed,
@@ -1101,9 +1123,48 @@ impl TraceV2Replay {
             let log = SegmentLog::from_slice(&req.prompt);
             log.view_into(&mut req.prompt);
             self.buffers.insert(row.session, log);
+        } else if in_session && self.accumulate {
+            self.accumulate_fixed(&row, req);
         }
         self.note(row.trace_id);
         true
+    }
+
+    /// Fixed mode with accumulate: a session's round carries the context
+    /// before it — the session's buffer (round 0's prompt), each earlier
+    /// round's recorded output, then this round's new tokens — as in the
+    /// run that wrote the trace.
+    fn accumulate_fixed(&mut self, row: &Row, req: &mut Request) {
+        let sid = row.session;
+        match (self.buffers.get_mut(&sid), self.last_out.get(&sid)) {
+            (Some(buf), Some(&(seed, len))) => {
+                if len > 0 {
+                    buf.push(Segment { seed, len });
+                }
+                // The row's new tokens (its prefix is already in the buffer).
+                if let Some(&fresh) = req.prompt.last().filter(|_| row.n > 0) {
+                    buf.push(fresh);
+                }
+                buf.view_into(&mut req.prompt);
+            }
+            _ => {
+                let log = SegmentLog::from_slice(&req.prompt);
+                log.view_into(&mut req.prompt);
+                self.buffers.insert(sid, log);
+            }
+        }
+        let total: u64 = req.prompt.iter().map(|s| u64::from(s.len)).sum();
+        req.input_len = total.clamp(1, u64::from(MAX_TOKENS) * 2) as u32;
+        if self
+            .last_round
+            .get(sid as usize)
+            .is_some_and(|&l| row.round >= l)
+        {
+            self.buffers.remove(&sid);
+            self.last_out.remove(&sid);
+        } else {
+            self.last_out.insert(sid, (req.output_seed, row.output));
+        }
     }
 
     fn emit_follow_up(&mut self, p: Pending, req: &mut Request) {
