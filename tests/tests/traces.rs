@@ -133,8 +133,22 @@ fn closed_loop_replay_reproduces_sessions() {
             &results,
             "--horizon",
             "100000000000",
+            "--trace-output",
+            "again",
         ],
     );
+    // The replay's own trace holds every round, each under its row's id
+    // (issue 53, item 6: it held round 0 only).
+    let ids = |f: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = blis_host::trace_v2::TraceReader::open(&d.path().join(f))
+            .unwrap()
+            .map(|r| r.unwrap().request_id)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(ids("again.csv").len(), 200);
+    assert_eq!(ids("again.csv"), ids("gen.csv"));
     let key = |v: &Value| {
         (
             v["arrival_us"].as_i64().unwrap(),

@@ -214,28 +214,22 @@ impl RequestSink for TraceExport {
                 self.flush_ready();
             }
             Some(l) => {
-                let trace_id = l
-                    .lock()
-                    .ok()
-                    .and_then(|l| l.ids.get(req.id as usize).copied())
-                    .unwrap_or(FOLLOW_UP);
-                // Keyed by blis id (arrival order); follow-ups hold their
-                // place without a row.
-                if trace_id != FOLLOW_UP {
-                    r.request_id = trace_id;
-                }
-                r.think_time_us = if trace_id == FOLLOW_UP {
-                    u64::MAX
-                } else {
-                    r.think_time_us
-                };
-                self.pending.insert(req.id, r);
-                while let Some(r) = self.pending.remove(&self.next_id) {
-                    self.next_id += 1;
-                    if r.think_time_us != u64::MAX {
-                        self.write(&r);
+                // A row's trace id; a closed-loop follow-up round's is the
+                // id of its round's row in the trace.
+                let trace_id = l.lock().ok().and_then(|l| {
+                    let id = *l.ids.get(req.id as usize)?;
+                    if id == FOLLOW_UP {
+                        l.follow_ups.get(&req.id).copied()
+                    } else {
+                        Some(id)
                     }
+                });
+                if let Some(id) = trace_id {
+                    r.request_id = id;
                 }
+                // Keyed by blis id (arrival order).
+                self.pending.insert(req.id, r);
+                self.flush_ready();
             }
         }
     }
@@ -243,9 +237,7 @@ impl RequestSink for TraceExport {
     fn finish(&mut self) -> Result<(), String> {
         let rest = std::mem::take(&mut self.pending);
         for (_, r) in rest {
-            if r.think_time_us != u64::MAX {
-                self.write(&r);
-            }
+            self.write(&r);
         }
         if let Some(e) = &self.error {
             return Err(format!("cannot write the TraceV2 export: {e}"));

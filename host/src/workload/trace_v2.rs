@@ -117,6 +117,9 @@ pub struct ReplayLedger {
     /// blis request id → trace `request_id` ([`FOLLOW_UP`] for closed-loop
     /// follow-up rounds).
     pub ids: Vec<u64>,
+    /// blis request id of a closed-loop follow-up round → the `request_id`
+    /// of its row in the trace (for the replayed trace's rows).
+    pub follow_ups: HashMap<u64, u64>,
     /// Trace `request_id` → `model`, for rows that name one.
     pub models: HashMap<u64, String>,
     /// The trace's header.
@@ -290,6 +293,8 @@ struct RoundSpec {
     model: u32,
     /// Recorded think time or gap, µs (when no flag overrides).
     think: u64,
+    /// The round's row's `request_id`.
+    trace_id: u64,
 }
 
 /// A closed-loop session.
@@ -645,6 +650,7 @@ fn group_sessions(
                 adapter: c.adapter,
                 model: c.model,
                 think,
+                trace_id: c.trace_id,
             });
         }
         plans.push(SessionPlan {
@@ -972,6 +978,7 @@ impl TraceV2Replay {
         }
         let ledger = Arc::new(Mutex::new(ReplayLedger {
             ids: Vec::new(),
+            follow_ups: HashMap::new(),
             models,
             header: Some(header),
         }));
@@ -1070,6 +1077,17 @@ impl TraceV2Replay {
         }
     }
 
+    fn note_follow_up(&self, trace_id: u64) {
+        if !self.keep_ids.load(Relaxed) {
+            return;
+        }
+        if let Ok(mut l) = self.ledger.lock() {
+            let blis_id = l.ids.len() as u64;
+            l.ids.push(FOLLOW_UP);
+            l.follow_ups.insert(blis_id, trace_id);
+        }
+    }
+
     pub(crate) fn pop_into(&mut self, req: &mut Request) -> bool {
         let row_t = self.rows.get(self.next).map(|r| r.inject);
         let fu_t = self.pending.peek().map(|p| p.0.at);
@@ -1081,8 +1099,10 @@ impl TraceV2Replay {
         };
         if take_follow_up {
             let Reverse(p) = self.pending.pop().expect("peeked");
+            let plan = self.sessions[p.session as usize];
+            let trace_id = self.rounds[(plan.first + p.round - 1) as usize].trace_id;
             self.emit_follow_up(p, req);
-            self.note(FOLLOW_UP);
+            self.note_follow_up(trace_id);
             return true;
         }
         let Some(&row) = self.rows.get(self.next) else {
