@@ -43,6 +43,7 @@ pub mod engine;
 pub mod fit;
 pub mod gateway;
 pub mod html_report;
+pub mod input;
 pub mod instance;
 pub mod metrics;
 #[cfg(feature = "observe")]
@@ -55,6 +56,7 @@ pub mod request;
 pub mod search;
 pub mod session;
 pub mod sweep;
+pub mod text;
 pub mod trace_v2;
 pub mod tune;
 pub mod workload;

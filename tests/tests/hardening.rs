@@ -336,3 +336,118 @@ fn tensor_parallelism_must_divide_the_attention_heads() {
     let o = blis(&dir, &["validate", "--set", "model.tp=4"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+#[cfg(unix)]
+#[test]
+fn endless_inputs_are_refused_with_an_error_naming_the_file() {
+    // Round 4, item 14: `--trace-data /dev/zero` aborted after 2.2 GB; every
+    // other reader read ~2 GB before "out of memory".
+    let dir = TestDir::new("hardening_endless_inputs");
+    dir.write("h.yaml", "mode: generated\n");
+    let e = fails(&dir, 2, &["run", "/dev/zero"]);
+    assert!(
+        e.contains("/dev/zero") && e.contains("larger than 256 MiB"),
+        "{e}"
+    );
+    let e = fails(
+        &dir,
+        2,
+        &[
+            "replay",
+            "--trace-header",
+            "h.yaml",
+            "--trace-data",
+            "/dev/zero",
+        ],
+    );
+    assert!(
+        e.contains("/dev/zero:1") && e.contains("longer than 1 MiB"),
+        "{e}"
+    );
+    let e = fails(
+        &dir,
+        2,
+        &[
+            "replay",
+            "--trace-header",
+            "/dev/zero",
+            "--trace-data",
+            "/dev/zero",
+        ],
+    );
+    assert!(e.contains("larger than 256 MiB"), "{e}");
+    dir.write(
+        "trace.toml",
+        "seed = 1\n[workload]\ntrace = \"/dev/zero\"\n",
+    );
+    let e = fails(&dir, 2, &["run", "trace.toml"]);
+    assert!(
+        e.contains("/dev/zero") && e.contains("longer than 1 MiB"),
+        "{e}"
+    );
+    dir.write(
+        "cal.toml",
+        "seed = 1\n[model]\ncalibration = \"/dev/zero\"\n",
+    );
+    let e = fails(&dir, 2, &["run", "cal.toml"]);
+    assert!(
+        e.contains("/dev/zero") && e.contains("larger than 256 MiB"),
+        "{e}"
+    );
+    for (key, value) in [
+        ("model.config_path", "/dev/zero"),
+        ("routing.epp_config", "/dev/zero"),
+    ] {
+        dir.write("run.toml", BASE);
+        let set = format!("{key}=\"{value}\"");
+        let e = fails(&dir, 2, &["run", "run.toml", "--set", &set]);
+        assert!(
+            e.contains("/dev/zero") && (e.contains("256 MiB") || e.contains("1 MiB")),
+            "{key}: {e}"
+        );
+    }
+}
+
+#[test]
+fn quoted_input_is_escaped_and_cut_to_a_screen() {
+    // Round 4, item 16: an error on a 1.4 MB line quoted the whole line;
+    // control characters reached the terminal raw.
+    let dir = TestDir::new("hardening_quoted_input");
+    let long = format!("seed = 1\nx = \"{}\" y\n", "a".repeat(1_400_000));
+    dir.write("long.toml", &long);
+    let e = fails(&dir, 2, &["run", "long.toml"]);
+    assert!(
+        e.len() < 1_000 && e.contains("long.toml:2:"),
+        "{} bytes",
+        e.len()
+    );
+    dir.write(
+        "esc.toml",
+        "seed = 1\n[model]\nname = \"\u{1b}]0;owned\u{7}\"\n",
+    );
+    let e = fails(&dir, 2, &["run", "esc.toml"]);
+    assert!(e.contains("\\u{1b}]0;owned\\u{7}"), "{e}");
+    assert!(!e.contains('\u{1b}') && !e.contains('\u{7}'), "{e:?}");
+    // A trace field quoted in an error.
+    dir.write("h.yaml", "mode: generated\n");
+    let head = "request_id,client_id,tenant_id,slo_class,session_id,round_index,prefix_group,prefix_length,streaming,input_tokens,output_tokens,text_tokens,image_tokens,audio_tokens,video_tokens,reason_ratio,model,deadline_us,server_input_tokens,arrival_time_us,send_time_us,first_chunk_time_us,last_chunk_time_us,num_chunks,status,error_message,finish_reason";
+    let status = format!("\u{1b}[2J{}", "k".repeat(500_000));
+    let row = format!("0,c,t,,,0,,0,true,10,5,10,0,0,0,0,,0,0,0,0,0,0,0,{status},,");
+    dir.write("t.csv", &format!("{head}\n{row}\n"));
+    let e = fails(
+        &dir,
+        2,
+        &[
+            "replay",
+            "--trace-header",
+            "h.yaml",
+            "--trace-data",
+            "t.csv",
+        ],
+    );
+    assert!(
+        e.contains("column status") && e.contains("\\u{1b}[2J"),
+        "{e}"
+    );
+    assert!(e.len() < 1_000, "{} bytes", e.len());
+}

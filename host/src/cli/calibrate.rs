@@ -207,7 +207,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| usage(e.to_string()))?;
     let sim_file = sim_results.display();
-    let text = std::fs::read_to_string(&sim_results)
+    let text = crate::input::read_to_string(&sim_results)
         .map_err(|e| usage(format!("{sim_file}: cannot read the SimResult file: {e}")))?;
     let sims: Vec<SimResult> = serde_json::from_str(&text).map_err(|e| {
         usage(format!(
@@ -221,7 +221,7 @@ pub fn calibrate(args: &CalibrateArgs) -> Result<String, Failure> {
     let sim_hit = match &args.sim_metrics {
         None => None,
         Some(p) => {
-            let t = std::fs::read_to_string(p)
+            let t = crate::input::read_to_string(p)
                 .map_err(|e| usage(format!("{}: cannot read: {e}", p.display())))?;
             let v: serde_json::Value = serde_json::from_str(&t)
                 .map_err(|e| usage(format!("{}: not JSON: {e}", p.display())))?;

@@ -257,7 +257,7 @@ fn convert_yaml(
     file: &Path,
     convert: fn(&str) -> crate::workload::Conversion,
 ) -> Result<String, Failure> {
-    let text = std::fs::read_to_string(file)
+    let text = crate::input::read_to_string(file)
         .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
     let (toml_text, unimplemented) =
         convert(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
@@ -268,7 +268,7 @@ fn convert_yaml(
 }
 
 fn convert_epp_config(file: &Path) -> Result<String, Failure> {
-    let text = std::fs::read_to_string(file)
+    let text = crate::input::read_to_string(file)
         .map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
     let (toml_text, notes) = config::epp_config::convert(&text)
         .map_err(|e| usage(format!("{}: {e}", file.display())))?;

@@ -573,7 +573,7 @@ impl Source {
 
     /// Read a run file.
     pub fn read(path: &Path) -> Result<Source, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = crate::input::read_to_string(path).map_err(|e| {
             format!(
                 "cannot read run file {}: {e}\n  Give the path of a TOML run file (see README.md, \"Run file reference\"), or no file for the built-in default scenario.",
                 path.display()
@@ -611,7 +611,12 @@ pub fn describe_toml_error(source_name: &str, text: &str, e: &toml::de::Error) -
     match e.span() {
         Some(span) => {
             let (line, col) = line_col(text, span.start);
-            let snippet = text.lines().nth(line - 1).unwrap_or("").trim_end();
+            let snippet = crate::text::window(
+                text.lines().nth(line - 1).unwrap_or("").trim_end(),
+                col,
+                100,
+            );
+            let msg = crate::text::clean(msg, 400);
             format!("{source_name}:{line}:{col}: {msg}\n  | {snippet}")
         }
         None => format!("{source_name}: {msg}"),

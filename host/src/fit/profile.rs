@@ -130,7 +130,8 @@ fn is_one(n: &u32) -> bool {
 
 /// SHA-256 of a file, hex.
 pub fn sha256_file(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes =
+        crate::input::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     Ok(sha256_hex(&bytes))
 }
 
@@ -150,7 +151,7 @@ pub struct Loaded {
 
 /// Read a profile (errors name the file and say what to do).
 pub fn load(path: &Path) -> Result<Loaded, String> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    let bytes = crate::input::read(path).map_err(|e| {
         format!(
             "cannot read calibration profile {}: {e}; give a file written by `blis calibrate fit`",
             path.display()

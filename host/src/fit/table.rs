@@ -140,7 +140,7 @@ pub struct Row {
 /// Read and check the table: the header, every metric, every value finite
 /// and > 0, every run file present. Errors name the table and line.
 pub fn read(table: &Path) -> Result<Vec<Row>, String> {
-    let text = std::fs::read_to_string(table).map_err(|e| {
+    let text = crate::input::read_to_string(table).map_err(|e| {
         format!(
             "cannot read the measurements table {}: {e}",
             table.display()

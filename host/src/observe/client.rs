@@ -181,7 +181,7 @@ pub struct Timeouts {
 
 /// Server text fit for a message: control characters escaped, cut.
 pub fn quote(text: &str) -> String {
-    crate::plugins::text::clean(text.trim(), QUOTE_LIMIT)
+    crate::text::clean(text.trim(), QUOTE_LIMIT)
 }
 
 /// A reader that fails once its deadline has passed or it has given

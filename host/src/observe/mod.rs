@@ -208,7 +208,7 @@ fn load(args: &ObserveArgs) -> Result<Loaded, Failure> {
     };
     if let Some(spec) = &args.workload_spec {
         inputs.push(("--workload-spec".to_string(), spec.clone()));
-        let text = std::fs::read_to_string(spec).map_err(|e| {
+        let text = crate::input::read_to_string(spec).map_err(|e| {
             usage(format!(
                 "--workload-spec {}: cannot read it: {e}",
                 spec.display()

@@ -257,7 +257,7 @@ pub struct PlanSpec {
 impl PlanSpec {
     /// Read and check a plan file.
     pub fn load(path: &Path) -> Result<PlanSpec, String> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::input::read_to_string(path)
             .map_err(|e| format!("cannot read the plan file {}: {e}", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new(""));
         PlanSpec::from_text(&path.display().to_string(), dir, &text)

@@ -20,7 +20,6 @@ mod loader;
 pub mod policy;
 #[allow(clippy::result_large_err)]
 pub mod registry;
-pub mod text;
 #[cfg(feature = "wasm")]
 #[allow(clippy::result_large_err)]
 pub mod wasm;

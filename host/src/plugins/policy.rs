@@ -51,7 +51,7 @@ pub struct PolicyLabel {
 
 impl PolicyLabel {
     fn fail(&self, call: &'static str, request: u64, e: PolicyError) -> Box<PluginError> {
-        let clean = |m: &str| super::text::clean(m, super::text::MAX_ERROR);
+        let clean = |m: &str| crate::text::clean(m, crate::text::MAX_ERROR);
         if let Some(m) = e.message.as_str().strip_prefix(TRAP_MARK) {
             return Box::new(PluginError::Trapped {
                 library: self.library.clone(),
@@ -86,7 +86,7 @@ impl PolicyLabel {
             RResult::ROk(()) => Ok(()),
             RResult::RErr(e) => {
                 let (what, message) = failure(&e);
-                let message = super::text::clean(message, super::text::MAX_ERROR);
+                let message = crate::text::clean(message, crate::text::MAX_ERROR);
                 Err(Box::new(PluginError::InInstance {
                     message: format!(
                         "plugin {}: {} '{}' {what} in on_run_end at the end of the run: {message}",
@@ -314,7 +314,7 @@ impl AdmissionPolicy {
             AdmissionObj::Current(o) => o.take_reason(),
             AdmissionObj::V0_1(_) => return None,
         };
-        (!reason.is_empty()).then(|| super::text::clean(&reason, super::text::MAX_REASON))
+        (!reason.is_empty()).then(|| crate::text::clean(&reason, crate::text::MAX_REASON))
     }
 
     /// Tell the policy where an admitted request was routed.
@@ -518,7 +518,7 @@ impl FilterPolicy {
     /// The reason the filter gave during its last call, if any.
     pub fn take_reason(&mut self) -> Option<String> {
         let reason = self.obj.take_reason();
-        (!reason.is_empty()).then(|| super::text::clean(&reason, super::text::MAX_REASON))
+        (!reason.is_empty()).then(|| crate::text::clean(&reason, crate::text::MAX_REASON))
     }
 
     /// Tell the filter where the request was routed.
@@ -653,7 +653,7 @@ impl AutoscalerPolicy {
             RResult::ROk(v) => Ok(v),
             RResult::RErr(e) => {
                 let (what, message) = failure(&e);
-                let message = super::text::clean(message, super::text::MAX_ERROR);
+                let message = crate::text::clean(message, crate::text::MAX_ERROR);
                 Err(Box::new(PluginError::InInstance {
                     message: format!(
                         "plugin {}: autoscaler '{}' {what} in decide at the scaling tick of {} µs: {message}",
@@ -687,7 +687,7 @@ impl DeciderPolicy {
     /// The reason the decider gave during its last call, if any.
     pub fn take_reason(&mut self) -> Option<String> {
         let reason = self.obj.take_reason();
-        (!reason.is_empty()).then(|| super::text::clean(&reason, super::text::MAX_REASON))
+        (!reason.is_empty()).then(|| crate::text::clean(&reason, crate::text::MAX_REASON))
     }
 }
 

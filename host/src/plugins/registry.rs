@@ -105,12 +105,12 @@ fn hooks_problem(lib: &LibraryEntry) -> Option<String> {
 /// safely: empty, with control characters or spaces, or two policies of
 /// one kind with one name (a run would silently get the first).
 fn names_problem(library: &str, policies: &[PolicyEntry]) -> Option<String> {
-    if let Err(e) = super::text::check_name(library) {
+    if let Err(e) = crate::text::check_name(library) {
         return Some(format!("the library name: {e}"));
     }
     let mut seen = std::collections::HashSet::new();
     policies.iter().find_map(|p| {
-        if let Err(e) = super::text::check_name(&p.name) {
+        if let Err(e) = crate::text::check_name(&p.name) {
             return Some(format!("{} policy: {e}", p.kind.name()));
         }
         (!seen.insert((p.kind, p.name.as_str()))).then(|| {
@@ -126,9 +126,9 @@ fn names_problem(library: &str, policies: &[PolicyEntry]) -> Option<String> {
 /// A library's self-description made safe to show (`plugins list`,
 /// `plugins show`, the report's provenance): its version and each
 /// summary one escaped line, each parameter doc line escaped, all cut
-/// ([`super::text`]).
+/// ([`crate::text`]).
 fn clean_texts(lib: &mut LibraryEntry) {
-    use super::text::{clean, MAX_LINE};
+    use crate::text::{clean, MAX_LINE};
     lib.version = clean(&lib.version, 100);
     for p in &mut lib.policies {
         p.summary = clean(&p.summary, MAX_LINE);
@@ -847,7 +847,7 @@ fn create_error(label: PolicyLabel, message: String) -> PluginError {
         library: label.library,
         kind: label.kind,
         name: label.name,
-        message: super::text::clean(&message, super::text::MAX_ERROR),
+        message: crate::text::clean(&message, crate::text::MAX_ERROR),
     }
 }
 

@@ -137,12 +137,35 @@ pub(crate) fn flatten_sets(prefix: &str, t: &toml::Table, out: &mut Vec<(String,
 
 /// FNV-1a, 64 bits: stable across platforms and Rust versions.
 pub fn fnv64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    fnv64_more(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// FNV-1a continued from `h` over `bytes`.
+fn fnv64_more(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h
+}
+
+/// [`fnv64`] of a file's contents, read in pieces (a trace of gigabytes
+/// is hashed in constant memory).
+fn fnv64_file(path: &Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    let mut h = fnv64(&[]);
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(h);
+        }
+        h = fnv64_more(h, &buf[..n]);
+    }
 }
 
 /// A value as one line of TOML (`10.0`, `"x"`, `[1, 2]`).
@@ -239,7 +262,7 @@ pub(crate) fn check_key(
 impl Plan {
     /// Read, check and expand a sweep file.
     pub fn load(path: &Path) -> Result<Plan, String> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::input::read_to_string(path)
             .map_err(|e| format!("cannot read sweep file {}: {e}", path.display()))?;
         Plan::from_text(
             &path.display().to_string(),
@@ -351,8 +374,8 @@ pub(crate) fn inputs_digest(base: &toml::Table, runs: &[PlannedRun], base_dir: &
     let mut out = String::new();
     for p in paths {
         let full = crate::config::resolve(base_dir, Path::new(&p));
-        let hash = match std::fs::read(&full) {
-            Ok(bytes) => format!("{:016x}", fnv64(&bytes)),
+        let hash = match fnv64_file(&full) {
+            Ok(h) => format!("{h:016x}"),
             Err(_) => "unreadable".to_string(),
         };
         out.push_str(&format!("input {p} {hash}\n"));
@@ -398,7 +421,7 @@ fn read_base(
                 dir.join(b)
             };
             let p = std::path::absolute(&p).unwrap_or(p);
-            let t = std::fs::read_to_string(&p).map_err(|e| {
+            let t = crate::input::read_to_string(&p).map_err(|e| {
                 format!(
                     "{name}: base = \"{}\": cannot read {}: {e}",
                     b.display(),

@@ -385,7 +385,9 @@ impl Rows {
         } = self
         {
             line.clear();
-            if input
+            let limit = crate::input::MAX_LINE_BYTES;
+            if (&mut *input)
+                .take(limit + 1)
                 .read_until(b'\n', line)
                 .map_err(|e| io_error(file, &e))?
                 == 0
@@ -393,6 +395,16 @@ impl Rows {
                 return Ok(None);
             }
             *line_no += 1;
+            if line.len() as u64 > limit {
+                return Err(TraceV2Error::Row {
+                    file: file.to_string(),
+                    line: *line_no,
+                    message: format!(
+                        "the line is longer than {} MiB: not a TraceV2 row (is it the right file? a device or a pipe that never ends?)",
+                        limit >> 20
+                    ),
+                });
+            }
             // One pass over the bytes: the commas, and whether there is a quote.
             bounds.clear();
             let mut start = 0u32;
@@ -539,6 +551,11 @@ impl Iterator for TraceReader {
     }
 }
 
+/// A field quoted in an error: control characters escaped, cut.
+fn quote(s: &str) -> String {
+    crate::text::clean(s, 100)
+}
+
 struct RowParser<'a> {
     file: &'a str,
     line: u64,
@@ -617,7 +634,7 @@ impl RowParser<'_> {
             Ok(v) => Err(self.err(format!(
                 "column {col}: {v} is negative (a count must be ≥ 0)"
             ))),
-            Err(_) => Err(self.err(format!("column {col}: \"{s}\" is not an integer"))),
+            Err(_) => Err(self.err(format!("column {col}: \"{}\" is not an integer", quote(s)))),
         }
     }
 
@@ -639,8 +656,9 @@ impl RowParser<'_> {
         let s = trim(self.base(k));
         s.parse::<i64>().map_err(|_| {
             self.err(format!(
-                "column {}: \"{s}\" is not an integer (µs)",
-                BASE_COLUMNS[k]
+                "column {}: \"{}\" is not an integer (µs)",
+                BASE_COLUMNS[k],
+                quote(s)
             ))
         })
     }
@@ -677,7 +695,8 @@ impl RowParser<'_> {
             "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
             _ => {
                 return Err(self.err(format!(
-                    "column streaming: \"{s}\" is not a boolean (true/false, 1/0, t/f)"
+                    "column streaming: \"{}\" is not a boolean (true/false, 1/0, t/f)",
+                    quote(s)
                 )))
             }
         };
@@ -691,7 +710,12 @@ impl RowParser<'_> {
         r.reason_ratio = match s.parse::<f64>() {
             Ok(v) if (0.0..=1.0).contains(&v) => v,
             Ok(v) => return Err(self.err(format!("column reason_ratio: {v} lies outside [0, 1]"))),
-            Err(_) => return Err(self.err(format!("column reason_ratio: \"{s}\" is not a number"))),
+            Err(_) => {
+                return Err(self.err(format!(
+                    "column reason_ratio: \"{}\" is not a number",
+                    quote(s)
+                )))
+            }
         };
         Self::set(&mut r.model, self.base(16));
         r.deadline_us = self.count(17)?;
@@ -708,7 +732,8 @@ impl RowParser<'_> {
         let s = trim(self.base(24));
         r.status = TraceStatus::parse(s).ok_or_else(|| {
             self.err(format!(
-                "column status: \"{s}\" is not a status (ok, error, timeout, incomplete)"
+                "column status: \"{}\" is not a status (ok, error, timeout, incomplete)",
+                quote(s)
             ))
         })?;
         Self::set(&mut r.error_message, trim(self.base(25)));

@@ -243,7 +243,7 @@ fn parse_header_text(text: &str, file: &str) -> Result<TraceHeader, TraceV2Error
 /// Read and parse the header file at `path`.
 pub fn read_header(path: &Path) -> Result<TraceHeader, TraceV2Error> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| TraceV2Error::Io {
+    let text = crate::input::read_to_string(path).map_err(|e| TraceV2Error::Io {
         file: file.clone(),
         message: format!("cannot read the trace header: {e}"),
     })?;

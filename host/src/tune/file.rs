@@ -250,7 +250,7 @@ pub struct TuneSpec {
 impl TuneSpec {
     /// Read and check a tune file.
     pub fn load(path: &Path) -> Result<TuneSpec, String> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::input::read_to_string(path)
             .map_err(|e| format!("cannot read the tune file {}: {e}", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new(""));
         TuneSpec::from_text(&path.display().to_string(), dir, &text)
@@ -365,7 +365,7 @@ fn epp_sets(
     fixed: &mut Sets,
 ) -> Result<(PathBuf, String), String> {
     let p = std::path::absolute(dir.join(rel)).unwrap_or_else(|_| dir.join(rel));
-    let text = std::fs::read_to_string(&p).map_err(|e| {
+    let text = crate::input::read_to_string(&p).map_err(|e| {
         format!(
             "{name}: epp_config = \"{}\": cannot read it: {e}",
             rel.display()

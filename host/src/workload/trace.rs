@@ -148,9 +148,15 @@ impl<'a> RowParser<'a> {
         let Some(s) = self.field(col) else {
             return Ok(None);
         };
-        let v: u64 = s
-            .parse()
-            .map_err(|_| self.err(col, format!("\"{s}\" is not a non-negative integer")))?;
+        let v: u64 = s.parse().map_err(|_| {
+            self.err(
+                col,
+                format!(
+                    "\"{}\" is not a non-negative integer",
+                    crate::text::clean(s, 100)
+                ),
+            )
+        })?;
         if v > max {
             return Err(self.err(col, format!("{v} exceeds the maximum {max}")));
         }
@@ -200,7 +206,7 @@ impl<'a> RowParser<'a> {
             Some(s) => SloClass::parse(s).ok_or_else(|| {
                 self.err(
                     "slo_class",
-                    format!("unknown class \"{s}\" (accepted: critical, standard, batch, sheddable, background)"),
+                    format!("unknown class \"{}\" (accepted: critical, standard, batch, sheddable, background)", crate::text::clean(s, 100)),
                 )
             })?,
         };
@@ -234,7 +240,7 @@ struct TraceSession {
 #[derive(Debug)]
 struct Reader {
     file: String,
-    csv: csv::Reader<File>,
+    csv: csv::Reader<crate::input::LineBounded<File>>,
     rec: csv::StringRecord,
     cols: Columns,
 }
@@ -244,11 +250,12 @@ impl Reader {
         let mut csv = csv::ReaderBuilder::new()
             .has_headers(true)
             .trim(csv::Trim::All)
-            .from_path(path)
-            .map_err(|e| WorkloadError::File {
-                file: file.to_string(),
-                message: csv_message(&e),
-            })?;
+            .from_reader(crate::input::LineBounded::new(File::open(path).map_err(
+                |e| WorkloadError::File {
+                    file: file.to_string(),
+                    message: e.to_string(),
+                },
+            )?));
         let header = csv.headers().map_err(|e| map_csv(file, &e))?.clone();
         if header.iter().all(str::is_empty) {
             return Err(trace_err(

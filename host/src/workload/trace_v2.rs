@@ -503,7 +503,7 @@ impl Names {
         let slo = SloClass::parse(&rec.slo_class).ok_or_else(|| {
             format!(
                 "column slo_class: unknown class \"{}\" (accepted: critical, standard, batch, sheddable, background, or empty)",
-                rec.slo_class
+                crate::text::clean(&rec.slo_class, 100)
             )
         })?;
         let tenant = self.tenants.get(if rec.tenant_id.is_empty() {

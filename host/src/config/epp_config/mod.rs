@@ -194,7 +194,7 @@ pub fn expand(run: &RunFile, base_dir: &Path) -> Result<Option<(RunFile, Vec<Str
     };
     let path = super::build::resolve(base_dir, rel);
     let label = format!("routing.epp_config = {}", path.display());
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = crate::input::read_to_string(&path).map_err(|e| {
         format!("{label}: cannot read it: {e}\n  Give the path of an llm-d EndpointPickerConfig YAML (relative to the run file).")
     })?;
     let mut plan = plan(&text, Some(!run.pools.is_empty())).map_err(|e| format!("{label}: {e}"))?;

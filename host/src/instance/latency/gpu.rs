@@ -120,7 +120,7 @@ impl GpuSpec {
 
     /// GPU `name` from a hardware config file.
     pub fn from_hardware_file(path: &Path, name: &str) -> Result<Self, LatencyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LatencyError::Read {
+        let text = crate::input::read_to_string(path).map_err(|source| LatencyError::Read {
             path: path.to_path_buf(),
             source,
         })?;
@@ -267,7 +267,7 @@ fn parse_table(text: &str, origin: &str) -> Result<Vec<GpuSpec>, LatencyError> {
 
 /// GPU names of a hardware config file, sorted.
 pub(crate) fn hardware_file_names(path: &Path) -> Result<Vec<String>, LatencyError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LatencyError::Read {
+    let text = crate::input::read_to_string(path).map_err(|source| LatencyError::Read {
         path: path.to_path_buf(),
         source,
     })?;

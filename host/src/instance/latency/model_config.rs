@@ -218,7 +218,7 @@ impl ModelConfig {
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read_to_string(&file).map_err(|source| LatencyError::Read {
+        let text = crate::input::read_to_string(&file).map_err(|source| LatencyError::Read {
             path: file.clone(),
             source,
         })?;

@@ -401,7 +401,7 @@ fn short(e: &wasmtime::Error) -> String {
     if let Some(f) = import {
         s = format!("in the host call {f}: {s}");
     }
-    crate::plugins::text::clean(&s, 600)
+    crate::text::clean(&s, 600)
 }
 
 impl WasmLibrary {

@@ -17,7 +17,7 @@ use super::bindings;
 use super::bindings::blis::plugin::lora;
 use crate::plugins::host_queries;
 
-use crate::plugins::text::{clean, clean_after_cut, MAX_ERROR, MAX_LINE, MAX_LINES};
+use crate::text::{clean, clean_after_cut, MAX_ERROR, MAX_LINE, MAX_LINES};
 
 /// What a component's stderr keeps (the end of a Python traceback).
 const STDERR_CAPACITY: usize = 64 * 1024;

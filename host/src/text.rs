@@ -1,8 +1,9 @@
-//! Text a plugin hands the host — log lines, WASI stdout, error messages,
-//! decision reasons, policy names and summaries — made safe before it
-//! reaches a terminal, a report or a trace: control characters escaped
-//! (no forged lines, no escape sequences), and every piece cut to a size
-//! with a note saying how much was cut. The limits are the sandbox's,
+//! Text blis did not write — a plugin's log lines, WASI stdout, error
+//! messages, decision reasons and names; a server's answers in `observe`;
+//! a user's file quoted in an error — made safe before it reaches a
+//! terminal, a report or a trace: control characters escaped (no forged
+//! lines, no escape sequences), and every piece cut to a size with a note
+//! saying how much was cut. The plugin limits are the sandbox's,
 //! documented in the book ("What a plugin can and cannot do").
 
 /// Bytes of one log line (or WASI stdout line) shown.
@@ -18,6 +19,27 @@ pub const MAX_LINES: u32 = 100;
 /// after about `max` bytes, with a note of what was cut.
 pub fn clean(s: &str, max: usize) -> String {
     clean_after_cut(s, max, 0)
+}
+
+/// A window of about `width` characters of `line` around character
+/// `col` (1-based), cleaned, with `…` where it was cut: a source line
+/// quoted in an error fits a screen however long the line is.
+pub fn window(line: &str, col: usize, width: usize) -> String {
+    let n = line.chars().count();
+    if n <= width {
+        return clean(line, width * 4);
+    }
+    let start = col
+        .saturating_sub(1)
+        .saturating_sub(width / 2)
+        .min(n - width);
+    let piece: String = line.chars().skip(start).take(width).collect();
+    format!(
+        "{}{}{}",
+        if start > 0 { "…" } else { "" },
+        clean(&piece, width * 4),
+        if start + width < n { "…" } else { "" }
+    )
 }
 
 /// [`clean`] of text of which `cut` bytes were already dropped by its
