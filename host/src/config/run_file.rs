@@ -75,6 +75,58 @@ fn default_seed() -> u64 {
     42
 }
 
+impl RunFile {
+    /// A copy without `[[pools]]` and `[pd]`: the base each pool's run is
+    /// built from (cloning the whole run per pool grew as pools²).
+    pub fn without_pools(&self) -> RunFile {
+        // Every field named: a new one is a compile error here.
+        let RunFile {
+            seed,
+            horizon_us,
+            model,
+            instance,
+            workload,
+            admission,
+            routing,
+            plugins,
+            observers,
+            output,
+            slo,
+            saturation,
+            flow_control,
+            tenants,
+            node_pools,
+            lifecycle,
+            autoscaler,
+            pools: _,
+            pd: _,
+            lora,
+        } = self;
+        RunFile {
+            seed: *seed,
+            horizon_us: *horizon_us,
+            model: model.clone(),
+            instance: instance.clone(),
+            workload: workload.clone(),
+            admission: admission.clone(),
+            routing: routing.clone(),
+            plugins: plugins.clone(),
+            observers: observers.clone(),
+            output: output.clone(),
+            slo: slo.clone(),
+            saturation: saturation.clone(),
+            flow_control: flow_control.clone(),
+            tenants: tenants.clone(),
+            node_pools: node_pools.clone(),
+            lifecycle: lifecycle.clone(),
+            autoscaler: autoscaler.clone(),
+            pools: Vec::new(),
+            pd: None,
+            lora: lora.clone(),
+        }
+    }
+}
+
 /// `[model]`: the model served, the GPU, and the step-time model.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -71,6 +71,7 @@ pub struct Options<'a> {
 /// Run a sweep (or one shard of it) into `opts.out`, resuming what is there.
 pub fn run(opts: &Options, run_one: &RunFn) -> Result<Summary, SweepError> {
     let plan = Plan::load(opts.sweep_file).map_err(SweepError::BadInput)?;
+    note_if_large(&plan);
     // Absolute: runs' output paths are resolved against the base run file's folder.
     let out = std::path::absolute(opts.out).unwrap_or_else(|_| opts.out.to_path_buf());
     let dir = SweepDir::new(&out);
@@ -102,6 +103,23 @@ pub fn run(opts: &Options, run_one: &RunFn) -> Result<Summary, SweepError> {
         return Err(SweepError::Cancelled);
     }
     Ok(summary)
+}
+
+/// Runs in a grid past which `blis sweep` says what its size costs.
+pub const LARGE_GRID: usize = 20_000;
+
+/// A note on stderr for a grid of more than [`LARGE_GRID`] runs: every
+/// invocation (each shard too) plans the whole grid and writes its
+/// manifest, about 300 bytes and a few KB of memory a run.
+fn note_if_large(plan: &Plan) {
+    let n = plan.runs.len();
+    if n > LARGE_GRID {
+        eprintln!(
+            "note: {}: a grid of {n} runs; every invocation, each shard too, plans all of them and writes their manifest (sweep.json, about {} MB) before running its part — fewer axis values or several sweeps start faster",
+            plan.name,
+            (n * 300) >> 20
+        );
+    }
 }
 
 /// What `merge` did.

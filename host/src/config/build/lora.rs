@@ -1,6 +1,8 @@
 //! `[lora]`: LoRA adapters — checked against the model served and the
 //! workload's adapter names, then installed on every instance.
 
+use std::collections::HashMap;
+
 use super::Problems;
 use crate::config::bounds::short_number;
 use crate::config::{LoraSection, RunFile};
@@ -51,9 +53,10 @@ pub(super) fn check(
     };
     let before = problems.errors.len();
     check_section(run, lora, problems);
+    let by_id = by_id(lora);
     let mut ranks = Vec::with_capacity(names.len());
     for name in names {
-        match lora.adapters.iter().find(|a| &a.id == name) {
+        match by_id.get(name.as_str()).map(|&j| &lora.adapters[j]) {
             Some(a) => ranks.push(a.rank),
             None => {
                 problems.error(format!(
@@ -69,7 +72,7 @@ pub(super) fn check(
             }
         }
     }
-    check_base_models(run, lora, problems);
+    check_base_models(run, lora, &by_id, problems);
     if problems.errors.len() > before {
         return None;
     }
@@ -99,7 +102,12 @@ pub(super) fn check(
 
 /// Every client's adapters adapt the model its requests are for (an
 /// adapter of one base model never serves another model's requests).
-fn check_base_models(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
+fn check_base_models(
+    run: &RunFile,
+    lora: &LoraSection,
+    by_id: &HashMap<&str, usize>,
+    problems: &mut Problems,
+) {
     let clients = run.workload.clients.as_deref().unwrap_or(&[]);
     for (i, c) in clients.iter().enumerate() {
         let model = c.model.as_deref().unwrap_or(&run.model.name);
@@ -112,14 +120,10 @@ fn check_base_models(run: &RunFile, lora: &LoraSection, problems: &mut Problems)
             }),
         );
         for (name, key) in named {
-            let Some((j, a)) = lora
-                .adapters
-                .iter()
-                .enumerate()
-                .find(|(_, a)| &a.id == name)
-            else {
+            let Some(&j) = by_id.get(name.as_str()) else {
                 continue;
             };
+            let a = &lora.adapters[j];
             let base = a.base_model.as_deref().unwrap_or(&run.model.name);
             if base != model {
                 problems.error(format!(
@@ -141,6 +145,15 @@ fn check_base_models(run: &RunFile, lora: &LoraSection, problems: &mut Problems)
             }
         }
     }
+}
+
+/// Each adapter id → its first index in `[[lora.adapters]]`.
+fn by_id(lora: &LoraSection) -> HashMap<&str, usize> {
+    let mut m = HashMap::with_capacity(lora.adapters.len());
+    for (i, a) in lora.adapters.iter().enumerate() {
+        m.entry(a.id.as_str()).or_insert(i);
+    }
+    m
 }
 
 /// Largest LoRA rank (vLLM's `--max-lora-rank` goes to 512).
@@ -202,12 +215,13 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
         ));
     }
     let served = super::models::served(run);
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(lora.adapters.len());
     for (i, a) in lora.adapters.iter().enumerate() {
         if a.id.is_empty() {
             problems.error(format!(
                 "lora.adapters[{i}].id is empty: give every adapter an id"
             ));
-        } else if lora.adapters[..i].iter().any(|b| b.id == a.id) {
+        } else if *first.entry(a.id.as_str()).or_insert(i) != i {
             problems.error(format!(
                 "lora.adapters[{i}].id = \"{}\": another adapter has that id",
                 a.id

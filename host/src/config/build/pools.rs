@@ -117,8 +117,21 @@ pub(super) fn check(
     if serve {
         check_serve_mix(run, problems);
     }
+    // The run without its pools, cloned once (each pool's run is a copy
+    // of it: cloning the run itself per pool grew as pools²).
+    let bare = run.without_pools();
+    let mut first: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     let pools: Vec<CheckedPool> = (0..run.pools.len())
-        .filter_map(|i| check_pool(run, i, serve, base_dir, problems))
+        .filter_map(|i| {
+            let p = &run.pools[i];
+            if *first.entry(p.name.as_str()).or_insert(i) != i {
+                problems.error(format!(
+                    "pools[{i}] ({}): another pool has the name \"{}\"",
+                    p.name, p.name
+                ));
+            }
+            check_pool(run, &bare, i, serve, base_dir, problems)
+        })
         .collect();
     // (pools of an unknown role were refused above and are not counted)
     let total: u64 = run
@@ -177,6 +190,7 @@ fn check_serve_mix(run: &RunFile, problems: &mut Problems) {
 /// run's with the pool's overrides. `None` when it cannot be built.
 fn check_pool(
     run: &RunFile,
+    bare: &RunFile,
     i: usize,
     serve: bool,
     base_dir: &Path,
@@ -186,9 +200,6 @@ fn check_pool(
     let key = format!("pools[{i}] ({})", p.name);
     if p.name.is_empty() {
         problems.error(format!("pools[{i}].name is empty: give every pool a name"));
-    }
-    if run.pools[..i].iter().any(|q| q.name == p.name) {
-        problems.error(format!("{key}: another pool has the name \"{}\"", p.name));
     }
     let role = match p.role.as_str() {
         "prefill" => PoolRole::Prefill,
@@ -202,9 +213,7 @@ fn check_pool(
         }
     };
     check_pool_keys(run, i, serve, problems);
-    let mut prun = run.clone();
-    prun.pools.clear();
-    prun.pd = None;
+    let mut prun = bare.clone();
     match merged(&run.model, &p.model, &format!("pools[{i}].model")) {
         Ok(m) => prun.model = m,
         Err(e) => {

@@ -526,7 +526,14 @@ pub fn scrape_interval_us(
 
 /// Notes for every plugin no profile slot or section reads.
 pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
-    for p in &l.plugins {
+    // Plugins a profile uses (one pass: linear in the config's size).
+    let mut used = std::collections::HashSet::new();
+    for pr in &l.profiles {
+        used.extend(pr.filters.iter().copied());
+        used.extend(pr.scorers.iter().map(|s| s.0));
+        used.insert(pr.picker);
+    }
+    for (i, p) in l.plugins.iter().enumerate() {
         if p.auto {
             continue;
         }
@@ -556,7 +563,7 @@ pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
             _ if p.info.is(kind::PARSER) => "no simulated effect: parsers move request bytes (blis requests are already parsed)",
             _ if p.info.is(kind::DECIDER | kind::ADMITTER | kind::FAIRNESS | kind::ORDERING | kind::USAGE_LIMIT | kind::DETECTOR) => continue,
             _ if p.info.is(kind::FILTER | kind::SCORER | kind::PICKER) => {
-                if !l.profiles.iter().any(|pr| pr.filters.contains(&idx(l, p)) || pr.scorers.iter().any(|s| s.0 == idx(l, p)) || pr.picker == idx(l, p)) {
+                if !used.contains(&i) {
                     "no simulated effect: no scheduling profile uses it"
                 } else {
                     continue;
@@ -570,8 +577,4 @@ pub fn other_plugins(l: &Loaded, out: &mut Out) -> Result<(), String> {
         out.note("requestHandler.parsers is passthrough-parser alone: the router sees no prompt, so every plugin that reads one sees none (prefix scores 0, no token counts, no multimodal content; stated per plugin); the instances still serve the whole request".into());
     }
     Ok(())
-}
-
-fn idx(l: &Loaded, p: &Plugin) -> usize {
-    l.plugin(&p.name).unwrap_or(usize::MAX)
 }
