@@ -25,6 +25,7 @@
 //! * [`trace_v2`] — the TraceV2 trace format (header YAML + data CSV): reader and atomic writer.
 //! * [`calibrate`] — `blis calibrate`: a real trace against a replay's SimResults.
 //! * [`observe`] — `blis observe`: drive a real OpenAI-compatible server, record a TraceV2.
+//! * [`serve`] — `blis serve`: the run file's instances as simulated vLLM servers on real sockets.
 //! * [`html_report`] — `blis report`: a self-contained HTML page of plots from a run or a sweep.
 //!
 //! Architecture invariant: only `metrics::report` builds the report and only
@@ -54,6 +55,8 @@ pub mod plugins;
 pub mod prompt;
 pub mod request;
 pub mod search;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod session;
 pub mod sweep;
 pub mod text;

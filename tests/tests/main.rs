@@ -38,6 +38,10 @@ mod session;
 // embedded vs loaded standard library, subcommands, bad input.
 mod cli;
 
+// `blis serve`: the simulated servers answer as vLLM does (completions,
+// chat, streaming, errors, metrics) and reproduce `blis run` under `observe`.
+mod serve;
+
 // `blis observe` against misbehaving servers on loopback: endless and
 // dripping streams, truncated and failed answers, Ctrl-C while in flight.
 mod hostile;

@@ -284,7 +284,9 @@ fn slow_server(hold: Duration) -> (String, std::thread::JoinHandle<()>) {
         let end = Instant::now() + Duration::from_secs(30);
         let mut scrapes = 0;
         let mut held: Vec<std::thread::JoinHandle<()>> = Vec::new();
-        while Instant::now() < end && held.len() < 16 && scrapes < 2 {
+        // Until the last scrape after the probe and the three requests (a retried scrape
+        // must not end the server before the requests come).
+        while Instant::now() < end && held.len() < 16 && (scrapes < 2 || held.len() < 4) {
             let mut s: TcpStream = match l.accept() {
                 Ok((s, _)) => s,
                 Err(_) => {

@@ -56,6 +56,8 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Tune(args) => super::tune::tune(&args).map(Some),
         #[cfg(feature = "observe")]
         Command::Observe(args) => crate::observe::observe_command(&args.options()),
+        #[cfg(feature = "serve")]
+        Command::Serve(flags) => super::serve::serve(&flags).map(Some),
     }
 }
 

@@ -18,6 +18,8 @@ mod observe;
 mod plan;
 mod replay;
 mod scaffold;
+#[cfg(feature = "serve")]
+mod serve;
 mod sweep;
 mod tune;
 
@@ -91,6 +93,10 @@ pub enum Command {
     /// workload and record what it did as a TraceV2 (mode real).
     #[cfg(feature = "observe")]
     Observe(Box<observe::ObserveFlags>),
+    /// Serve the run file's instances as simulated vLLM servers on real
+    /// sockets (OpenAI API, /metrics), in wall-clock time.
+    #[cfg(feature = "serve")]
+    Serve(serve::ServeFlags),
 }
 
 /// `blis plugins …`

@@ -18,6 +18,7 @@ mod admission;
 mod cache_signal;
 mod epp_tokens;
 mod error;
+mod external;
 mod first_tokens;
 mod flow_control;
 mod lora_view;
@@ -41,6 +42,7 @@ mod tests;
 pub use admission::Admission;
 use cache_signal::CacheSignal;
 pub use error::RunError;
+pub use external::{Ended, InstanceLoad, Progress};
 use first_tokens::{FirstToken, FirstTokens};
 use lora_view::LoraView;
 pub use models::{ModelFilter, NO_MODEL};
@@ -276,6 +278,9 @@ pub struct Cluster {
     /// Set by someone else to stop the run ([`Cluster::cancel_on`]); read
     /// with the progress call, every 65,536 events.
     cancel: Option<Arc<AtomicBool>>,
+    /// A run driven from outside (`blis serve`, see `external.rs`); `None`
+    /// otherwise (one branch per arrival and release).
+    external: Option<Box<external::External>>,
 }
 
 /// Build the ABI view of the request about to be decided, telling the
@@ -386,6 +391,7 @@ impl Cluster {
             client_headers: setup.client_headers,
             epp_tokens,
             cancel: None,
+            external: None,
         }
     }
 
@@ -421,121 +427,84 @@ impl Cluster {
         mut progress: impl FnMut(Tick, u64),
         audit: &mut impl EventAudit,
     ) -> Result<ClusterOutcome, RunError> {
+        self.begin();
+        let mut peak_live = 0usize;
+        while self.step(&mut progress, audit, &mut peak_live)? {}
+        self.end(peak_live)
+    }
+
+    /// Start a run driven one event at a time ([`Cluster::step`], then
+    /// [`Cluster::end`]); [`Cluster::run`] is the three in a loop.
+    pub fn begin(&mut self) {
         crate::plugins::host_queries::run_headers(self.client_headers.clone());
         self.schedule_arrivals();
         self.start_control();
-        let mut peak_live = 0usize;
-        while let Some(t) = self.queue.peek_time() {
-            if t > self.horizon {
-                break;
-            }
-            if t >= TIME_LIMIT {
-                let ev = self.queue.pop().expect("peeked").event;
-                return Err(RunError::TimeLimit {
-                    at: t,
-                    what: format!("event {ev:?}"),
-                });
-            }
-            if self.idle_tick_next() {
-                // A scaling tick after the work ended is not part of the
-                // run: it neither lasts nor bills (nor asks the autoscaler).
-                self.queue.pop();
-                self.events += 1;
-                continue;
-            }
-            if t > self.next_sample {
-                self.sample(t);
-            }
+    }
+
+    /// The time of the next event the run would execute (`None`: none is
+    /// left before the horizon).
+    pub fn next_time(&self) -> Option<Tick> {
+        self.queue.peek_time().filter(|&t| t <= self.horizon)
+    }
+
+    /// Execute the next event; `false` when none is left before the
+    /// horizon. `peak_live` tracks the most requests alive at once.
+    pub fn step(
+        &mut self,
+        progress: &mut impl FnMut(Tick, u64),
+        audit: &mut impl EventAudit,
+        peak_live: &mut usize,
+    ) -> Result<bool, RunError> {
+        let Some(t) = self.next_time() else {
+            return Ok(false);
+        };
+        if t >= TIME_LIMIT {
             let ev = self.queue.pop().expect("peeked").event;
-            self.end_time = t;
-            self.events += 1;
-            if self.events & 0xffff == 0 {
-                progress(t, self.arrived);
-                peak_live = peak_live.max(self.store.live());
-                if self
-                    .cancel
-                    .as_ref()
-                    .is_some_and(|c| c.load(Ordering::Relaxed))
-                {
-                    return Err(RunError::Cancelled);
-                }
-            }
-            match ev {
-                Event::Arrivals => self.on_arrivals(t),
-                Event::Control { what, id } => self.on_control(t, what, id)?,
-                Event::Admission(slot) => self.on_admission(t, slot)?,
-                Event::Routing(slot) if self.gateway.is_some() => self.gateway_routing(t, slot)?,
-                Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
-                Event::Routing(slot) => self.on_routing(t, slot)?,
-                Event::Gateway(timer) => self.on_gateway_timer(t, timer)?,
-                Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
-                Event::InstanceArrival { instance, slot } => {
-                    self.instance_event(instance, t);
-                    self.instances[instance as usize].on_arrival(
-                        t,
-                        slot,
-                        &mut self.store,
-                        &mut self.queue,
-                    );
-                }
-                Event::Queued { instance, slot } => {
-                    self.instance_event(instance, t);
-                    let p = &mut self.pending[instance as usize];
-                    *p = p.saturating_sub(1);
-                    self.instances[instance as usize].on_queued(
-                        t,
-                        slot,
-                        &mut self.store,
-                        &mut self.queue,
-                        &mut self.collector,
-                    );
-                    self.collector.queued(instance, &self.store[slot]);
-                    self.instance_policy_error(instance)?;
-                    self.release_finished(t)?;
-                    self.after_instance_event(t, instance);
-                }
-                Event::Step { instance } => {
-                    self.instance_event(instance, t);
-                    if self.pd.is_some() {
-                        self.pd_step(t, instance)?;
-                    } else if self.hooks.contains(EventKind::FIRST_TOKEN)
-                        || self.epp_tokens.is_some()
-                    {
-                        let mut obs = FirstTokens {
-                            collector: &mut self.collector,
-                            seen: &mut self.first_tokens,
-                        };
-                        self.instances[instance as usize].on_step(
-                            t,
-                            &mut self.store,
-                            &mut self.queue,
-                            &mut obs,
-                        );
-                        self.deliver_first_tokens()?;
-                    } else {
-                        self.instances[instance as usize].on_step(
-                            t,
-                            &mut self.store,
-                            &mut self.queue,
-                            &mut self.collector,
-                        );
-                    }
-                    self.instance_policy_error(instance)?;
-                    self.release_finished(t)?;
-                    self.after_instance_event(t, instance);
-                }
-            }
-            audit.after_event(AuditView {
-                time: t,
-                event: ev,
-                instances: &self.instances,
-                store: &self.store,
-                pending: &self.pending,
-                in_flight: &self.in_flight,
-                control: self.control.as_deref(),
+            return Err(RunError::TimeLimit {
+                at: t,
+                what: format!("event {ev:?}"),
             });
         }
-        peak_live = peak_live.max(self.store.live());
+        if self.idle_tick_next() {
+            // A scaling tick after the work ended is not part of the
+            // run: it neither lasts nor bills (nor asks the autoscaler).
+            self.queue.pop();
+            self.events += 1;
+            return Ok(true);
+        }
+        if t > self.next_sample {
+            self.sample(t);
+        }
+        let ev = self.queue.pop().expect("peeked").event;
+        self.end_time = t;
+        self.events += 1;
+        if self.events & 0xffff == 0 {
+            progress(t, self.arrived);
+            *peak_live = (*peak_live).max(self.store.live());
+            if self
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Relaxed))
+            {
+                return Err(RunError::Cancelled);
+            }
+        }
+        self.execute(t, ev)?;
+        audit.after_event(AuditView {
+            time: t,
+            event: ev,
+            instances: &self.instances,
+            store: &self.store,
+            pending: &self.pending,
+            in_flight: &self.in_flight,
+            control: self.control.as_deref(),
+        });
+        Ok(true)
+    }
+
+    /// End a run driven by [`Cluster::step`]: the outcome.
+    pub fn end(mut self, peak_live: usize) -> Result<ClusterOutcome, RunError> {
+        let peak_live = peak_live.max(self.store.live());
         for inst in &self.instances {
             RunError::check_time(inst.counts().last_delivery, || {
                 format!("a token delivered by instance {}", inst.index())
@@ -545,6 +514,78 @@ impl Cluster {
             self.deliver_run_end()?;
         }
         Ok(self.finish(peak_live))
+    }
+
+    /// Execute event `ev` at `t`.
+    fn execute(&mut self, t: Tick, ev: Event) -> Result<(), RunError> {
+        match ev {
+            Event::Arrivals => self.on_arrivals(t)?,
+            Event::Control { what, id } => self.on_control(t, what, id)?,
+            Event::Admission(slot) => self.on_admission(t, slot)?,
+            Event::Routing(slot) if self.gateway.is_some() => self.gateway_routing(t, slot)?,
+            Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
+            Event::Routing(slot) => self.on_routing(t, slot)?,
+            Event::Gateway(timer) => self.on_gateway_timer(t, timer)?,
+            Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
+            Event::InstanceArrival { instance, slot } => {
+                self.instance_event(instance, t);
+                self.instances[instance as usize].on_arrival(
+                    t,
+                    slot,
+                    &mut self.store,
+                    &mut self.queue,
+                );
+            }
+            Event::Queued { instance, slot } => {
+                self.instance_event(instance, t);
+                let p = &mut self.pending[instance as usize];
+                *p = p.saturating_sub(1);
+                self.instances[instance as usize].on_queued(
+                    t,
+                    slot,
+                    &mut self.store,
+                    &mut self.queue,
+                    &mut self.collector,
+                );
+                self.collector.queued(instance, &self.store[slot]);
+                self.instance_policy_error(instance)?;
+                self.release_finished(t)?;
+                self.after_instance_event(t, instance);
+            }
+            Event::Step { instance } => self.on_step(t, instance)?,
+        }
+        Ok(())
+    }
+
+    /// An instance's step ends at `t`.
+    fn on_step(&mut self, t: Tick, instance: u32) -> Result<(), RunError> {
+        self.instance_event(instance, t);
+        if self.pd.is_some() {
+            self.pd_step(t, instance)?;
+        } else if self.hooks.contains(EventKind::FIRST_TOKEN) || self.epp_tokens.is_some() {
+            let mut obs = FirstTokens {
+                collector: &mut self.collector,
+                seen: &mut self.first_tokens,
+            };
+            self.instances[instance as usize].on_step(
+                t,
+                &mut self.store,
+                &mut self.queue,
+                &mut obs,
+            );
+            self.deliver_first_tokens()?;
+        } else {
+            self.instances[instance as usize].on_step(
+                t,
+                &mut self.store,
+                &mut self.queue,
+                &mut self.collector,
+            );
+        }
+        self.instance_policy_error(instance)?;
+        self.release_finished(t)?;
+        self.after_instance_event(t, instance);
+        Ok(())
     }
 
     fn counts(&self) -> ClusterCounts {
@@ -564,7 +605,7 @@ impl Cluster {
         }
     }
 
-    fn on_arrivals(&mut self, t: Tick) {
+    fn on_arrivals(&mut self, t: Tick) -> Result<(), Box<PluginError>> {
         self.next_wakeup = None;
         while self.workload.peek_time().is_some_and(|a| a <= t) {
             let bs = self.block_size;
@@ -600,10 +641,16 @@ impl Cluster {
             self.store[slot].prompt_hashes = hashes;
             self.arrived += 1;
             self.collector.arrived(&self.store[slot]);
+            if let Some(instance) = self.external_arrival(slot) {
+                // Sent to one instance's own server: no admission, no routing.
+                self.pin(t, slot, instance)?;
+                continue;
+            }
             self.queue
                 .push(later(t, self.admission_latency), Event::Admission(slot));
         }
         self.schedule_arrivals();
+        Ok(())
     }
 
     /// An event of `instance` at `t` is about to run: the collector counts
@@ -664,6 +711,7 @@ impl Cluster {
         let hashes = std::mem::take(&mut self.store[slot].prompt_hashes);
         self.hash_pool.push(hashes);
         self.gateway_untrack(slot);
+        self.external_release(slot);
         self.store.release(slot);
         self.schedule_arrivals();
         Ok(())
@@ -1077,6 +1125,7 @@ impl Cluster {
             };
             self.workload.on_finished(&self.store[slot], at, completed);
             self.gateway_untrack(slot);
+            self.external_release(slot);
             self.store.release(slot);
         }
         let freed = finished.len();

@@ -248,6 +248,44 @@ impl Workload {
         }
     }
 
+    /// A workload fed from outside while the run goes ([`Workload::push`]:
+    /// `blis serve`'s requests arrive from the network), with the names
+    /// its requests' indices refer to.
+    pub fn external(
+        tenants: Vec<String>,
+        clients: Vec<String>,
+        adapters: Vec<String>,
+        models: Vec<String>,
+    ) -> Workload {
+        Workload {
+            cap: None,
+            source: Source::List(VecDeque::new()),
+            yielded: 0,
+            tenants,
+            clients,
+            adapters,
+            models,
+            stages: Vec::new(),
+            error: None,
+            prefix_names: HashMap::new(),
+        }
+    }
+
+    /// Add a request of an [`external`](Workload::external) workload
+    /// (arrivals in order: not before the last one pushed). Its id is
+    /// assigned when the cluster takes it, in push order. Returns false
+    /// (and drops it) for any other workload.
+    pub fn push(&mut self, req: Request) -> bool {
+        match &mut self.source {
+            Source::List(l) if self.cap.is_none() => {
+                debug_assert!(l.back().is_none_or(|b| b.arrival <= req.arrival));
+                l.push_back(req);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Arrival time of the next request, if any. It can move earlier after
     /// [`Workload::on_finished`] schedules a session round, but never before
     /// the `at` of that call.

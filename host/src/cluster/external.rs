@@ -1,0 +1,187 @@
+//! A run driven from outside (`blis serve`): requests are injected as they
+//! arrive from the network ([`Cluster::inject`], into an
+//! [`external`](crate::workload::Workload::external) workload), the caller
+//! executes events one at a time up to the simulated present
+//! ([`Cluster::begin`], [`Cluster::next_time`], [`Cluster::step`]), and
+//! reads each injected request's progress — tokens the client has seen,
+//! and when — while it runs ([`Cluster::progress`]) and its end
+//! ([`Cluster::take_ended`]). A request may be pinned to one instance (a
+//! client talking to that instance's own server): it skips admission and
+//! routing, as a request sent straight to a vLLM server does.
+//!
+//! Off (`Cluster::external` is `None`) a run pays one branch per arrival
+//! and per release.
+
+use std::collections::HashMap;
+
+use super::Cluster;
+use crate::engine::Tick;
+use crate::plugins::PluginError;
+use crate::request::{Request, RequestState, Slot};
+
+/// What the caller of an external run tracks.
+#[derive(Debug, Default)]
+pub(super) struct External {
+    /// Requests injected so far (the next one's id).
+    injected: u64,
+    /// Request id → the instance it is pinned to.
+    pinned: HashMap<u64, u32>,
+    /// Request id → its slot, from its arrival to its release.
+    live: HashMap<u64, Slot>,
+    /// Requests released since the last [`Cluster::take_ended`].
+    ended: Vec<Ended>,
+}
+
+/// A live request's progress as its client sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub state: RequestState,
+    /// The instance it runs on (`u32::MAX` before routing).
+    pub instance: u32,
+    /// Output tokens delivered so far.
+    pub generated: u32,
+    /// When the first and the latest delivered token reached the client
+    /// (`UNSET` before).
+    pub first_token_at: Tick,
+    pub last_token_at: Tick,
+}
+
+/// One instance's load as its server's `/metrics` shows it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct InstanceLoad {
+    pub waiting: u32,
+    pub running: u32,
+    pub kv_utilization: f64,
+    pub kv_free_blocks: u64,
+    pub preemptions: u64,
+    pub prefix_hit_rate: f64,
+}
+
+/// A request that left the run: completed, rejected or dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    pub id: u64,
+    pub progress: Progress,
+    /// When it completed (`UNSET` unless completed).
+    pub completed_at: Tick,
+}
+
+fn progress_of(r: &Request) -> Progress {
+    Progress {
+        state: r.state,
+        instance: r.instance,
+        generated: r.generated,
+        first_token_at: r.first_token_at,
+        last_token_at: r.last_token_at,
+    }
+}
+
+impl Cluster {
+    /// Make this run one driven from outside (before [`Cluster::begin`]);
+    /// its workload must be an external one.
+    pub fn drive_externally(&mut self) {
+        self.external = Some(Box::default());
+    }
+
+    /// A request arriving at `at` (raised to the simulated present), sent
+    /// to instance `pin`'s own server or, with `None`, to the cluster's
+    /// admission and routing. Returns its id, or `None` when the run is not
+    /// driven externally.
+    pub fn inject(&mut self, req: Request, at: Tick, pin: Option<u32>) -> Option<u64> {
+        let ext = self.external.as_deref_mut()?;
+        let mut req = req;
+        req.arrival = at.max(self.queue.now());
+        let id = ext.injected;
+        if !self.workload.push(req) {
+            return None;
+        }
+        ext.injected += 1;
+        if let Some(i) = pin {
+            ext.pinned.insert(id, i);
+        }
+        self.schedule_arrivals();
+        Some(id)
+    }
+
+    /// The simulated present: the time of the last event executed.
+    pub fn now(&self) -> Tick {
+        self.queue.now()
+    }
+
+    /// The progress of a live injected request (`None` before it arrived
+    /// and after it ended).
+    pub fn progress(&self, id: u64) -> Option<Progress> {
+        let slot = *self.external.as_deref()?.live.get(&id)?;
+        Some(progress_of(&self.store[slot]))
+    }
+
+    /// The injected requests that ended since the last call, in order.
+    pub fn take_ended(&mut self) -> Vec<Ended> {
+        self.external
+            .as_deref_mut()
+            .map(|e| std::mem::take(&mut e.ended))
+            .unwrap_or_default()
+    }
+
+    /// Instance `i`'s load for a server's metrics: requests waiting and
+    /// running, and the KV cache's utilisation (0–1) and free blocks.
+    pub fn instance_load(&self, i: usize) -> Option<InstanceLoad> {
+        let inst = self.instances.get(i)?;
+        Some(InstanceLoad {
+            waiting: inst.queue_depth(),
+            running: inst.batch_size(),
+            kv_utilization: inst.kv_utilization(),
+            kv_free_blocks: inst.free_kv_blocks(),
+            preemptions: inst.preemption_count(),
+            prefix_hit_rate: inst.cache_hit_rate(),
+        })
+    }
+
+    /// The LoRA adapter names requests may name.
+    pub fn adapter_names(&self) -> &[String] {
+        self.workload.adapter_names()
+    }
+
+    /// Number of instances.
+    pub fn instance_count(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// An arrival's pin, noting it live. `None`: the usual path.
+    pub(super) fn external_arrival(&mut self, slot: Slot) -> Option<u32> {
+        let ext = self.external.as_deref_mut()?;
+        let id = self.store[slot].id;
+        ext.live.insert(id, slot);
+        ext.pinned.remove(&id)
+    }
+
+    /// A request about to be released: its end, for the caller.
+    pub(super) fn external_release(&mut self, slot: Slot) {
+        let Some(ext) = self.external.as_deref_mut() else {
+            return;
+        };
+        let r = &self.store[slot];
+        if ext.live.remove(&r.id).is_some() {
+            ext.ended.push(Ended {
+                id: r.id,
+                progress: progress_of(r),
+                completed_at: r.completed_at,
+            });
+        }
+    }
+
+    /// Send a pinned request straight to `instance`.
+    pub(super) fn pin(
+        &mut self,
+        t: Tick,
+        slot: Slot,
+        instance: u32,
+    ) -> Result<(), Box<PluginError>> {
+        let instance = instance.min(self.instances.len().saturating_sub(1) as u32);
+        self.pending[instance as usize] += 1;
+        self.in_flight[instance as usize] += 1;
+        self.routed_to(instance);
+        self.store[slot].instance = instance;
+        self.dispatched(t, slot, instance)
+    }
+}

@@ -1,0 +1,272 @@
+//! The engine thread of `blis serve`: one synchronous [`Cluster`] driven by
+//! the wall clock. Simulated time is `--speed` × the wall time since the
+//! start; the thread executes every event up to the simulated present,
+//! hands each stream the tokens its request has been delivered (stamped
+//! with their simulated time), then sleeps until the next event is due or
+//! a command arrives. The HTTP side talks to it over a channel only: the
+//! simulation core never sees async code or the network.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+
+use crate::cluster::{Cluster, ClusterOutcome, InstanceLoad, NoAudit, RunError};
+use crate::engine::Tick;
+use crate::request::{Request, RequestState, UNSET};
+
+/// What a stream is told.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Delivery {
+    /// `count` more output tokens, the last at simulated time `at`.
+    Tokens { count: u32, at: Tick },
+    /// The request ended: completed (with its output length) or not.
+    Done { completed: bool, generated: u32 },
+}
+
+/// A stream's receiving end (the HTTP side is async: tokio's channel,
+/// whose sender works from this synchronous thread).
+pub type DeliveryTx = tokio::sync::mpsc::UnboundedSender<Delivery>;
+
+/// A command to the engine thread.
+pub enum Command {
+    /// A request arriving now, for instance `pin`'s server or the gateway.
+    Submit {
+        req: Box<Request>,
+        pin: Option<u32>,
+        tx: DeliveryTx,
+    },
+    /// The instances' load, for `/metrics`.
+    Load {
+        reply: tokio::sync::oneshot::Sender<Snapshot>,
+    },
+    /// Stop: end the run and return its outcome.
+    Stop,
+}
+
+/// The instances' load at a simulated time.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub at: Tick,
+    pub instances: Vec<InstanceLoad>,
+    /// Per instance: requests completed, prompt and generation tokens.
+    pub completed: Vec<u64>,
+    pub prompt_tokens: Vec<u64>,
+    pub generation_tokens: Vec<u64>,
+}
+
+/// One stream the engine feeds.
+struct Stream {
+    tx: DeliveryTx,
+    /// Tokens handed over so far.
+    sent: u32,
+    input_len: u32,
+}
+
+/// The engine's tallies of timing: how late (wall vs simulated time) each
+/// delivery was handed over, µs of simulated time.
+#[derive(Debug, Default)]
+pub struct Timing {
+    /// Lateness of each delivery, µs (wall time converted to simulated time).
+    pub lateness_us: Vec<f64>,
+    /// Tokens delivered.
+    pub tokens: u64,
+}
+
+/// What the engine thread returns.
+pub struct Finished {
+    pub outcome: Result<ClusterOutcome, RunError>,
+    pub timing: Timing,
+}
+
+/// The engine's state besides the cluster.
+struct Driver {
+    start: Instant,
+    speed: f64,
+    streams: HashMap<u64, Stream>,
+    timing: Timing,
+    tallies: Tallies,
+    stop: bool,
+}
+
+impl Driver {
+    /// Simulated µs since the start.
+    fn sim_now(&self) -> Tick {
+        (self.start.elapsed().as_secs_f64() * 1e6 * self.speed) as Tick
+    }
+
+    fn handle(&mut self, c: Command, cluster: &mut Cluster) {
+        match c {
+            Command::Submit { req, pin, tx } => {
+                let input_len = req.input_len;
+                if let Some(id) = cluster.inject(*req, self.sim_now(), pin) {
+                    self.streams.insert(
+                        id,
+                        Stream {
+                            tx,
+                            sent: 0,
+                            input_len,
+                        },
+                    );
+                }
+            }
+            Command::Load { reply } => {
+                let _ = reply.send(self.tallies.snapshot(cluster));
+            }
+            Command::Stop => self.stop = true,
+        }
+    }
+}
+
+/// Run the engine until [`Command::Stop`] (or every sender is gone).
+pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Finished {
+    cluster.drive_externally();
+    cluster.begin();
+    let mut d = Driver {
+        start: Instant::now(),
+        speed,
+        streams: HashMap::new(),
+        timing: Timing::default(),
+        tallies: Tallies::new(cluster.instance_count()),
+        stop: false,
+    };
+    let mut peak = 0usize;
+    let mut progress = |_: Tick, _: u64| {};
+    while !d.stop {
+        // Commands first: a request arrives at the present.
+        loop {
+            match commands.try_recv() {
+                Ok(c) => d.handle(c, &mut cluster),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    d.stop = true;
+                    break;
+                }
+            }
+        }
+        // Every event up to the present.
+        let now = d.sim_now();
+        while cluster.next_time().is_some_and(|t| t <= now) {
+            if let Err(e) = cluster.step(&mut progress, &mut NoAudit, &mut peak) {
+                return Finished {
+                    outcome: Err(e),
+                    timing: d.timing,
+                };
+            }
+        }
+        let now = d.sim_now();
+        deliver(&mut cluster, &mut d, now);
+        if d.stop {
+            break;
+        }
+        // Sleep until the next event is due, or a command comes.
+        let wait = match cluster.next_time() {
+            Some(t) => {
+                let ahead = (t - d.sim_now()).max(0) as f64 / speed;
+                Duration::from_micros(ahead as u64).min(Duration::from_millis(50))
+            }
+            None => Duration::from_millis(50),
+        };
+        if wait.is_zero() {
+            continue;
+        }
+        match commands.recv_timeout(wait) {
+            Ok(c) => d.handle(c, &mut cluster),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => d.stop = true,
+        }
+    }
+    Finished {
+        outcome: cluster.end(peak),
+        timing: d.timing,
+    }
+}
+
+/// Hand every stream the tokens its request has been delivered, and its
+/// end; record how late each delivery is against its simulated time.
+fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) {
+    let Driver {
+        streams,
+        timing,
+        tallies,
+        ..
+    } = d;
+    for (&id, s) in streams.iter_mut() {
+        let Some(p) = cluster.progress(id) else {
+            continue;
+        };
+        if p.generated > s.sent && p.last_token_at != UNSET {
+            let count = p.generated - s.sent;
+            s.sent = p.generated;
+            timing.tokens += u64::from(count);
+            timing.lateness_us.push((now - p.last_token_at) as f64);
+            let _ = s.tx.send(Delivery::Tokens {
+                count,
+                at: p.last_token_at,
+            });
+        }
+    }
+    for e in cluster.take_ended() {
+        let Some(mut s) = streams.remove(&e.id) else {
+            continue;
+        };
+        let p = e.progress;
+        if p.generated > s.sent {
+            let count = p.generated - s.sent;
+            s.sent = p.generated;
+            timing.tokens += u64::from(count);
+            timing
+                .lateness_us
+                .push((now - p.last_token_at.max(0)) as f64);
+            let _ = s.tx.send(Delivery::Tokens {
+                count,
+                at: p.last_token_at,
+            });
+        }
+        let completed = p.state == RequestState::Completed;
+        if completed {
+            tallies.completed(p.instance, s.input_len, p.generated);
+        }
+        let _ = s.tx.send(Delivery::Done {
+            completed,
+            generated: p.generated,
+        });
+    }
+}
+
+/// Counters of `/metrics` the cluster does not keep per instance.
+struct Tallies {
+    completed: Vec<u64>,
+    prompt_tokens: Vec<u64>,
+    generation_tokens: Vec<u64>,
+}
+
+impl Tallies {
+    fn new(n: usize) -> Tallies {
+        Tallies {
+            completed: vec![0; n],
+            prompt_tokens: vec![0; n],
+            generation_tokens: vec![0; n],
+        }
+    }
+
+    fn completed(&mut self, instance: u32, input: u32, output: u32) {
+        let i = instance as usize;
+        if i < self.completed.len() {
+            self.completed[i] += 1;
+            self.prompt_tokens[i] += u64::from(input);
+            self.generation_tokens[i] += u64::from(output);
+        }
+    }
+
+    fn snapshot(&self, cluster: &Cluster) -> Snapshot {
+        Snapshot {
+            at: cluster.now(),
+            instances: (0..cluster.instance_count())
+                .filter_map(|i| cluster.instance_load(i))
+                .collect(),
+            completed: self.completed.clone(),
+            prompt_tokens: self.prompt_tokens.clone(),
+            generation_tokens: self.generation_tokens.clone(),
+        }
+    }
+}

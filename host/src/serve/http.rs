@@ -1,0 +1,402 @@
+//! The HTTP side of `blis serve`: each instance's own vLLM look-alike (and
+//! the gateway, when asked), on axum. A handler turns the OpenAI request
+//! into a simulated [`Request`], hands it to the engine thread and writes
+//! the tokens the engine delivers as they come (SSE) or the whole answer.
+//! Errors answer as vLLM does: its status codes and JSON error bodies.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde_json::{json, Value};
+
+use super::engine::{Command, Delivery, Snapshot};
+use super::prompt::{self, Prompted};
+use crate::request::Request;
+
+/// What every endpoint shares.
+pub struct Shared {
+    /// The engine thread's command channel.
+    pub commands: Mutex<Sender<Command>>,
+    /// The model name served.
+    pub model: String,
+    /// LoRA adapters the servers know.
+    pub adapters: Vec<String>,
+    /// KV block size (prompt blocks become prefix-cache blocks).
+    pub block_size: u32,
+    /// The instances' context limit (`instance.max_model_len`), if any.
+    pub max_model_len: Option<u32>,
+    /// Requests answered and refused (for the report).
+    pub refused: AtomicU64,
+    /// Seconds since the Unix epoch at start (`created`).
+    pub created: u64,
+    /// Next completion id.
+    pub next_id: AtomicU64,
+}
+
+/// One endpoint: an instance's server, or the gateway (`None`).
+#[derive(Clone)]
+pub struct Endpoint {
+    pub shared: Arc<Shared>,
+    pub instance: Option<u32>,
+}
+
+/// The routes of one server.
+pub fn router(endpoint: Endpoint) -> Router {
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/ready", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .with_state(endpoint)
+}
+
+/// vLLM's error body.
+fn error(status: StatusCode, kind: &str, message: String) -> Response {
+    let body = json!({
+        "object": "error",
+        "message": message,
+        "type": kind,
+        "param": null,
+        "code": status.as_u16(),
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A refused request: status, vLLM's error type, message.
+type Refusal = (StatusCode, &'static str, String);
+
+fn bad_request(message: String) -> Refusal {
+    (StatusCode::BAD_REQUEST, "BadRequestError", message)
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "NotFoundError", "Not Found".into())
+}
+
+async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn models(State(e): State<Endpoint>) -> Response {
+    let s = &e.shared;
+    let mut data = vec![json!({
+        "id": s.model, "object": "model", "created": s.created, "owned_by": "blis",
+        "root": s.model, "parent": null, "max_model_len": s.max_model_len,
+    })];
+    for a in &s.adapters {
+        data.push(json!({
+            "id": a, "object": "model", "created": s.created, "owned_by": "blis",
+            "root": a, "parent": s.model,
+        }));
+    }
+    axum::Json(json!({ "object": "list", "data": data })).into_response()
+}
+
+async fn completions(State(e): State<Endpoint>, headers: HeaderMap, body: Bytes) -> Response {
+    generate(e, headers, body, false).await
+}
+
+async fn chat(State(e): State<Endpoint>, headers: HeaderMap, body: Bytes) -> Response {
+    generate(e, headers, body, true).await
+}
+
+/// A request, checked as vLLM checks it.
+struct Asked {
+    prompted: Prompted,
+    max_tokens: u32,
+    stream: bool,
+    usage_in_stream: bool,
+    model: String,
+}
+
+/// Parse and check a body; the answer to send when it is refused.
+fn parse(s: &Shared, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        bad_request(format!(
+            "Invalid JSON body: {}",
+            crate::text::clean(&e.to_string(), 200)
+        ))
+    })?;
+    let Some(o) = v.as_object() else {
+        return Err(bad_request("The request body must be a JSON object".into()));
+    };
+    let model = o
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(&s.model)
+        .to_string();
+    if model != s.model && !s.adapters.contains(&model) {
+        return Err((
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            format!(
+                "The model `{}` does not exist.",
+                crate::text::clean(&model, 200)
+            ),
+        ));
+    }
+    if o.get("n").and_then(Value::as_u64).is_some_and(|n| n != 1) {
+        return Err(bad_request("blis serve answers n = 1 only".into()));
+    }
+    let prompted = if chat {
+        prompt::from_messages(o.get("messages"), s.block_size)
+    } else {
+        prompt::from_prompt(o.get("prompt"), s.block_size)
+    }
+    .map_err(bad_request)?;
+    let asked = o
+        .get(if chat {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        })
+        .or_else(|| o.get("max_tokens"))
+        .and_then(Value::as_u64);
+    let room = s
+        .max_model_len
+        .map(|m| u64::from(m).saturating_sub(u64::from(prompted.tokens)));
+    let max_tokens = match asked {
+        Some(0) => return Err(bad_request("max_tokens must be at least 1, got 0.".into())),
+        Some(m) => m,
+        None if chat => room.unwrap_or(prompt::DEFAULT_CHAT_MAX_TOKENS),
+        None => 16,
+    };
+    if let Some(limit) = s.max_model_len {
+        let total = u64::from(prompted.tokens) + max_tokens;
+        if total > u64::from(limit) {
+            return Err(bad_request(format!(
+                "This model's maximum context length is {limit} tokens. However, you requested {total} tokens ({} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
+                prompted.tokens
+            )));
+        }
+    }
+    let stream = o.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let usage_in_stream = o
+        .get("stream_options")
+        .and_then(|so| so.get("include_usage"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(Asked {
+        prompted,
+        max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
+        stream,
+        usage_in_stream,
+        model,
+    })
+}
+
+async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> Response {
+    let s = Arc::clone(&e.shared);
+    let asked = match parse(&s, &body, chat) {
+        Ok(a) => a,
+        Err((status, kind, message)) => {
+            s.refused.fetch_add(1, Ordering::Relaxed);
+            return error(status, kind, message);
+        }
+    };
+    let mut req = Request {
+        input_len: asked.prompted.tokens,
+        output_len: asked.max_tokens,
+        output_seed: asked.prompted.seed,
+        slo_class: prompt::slo_class(&headers),
+        ..Request::default()
+    };
+    for seg in &asked.prompted.segments {
+        req.prompt.push(*seg);
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let sent = s.commands.lock().is_ok_and(|c| {
+        c.send(Command::Submit {
+            req: Box::new(req),
+            pin: e.instance,
+            tx,
+        })
+        .is_ok()
+    });
+    if !sent {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            "the simulated engine has stopped".into(),
+        );
+    }
+    let id = format!(
+        "{}-{}",
+        if chat { "chatcmpl" } else { "cmpl" },
+        s.next_id.fetch_add(1, Ordering::Relaxed)
+    );
+    let chunk = Chunk {
+        id,
+        model: asked.model.clone(),
+        created: s.created,
+        chat,
+    };
+    let prompt_tokens = asked.prompted.tokens;
+    if !asked.stream {
+        let mut generated = 0;
+        let mut completed = false;
+        while let Some(d) = rx.recv().await {
+            match d {
+                Delivery::Tokens { count, .. } => generated += count,
+                Delivery::Done {
+                    completed: c,
+                    generated: g,
+                } => {
+                    completed = c;
+                    generated = g;
+                    break;
+                }
+            }
+        }
+        if !completed {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailableError",
+                "the request was dropped or rejected by the simulated cluster".into(),
+            );
+        }
+        return axum::Json(chunk.whole(generated, prompt_tokens)).into_response();
+    }
+    let usage = asked.usage_in_stream;
+    let stream = futures_util::stream::unfold(
+        (rx, chunk, 0u32, false),
+        move |(mut rx, chunk, mut generated, done)| async move {
+            if done {
+                return None;
+            }
+            let d = rx.recv().await;
+            let text = match d {
+                Some(Delivery::Tokens { count, .. }) => {
+                    generated += count;
+                    (0..count).map(|_| chunk.token()).collect::<String>()
+                }
+                Some(Delivery::Done {
+                    generated: g,
+                    completed,
+                }) => {
+                    let mut t = String::new();
+                    if completed {
+                        t.push_str(&chunk.finish());
+                        if usage {
+                            t.push_str(&chunk.usage(prompt_tokens, g));
+                        }
+                    } else {
+                        t.push_str(&chunk.failed());
+                    }
+                    t.push_str("data: [DONE]\n\n");
+                    return Some((Ok::<_, std::convert::Infallible>(t), (rx, chunk, g, true)));
+                }
+                None => return None,
+            };
+            Some((Ok(text), (rx, chunk, generated, false)))
+        },
+    );
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// The fixed parts of one answer's chunks.
+struct Chunk {
+    id: String,
+    model: String,
+    created: u64,
+    chat: bool,
+}
+
+impl Chunk {
+    fn choice(&self, text: &str, finish: Option<&str>) -> Value {
+        if self.chat {
+            json!({"index": 0, "delta": {"content": text}, "logprobs": null, "finish_reason": finish})
+        } else {
+            json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish, "stop_reason": null})
+        }
+    }
+
+    fn frame(&self, choices: Value, usage: Value) -> String {
+        let object = if self.chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        let v = json!({
+            "id": self.id, "object": object, "created": self.created,
+            "model": self.model, "choices": choices, "usage": usage,
+        });
+        format!("data: {v}\n\n")
+    }
+
+    /// One token's chunk (every token is the word " tok").
+    fn token(&self) -> String {
+        self.frame(json!([self.choice(" tok", None)]), Value::Null)
+    }
+
+    fn finish(&self) -> String {
+        self.frame(json!([self.choice("", Some("length"))]), Value::Null)
+    }
+
+    fn failed(&self) -> String {
+        let v = json!({"error": {"object": "error", "message": "the request was dropped by the simulated instance", "type": "ServiceUnavailableError", "code": 503}});
+        format!("data: {v}\n\n")
+    }
+
+    fn usage(&self, prompt: u32, generated: u32) -> String {
+        self.frame(
+            json!([]),
+            json!({"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated}),
+        )
+    }
+
+    /// A non-streamed answer.
+    fn whole(&self, generated: u32, prompt: u32) -> Value {
+        let text: String = (0..generated).map(|_| " tok").collect();
+        let (object, choice) = if self.chat {
+            (
+                "chat.completion",
+                json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": "length"}),
+            )
+        } else {
+            (
+                "text_completion",
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": "length", "stop_reason": null}),
+            )
+        };
+        json!({
+            "id": self.id, "object": object, "created": self.created, "model": self.model,
+            "choices": [choice],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated},
+        })
+    }
+}
+
+async fn metrics(State(e): State<Endpoint>) -> Response {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let sent = e
+        .shared
+        .commands
+        .lock()
+        .is_ok_and(|c| c.send(Command::Load { reply: tx }).is_ok());
+    let snap = match (sent, rx.await) {
+        (true, Ok(s)) => s,
+        _ => Snapshot::default(),
+    };
+    let text = super::metrics::render(&e.shared.model, &snap, e.instance);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}

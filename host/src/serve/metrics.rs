@@ -1,0 +1,136 @@
+//! `/metrics` of `blis serve` in Prometheus' text format, with vLLM's
+//! metric names and types: the gauges llm-d's data layer scrapes (requests
+//! running and waiting, KV-cache usage) and the token and request counters.
+//! Values are the simulated instance's at the scrape; the gateway's
+//! endpoint sums its instances.
+
+use std::fmt::Write;
+
+use super::engine::Snapshot;
+
+/// The metrics text of instance `instance` (`None`: every instance summed).
+pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
+    let pick: Vec<usize> = match instance {
+        Some(i) => vec![i as usize],
+        None => (0..s.instances.len()).collect(),
+    };
+    let sum = |f: &dyn Fn(usize) -> f64| {
+        pick.iter()
+            .filter(|&&i| i < s.instances.len())
+            .map(|&i| f(i))
+            .sum::<f64>()
+    };
+    let n = pick
+        .iter()
+        .filter(|&&i| i < s.instances.len())
+        .count()
+        .max(1) as f64;
+    let label = format!("model_name=\"{}\"", model.replace(['"', '\\', '\n'], "_"));
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(out, "{name}{{{label}}} {value}");
+    };
+    metric(
+        "vllm:num_requests_running",
+        "gauge",
+        "Number of requests in model execution batches.",
+        sum(&|i| f64::from(s.instances[i].running)),
+    );
+    metric(
+        "vllm:num_requests_waiting",
+        "gauge",
+        "Number of requests waiting to be processed.",
+        sum(&|i| f64::from(s.instances[i].waiting)),
+    );
+    let kv = sum(&|i| s.instances[i].kv_utilization) / n;
+    metric(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "KV-cache usage. 1 means 100 percent usage.",
+        kv,
+    );
+    metric(
+        "vllm:gpu_cache_usage_perc",
+        "gauge",
+        "GPU KV-cache usage. 1 means 100 percent usage (the older name).",
+        kv,
+    );
+    metric(
+        "vllm:num_preemptions_total",
+        "counter",
+        "Cumulative number of preemptions from the engine.",
+        sum(&|i| s.instances[i].preemptions as f64),
+    );
+    let at = |v: &Vec<u64>, i: usize| v.get(i).copied().unwrap_or(0) as f64;
+    metric(
+        "vllm:prompt_tokens_total",
+        "counter",
+        "Number of prefill tokens processed.",
+        sum(&|i| at(&s.prompt_tokens, i)),
+    );
+    metric(
+        "vllm:generation_tokens_total",
+        "counter",
+        "Number of generation tokens processed.",
+        sum(&|i| at(&s.generation_tokens, i)),
+    );
+    metric(
+        "vllm:request_success_total",
+        "counter",
+        "Count of successfully processed requests.",
+        sum(&|i| at(&s.completed, i)),
+    );
+    let _ = writeln!(
+        out,
+        "# HELP vllm:lora_requests_info Running stats on lora requests."
+    );
+    let _ = writeln!(out, "# TYPE vllm:lora_requests_info gauge");
+    let _ = writeln!(
+        out,
+        "vllm:lora_requests_info{{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"}} {}",
+        s.at as f64 / 1e6
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::InstanceLoad;
+
+    #[test]
+    fn gauges_of_one_instance_and_of_the_gateway() {
+        let load = |w, r, kv| InstanceLoad {
+            waiting: w,
+            running: r,
+            kv_utilization: kv,
+            kv_free_blocks: 0,
+            preemptions: 1,
+            prefix_hit_rate: 0.0,
+        };
+        let s = Snapshot {
+            at: 2_000_000,
+            instances: vec![load(3, 5, 0.5), load(1, 2, 0.25)],
+            completed: vec![7, 1],
+            prompt_tokens: vec![70, 10],
+            generation_tokens: vec![700, 100],
+        };
+        let one = render("m", &s, Some(1));
+        assert!(
+            one.contains("vllm:num_requests_waiting{model_name=\"m\"} 1\n"),
+            "{one}"
+        );
+        assert!(one.contains("vllm:num_requests_running{model_name=\"m\"} 2\n"));
+        assert!(one.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n"));
+        let all = render("m", &s, None);
+        assert!(
+            all.contains("vllm:num_requests_waiting{model_name=\"m\"} 4\n"),
+            "{all}"
+        );
+        assert!(all.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 0.375\n"));
+        assert!(all.contains("vllm:request_success_total{model_name=\"m\"} 8\n"));
+        assert!(all.contains("# TYPE vllm:generation_tokens_total counter"));
+    }
+}

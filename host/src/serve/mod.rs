@@ -1,0 +1,255 @@
+//! `blis serve` (feature `serve`; Boundary: clients over HTTP): the run
+//! file's instances as vLLM look-alike servers on real sockets, with
+//! blis's engine behind them in wall-clock time.
+//!
+//! * `engine.rs` — the engine thread: one synchronous [`Cluster`] stepped
+//!   up to `--speed` × the wall time since the start; it delivers each
+//!   stream's tokens when the simulated engine produces them and measures
+//!   how late each delivery is.
+//! * `http.rs` — axum servers (tokio): OpenAI-compatible completions and
+//!   chat completions (streamed and not), `/v1/models`, `/health`,
+//!   `/ready`, `/metrics`; vLLM's error bodies.
+//! * `prompt.rs` — request text → simulated prompt tokens and prefix
+//!   blocks; `metrics.rs` — `/metrics` in vLLM's names.
+//!
+//! One port per instance (a request there runs on that instance: no
+//! admission, no routing, as on a vLLM server) and, with `--gateway`, one
+//! more port applying the run file's own admission, flow control and
+//! routing. The async runtime lives here only: the simulation core stays
+//! synchronous and deterministic, and the wall clock drives it from
+//! outside. Ctrl-C (or `--duration`) stops the servers, ends the run and
+//! prints its report.
+
+mod engine;
+mod http;
+mod metrics;
+mod prompt;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::cluster::Cluster;
+use crate::config::{self, Source};
+use crate::metrics::report;
+use crate::output::GracefulStop;
+use crate::plugins::Registry;
+use crate::session::Error;
+use crate::workload::Workload;
+
+/// What `blis serve` is asked.
+#[derive(Clone, Debug)]
+pub struct ServeArgs {
+    /// The run file (`None`: the built-in scenario).
+    pub run_file: Option<PathBuf>,
+    /// Address to listen on.
+    pub host: String,
+    /// First instance's port (instance i on `port + i`); 0: any free port.
+    pub port: u16,
+    /// The gateway's port, if any (0: any free port).
+    pub gateway: Option<u16>,
+    /// Simulated time per wall time.
+    pub speed: f64,
+    /// Stop after this many wall seconds (default: at Ctrl-C).
+    pub duration: Option<f64>,
+}
+
+/// The fastest and slowest `--speed`.
+const SPEED_RANGE: (f64, f64) = (1e-3, 1e4);
+
+fn check(args: &ServeArgs) -> Result<(), Error> {
+    let (lo, hi) = SPEED_RANGE;
+    if !(args.speed.is_finite() && (lo..=hi).contains(&args.speed)) {
+        return Err(Error::input(format!(
+            "--speed {}: give a factor from {lo} to {hi} (1 = real time; 10 runs ten times faster than real time)",
+            crate::config::bounds::short_number(args.speed)
+        )));
+    }
+    if let Some(d) = args.duration {
+        if !(d.is_finite() && d > 0.0 && d <= 86_400.0 * 30.0) {
+            return Err(Error::input(format!(
+                "--duration {}: give a number of seconds > 0 and at most 30 days",
+                crate::config::bounds::short_number(d)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Run the servers until Ctrl-C or `--duration`; the run's report.
+pub fn serve(args: &ServeArgs) -> Result<String, Error> {
+    check(args)?;
+    let source = match &args.run_file {
+        Some(p) => Source::read(p).map_err(Error::input)?,
+        None => Source::builtin(),
+    };
+    let run = config::parse(&source).map_err(Error::input)?;
+    // The cluster (plugins, writers) stays on the thread that builds it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(usize, Vec<String>), Error>>();
+    let speed = args.speed;
+    let (run2, source2) = (run.clone(), source.clone());
+    let engine = std::thread::Builder::new()
+        .name("blis-engine".into())
+        .spawn(move || {
+            let cluster = match build_cluster(&run2, &source2) {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return None;
+                }
+            };
+            let adapters = cluster.adapter_names().to_vec();
+            let _ = ready_tx.send(Ok((cluster.instance_count(), adapters)));
+            Some(report_of(engine::run(cluster, speed, rx), speed))
+        })
+        .map_err(|e| Error::run(format!("cannot start the engine thread: {e}")))?;
+    let (n, adapters) = match ready_rx.recv() {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let _ = engine.join();
+            return Err(e);
+        }
+        Err(_) => return Err(Error::run("the engine thread ended before it was ready")),
+    };
+    let shared = Arc::new(http::Shared {
+        commands: Mutex::new(tx.clone()),
+        model: run.model.name.clone(),
+        adapters,
+        block_size: run.instance.block_size,
+        max_model_len: run.instance.max_model_len,
+        refused: AtomicU64::new(0),
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        next_id: AtomicU64::new(0),
+    });
+    let graceful = GracefulStop::begin();
+    let served = listen(args, n, &shared, &graceful);
+    let _ = tx.send(engine::Command::Stop);
+    drop(shared);
+    drop(tx);
+    let report = engine
+        .join()
+        .ok()
+        .flatten()
+        .ok_or_else(|| Error::run("the engine thread panicked"))?;
+    served?;
+    report
+}
+
+/// The report of a finished serve run (built on the engine thread: the
+/// outcome holds the run's writers).
+fn report_of(finished: engine::Finished, speed: f64) -> Result<String, Error> {
+    let mut outcome = finished.outcome.map_err(|e| Error::run(e.to_string()))?;
+    let mut report = report::build(&mut outcome, None);
+    if let Some(map) = report.as_object_mut() {
+        map.insert("serve".into(), timing_section(&finished.timing, speed));
+    }
+    serde_json::to_string_pretty(&report).map_err(|e| Error::run(e.to_string()))
+}
+
+/// The run file's cluster with an external workload.
+fn build_cluster(run: &crate::config::RunFile, source: &Source) -> Result<Cluster, Error> {
+    let mut registry = Registry::standard();
+    let built = config::build(run, &source.base_dir, &mut registry, false)
+        .map_err(|m| Error::input(format!("{}: {m}", source.name)))?;
+    for n in &built.notes {
+        eprintln!("note: {n}");
+    }
+    let mut setup = built.setup;
+    let w = &setup.workload;
+    setup.workload = Workload::external(
+        w.tenant_names().to_vec(),
+        w.client_names().to_vec(),
+        w.adapter_names().to_vec(),
+        w.model_names().to_vec(),
+    );
+    Ok(Cluster::new(setup))
+}
+
+/// Bind every server, serve until stopped.
+fn listen(
+    args: &ServeArgs,
+    instances: usize,
+    shared: &Arc<http::Shared>,
+    graceful: &GracefulStop,
+) -> Result<(), Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::run(format!("cannot start the HTTP runtime: {e}")))?;
+    rt.block_on(async {
+        let mut endpoints: Vec<(String, Option<u32>, u16)> = (0..instances)
+            .map(|i| {
+                let port = if args.port == 0 {
+                    0
+                } else {
+                    args.port.saturating_add(i as u16)
+                };
+                (format!("instance {i}"), Some(i as u32), port)
+            })
+            .collect();
+        if let Some(g) = args.gateway {
+            endpoints.push(("gateway".into(), None, g));
+        }
+        let mut tasks = Vec::new();
+        for (name, instance, port) in endpoints {
+            let l = tokio::net::TcpListener::bind((args.host.as_str(), port))
+                .await
+                .map_err(|e| {
+                    Error::input(format!(
+                        "{name}: cannot listen on {}:{port}: {e} (give another --port / --gateway, or 0 for any free port)",
+                        args.host
+                    ))
+                })?;
+            let addr: SocketAddr = l
+                .local_addr()
+                .map_err(|e| Error::run(e.to_string()))?;
+            eprintln!("serve: {name} at http://{addr}");
+            let app = http::router(http::Endpoint {
+                shared: Arc::clone(shared),
+                instance,
+            });
+            tasks.push(tokio::spawn(async move {
+                let _ = axum::serve(l, app).await;
+            }));
+        }
+        eprintln!("serve: ready ({} instance(s), speed {}×); Ctrl-C stops and prints the report", instances, args.speed);
+        let until = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+        while !graceful.stopping() && until.is_none_or(|u| Instant::now() < u) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for t in tasks {
+            t.abort();
+        }
+        Ok(())
+    })
+}
+
+/// The report's `serve` section: how late tokens were handed to their
+/// streams against their simulated time, in wall milliseconds.
+fn timing_section(t: &engine::Timing, speed: f64) -> serde_json::Value {
+    let mut late: Vec<f64> = t.lateness_us.iter().map(|us| us / speed / 1e3).collect();
+    late.sort_by(f64::total_cmp);
+    let pct = |p: f64| -> Option<f64> {
+        if late.is_empty() {
+            return None;
+        }
+        let k = ((late.len() - 1) as f64 * p).round() as usize;
+        Some(late[k])
+    };
+    serde_json::json!({
+        "speed": speed,
+        "tokens_delivered": t.tokens,
+        "deliveries": late.len(),
+        "delivery_lateness_ms": {
+            "p50": pct(0.5),
+            "p99": pct(0.99),
+            "max": late.last(),
+        },
+    })
+}

@@ -1,0 +1,253 @@
+//! `blis serve` end to end: the real binary's servers on loopback, spoken
+//! to over plain HTTP/1.1 — completions streamed and not, chat, models,
+//! health, metrics, vLLM's error answers — and `blis observe` driving the
+//! gateway, compared with `blis run` of the same run file and workload.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::TestDir;
+
+/// A small fleet: 2 instances, a context limit of 512 tokens.
+const RUN: &str = r#"
+seed = 11
+[model]
+name = "qwen3-14b"
+hardware = "H100"
+[instance]
+count = 2
+max_model_len = 512
+[workload]
+aggregate_rate = 20.0
+num_requests = 100
+[[workload.clients]]
+id = "c"
+input = { type = "constant", value = 64 }
+output = { type = "constant", value = 8 }
+[routing]
+policy = "least-loaded"
+"#;
+
+/// A running `blis serve` and the addresses it printed.
+struct Served {
+    child: Child,
+    instances: Vec<String>,
+    gateway: Option<String>,
+    stderr: BufReader<std::process::ChildStderr>,
+}
+
+impl Served {
+    fn start(dir: &TestDir, run: &str, extra: &[&str]) -> Served {
+        let mut child = dir
+            .blis()
+            .args(["serve", run, "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let (mut instances, mut gateway) = (Vec::new(), None);
+        let mut line = String::new();
+        let end = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < end {
+            line.clear();
+            if stderr.read_line(&mut line).unwrap() == 0 {
+                panic!("blis serve ended before it was ready");
+            }
+            if let Some(rest) = line.trim().strip_prefix("serve: ") {
+                if let Some((name, url)) = rest.split_once(" at ") {
+                    let addr = url.trim_start_matches("http://").to_string();
+                    if name == "gateway" {
+                        gateway = Some(addr);
+                    } else {
+                        instances.push(addr);
+                    }
+                }
+                if rest.starts_with("ready") {
+                    break;
+                }
+            }
+        }
+        Served {
+            child,
+            instances,
+            gateway,
+            stderr,
+        }
+    }
+
+    /// Ctrl-C; the report and the rest of stderr.
+    fn stop(mut self) -> (Option<i32>, Value, String) {
+        let s = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(s.success());
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let mut err = String::new();
+        self.stderr.read_to_string(&mut err).unwrap();
+        let code = self.child.wait().unwrap().code();
+        let report = serde_json::from_str(&out).unwrap_or(Value::Null);
+        (code, report, err)
+    }
+}
+
+/// One HTTP/1.1 exchange (Connection: close): status and body.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    (
+        status,
+        if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        },
+    )
+}
+
+/// The body of a chunked transfer.
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+#[test]
+fn the_servers_answer_as_vllm_does() {
+    let dir = TestDir::new("serve-api");
+    dir.write("run.toml", RUN);
+    let srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "20"]);
+    assert_eq!(srv.instances.len(), 2);
+    let i0 = srv.instances[0].clone();
+    // A whole answer: as many tokens as asked, the prompt's words counted.
+    let (code, body) = http(
+        &i0,
+        "POST",
+        "/v1/completions",
+        r#"{"model": "qwen3-14b", "prompt": "the sky is blue today", "max_tokens": 5, "ignore_eos": true, "unknown_field": 1}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"], 5);
+    assert_eq!(v["usage"]["completion_tokens"], 5);
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    // Streamed, with usage in the last chunk.
+    let (code, body) = http(
+        &srv.gateway.clone().unwrap(),
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model": "qwen3-14b", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4, "stream": true, "stream_options": {"include_usage": true}}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let data: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let tokens = chunks
+        .iter()
+        .filter(|c| c["choices"][0]["finish_reason"].is_null() && !c["choices"][0].is_null())
+        .count();
+    assert_eq!(tokens, 4, "{body}");
+    assert_eq!(chunks.last().unwrap()["usage"]["completion_tokens"], 4);
+    assert_eq!(chunks.last().unwrap()["usage"]["prompt_tokens"], 2);
+    // vLLM's errors.
+    let (code, body) = http(&i0, "POST", "/v1/completions", "{not json");
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["object"],
+        "error"
+    );
+    let (code, body) = http(
+        &i0,
+        "POST",
+        "/v1/completions",
+        r#"{"model": "no-such-model", "prompt": "x"}"#,
+    );
+    assert_eq!(code, 404, "{body}");
+    assert!(
+        body.contains("The model `no-such-model` does not exist."),
+        "{body}"
+    );
+    let long = "w ".repeat(600);
+    let (code, body) = http(
+        &i0,
+        "POST",
+        "/v1/completions",
+        &format!(r#"{{"model": "qwen3-14b", "prompt": "{long}", "max_tokens": 10}}"#),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("maximum context length is 512 tokens"),
+        "{body}"
+    );
+    // Models, health, metrics.
+    let (code, body) = http(&i0, "GET", "/v1/models", "");
+    assert_eq!(code, 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["data"][0]["id"],
+        "qwen3-14b"
+    );
+    assert_eq!(http(&i0, "GET", "/health", "").0, 200);
+    let (code, body) = http(&i0, "GET", "/metrics", "");
+    assert_eq!(code, 200);
+    for name in [
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        // Both requests ran on instance 0 (least-loaded breaks ties to the
+        // lowest index): 5 + 2 prompt tokens, 5 + 4 output tokens.
+        "vllm:request_success_total{model_name=\"qwen3-14b\"} 2\n",
+        "vllm:prompt_tokens_total{model_name=\"qwen3-14b\"} 7\n",
+        "vllm:generation_tokens_total{model_name=\"qwen3-14b\"} 9\n",
+    ] {
+        assert!(body.contains(name), "{name} in\n{body}");
+    }
+    let (code, report, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(report["cluster"]["completed_requests"], 2, "{report}");
+    assert!(
+        report["serve"]["tokens_delivered"].as_u64() >= Some(9),
+        "{report}"
+    );
+}
