@@ -251,3 +251,96 @@ fn the_servers_answer_as_vllm_does() {
         "{report}"
     );
 }
+
+/// 4 instances, 2,000 requests at 50/s with 2,048-token prompts on average:
+/// full batches (TTFT ~70 ms, so the HTTP hops, about a millisecond, are
+/// not what is measured; E2E ~2.7 s, about 135 requests in flight).
+const CLOSED_LOOP: &str = r#"
+seed = 5
+[model]
+name = "qwen3-14b"
+hardware = "H100"
+[instance]
+count = 4
+[workload]
+aggregate_rate = 50.0
+num_requests = 2000
+[[workload.clients]]
+id = "c"
+input = { type = "gaussian", mean = 2048, std_dev = 512, min = 256, max = 4096 }
+output = { type = "gaussian", mean = 128, std_dev = 32, min = 16, max = 256 }
+[routing]
+policy = "least-loaded"
+"#;
+
+#[test]
+fn observe_through_the_gateway_reproduces_blis_run() {
+    // Issue 50, must-show 1: `blis observe` driving `blis serve` (real time)
+    // with the run file's workload measures what `blis run` simulates:
+    // TTFT, ITL and E2E means within 5 %, p99 within 10 %.
+    let dir = TestDir::new("serve-closed-loop");
+    dir.write("run.toml", CLOSED_LOOP);
+    let out = dir
+        .blis()
+        .args(["run", "run.toml", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "1"]);
+    let gateway = format!("http://{}", srv.gateway.clone().unwrap());
+    let o = dir
+        .blis()
+        .args([
+            "observe",
+            "run.toml",
+            "--server-url",
+            &gateway,
+            "--model",
+            "qwen3-14b",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+            "--record-itl",
+            // No cap near the requests in flight (observe's default is 256:
+            // a heavier load would be held back by it).
+            "--max-concurrency",
+            "1000",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let seen: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (code, report, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(seen["ok"], 2000, "{seen}");
+    let c = &run["cluster"];
+    let mut table = String::new();
+    for (metric, key) in [("ttft", "ttft_ms"), ("e2e", "e2e_ms"), ("itl", "itl_ms")] {
+        for (stat, tol) in [("mean", 0.05), ("p99", 0.10)] {
+            let want = c[format!("{metric}_{stat}_ms")].as_f64().unwrap();
+            let got = seen[key][stat].as_f64().unwrap();
+            let err = (got - want) / want;
+            table.push_str(&format!(
+                "{metric} {stat}: run {want:.2} ms, observed {got:.2} ms ({:+.2} %)\n",
+                err * 100.0
+            ));
+            assert!(
+                err.abs() <= tol,
+                "{metric} {stat} off by more than {tol}:\n{table}"
+            );
+        }
+    }
+    eprintln!("{table}");
+    // Tokens reached the streams on time.
+    let late = report["serve"]["delivery_lateness_ms"]["p99"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        late <= 2.0,
+        "token delivery p99 {late} ms late: {}",
+        report["serve"]
+    );
+}

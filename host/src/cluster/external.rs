@@ -108,6 +108,15 @@ impl Cluster {
         self.queue.now()
     }
 
+    /// Write every running request's progress to its record (instances
+    /// keep it in their batch between the events that touch a record):
+    /// call before [`Cluster::progress`] between events.
+    pub fn sync_progress(&mut self) {
+        for inst in &self.instances {
+            inst.sync(&mut self.store);
+        }
+    }
+
     /// The progress of a live injected request (`None` before it arrived
     /// and after it ended).
     pub fn progress(&self, id: u64) -> Option<Progress> {

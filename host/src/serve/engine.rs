@@ -83,6 +83,8 @@ struct Driver {
     start: Instant,
     speed: f64,
     streams: HashMap<u64, Stream>,
+    /// Requests that ended whose last token is still to come.
+    ended: Vec<crate::cluster::Ended>,
     timing: Timing,
     tallies: Tallies,
     stop: bool,
@@ -125,6 +127,7 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
         start: Instant::now(),
         speed,
         streams: HashMap::new(),
+        ended: Vec::new(),
         timing: Timing::default(),
         tallies: Tallies::new(cluster.instance_count()),
         stop: false,
@@ -154,12 +157,16 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
             }
         }
         let now = d.sim_now();
-        deliver(&mut cluster, &mut d, now);
+        let due = deliver(&mut cluster, &mut d, now);
         if d.stop {
             break;
         }
-        // Sleep until the next event is due, or a command comes.
-        let wait = match cluster.next_time() {
+        // Sleep until the next event or token is due, or a command comes.
+        let next = match (cluster.next_time(), due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let wait = match next {
             Some(t) => {
                 let ahead = (t - d.sim_now()).max(0) as f64 / speed;
                 Duration::from_micros(ahead as u64).min(Duration::from_millis(50))
@@ -183,18 +190,27 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
 
 /// Hand every stream the tokens its request has been delivered, and its
 /// end; record how late each delivery is against its simulated time.
-fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) {
+fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
     let Driver {
         streams,
+        ended,
         timing,
         tallies,
         ..
     } = d;
+    cluster.sync_progress();
+    // The earliest token not handed over yet because its time is still to
+    // come (a token reaches the client α2 after its step ends).
+    let mut due: Option<Tick> = None;
     for (&id, s) in streams.iter_mut() {
         let Some(p) = cluster.progress(id) else {
             continue;
         };
         if p.generated > s.sent && p.last_token_at != UNSET {
+            if p.last_token_at > now {
+                due = Some(due.map_or(p.last_token_at, |d| d.min(p.last_token_at)));
+                continue;
+            }
             let count = p.generated - s.sent;
             s.sent = p.generated;
             timing.tokens += u64::from(count);
@@ -205,7 +221,17 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) {
             });
         }
     }
-    for e in cluster.take_ended() {
+    ended.extend(cluster.take_ended());
+    // An ended request's last tokens go out at their time too.
+    let mut k = 0;
+    while k < ended.len() {
+        let at = ended[k].progress.last_token_at;
+        if at > now {
+            due = Some(due.map_or(at, |d| d.min(at)));
+            k += 1;
+            continue;
+        }
+        let e = ended.swap_remove(k);
         let Some(mut s) = streams.remove(&e.id) else {
             continue;
         };
@@ -231,6 +257,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) {
             generated: p.generated,
         });
     }
+    due
 }
 
 /// Counters of `/metrics` the cluster does not keep per instance.
