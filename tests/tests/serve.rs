@@ -344,3 +344,71 @@ fn observe_through_the_gateway_reproduces_blis_run() {
         report["serve"]
     );
 }
+
+#[test]
+fn lora_adapters_load_and_unload_as_on_vllm() {
+    let dir = TestDir::new("serve-lora");
+    let run = format!(
+        "{}adapter = \"fin\"\n[lora]\nadapter_capacity = 2\n[[lora.adapters]]\nid = \"fin\"\nrank = 8\n",
+        RUN.replace("[routing]\npolicy = \"least-loaded\"\n", "")
+    );
+    dir.write("run.toml", &run);
+    let srv = Served::start(&dir, "run.toml", &["--speed", "20"]);
+    let i0 = srv.instances[0].clone();
+    let ask = |model: &str| {
+        http(
+            &i0,
+            "POST",
+            "/v1/completions",
+            &format!(r#"{{"model": "{model}", "prompt": "a b c", "max_tokens": 3}}"#),
+        )
+    };
+    assert_eq!(ask("fin").0, 200);
+    let (_, models) = http(&i0, "GET", "/v1/models", "");
+    assert!(models.contains("\"fin\""), "{models}");
+    let unload = |name: &str| {
+        http(
+            &i0,
+            "POST",
+            "/v1/unload_lora_adapter",
+            &format!(r#"{{"lora_name": "{name}"}}"#),
+        )
+    };
+    let load = |name: &str| {
+        http(
+            &i0,
+            "POST",
+            "/v1/load_lora_adapter",
+            &format!(r#"{{"lora_name": "{name}", "lora_path": "/models/{name}"}}"#),
+        )
+    };
+    assert_eq!(unload("fin").0, 200);
+    let (code, body) = ask("fin");
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("The model `fin` does not exist."), "{body}");
+    let (code, body) = unload("fin");
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("cannot be found"), "{body}");
+    assert_eq!(load("fin").0, 200);
+    let (code, body) = load("fin");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("has already been loaded"), "{body}");
+    assert_eq!(load("other").0, 400);
+    assert_eq!(ask("fin").0, 200);
+    // The other instance never unloaded it.
+    let (code, _) = http(
+        &srv.instances[1],
+        "POST",
+        "/v1/completions",
+        r#"{"model": "fin", "prompt": "x", "max_tokens": 2}"#,
+    );
+    assert_eq!(code, 200);
+    let (code, report, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+    // The adapter ran in the simulation: the report counts its requests.
+    assert_eq!(
+        report["adapters"]["fin"]["completed_requests"], 3,
+        "{}",
+        report["adapters"]
+    );
+}

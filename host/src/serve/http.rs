@@ -26,8 +26,11 @@ pub struct Shared {
     pub commands: Mutex<Sender<Command>>,
     /// The model name served.
     pub model: String,
-    /// LoRA adapters the servers know.
+    /// LoRA adapters the run knows (`Request::adapter` indexes this list).
     pub adapters: Vec<String>,
+    /// Adapters each endpoint has unloaded (`/v1/unload_lora_adapter`);
+    /// every other known adapter is loaded.
+    pub unloaded: Mutex<std::collections::HashSet<(Option<u32>, String)>>,
     /// KV block size (prompt blocks become prefix-cache blocks).
     pub block_size: u32,
     /// The instances' context limit (`instance.max_model_len`), if any.
@@ -53,6 +56,8 @@ pub fn router(endpoint: Endpoint) -> Router {
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/models", get(models))
+        .route("/v1/load_lora_adapter", post(load_lora))
+        .route("/v1/unload_lora_adapter", post(unload_lora))
         .route("/health", get(health))
         .route("/ready", get(health))
         .route("/metrics", get(metrics))
@@ -98,13 +103,94 @@ async fn models(State(e): State<Endpoint>) -> Response {
         "id": s.model, "object": "model", "created": s.created, "owned_by": "blis",
         "root": s.model, "parent": null, "max_model_len": s.max_model_len,
     })];
-    for a in &s.adapters {
+    for a in s.adapters.iter().filter(|a| loaded(&e, a)) {
         data.push(json!({
             "id": a, "object": "model", "created": s.created, "owned_by": "blis",
             "root": a, "parent": s.model,
         }));
     }
     axum::Json(json!({ "object": "list", "data": data })).into_response()
+}
+
+/// Whether endpoint `e` has adapter `name` loaded.
+fn loaded(e: &Endpoint, name: &str) -> bool {
+    e.shared.adapters.iter().any(|a| a == name)
+        && !e
+            .shared
+            .unloaded
+            .lock()
+            .is_ok_and(|u| u.contains(&(e.instance, name.to_string())))
+}
+
+/// `lora_name` of a load or unload body.
+fn lora_name(body: &[u8]) -> Result<String, Refusal> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        bad_request(format!(
+            "Invalid JSON body: {}",
+            crate::text::clean(&e.to_string(), 200)
+        ))
+    })?;
+    v.get("lora_name")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| bad_request("lora_name is required".into()))
+}
+
+/// vLLM's `/v1/load_lora_adapter`: an adapter the run file declares.
+async fn load_lora(State(e): State<Endpoint>, body: Bytes) -> Response {
+    let name = match lora_name(&body) {
+        Ok(n) => n,
+        Err((st, k, m)) => return error(st, k, m),
+    };
+    let shown = crate::text::clean(&name, 200);
+    if !e.shared.adapters.contains(&name) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            format!("The lora adapter '{shown}' is not one of the run file's (its workload names the adapters blis serve can load)"),
+        );
+    }
+    let removed = e
+        .shared
+        .unloaded
+        .lock()
+        .is_ok_and(|mut u| u.remove(&(e.instance, name.clone())));
+    if !removed {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadRequestError",
+            format!("The lora adapter '{shown}' has already been loaded."),
+        );
+    }
+    (
+        StatusCode::OK,
+        format!("Success: LoRA adapter '{shown}' added successfully."),
+    )
+        .into_response()
+}
+
+/// vLLM's `/v1/unload_lora_adapter`.
+async fn unload_lora(State(e): State<Endpoint>, body: Bytes) -> Response {
+    let name = match lora_name(&body) {
+        Ok(n) => n,
+        Err((st, k, m)) => return error(st, k, m),
+    };
+    let shown = crate::text::clean(&name, 200);
+    if !loaded(&e, &name) {
+        return error(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            format!("The lora adapter '{shown}' cannot be found."),
+        );
+    }
+    if let Ok(mut u) = e.shared.unloaded.lock() {
+        u.insert((e.instance, name.clone()));
+    }
+    (
+        StatusCode::OK,
+        format!("Success: LoRA adapter '{shown}' removed successfully."),
+    )
+        .into_response()
 }
 
 async fn completions(State(e): State<Endpoint>, headers: HeaderMap, body: Bytes) -> Response {
@@ -118,6 +204,8 @@ async fn chat(State(e): State<Endpoint>, headers: HeaderMap, body: Bytes) -> Res
 /// A request, checked as vLLM checks it.
 struct Asked {
     prompted: Prompted,
+    /// The LoRA adapter asked for (an index into `Shared::adapters`).
+    adapter: Option<u32>,
     max_tokens: u32,
     stream: bool,
     usage_in_stream: bool,
@@ -125,7 +213,8 @@ struct Asked {
 }
 
 /// Parse and check a body; the answer to send when it is refused.
-fn parse(s: &Shared, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
+fn parse(e: &Endpoint, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
+    let s = &*e.shared;
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         bad_request(format!(
             "Invalid JSON body: {}",
@@ -140,7 +229,7 @@ fn parse(s: &Shared, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
         .and_then(Value::as_str)
         .unwrap_or(&s.model)
         .to_string();
-    if model != s.model && !s.adapters.contains(&model) {
+    if model != s.model && !loaded(e, &model) {
         return Err((
             StatusCode::NOT_FOUND,
             "NotFoundError",
@@ -191,8 +280,14 @@ fn parse(s: &Shared, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
         .and_then(|so| so.get("include_usage"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let adapter = s
+        .adapters
+        .iter()
+        .position(|a| *a == model)
+        .map(|i| i as u32);
     Ok(Asked {
         prompted,
+        adapter,
         max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX),
         stream,
         usage_in_stream,
@@ -202,7 +297,7 @@ fn parse(s: &Shared, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
 
 async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> Response {
     let s = Arc::clone(&e.shared);
-    let asked = match parse(&s, &body, chat) {
+    let asked = match parse(&e, &body, chat) {
         Ok(a) => a,
         Err((status, kind, message)) => {
             s.refused.fetch_add(1, Ordering::Relaxed);
@@ -214,6 +309,7 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
         output_len: asked.max_tokens,
         output_seed: asked.prompted.seed,
         slo_class: prompt::slo_class(&headers),
+        adapter: asked.adapter.into(),
         ..Request::default()
     };
     for seg in &asked.prompted.segments {

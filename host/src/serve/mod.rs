@@ -118,6 +118,7 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
         commands: Mutex::new(tx.clone()),
         model: run.model.name.clone(),
         adapters,
+        unloaded: Mutex::new(Default::default()),
         block_size: run.instance.block_size,
         max_model_len: run.instance.max_model_len,
         refused: AtomicU64::new(0),
