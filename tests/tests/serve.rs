@@ -240,6 +240,11 @@ fn the_servers_answer_as_vllm_does() {
         "vllm:request_success_total{model_name=\"qwen3-14b\"} 2\n",
         "vllm:prompt_tokens_total{model_name=\"qwen3-14b\"} 7\n",
         "vllm:generation_tokens_total{model_name=\"qwen3-14b\"} 9\n",
+        "vllm:time_to_first_token_seconds_count{model_name=\"qwen3-14b\"} 2\n",
+        "vllm:e2e_request_latency_seconds_count{model_name=\"qwen3-14b\"} 2\n",
+        // 4 + 3 gaps between tokens.
+        "vllm:inter_token_latency_seconds_count{model_name=\"qwen3-14b\"} 7\n",
+        "vllm:request_queue_time_seconds_count{model_name=\"qwen3-14b\"} 2\n",
     ] {
         assert!(body.contains(name), "{name} in\n{body}");
     }

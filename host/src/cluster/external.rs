@@ -44,6 +44,8 @@ pub struct Progress {
     /// (`UNSET` before).
     pub first_token_at: Tick,
     pub last_token_at: Tick,
+    /// When it first entered a running batch (`UNSET` before).
+    pub scheduled_at: Tick,
 }
 
 /// One instance's load as its server's `/metrics` shows it.
@@ -73,6 +75,7 @@ fn progress_of(r: &Request) -> Progress {
         generated: r.generated,
         first_token_at: r.first_token_at,
         last_token_at: r.last_token_at,
+        scheduled_at: r.scheduled_at,
     }
 }
 

@@ -43,6 +43,80 @@ pub enum Command {
     Stop,
 }
 
+/// A Prometheus histogram: cumulative counts per upper bound, sum, count.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    pub bounds: &'static [f64],
+    /// Observations at or below each bound (not cumulative; rendered so).
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len()],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    /// `n` observations of `v`.
+    pub fn observe(&mut self, v: f64, n: u64) {
+        if let Some(i) = self.bounds.iter().position(|&b| v <= b) {
+            self.counts[i] += n;
+        }
+        self.sum += v * n as f64;
+        self.count += n;
+    }
+
+    /// Another histogram of the same bounds added in.
+    pub fn merge(&mut self, o: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            *a += b;
+        }
+        self.sum += o.sum;
+        self.count += o.count;
+    }
+}
+
+/// vLLM's bucket bounds, s: time to first token, inter-token latency, and
+/// end-to-end latency (also the queue time's).
+pub const TTFT_BOUNDS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+pub const ITL_BOUNDS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+pub const E2E_BOUNDS: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+
+/// One instance's latency histograms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Latencies {
+    pub ttft: Histogram,
+    pub itl: Histogram,
+    pub e2e: Histogram,
+    pub queue: Histogram,
+}
+
+impl Default for Latencies {
+    fn default() -> Latencies {
+        Latencies {
+            ttft: Histogram::new(TTFT_BOUNDS),
+            itl: Histogram::new(ITL_BOUNDS),
+            e2e: Histogram::new(E2E_BOUNDS),
+            queue: Histogram::new(E2E_BOUNDS),
+        }
+    }
+}
+
 /// The instances' load at a simulated time.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -52,6 +126,8 @@ pub struct Snapshot {
     pub completed: Vec<u64>,
     pub prompt_tokens: Vec<u64>,
     pub generation_tokens: Vec<u64>,
+    /// Per instance: latency histograms.
+    pub latencies: Vec<Latencies>,
 }
 
 /// One stream the engine feeds.
@@ -60,6 +136,9 @@ struct Stream {
     /// Tokens handed over so far.
     sent: u32,
     input_len: u32,
+    /// Its arrival and its latest token handed over, simulated µs.
+    arrival: Tick,
+    last_at: Tick,
 }
 
 /// The engine's tallies of timing: how late (wall vs simulated time) each
@@ -100,13 +179,16 @@ impl Driver {
         match c {
             Command::Submit { req, pin, tx } => {
                 let input_len = req.input_len;
-                if let Some(id) = cluster.inject(*req, self.sim_now(), pin) {
+                let arrival = self.sim_now().max(cluster.now());
+                if let Some(id) = cluster.inject(*req, arrival, pin) {
                     self.streams.insert(
                         id,
                         Stream {
                             tx,
                             sent: 0,
                             input_len,
+                            arrival,
+                            last_at: arrival,
                         },
                     );
                 }
@@ -211,6 +293,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
                 due = Some(due.map_or(p.last_token_at, |d| d.min(p.last_token_at)));
                 continue;
             }
+            tallies.tokens(s, &p);
             let count = p.generated - s.sent;
             s.sent = p.generated;
             timing.tokens += u64::from(count);
@@ -237,6 +320,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
         };
         let p = e.progress;
         if p.generated > s.sent {
+            tallies.tokens(&mut s, &p);
             let count = p.generated - s.sent;
             s.sent = p.generated;
             timing.tokens += u64::from(count);
@@ -251,6 +335,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
         let completed = p.state == RequestState::Completed;
         if completed {
             tallies.completed(p.instance, s.input_len, p.generated);
+            tallies.e2e(p.instance, (p.last_token_at - s.arrival) as f64 / 1e6);
         }
         let _ = s.tx.send(Delivery::Done {
             completed,
@@ -265,6 +350,7 @@ struct Tallies {
     completed: Vec<u64>,
     prompt_tokens: Vec<u64>,
     generation_tokens: Vec<u64>,
+    latencies: Vec<Latencies>,
 }
 
 impl Tallies {
@@ -273,6 +359,37 @@ impl Tallies {
             completed: vec![0; n],
             prompt_tokens: vec![0; n],
             generation_tokens: vec![0; n],
+            latencies: vec![Latencies::default(); n],
+        }
+    }
+
+    /// Tokens about to be handed to stream `s` (its progress `p`): the
+    /// first one's TTFT and queue time, the others' inter-token gaps.
+    fn tokens(&mut self, s: &mut Stream, p: &crate::cluster::Progress) {
+        let Some(l) = self.latencies.get_mut(p.instance as usize) else {
+            return;
+        };
+        let mut count = p.generated - s.sent;
+        if s.sent == 0 {
+            l.ttft
+                .observe((p.first_token_at - s.arrival) as f64 / 1e6, 1);
+            if p.scheduled_at != UNSET {
+                l.queue
+                    .observe((p.scheduled_at - s.arrival).max(0) as f64 / 1e6, 1);
+            }
+            s.last_at = p.first_token_at;
+            count -= 1;
+        }
+        if count > 0 {
+            let gap = (p.last_token_at - s.last_at) as f64 / 1e6 / f64::from(count);
+            l.itl.observe(gap, u64::from(count));
+        }
+        s.last_at = p.last_token_at;
+    }
+
+    fn e2e(&mut self, instance: u32, seconds: f64) {
+        if let Some(l) = self.latencies.get_mut(instance as usize) {
+            l.e2e.observe(seconds, 1);
         }
     }
 
@@ -294,6 +411,7 @@ impl Tallies {
             completed: self.completed.clone(),
             prompt_tokens: self.prompt_tokens.clone(),
             generation_tokens: self.generation_tokens.clone(),
+            latencies: self.latencies.clone(),
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::engine::Snapshot;
+use super::engine::{Histogram, Latencies, Snapshot};
 
 /// The metrics text of instance `instance` (`None`: every instance summed).
 pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
@@ -82,6 +82,44 @@ pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
         "Count of successfully processed requests.",
         sum(&|i| at(&s.completed, i)),
     );
+    let mut lat = Latencies::default();
+    for &i in &pick {
+        if let Some(l) = s.latencies.get(i) {
+            lat.ttft.merge(&l.ttft);
+            lat.itl.merge(&l.itl);
+            lat.e2e.merge(&l.e2e);
+            lat.queue.merge(&l.queue);
+        }
+    }
+    for (name, help, h) in [
+        (
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            &lat.ttft,
+        ),
+        (
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            &lat.itl,
+        ),
+        (
+            "vllm:time_per_output_token_seconds",
+            "Histogram of time per output token in seconds (the older name).",
+            &lat.itl,
+        ),
+        (
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            &lat.e2e,
+        ),
+        (
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            &lat.queue,
+        ),
+    ] {
+        histogram(&mut out, name, help, &label, h);
+    }
     let _ = writeln!(
         out,
         "# HELP vllm:lora_requests_info Running stats on lora requests."
@@ -93,6 +131,20 @@ pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
         s.at as f64 / 1e6
     );
     out
+}
+
+/// One histogram in the text format: cumulative buckets, `+Inf`, sum, count.
+fn histogram(out: &mut String, name: &str, help: &str, label: &str, h: &Histogram) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    let mut cum = 0;
+    for (b, c) in h.bounds.iter().zip(&h.counts) {
+        cum += c;
+        let _ = writeln!(out, "{name}_bucket{{{label},le=\"{b:?}\"}} {cum}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{{label},le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum{{{label}}} {}", h.sum);
+    let _ = writeln!(out, "{name}_count{{{label}}} {}", h.count);
 }
 
 #[cfg(test)]
@@ -116,7 +168,12 @@ mod tests {
             completed: vec![7, 1],
             prompt_tokens: vec![70, 10],
             generation_tokens: vec![700, 100],
+            latencies: vec![Latencies::default(), Latencies::default()],
         };
+        let mut s = s;
+        s.latencies[0].ttft.observe(0.03, 1);
+        s.latencies[1].ttft.observe(0.07, 2);
+        s.latencies[1].ttft.observe(9999.0, 1);
         let one = render("m", &s, Some(1));
         assert!(
             one.contains("vllm:num_requests_waiting{model_name=\"m\"} 1\n"),
@@ -132,5 +189,34 @@ mod tests {
         assert!(all.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 0.375\n"));
         assert!(all.contains("vllm:request_success_total{model_name=\"m\"} 8\n"));
         assert!(all.contains("# TYPE vllm:generation_tokens_total counter"));
+        // Cumulative buckets: 0.03 in le=0.04, 0.07 twice in le=0.08;
+        // 9999 s only in +Inf.
+        let t = "vllm:time_to_first_token_seconds";
+        let has = |text: &str, line: String| assert!(text.contains(&line), "{line} in\n{text}");
+        has(
+            &all,
+            format!("{t}_bucket{{model_name=\"m\",le=\"0.02\"}} 0\n"),
+        );
+        has(
+            &all,
+            format!("{t}_bucket{{model_name=\"m\",le=\"0.04\"}} 1\n"),
+        );
+        has(
+            &all,
+            format!("{t}_bucket{{model_name=\"m\",le=\"0.08\"}} 3\n"),
+        );
+        has(
+            &all,
+            format!("{t}_bucket{{model_name=\"m\",le=\"2560.0\"}} 3\n"),
+        );
+        has(
+            &all,
+            format!("{t}_bucket{{model_name=\"m\",le=\"+Inf\"}} 4\n"),
+        );
+        has(&all, format!("{t}_count{{model_name=\"m\"}} 4\n"));
+        has(
+            &render("m", &s, Some(0)),
+            format!("{t}_count{{model_name=\"m\"}} 1\n"),
+        );
     }
 }
