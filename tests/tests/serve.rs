@@ -417,3 +417,57 @@ fn lora_adapters_load_and_unload_as_on_vllm() {
         report["adapters"]
     );
 }
+
+#[test]
+fn a_full_server_answers_503_and_a_vanished_client_is_counted() {
+    let dir = TestDir::new("serve-bounds");
+    dir.write("run.toml", RUN);
+    let srv = Served::start(&dir, "run.toml", &["--speed", "1", "--max-requests", "1"]);
+    let i0 = srv.instances[0].clone();
+    // A long stream: read its first token, then keep the connection open.
+    let mut s = TcpStream::connect(&i0).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = r#"{"model": "qwen3-14b", "prompt": "a b c", "max_tokens": 400, "stream": true}"#;
+    write!(
+        s,
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut first = [0u8; 256];
+    let n = s.read(&mut first).unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    // The servers hold one request: the next is refused, as documented.
+    let (code, body) = http(
+        &srv.instances[1],
+        "POST",
+        "/v1/completions",
+        r#"{"model": "qwen3-14b", "prompt": "x", "max_tokens": 2}"#,
+    );
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("--max-requests"), "{body}");
+    // The client goes away mid-stream; the server takes requests again.
+    drop(s);
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, _) = http(
+            &srv.instances[1],
+            "POST",
+            "/v1/completions",
+            r#"{"model": "qwen3-14b", "prompt": "x", "max_tokens": 2}"#,
+        );
+        if code == 200 {
+            break;
+        }
+        assert!(Instant::now() < end, "still refused after the client left");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, report, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        report["serve"]["disconnected_streams"], 1,
+        "{}",
+        report["serve"]
+    );
+    assert!(report["serve"]["refused_full"].as_u64() >= Some(1));
+}

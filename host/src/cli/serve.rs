@@ -29,6 +29,10 @@ pub struct ServeFlags {
     /// Stop after this many seconds of wall time (default: at Ctrl-C).
     #[arg(long)]
     pub duration: Option<f64>,
+    /// Requests in the servers at once past which a new one is answered
+    /// 503 (the servers' memory stays bounded whatever clients do).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_requests: u64,
 }
 
 /// Serve until Ctrl-C or `--duration`; the run's report for stdout.
@@ -40,5 +44,6 @@ pub fn serve(flags: &ServeFlags) -> Result<String, Failure> {
         gateway: flags.gateway,
         speed: flags.speed,
         duration: flags.duration,
+        max_requests: flags.max_requests,
     })
 }

@@ -35,8 +35,15 @@ pub struct Shared {
     pub block_size: u32,
     /// The instances' context limit (`instance.max_model_len`), if any.
     pub max_model_len: Option<u32>,
-    /// Requests answered and refused (for the report).
+    /// Requests refused as vLLM refuses them (bad input).
     pub refused: AtomicU64,
+    /// Requests in the servers now, and the most there may be.
+    pub in_flight: AtomicU64,
+    pub max_requests: u64,
+    /// Requests refused with 503 because the servers were full.
+    pub full: AtomicU64,
+    /// Streams whose client went away before the end.
+    pub disconnected: AtomicU64,
     /// Seconds since the Unix epoch at start (`created`).
     pub created: u64,
     /// Next completion id.
@@ -295,12 +302,52 @@ fn parse(e: &Endpoint, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
     })
 }
 
+/// A request counted in the servers until it is dropped; a stream
+/// dropped before its end (the client went away) is counted too.
+struct InFlight {
+    shared: Arc<Shared>,
+    ended: bool,
+}
+
+impl InFlight {
+    /// The request ended as it should (answered or refused).
+    fn finish(mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if !self.ended {
+            self.shared.disconnected.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> Response {
     let s = Arc::clone(&e.shared);
+    if s.in_flight.fetch_add(1, Ordering::Relaxed) >= s.max_requests {
+        s.in_flight.fetch_sub(1, Ordering::Relaxed);
+        s.full.fetch_add(1, Ordering::Relaxed);
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            format!(
+                "blis serve: {} requests are in the servers, the most --max-requests allows; try again later",
+                s.max_requests
+            ),
+        );
+    }
+    let mut guard = InFlight {
+        shared: Arc::clone(&s),
+        ended: false,
+    };
     let asked = match parse(&e, &body, chat) {
         Ok(a) => a,
         Err((status, kind, message)) => {
             s.refused.fetch_add(1, Ordering::Relaxed);
+            guard.ended = true;
             return error(status, kind, message);
         }
     };
@@ -325,6 +372,7 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
         .is_ok()
     });
     if !sent {
+        guard.ended = true;
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             "ServiceUnavailableError",
@@ -344,6 +392,7 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
     };
     let prompt_tokens = asked.prompted.tokens;
     if !asked.stream {
+        // A client that goes away drops this future: the guard counts it.
         let mut generated = 0;
         let mut completed = false;
         while let Some(d) = rx.recv().await {
@@ -359,6 +408,7 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
                 }
             }
         }
+        guard.ended = true;
         if !completed {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -370,9 +420,10 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
     }
     let usage = asked.usage_in_stream;
     let stream = futures_util::stream::unfold(
-        (rx, chunk, 0u32, false),
-        move |(mut rx, chunk, mut generated, done)| async move {
+        (rx, chunk, 0u32, false, guard),
+        move |(mut rx, chunk, mut generated, done, guard)| async move {
             if done {
+                guard.finish();
                 return None;
             }
             let d = rx.recv().await;
@@ -395,11 +446,14 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
                         t.push_str(&chunk.failed());
                     }
                     t.push_str("data: [DONE]\n\n");
-                    return Some((Ok::<_, std::convert::Infallible>(t), (rx, chunk, g, true)));
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(t),
+                        (rx, chunk, g, true, guard),
+                    ));
                 }
                 None => return None,
             };
-            Some((Ok(text), (rx, chunk, generated, false)))
+            Some((Ok(text), (rx, chunk, generated, false, guard)))
         },
     );
     Response::builder()

@@ -54,6 +54,9 @@ pub struct ServeArgs {
     pub speed: f64,
     /// Stop after this many wall seconds (default: at Ctrl-C).
     pub duration: Option<f64>,
+    /// Requests in the servers at once past which a new one is refused
+    /// with 503.
+    pub max_requests: u64,
 }
 
 /// The fastest and slowest `--speed`.
@@ -122,6 +125,10 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
         block_size: run.instance.block_size,
         max_model_len: run.instance.max_model_len,
         refused: AtomicU64::new(0),
+        in_flight: AtomicU64::new(0),
+        max_requests: args.max_requests,
+        full: AtomicU64::new(0),
+        disconnected: AtomicU64::new(0),
         created: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
@@ -130,7 +137,6 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
     let graceful = GracefulStop::begin();
     let served = listen(args, n, &shared, &graceful);
     let _ = tx.send(engine::Command::Stop);
-    drop(shared);
     drop(tx);
     let report = engine
         .join()
@@ -138,18 +144,28 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
         .flatten()
         .ok_or_else(|| Error::run("the engine thread panicked"))?;
     served?;
-    report
+    let mut report = report?;
+    let count = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    if let Some(section) = report.get_mut("serve").and_then(|v| v.as_object_mut()) {
+        section.insert("refused_requests".into(), count(&shared.refused).into());
+        section.insert("refused_full".into(), count(&shared.full).into());
+        section.insert(
+            "disconnected_streams".into(),
+            count(&shared.disconnected).into(),
+        );
+    }
+    serde_json::to_string_pretty(&report).map_err(|e| Error::run(e.to_string()))
 }
 
 /// The report of a finished serve run (built on the engine thread: the
 /// outcome holds the run's writers).
-fn report_of(finished: engine::Finished, speed: f64) -> Result<String, Error> {
+fn report_of(finished: engine::Finished, speed: f64) -> Result<serde_json::Value, Error> {
     let mut outcome = finished.outcome.map_err(|e| Error::run(e.to_string()))?;
     let mut report = report::build(&mut outcome, None);
     if let Some(map) = report.as_object_mut() {
         map.insert("serve".into(), timing_section(&finished.timing, speed));
     }
-    serde_json::to_string_pretty(&report).map_err(|e| Error::run(e.to_string()))
+    Ok(report)
 }
 
 /// The run file's cluster with an external workload.
