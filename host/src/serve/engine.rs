@@ -34,6 +34,10 @@ pub enum Command {
         req: Box<Request>,
         pin: Option<u32>,
         tx: DeliveryTx,
+        /// When the request reached the server: it arrives in the
+        /// simulation then (or at the present, if that has passed), not
+        /// when this thread gets to it.
+        received: Instant,
     },
     /// The instances' load, for `/metrics`.
     Load {
@@ -167,6 +171,8 @@ struct Driver {
     timing: Timing,
     tallies: Tallies,
     stop: bool,
+    /// The latest arrival injected, simulated µs.
+    last_arrival: Tick,
 }
 
 impl Driver {
@@ -177,9 +183,18 @@ impl Driver {
 
     fn handle(&mut self, c: Command, cluster: &mut Cluster) {
         match c {
-            Command::Submit { req, pin, tx } => {
+            Command::Submit {
+                req,
+                pin,
+                tx,
+                received,
+            } => {
                 let input_len = req.input_len;
-                let arrival = self.sim_now().max(cluster.now());
+                let since = received.saturating_duration_since(self.start);
+                let at = (since.as_secs_f64() * 1e6 * self.speed) as Tick;
+                // Arrivals stay in order (handlers may send out of order).
+                let arrival = at.max(cluster.now()).max(self.last_arrival);
+                self.last_arrival = arrival;
                 if let Some(id) = cluster.inject(*req, arrival, pin) {
                     self.streams.insert(
                         id,
@@ -213,6 +228,7 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
         timing: Timing::default(),
         tallies: Tallies::new(cluster.instance_count()),
         stop: false,
+        last_arrival: 0,
     };
     let mut peak = 0usize;
     let mut progress = |_: Tick, _: u64| {};

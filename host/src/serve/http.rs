@@ -326,6 +326,7 @@ impl Drop for InFlight {
 }
 
 async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> Response {
+    let received = std::time::Instant::now();
     let s = Arc::clone(&e.shared);
     if s.in_flight.fetch_add(1, Ordering::Relaxed) >= s.max_requests {
         s.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -368,6 +369,7 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
             req: Box::new(req),
             pin: e.instance,
             tx,
+            received,
         })
         .is_ok()
     });
