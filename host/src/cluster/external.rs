@@ -54,9 +54,7 @@ pub struct InstanceLoad {
     pub waiting: u32,
     pub running: u32,
     pub kv_utilization: f64,
-    pub kv_free_blocks: u64,
     pub preemptions: u64,
-    pub prefix_hit_rate: f64,
 }
 
 /// A request that left the run: completed, rejected or dropped.
@@ -64,8 +62,6 @@ pub struct InstanceLoad {
 pub struct Ended {
     pub id: u64,
     pub progress: Progress,
-    /// When it completed (`UNSET` unless completed).
-    pub completed_at: Tick,
 }
 
 fn progress_of(r: &Request) -> Progress {
@@ -136,16 +132,14 @@ impl Cluster {
     }
 
     /// Instance `i`'s load for a server's metrics: requests waiting and
-    /// running, and the KV cache's utilisation (0–1) and free blocks.
+    /// running, the KV cache's utilisation (0–1), preemptions so far.
     pub fn instance_load(&self, i: usize) -> Option<InstanceLoad> {
         let inst = self.instances.get(i)?;
         Some(InstanceLoad {
             waiting: inst.queue_depth(),
             running: inst.batch_size(),
             kv_utilization: inst.kv_utilization(),
-            kv_free_blocks: inst.free_kv_blocks(),
             preemptions: inst.preemption_count(),
-            prefix_hit_rate: inst.cache_hit_rate(),
         })
     }
 
@@ -177,7 +171,6 @@ impl Cluster {
             ext.ended.push(Ended {
                 id: r.id,
                 progress: progress_of(r),
-                completed_at: r.completed_at,
             });
         }
     }

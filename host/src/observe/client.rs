@@ -362,9 +362,6 @@ impl Client {
         if let Err(e) = result {
             io_fail(&mut out, &e);
         }
-        if out.status != Status::Ok {
-            out.chunks.clear();
-        }
         out
     }
 

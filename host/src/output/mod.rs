@@ -28,7 +28,7 @@
 //!   sweep, plan, tune) holds one while it works. The first signal then
 //!   only sets its [`GracefulStop::flag`] (stop starting work, finish or
 //!   drain what is in flight, write what was recorded, exit 130); a second
-//!   sets [`GracefulStop::hurry`] (stop waiting, write now); a third quits
+//!   sets [`hurry_requested`] (stop waiting, write now); a third quits
 //!   at once as above. Only SIGINT (Ctrl-C) is graceful: SIGTERM and
 //!   SIGHUP end the process at once.
 //! * [`is_temp_name`]: whether a file name is one of our temporary files,
@@ -325,11 +325,6 @@ impl GracefulStop {
     /// Whether the first interrupt came.
     pub fn stopping(&self) -> bool {
         stop_requested()
-    }
-
-    /// Whether a second interrupt came: stop waiting for work in flight.
-    pub fn hurry(&self) -> bool {
-        hurry_requested()
     }
 }
 

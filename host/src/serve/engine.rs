@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, ClusterOutcome, InstanceLoad, NoAudit, RunError};
+use crate::cluster::{Cluster, ClusterOutcome, InstanceLoad, NoAudit, Progress, RunError};
 use crate::engine::Tick;
 use crate::request::{Request, RequestState, UNSET};
 
@@ -178,7 +178,13 @@ struct Driver {
 impl Driver {
     /// Simulated µs since the start.
     fn sim_now(&self) -> Tick {
-        (self.start.elapsed().as_secs_f64() * 1e6 * self.speed) as Tick
+        self.sim_at(Instant::now())
+    }
+
+    /// Simulated µs of wall instant `t`.
+    fn sim_at(&self, t: Instant) -> Tick {
+        let since = t.saturating_duration_since(self.start);
+        (since.as_secs_f64() * 1e6 * self.speed) as Tick
     }
 
     fn handle(&mut self, c: Command, cluster: &mut Cluster) {
@@ -190,10 +196,11 @@ impl Driver {
                 received,
             } => {
                 let input_len = req.input_len;
-                let since = received.saturating_duration_since(self.start);
-                let at = (since.as_secs_f64() * 1e6 * self.speed) as Tick;
                 // Arrivals stay in order (handlers may send out of order).
-                let arrival = at.max(cluster.now()).max(self.last_arrival);
+                let arrival = self
+                    .sim_at(received)
+                    .max(cluster.now())
+                    .max(self.last_arrival);
                 self.last_arrival = arrival;
                 if let Some(id) = cluster.inject(*req, arrival, pin) {
                     self.streams.insert(
@@ -306,18 +313,10 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
         };
         if p.generated > s.sent && p.last_token_at != UNSET {
             if p.last_token_at > now {
-                due = Some(due.map_or(p.last_token_at, |d| d.min(p.last_token_at)));
+                earliest(&mut due, p.last_token_at);
                 continue;
             }
-            tallies.tokens(s, &p);
-            let count = p.generated - s.sent;
-            s.sent = p.generated;
-            timing.tokens += u64::from(count);
-            timing.lateness_us.push((now - p.last_token_at) as f64);
-            let _ = s.tx.send(Delivery::Tokens {
-                count,
-                at: p.last_token_at,
-            });
+            hand_over(s, &p, now, timing, tallies);
         }
     }
     ended.extend(cluster.take_ended());
@@ -326,7 +325,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
     while k < ended.len() {
         let at = ended[k].progress.last_token_at;
         if at > now {
-            due = Some(due.map_or(at, |d| d.min(at)));
+            earliest(&mut due, at);
             k += 1;
             continue;
         }
@@ -336,17 +335,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
         };
         let p = e.progress;
         if p.generated > s.sent {
-            tallies.tokens(&mut s, &p);
-            let count = p.generated - s.sent;
-            s.sent = p.generated;
-            timing.tokens += u64::from(count);
-            timing
-                .lateness_us
-                .push((now - p.last_token_at.max(0)) as f64);
-            let _ = s.tx.send(Delivery::Tokens {
-                count,
-                at: p.last_token_at,
-            });
+            hand_over(&mut s, &p, now, timing, tallies);
         }
         let completed = p.state == RequestState::Completed;
         if completed {
@@ -359,6 +348,26 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
         });
     }
     due
+}
+
+/// `due` moved to `t` if that is earlier.
+fn earliest(due: &mut Option<Tick>, t: Tick) {
+    *due = Some(due.map_or(t, |d| d.min(t)));
+}
+
+/// Send stream `s` the tokens its request's progress `p` has beyond what
+/// it was sent (at simulated time `now`, not before their time), with
+/// their latencies and lateness tallied.
+fn hand_over(s: &mut Stream, p: &Progress, now: Tick, timing: &mut Timing, tallies: &mut Tallies) {
+    tallies.tokens(s, p);
+    let count = p.generated - s.sent;
+    s.sent = p.generated;
+    timing.tokens += u64::from(count);
+    timing.lateness_us.push((now - p.last_token_at) as f64);
+    let _ = s.tx.send(Delivery::Tokens {
+        count,
+        at: p.last_token_at,
+    });
 }
 
 /// Counters of `/metrics` the cluster does not keep per instance.
@@ -381,7 +390,7 @@ impl Tallies {
 
     /// Tokens about to be handed to stream `s` (its progress `p`): the
     /// first one's TTFT and queue time, the others' inter-token gaps.
-    fn tokens(&mut self, s: &mut Stream, p: &crate::cluster::Progress) {
+    fn tokens(&mut self, s: &mut Stream, p: &Progress) {
         let Some(l) = self.latencies.get_mut(p.instance as usize) else {
             return;
         };

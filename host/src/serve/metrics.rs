@@ -158,9 +158,7 @@ mod tests {
             waiting: w,
             running: r,
             kv_utilization: kv,
-            kv_free_blocks: 0,
             preemptions: 1,
-            prefix_hit_rate: 0.0,
         };
         let s = Snapshot {
             at: 2_000_000,

@@ -11,6 +11,7 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 
 use crate::request::{Segment, SloClass};
+use crate::sweep::spec::{fnv64, fnv64_more as fnv};
 
 /// Output tokens of a chat request without `max_tokens` and without a
 /// context limit (vLLM's default is the context's remainder).
@@ -28,15 +29,6 @@ pub struct Prompted {
     pub seed: u64,
 }
 
-fn fnv(h: u64, bytes: &[u8]) -> u64 {
-    let mut h = h;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 /// `words` in segments of `block` tokens.
 fn prompted(words: &[&str], ids: usize, block: u32) -> Result<Prompted, String> {
     let n = words.len() + ids;
@@ -51,11 +43,11 @@ fn prompted(words: &[&str], ids: usize, block: u32) -> Result<Prompted, String> 
         })?;
     let block = block.max(1) as usize;
     let mut segments = Vec::with_capacity(n.div_ceil(block));
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut h = fnv64(&[]);
     let mut k = 0;
     while k < n {
         let end = (k + block).min(n);
-        let mut seed = 0xcbf2_9ce4_8422_2325u64;
+        let mut seed = fnv64(&[]);
         for i in k..end {
             let w = words.get(i).copied().unwrap_or("\u{0}id");
             seed = fnv(fnv(seed, w.as_bytes()), b" ");

@@ -140,8 +140,8 @@ pub fn fnv64(bytes: &[u8]) -> u64 {
     fnv64_more(0xcbf2_9ce4_8422_2325, bytes)
 }
 
-/// FNV-1a continued from `h` over `bytes`.
-fn fnv64_more(mut h: u64, bytes: &[u8]) -> u64 {
+/// FNV-1a continued from `h` over `bytes` ([`fnv64`] starts it).
+pub fn fnv64_more(mut h: u64, bytes: &[u8]) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);

@@ -52,8 +52,8 @@ pub(super) fn check(
         return None;
     };
     let before = problems.errors.len();
-    check_section(run, lora, problems);
     let by_id = by_id(lora);
+    check_section(run, lora, &by_id, problems);
     let mut ranks = Vec::with_capacity(names.len());
     for name in names {
         match by_id.get(name.as_str()).map(|&j| &lora.adapters[j]) {
@@ -206,7 +206,12 @@ fn check_bounds(lora: &LoraSection, problems: &mut Problems) {
     }
 }
 
-fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
+fn check_section(
+    run: &RunFile,
+    lora: &LoraSection,
+    by_id: &HashMap<&str, usize>,
+    problems: &mut Problems,
+) {
     if lora.adapter_capacity == 0 && !lora.adapters.is_empty() {
         problems.error(format!(
             "lora.adapter_capacity = 0 with {} adapter(s) declared: an instance needs at least one \
@@ -215,13 +220,12 @@ fn check_section(run: &RunFile, lora: &LoraSection, problems: &mut Problems) {
         ));
     }
     let served = super::models::served(run);
-    let mut first: HashMap<&str, usize> = HashMap::with_capacity(lora.adapters.len());
     for (i, a) in lora.adapters.iter().enumerate() {
         if a.id.is_empty() {
             problems.error(format!(
                 "lora.adapters[{i}].id is empty: give every adapter an id"
             ));
-        } else if *first.entry(a.id.as_str()).or_insert(i) != i {
+        } else if by_id.get(a.id.as_str()) != Some(&i) {
             problems.error(format!(
                 "lora.adapters[{i}].id = \"{}\": another adapter has that id",
                 a.id
