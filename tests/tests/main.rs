@@ -41,6 +41,9 @@ mod cli;
 // `blis serve`: the simulated servers answer as vLLM does (completions,
 // chat, streaming, errors, metrics) and reproduce `blis run` under `observe`.
 mod serve;
+// Real third parties in front of `blis serve`: nginx least_conn, Prometheus,
+// inference-perf (when .ci/run installed them; alone, with --ignored).
+mod serve_third_party;
 
 // `blis observe` against misbehaving servers on loopback: endless and
 // dripping streams, truncated and failed answers, Ctrl-C while in flight.

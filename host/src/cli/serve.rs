@@ -33,6 +33,15 @@ pub struct ServeFlags {
     /// 503 (the servers' memory stays bounded whatever clients do).
     #[arg(long, default_value_t = 10_000)]
     pub max_requests: u64,
+    /// Open connections (all ports together) past which a new one is
+    /// answered 503 and closed at once.
+    #[arg(long, default_value_t = 4_096)]
+    pub max_connections: usize,
+    /// Write every `/metrics` answer's wall time, simulated time and gauges
+    /// (running, waiting, KV-cache usage) to this file, one JSON line each,
+    /// at the end: what a monitoring stack should have scraped.
+    #[arg(long)]
+    pub metrics_log: Option<PathBuf>,
 }
 
 /// Serve until Ctrl-C or `--duration`; the run's report for stdout.
@@ -45,5 +54,7 @@ pub fn serve(flags: &ServeFlags) -> Result<String, Failure> {
         speed: flags.speed,
         duration: flags.duration,
         max_requests: flags.max_requests,
+        max_connections: flags.max_connections,
+        metrics_log: flags.metrics_log.clone(),
     })
 }

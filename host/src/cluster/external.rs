@@ -57,6 +57,19 @@ pub struct InstanceLoad {
     pub preemptions: u64,
 }
 
+/// What [`Cluster::cancel`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cancel {
+    /// The request left its instance (queue or batch), its KV released; it
+    /// ends `Dropped` and is reported by [`Cluster::take_ended`].
+    Done,
+    /// It is between the cluster's front and an instance (admission,
+    /// routing, the gateway's queue, a P/D transfer): ask again later.
+    Later,
+    /// Not live: it never arrived or already ended.
+    Gone,
+}
+
 /// A request that left the run: completed, rejected or dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ended {
@@ -121,6 +134,36 @@ impl Cluster {
     pub fn progress(&self, id: u64) -> Option<Progress> {
         let slot = *self.external.as_deref()?.live.get(&id)?;
         Some(progress_of(&self.store[slot]))
+    }
+
+    /// Cancel live request `id` (its client went away), as vLLM aborts a
+    /// request whose connection closed: it leaves its instance's queue or
+    /// running batch at the simulated present, releasing its KV blocks, and
+    /// ends `Dropped` (counted with the instance's drops). A step already
+    /// running keeps its duration.
+    pub fn cancel(&mut self, id: u64) -> Result<Cancel, Box<PluginError>> {
+        let Some(slot) = self
+            .external
+            .as_deref()
+            .and_then(|e| e.live.get(&id).copied())
+        else {
+            return Ok(Cancel::Gone);
+        };
+        if !matches!(
+            self.store[slot].state,
+            RequestState::Queued | RequestState::Running
+        ) {
+            return Ok(Cancel::Later);
+        }
+        let t = self.queue.now();
+        let i = self.store[slot].instance;
+        self.snapshots.touched(i);
+        if !self.instances[i as usize].evict(t, slot, &mut self.store, &mut self.collector) {
+            return Ok(Cancel::Later);
+        }
+        self.release_finished(t)?;
+        self.after_instance_event(t, i);
+        Ok(Cancel::Done)
     }
 
     /// The injected requests that ended since the last call, in order.

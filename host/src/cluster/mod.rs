@@ -42,7 +42,7 @@ mod tests;
 pub use admission::Admission;
 use cache_signal::CacheSignal;
 pub use error::RunError;
-pub use external::{Ended, InstanceLoad, Progress};
+pub use external::{Cancel, Ended, InstanceLoad, Progress};
 use first_tokens::{FirstToken, FirstTokens};
 use lora_view::LoraView;
 pub use models::{ModelFilter, NO_MODEL};

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, ClusterOutcome, InstanceLoad, NoAudit, Progress, RunError};
+use crate::cluster::{Cancel, Cluster, ClusterOutcome, InstanceLoad, NoAudit, Progress, RunError};
 use crate::engine::Tick;
 use crate::request::{Request, RequestState, UNSET};
 
@@ -153,6 +153,8 @@ pub struct Timing {
     pub lateness_us: Vec<f64>,
     /// Tokens delivered.
     pub tokens: u64,
+    /// Requests cancelled in the simulation because their client went away.
+    pub cancelled: u64,
 }
 
 /// What the engine thread returns.
@@ -262,7 +264,15 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
             }
         }
         let now = d.sim_now();
-        let due = deliver(&mut cluster, &mut d, now);
+        let due = match deliver(&mut cluster, &mut d, now) {
+            Ok(due) => due,
+            Err(e) => {
+                return Finished {
+                    outcome: Err(e),
+                    timing: d.timing,
+                }
+            }
+        };
         if d.stop {
             break;
         }
@@ -293,9 +303,37 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
     }
 }
 
+/// Cancel the requests whose client went away (its receiver dropped: the
+/// connection closed); one still on its way to an instance is tried again
+/// on the next pass.
+fn cancel_abandoned(
+    cluster: &mut Cluster,
+    streams: &mut HashMap<u64, Stream>,
+    timing: &mut Timing,
+) -> Result<(), RunError> {
+    let gone: Vec<u64> = streams
+        .iter()
+        .filter(|(_, s)| s.tx.is_closed())
+        .map(|(&id, _)| id)
+        .collect();
+    for id in gone {
+        match cluster.cancel(id).map_err(RunError::from)? {
+            Cancel::Done => {
+                timing.cancelled += 1;
+                streams.remove(&id);
+            }
+            Cancel::Gone => {
+                streams.remove(&id);
+            }
+            Cancel::Later => {}
+        }
+    }
+    Ok(())
+}
+
 /// Hand every stream the tokens its request has been delivered, and its
 /// end; record how late each delivery is against its simulated time.
-fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
+fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Result<Option<Tick>, RunError> {
     let Driver {
         streams,
         ended,
@@ -303,6 +341,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
         tallies,
         ..
     } = d;
+    cancel_abandoned(cluster, streams, timing)?;
     cluster.sync_progress();
     // The earliest token not handed over yet because its time is still to
     // come (a token reaches the client α2 after its step ends).
@@ -347,7 +386,7 @@ fn deliver(cluster: &mut Cluster, d: &mut Driver, now: Tick) -> Option<Tick> {
             generated: p.generated,
         });
     }
-    due
+    Ok(due)
 }
 
 /// `due` moved to `t` if that is earlier.

@@ -48,7 +48,14 @@ pub struct Shared {
     pub created: u64,
     /// Next completion id.
     pub next_id: AtomicU64,
+    /// `--metrics-log`: one JSON line per `/metrics` answered (its time and
+    /// gauges), written at the end; at most [`METRICS_LOG_CAP`] lines.
+    pub metrics_log: Option<Mutex<Vec<String>>>,
 }
+
+/// The most `/metrics` answers `--metrics-log` keeps (a scrape a second
+/// of 17 endpoints for about 16 hours).
+pub const METRICS_LOG_CAP: usize = 1_000_000;
 
 /// One endpoint: an instance's server, or the gateway (`None`).
 #[derive(Clone)]
@@ -549,6 +556,35 @@ async fn metrics(State(e): State<Endpoint>) -> Response {
         (true, Ok(s)) => s,
         _ => Snapshot::default(),
     };
+    if let Some(log) = &e.shared.metrics_log {
+        log_scrape(log, &snap, e.instance);
+    }
     let text = super::metrics::render(&e.shared.model, &snap, e.instance);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// One `/metrics` answer for `--metrics-log`: wall time (ms since the Unix
+/// epoch), simulated time (s), the endpoint and its gauges.
+fn log_scrape(log: &Mutex<Vec<String>>, snap: &Snapshot, instance: Option<u32>) {
+    let Ok(mut lines) = log.lock() else {
+        return;
+    };
+    if lines.len() >= METRICS_LOG_CAP {
+        return;
+    }
+    let wall_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    let g = super::metrics::gauges(snap, instance);
+    lines.push(
+        json!({
+            "wall_ms": wall_ms,
+            "sim_s": snap.at as f64 / 1e6,
+            "endpoint": instance.map_or_else(|| "gateway".to_string(), |i| format!("instance {i}")),
+            "num_requests_running": g.running,
+            "num_requests_waiting": g.waiting,
+            "kv_cache_usage_perc": g.kv_usage,
+        })
+        .to_string(),
+    );
 }

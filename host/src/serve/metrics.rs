@@ -8,23 +8,42 @@ use std::fmt::Write;
 
 use super::engine::{Histogram, Latencies, Snapshot};
 
-/// The metrics text of instance `instance` (`None`: every instance summed).
-pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
-    let pick: Vec<usize> = match instance {
+/// An endpoint's gauges at a scrape: requests running and waiting, and the
+/// KV cache's usage (0–1; the gateway's is its instances' mean).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gauges {
+    pub running: f64,
+    pub waiting: f64,
+    pub kv_usage: f64,
+}
+
+/// The instances endpoint `instance` shows (`None`: the gateway, all).
+fn picked(s: &Snapshot, instance: Option<u32>) -> Vec<usize> {
+    match instance {
         Some(i) => vec![i as usize],
         None => (0..s.instances.len()).collect(),
-    };
-    let sum = |f: &dyn Fn(usize) -> f64| {
-        pick.iter()
-            .filter(|&&i| i < s.instances.len())
-            .map(|&i| f(i))
-            .sum::<f64>()
-    };
-    let n = pick
-        .iter()
-        .filter(|&&i| i < s.instances.len())
-        .count()
-        .max(1) as f64;
+    }
+    .into_iter()
+    .filter(|&i| i < s.instances.len())
+    .collect()
+}
+
+/// Endpoint `instance`'s gauges (`None`: every instance's summed).
+pub fn gauges(s: &Snapshot, instance: Option<u32>) -> Gauges {
+    let pick = picked(s, instance);
+    let sum = |f: &dyn Fn(usize) -> f64| pick.iter().map(|&i| f(i)).sum::<f64>();
+    Gauges {
+        running: sum(&|i| f64::from(s.instances[i].running)),
+        waiting: sum(&|i| f64::from(s.instances[i].waiting)),
+        kv_usage: sum(&|i| s.instances[i].kv_utilization) / pick.len().max(1) as f64,
+    }
+}
+
+/// The metrics text of instance `instance` (`None`: every instance summed).
+pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
+    let pick = picked(s, instance);
+    let sum = |f: &dyn Fn(usize) -> f64| pick.iter().map(|&i| f(i)).sum::<f64>();
+    let g = gauges(s, instance);
     let label = format!("model_name=\"{}\"", model.replace(['"', '\\', '\n'], "_"));
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
@@ -36,26 +55,25 @@ pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
         "vllm:num_requests_running",
         "gauge",
         "Number of requests in model execution batches.",
-        sum(&|i| f64::from(s.instances[i].running)),
+        g.running,
     );
     metric(
         "vllm:num_requests_waiting",
         "gauge",
         "Number of requests waiting to be processed.",
-        sum(&|i| f64::from(s.instances[i].waiting)),
+        g.waiting,
     );
-    let kv = sum(&|i| s.instances[i].kv_utilization) / n;
     metric(
         "vllm:kv_cache_usage_perc",
         "gauge",
         "KV-cache usage. 1 means 100 percent usage.",
-        kv,
+        g.kv_usage,
     );
     metric(
         "vllm:gpu_cache_usage_perc",
         "gauge",
         "GPU KV-cache usage. 1 means 100 percent usage (the older name).",
-        kv,
+        g.kv_usage,
     );
     metric(
         "vllm:num_preemptions_total",

@@ -22,6 +22,7 @@
 
 mod engine;
 mod http;
+mod listener;
 mod metrics;
 mod prompt;
 
@@ -57,6 +58,12 @@ pub struct ServeArgs {
     /// Requests in the servers at once past which a new one is refused
     /// with 503.
     pub max_requests: u64,
+    /// Open connections (all ports together) past which a new one is
+    /// answered 503 and closed.
+    pub max_connections: usize,
+    /// Where to write every `/metrics` answer's time and gauges (JSON
+    /// lines, at the end), if anywhere.
+    pub metrics_log: Option<PathBuf>,
 }
 
 /// The fastest and slowest `--speed`.
@@ -78,8 +85,34 @@ fn check(args: &ServeArgs) -> Result<(), Error> {
             )));
         }
     }
+    if !(1..=MAX_CONNECTIONS).contains(&args.max_connections) {
+        return Err(Error::input(format!(
+            "--max-connections {}: give a number from 1 to {MAX_CONNECTIONS} (open connections, all ports together, past which a new one is answered 503)",
+            args.max_connections
+        )));
+    }
+    if let Some(log) = &args.metrics_log {
+        let inputs: Vec<(String, PathBuf)> = args
+            .run_file
+            .iter()
+            .map(|p| ("the run file".to_string(), p.clone()))
+            .collect();
+        let problems = crate::output::check_paths(&[("--metrics-log", log.clone())], &inputs);
+        if !problems.is_empty() {
+            return Err(Error::input(problems.join("\n")));
+        }
+    }
+    if args.max_requests == 0 {
+        return Err(Error::input(
+            "--max-requests 0: give at least 1 (requests in the servers at once past which a new one is answered 503)",
+        ));
+    }
     Ok(())
 }
+
+/// The most `--max-connections` allows (each open connection holds a file
+/// descriptor and a few KiB).
+const MAX_CONNECTIONS: usize = 1 << 20;
 
 /// Run the servers until Ctrl-C or `--duration`; the run's report.
 pub fn serve(args: &ServeArgs) -> Result<String, Error> {
@@ -133,9 +166,11 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         next_id: AtomicU64::new(0),
+        metrics_log: args.metrics_log.as_ref().map(|_| Mutex::new(Vec::new())),
     });
     let graceful = GracefulStop::begin();
-    let served = listen(args, n, &shared, &graceful);
+    let refused_connections = Arc::new(AtomicU64::new(0));
+    let served = listen(args, n, &shared, &graceful, &refused_connections);
     let _ = tx.send(engine::Command::Stop);
     drop(tx);
     let report = engine
@@ -145,16 +180,42 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
         .ok_or_else(|| Error::run("the engine thread panicked"))?;
     served?;
     let mut report = report?;
+    write_metrics_log(args, &shared)?;
     let count = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     if let Some(section) = report.get_mut("serve").and_then(|v| v.as_object_mut()) {
         section.insert("refused_requests".into(), count(&shared.refused).into());
         section.insert("refused_full".into(), count(&shared.full).into());
+        section.insert(
+            "refused_connections".into(),
+            count(&refused_connections).into(),
+        );
         section.insert(
             "disconnected_streams".into(),
             count(&shared.disconnected).into(),
         );
     }
     serde_json::to_string_pretty(&report).map_err(|e| Error::run(e.to_string()))
+}
+
+/// `--metrics-log`: the `/metrics` answers, one JSON line each, written
+/// atomically.
+fn write_metrics_log(args: &ServeArgs, shared: &http::Shared) -> Result<(), Error> {
+    let (Some(path), Some(log)) = (&args.metrics_log, &shared.metrics_log) else {
+        return Ok(());
+    };
+    let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
+    if lines.len() >= http::METRICS_LOG_CAP {
+        eprintln!(
+            "note: --metrics-log kept the first {} /metrics answers only",
+            http::METRICS_LOG_CAP
+        );
+    }
+    let mut text = lines.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    crate::output::write_atomic(path, text.as_bytes())
+        .map_err(|e| Error::run(format!("--metrics-log: {e}")))
 }
 
 /// The report of a finished serve run (built on the engine thread: the
@@ -193,6 +254,7 @@ fn listen(
     instances: usize,
     shared: &Arc<http::Shared>,
     graceful: &GracefulStop,
+    refused: &Arc<AtomicU64>,
 ) -> Result<(), Error> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -214,6 +276,7 @@ fn listen(
             endpoints.push(("gateway".into(), None, g));
         }
         let mut tasks = Vec::new();
+        let permits = Arc::new(tokio::sync::Semaphore::new(args.max_connections));
         for (name, instance, port) in endpoints {
             let l = tokio::net::TcpListener::bind((args.host.as_str(), port))
                 .await
@@ -231,8 +294,14 @@ fn listen(
                 shared: Arc::clone(shared),
                 instance,
             });
+            let capped = listener::Capped {
+                inner: l,
+                permits: Arc::clone(&permits),
+                cap: args.max_connections,
+                refused: Arc::clone(refused),
+            };
             tasks.push(tokio::spawn(async move {
-                let _ = axum::serve(l, app).await;
+                let _ = axum::serve(capped, app).await;
             }));
         }
         eprintln!("serve: ready ({} instance(s), speed {}×); Ctrl-C stops and prints the report", instances, args.speed);
@@ -263,6 +332,7 @@ fn timing_section(t: &engine::Timing, speed: f64) -> serde_json::Value {
         "speed": speed,
         "tokens_delivered": t.tokens,
         "deliveries": late.len(),
+        "cancelled_requests": t.cancelled,
         "delivery_lateness_ms": {
             "p50": pct(0.5),
             "p99": pct(0.99),
