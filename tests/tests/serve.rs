@@ -508,3 +508,62 @@ fn a_full_server_answers_503_and_a_vanished_client_is_counted() {
     assert_eq!(serve["cancelled_requests"], 2, "{serve}");
     assert_eq!(report["cluster"]["completed_requests"], 1, "{report}");
 }
+
+#[test]
+fn connections_past_the_cap_are_answered_503_and_closed() {
+    let dir = TestDir::new("serve-connections");
+    dir.write("run.toml", RUN);
+    for (flag, value) in [("--max-connections", "0"), ("--max-requests", "0")] {
+        let err = crate::util::run_bad(&dir, &["serve", "run.toml", flag, value]);
+        assert!(err.contains(&format!("{flag} 0: give")), "{err}");
+    }
+    // --metrics-log never writes over the run file.
+    let err = crate::util::run_bad(&dir, &["serve", "run.toml", "--metrics-log", "run.toml"]);
+    assert!(err.contains("--metrics-log"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("run.toml")).unwrap(),
+        RUN
+    );
+    let srv = Served::start(
+        &dir,
+        "run.toml",
+        &["--speed", "20", "--max-connections", "2"],
+    );
+    let (a, b) = (&srv.instances[0], &srv.instances[1]);
+    // Two idle connections hold the cap (on two ports: the cap is shared).
+    let held = [
+        TcpStream::connect(a).unwrap(),
+        TcpStream::connect(b).unwrap(),
+    ];
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, body) = http(a, "GET", "/health", "");
+    assert_eq!(code, 503, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["object"], "error");
+    assert!(body.contains("--max-connections"), "{body}");
+    // One closes: the next connection is served.
+    drop(held);
+    let end = Instant::now() + Duration::from_secs(10);
+    while http(a, "GET", "/health", "").0 != 200 {
+        assert!(
+            Instant::now() < end,
+            "still refused after the connections closed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, body) = http(
+        a,
+        "POST",
+        "/v1/completions",
+        r#"{"model": "qwen3-14b", "prompt": "x y", "max_tokens": 3}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, report, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        report["serve"]["refused_connections"].as_u64() >= Some(1),
+        "{}",
+        report["serve"]
+    );
+    assert_eq!(report["cluster"]["completed_requests"], 1);
+}
