@@ -103,18 +103,21 @@ impl Served {
     }
 }
 
-/// One HTTP/1.1 exchange (Connection: close): status and body.
+/// One HTTP/1.1 exchange (Connection: close): status and body; status 0
+/// when the server closed the connection without an answer.
 pub(crate) fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(
+    let sent = write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
+    );
+    let mut bytes = Vec::new();
+    if sent.is_err() || s.read_to_end(&mut bytes).is_err() && bytes.is_empty() {
+        return (0, String::new());
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
         .split_whitespace()
@@ -566,4 +569,120 @@ fn connections_past_the_cap_are_answered_503_and_closed() {
         report["serve"]
     );
     assert_eq!(report["cluster"]["completed_requests"], 1);
+}
+
+/// The fleet of [`RUN`] without its context limit, with faults: instance
+/// 0 answers half its requests 503 for the first 30 simulated seconds and
+/// is 4× slower from 50 s on; instance 1 is down from 30 s to 50 s.
+const FAULTS: &str = r#"
+[[serve.faults]]
+instance = 0
+kind = "errors"
+rate = 0.5
+until_s = 30
+[[serve.faults]]
+instance = 1
+kind = "down"
+at_s = 30
+until_s = 50
+[[serve.faults]]
+instance = 0
+kind = "slow"
+factor = 4
+at_s = 50
+"#;
+
+/// Wall seconds a completion of `tokens` tokens takes on `addr`.
+fn timed(addr: &str, tokens: u32) -> f64 {
+    let t = Instant::now();
+    let (code, body) = http(
+        addr,
+        "POST",
+        "/v1/completions",
+        &format!(r#"{{"model": "qwen3-14b", "prompt": "a b", "max_tokens": {tokens}}}"#),
+    );
+    assert_eq!(code, 200, "{body}");
+    t.elapsed().as_secs_f64()
+}
+
+#[test]
+fn injected_faults_fail_cut_and_slow_their_instances() {
+    let dir = TestDir::new("serve-faults");
+    dir.write(
+        "run.toml",
+        &format!("{}{FAULTS}", RUN.replace("max_model_len = 512\n", "")),
+    );
+    // `blis run` accepts the section and says it injects nothing.
+    let out = crate::util::run_ok(&dir, &["run", "run.toml"]);
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("[[serve.faults]] are injected by blis serve only"));
+    let srv = Served::start(&dir, "run.toml", &["--speed", "10"]);
+    let (i0, i1) = (srv.instances[0].clone(), srv.instances[1].clone());
+    // A long stream on instance 1 (4,000 tokens: about 48 simulated s),
+    // read until its connection ends.
+    let addr = i1.clone();
+    let long = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let body =
+            r#"{"model": "qwen3-14b", "prompt": "a b c", "max_tokens": 4000, "stream": true}"#;
+        write!(
+            s,
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        let _ = s.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    });
+    // `errors`: about half of instance 0's requests are answered 503.
+    let mut failed = 0;
+    for _ in 0..20 {
+        let (code, body) = http(
+            &i0,
+            "POST",
+            "/v1/completions",
+            r#"{"model": "qwen3-14b", "prompt": "x", "max_tokens": 1}"#,
+        );
+        if code == 503 {
+            assert!(body.contains("injected errors fault"), "{body}");
+            failed += 1;
+        } else {
+            assert_eq!(code, 200, "{body}");
+        }
+    }
+    assert!((3..=17).contains(&failed), "{failed} of 20 failed");
+    // `down`: instance 1's connections close unanswered, its stream is cut
+    // before its end; instance 0 serves on.
+    let end = Instant::now() + Duration::from_secs(30);
+    while http(&i1, "GET", "/health", "").0 == 200 {
+        assert!(Instant::now() < end, "instance 1 never went down");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        http(&i1, "GET", "/health", "").0,
+        0,
+        "a down server answers nothing"
+    );
+    let cut = long.join().unwrap();
+    assert!(cut.starts_with("HTTP/1.1 200"), "{cut}");
+    assert!(cut.contains("\"text\""), "no token before the cut");
+    assert!(!cut.contains("[DONE]"), "the stream ran to its end");
+    assert_eq!(http(&i0, "GET", "/health", "").0, 200);
+    // Back at 50 s, empty; instance 0 is 4× slower from then on.
+    while http(&i1, "GET", "/health", "").0 != 200 {
+        assert!(Instant::now() < end, "instance 1 never came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (slow, normal) = (timed(&i0, 40), timed(&i1, 40));
+    assert!(
+        slow > 2.5 * normal,
+        "40 tokens took {slow:.3} s on the slowed instance, {normal:.3} s on the other"
+    );
+    let (code, report, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+    let serve = &report["serve"];
+    assert_eq!(serve["lost_requests"], 1, "{serve}");
+    assert_eq!(serve["faulted_requests"], failed, "{serve}");
 }

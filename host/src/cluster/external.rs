@@ -186,6 +186,14 @@ impl Cluster {
         })
     }
 
+    /// Make instance `i`'s steps take `factor` × as long from its next step
+    /// on (`blis serve`'s `slow` fault; 1 restores them).
+    pub fn set_slowdown(&mut self, i: usize, factor: f64) {
+        if let Some(inst) = self.instances.get_mut(i) {
+            inst.set_slowdown(factor);
+        }
+    }
+
     /// The LoRA adapter names requests may name.
     pub fn adapter_names(&self) -> &[String] {
         self.workload.adapter_names()

@@ -17,6 +17,7 @@ pub mod overrides;
 mod pools;
 mod run_file;
 pub mod seed;
+mod serve_section;
 pub mod warnings;
 
 pub use build::{build, derive_seed, get_str, resolve, BuiltRun, MAX_INSTANCES, PATH_KEYS};
@@ -25,3 +26,4 @@ pub use flow_sections::*;
 pub use lora::{AdapterSection, LoraSection, TierSection};
 pub use pools::{PdSection, PoolSection};
 pub use run_file::*;
+pub use serve_section::{FaultKind, FaultSection, ServeSection};

@@ -69,6 +69,9 @@ pub struct RunFile {
     /// `[lora]`: LoRA adapters, their residency and costs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora: Option<super::LoraSection>,
+    /// `[serve]`: faults `blis serve` injects (ignored by other commands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<super::ServeSection>,
 }
 
 fn default_seed() -> u64 {
@@ -101,6 +104,7 @@ impl RunFile {
             pools: _,
             pd: _,
             lora,
+            serve,
         } = self;
         RunFile {
             seed: *seed,
@@ -123,6 +127,7 @@ impl RunFile {
             pools: Vec::new(),
             pd: None,
             lora: lora.clone(),
+            serve: serve.clone(),
         }
     }
 }

@@ -574,7 +574,7 @@ impl Instance {
             }
             s
         });
-        let dt = (self.latency.step_time(&shape) + self.kv.take_transfer_time()).max(1);
+        let dt = (self.step_cost(&shape) + self.kv.take_transfer_time()).max(1);
         self.steps += 1;
         self.cruise.cruised += 1;
         self.step_pending = true;

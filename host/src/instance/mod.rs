@@ -237,6 +237,8 @@ pub struct Instance {
     index: u32,
     config: InstanceConfig,
     latency: LatencyModel,
+    /// Step times × this (`blis serve`'s `slow` fault; 1 otherwise).
+    slowdown: f64,
     kv: KvCache,
     waiting: WaitQueue,
     /// The batch in flight, in admission order, with each request's progress
@@ -462,6 +464,24 @@ impl Instance {
             remote_waiting: 0,
             cruise: cruise::Cruise::default(),
             lora: None,
+            slowdown: 1.0,
+        }
+    }
+
+    /// Make every step from the next one on take `factor` × as long
+    /// (`blis serve`'s `slow` fault; 1 restores the model's times).
+    pub fn set_slowdown(&mut self, factor: f64) {
+        self.slowdown = factor;
+    }
+
+    /// The latency model's time for a step of `shape`, slowed down.
+    #[inline]
+    fn step_cost(&self, shape: &BatchShape) -> Tick {
+        let t = self.latency.step_time(shape);
+        if self.slowdown == 1.0 {
+            t
+        } else {
+            (t as f64 * self.slowdown).round() as Tick
         }
     }
 
@@ -665,9 +685,7 @@ impl Instance {
                 return;
             }
             // Everything was preempted: retry after an empty step.
-            let dt = (self.latency.step_time(&BatchShape::default())
-                + self.kv.take_transfer_time())
-            .max(1);
+            let dt = (self.step_cost(&BatchShape::default()) + self.kv.take_transfer_time()).max(1);
             self.step_pending = true;
             q.push(
                 later(now, dt),
@@ -678,7 +696,7 @@ impl Instance {
             return;
         }
         // Blocks reloaded from the CPU tier while forming the batch delay it.
-        let mut base = self.latency.step_time(&shape);
+        let mut base = self.step_cost(&shape);
         if self.lora.is_some() {
             base = self.lora_step_time(base, &shape, store);
         }

@@ -14,6 +14,8 @@ use crate::cluster::{Cancel, Cluster, ClusterOutcome, InstanceLoad, NoAudit, Pro
 use crate::engine::Tick;
 use crate::request::{Request, RequestState, UNSET};
 
+use super::faults::Injector;
+
 /// What a stream is told.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Delivery {
@@ -21,6 +23,9 @@ pub enum Delivery {
     Tokens { count: u32, at: Tick },
     /// The request ended: completed (with its output length) or not.
     Done { completed: bool, generated: u32 },
+    /// Its instance went down (a `down` fault): the request is lost and
+    /// the connection is to be cut.
+    Lost,
 }
 
 /// A stream's receiving end (the HTTP side is async: tokio's channel,
@@ -155,6 +160,8 @@ pub struct Timing {
     pub tokens: u64,
     /// Requests cancelled in the simulation because their client went away.
     pub cancelled: u64,
+    /// Requests lost because their instance went down (`down` faults).
+    pub lost: u64,
 }
 
 /// What the engine thread returns.
@@ -175,6 +182,8 @@ struct Driver {
     stop: bool,
     /// The latest arrival injected, simulated µs.
     last_arrival: Tick,
+    /// `[[serve.faults]]`.
+    injector: Injector,
 }
 
 impl Driver {
@@ -226,10 +235,16 @@ impl Driver {
 }
 
 /// Run the engine until [`Command::Stop`] (or every sender is gone).
-pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Finished {
+pub fn run(
+    mut cluster: Cluster,
+    speed: f64,
+    commands: Receiver<Command>,
+    injector: Injector,
+) -> Finished {
     cluster.drive_externally();
     cluster.begin();
     let mut d = Driver {
+        injector,
         start: Instant::now(),
         speed,
         streams: HashMap::new(),
@@ -264,6 +279,15 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
             }
         }
         let now = d.sim_now();
+        d.injector.apply(now as f64 / 1e6, &mut cluster);
+        if d.injector.any_down() {
+            if let Err(e) = lose_on_down(&mut cluster, &mut d) {
+                return Finished {
+                    outcome: Err(e),
+                    timing: d.timing,
+                };
+            }
+        }
         let due = match deliver(&mut cluster, &mut d, now) {
             Ok(due) => due,
             Err(e) => {
@@ -276,11 +300,16 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
         if d.stop {
             break;
         }
-        // Sleep until the next event or token is due, or a command comes.
-        let next = match (cluster.next_time(), due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        // Sleep until the next event, token or fault is due, or a command
+        // comes.
+        let fault = d
+            .injector
+            .next_change(now as f64 / 1e6)
+            .map(|s| (s * 1e6).ceil() as Tick);
+        let next = [cluster.next_time(), due, fault]
+            .into_iter()
+            .flatten()
+            .min();
         let wait = match next {
             Some(t) => {
                 let ahead = (t - d.sim_now()).max(0) as f64 / speed;
@@ -301,6 +330,31 @@ pub fn run(mut cluster: Cluster, speed: f64, commands: Receiver<Command>) -> Fin
         outcome: cluster.end(peak),
         timing: d.timing,
     }
+}
+
+/// Lose every request on an instance that is down: cancelled in the
+/// simulation, its stream told to cut the connection.
+fn lose_on_down(cluster: &mut Cluster, d: &mut Driver) -> Result<(), RunError> {
+    let on_down: Vec<u64> = d
+        .streams
+        .keys()
+        .copied()
+        .filter(|&id| {
+            cluster
+                .progress(id)
+                .is_some_and(|p| p.instance != u32::MAX && d.injector.is_down(p.instance))
+        })
+        .collect();
+    for id in on_down {
+        if cluster.cancel(id).map_err(RunError::from)? == Cancel::Later {
+            continue;
+        }
+        if let Some(s) = d.streams.remove(&id) {
+            let _ = s.tx.send(Delivery::Lost);
+            d.timing.lost += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Cancel the requests whose client went away (its receiver dropped: the

@@ -17,6 +17,7 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::engine::{Command, Delivery, Snapshot};
+use super::faults::FaultState;
 use super::prompt::{self, Prompted};
 use crate::request::Request;
 
@@ -51,6 +52,14 @@ pub struct Shared {
     /// `--metrics-log`: one JSON line per `/metrics` answered (its time and
     /// gauges), written at the end; at most [`METRICS_LOG_CAP`] lines.
     pub metrics_log: Option<Mutex<Vec<String>>>,
+    /// `[[serve.faults]]` as the engine thread publishes them.
+    pub faults: Arc<FaultState>,
+    /// The run's seed (which requests an `errors` fault fails).
+    pub seed: u64,
+    /// Requests each instance's own server was sent (the `errors` draw).
+    pub sent_to: Vec<AtomicU64>,
+    /// Requests answered 503 by a fault (`down` or `errors`).
+    pub faulted: AtomicU64,
 }
 
 /// The most `/metrics` answers `--metrics-log` keeps (a scrape a second
@@ -107,8 +116,33 @@ async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "NotFoundError", "Not Found".into())
 }
 
-async fn health() -> StatusCode {
-    StatusCode::OK
+async fn health(State(e): State<Endpoint>) -> StatusCode {
+    match e.instance {
+        Some(i) if e.shared.faults.is_down(i) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::OK,
+    }
+}
+
+/// A request to an instance's own server that a fault answers 503: the
+/// server is down (a connection opened before it went down), or an
+/// `errors` fault drew it.
+fn fault_answer(e: &Endpoint) -> Option<Response> {
+    let i = e.instance?;
+    let s = &e.shared;
+    let n = s.sent_to.get(i as usize)?.fetch_add(1, Ordering::Relaxed);
+    let message = if s.faults.is_down(i) {
+        format!("blis serve: instance {i} is down (an injected fault)")
+    } else if super::faults::draw_error(s.seed ^ (u64::from(i) << 40), n, s.faults.error_rate(i)) {
+        format!("blis serve: instance {i} answered 503 (an injected errors fault)")
+    } else {
+        return None;
+    };
+    s.faulted.fetch_add(1, Ordering::Relaxed);
+    Some(error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailableError",
+        message,
+    ))
 }
 
 async fn models(State(e): State<Endpoint>) -> Response {
@@ -317,8 +351,9 @@ struct InFlight {
 }
 
 impl InFlight {
-    /// The request ended as it should (answered or refused).
-    fn finish(mut self) {
+    /// The request ended as it should (answered, refused or lost to a
+    /// fault).
+    fn finish(&mut self) {
         self.ended = true;
     }
 }
@@ -334,6 +369,9 @@ impl Drop for InFlight {
 
 async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> Response {
     let received = std::time::Instant::now();
+    if let Some(r) = fault_answer(&e) {
+        return r;
+    }
     let s = Arc::clone(&e.shared);
     if s.in_flight.fetch_add(1, Ordering::Relaxed) >= s.max_requests {
         s.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -404,9 +442,14 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
         // A client that goes away drops this future: the guard counts it.
         let mut generated = 0;
         let mut completed = false;
+        let mut lost = false;
         while let Some(d) = rx.recv().await {
             match d {
                 Delivery::Tokens { count, .. } => generated += count,
+                Delivery::Lost => {
+                    lost = true;
+                    break;
+                }
                 Delivery::Done {
                     completed: c,
                     generated: g,
@@ -418,6 +461,13 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
             }
         }
         guard.ended = true;
+        if lost {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailableError",
+                "blis serve: the instance running the request went down (an injected fault)".into(),
+            );
+        }
         if !completed {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -430,13 +480,21 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
     let usage = asked.usage_in_stream;
     let stream = futures_util::stream::unfold(
         (rx, chunk, 0u32, false, guard),
-        move |(mut rx, chunk, mut generated, done, guard)| async move {
+        move |(mut rx, chunk, mut generated, done, mut guard)| async move {
             if done {
                 guard.finish();
                 return None;
             }
             let d = rx.recv().await;
             let text = match d {
+                // The instance went down: the connection is cut mid-answer.
+                Some(Delivery::Lost) => {
+                    guard.finish();
+                    return Some((
+                        Err(std::io::Error::other("the instance went down")),
+                        (rx, chunk, generated, true, guard),
+                    ));
+                }
                 Some(Delivery::Tokens { count, .. }) => {
                     generated += count;
                     (0..count).map(|_| chunk.token()).collect::<String>()
@@ -455,10 +513,7 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
                         t.push_str(&chunk.failed());
                     }
                     t.push_str("data: [DONE]\n\n");
-                    return Some((
-                        Ok::<_, std::convert::Infallible>(t),
-                        (rx, chunk, g, true, guard),
-                    ));
+                    return Some((Ok(t), (rx, chunk, g, true, guard)));
                 }
                 None => return None,
             };

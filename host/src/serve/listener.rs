@@ -21,6 +21,9 @@ pub struct Capped {
     pub cap: usize,
     /// Connections refused so far.
     pub refused: Arc<AtomicU64>,
+    /// The instance this port serves, with the fault state: while it is
+    /// down (`[[serve.faults]]`) a new connection is closed unanswered.
+    pub down: Option<(Arc<super::faults::FaultState>, u32)>,
 }
 
 /// An open connection; its permit returns when it closes.
@@ -44,6 +47,15 @@ impl axum::serve::Listener for Capped {
                     continue;
                 }
             };
+            if let Some((faults, i)) = &self.down {
+                if faults.is_down(*i) {
+                    // Closed unanswered, as a crashed server's would be
+                    // (closed rather than refused: the port stays bound so
+                    // the instance can come back on it).
+                    drop(stream);
+                    continue;
+                }
+            }
             match Arc::clone(&self.permits).try_acquire_owned() {
                 Ok(permit) => {
                     let _ = stream.set_nodelay(true);

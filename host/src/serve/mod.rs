@@ -21,6 +21,7 @@
 //! prints its report.
 
 mod engine;
+mod faults;
 mod http;
 mod listener;
 mod metrics;
@@ -39,6 +40,7 @@ use crate::output::GracefulStop;
 use crate::plugins::Registry;
 use crate::session::Error;
 use crate::workload::Workload;
+use faults::{FaultState, Injector};
 
 /// What `blis serve` is asked.
 #[derive(Clone, Debug)]
@@ -124,7 +126,8 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
     let run = config::parse(&source).map_err(Error::input)?;
     // The cluster (plugins, writers) stays on the thread that builds it.
     let (tx, rx) = std::sync::mpsc::channel();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(usize, Vec<String>), Error>>();
+    type Ready = (usize, Vec<String>, Arc<FaultState>);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<Ready, Error>>();
     let speed = args.speed;
     let (run2, source2) = (run.clone(), source.clone());
     let engine = std::thread::Builder::new()
@@ -138,11 +141,19 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
                 }
             };
             let adapters = cluster.adapter_names().to_vec();
-            let _ = ready_tx.send(Ok((cluster.instance_count(), adapters)));
-            Some(report_of(engine::run(cluster, speed, rx), speed))
+            let n = cluster.instance_count();
+            let state = Arc::new(FaultState::new(n));
+            let faults = run2
+                .serve
+                .as_ref()
+                .map(|s| s.faults.clone())
+                .unwrap_or_default();
+            let injector = Injector::new(faults, Arc::clone(&state), n);
+            let _ = ready_tx.send(Ok((n, adapters, state)));
+            Some(report_of(engine::run(cluster, speed, rx, injector), speed))
         })
         .map_err(|e| Error::run(format!("cannot start the engine thread: {e}")))?;
-    let (n, adapters) = match ready_rx.recv() {
+    let (n, adapters, fault_state) = match ready_rx.recv() {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let _ = engine.join();
@@ -167,6 +178,10 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
             .map_or(0, |d| d.as_secs()),
         next_id: AtomicU64::new(0),
         metrics_log: args.metrics_log.as_ref().map(|_| Mutex::new(Vec::new())),
+        faults: fault_state,
+        seed: run.seed,
+        sent_to: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        faulted: AtomicU64::new(0),
     });
     let graceful = GracefulStop::begin();
     let refused_connections = Arc::new(AtomicU64::new(0));
@@ -189,6 +204,7 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
             "refused_connections".into(),
             count(&refused_connections).into(),
         );
+        section.insert("faulted_requests".into(), count(&shared.faulted).into());
         section.insert(
             "disconnected_streams".into(),
             count(&shared.disconnected).into(),
@@ -234,7 +250,11 @@ fn build_cluster(run: &crate::config::RunFile, source: &Source) -> Result<Cluste
     let mut registry = Registry::standard();
     let built = config::build(run, &source.base_dir, &mut registry, false)
         .map_err(|m| Error::input(format!("{}: {m}", source.name)))?;
-    for n in &built.notes {
+    for n in built
+        .notes
+        .iter()
+        .filter(|n| n.as_str() != config::build::SERVE_FAULTS_NOTE)
+    {
         eprintln!("note: {n}");
     }
     let mut setup = built.setup;
@@ -295,6 +315,7 @@ fn listen(
                 instance,
             });
             let capped = listener::Capped {
+                down: instance.map(|i| (Arc::clone(&shared.faults), i)),
                 inner: l,
                 permits: Arc::clone(&permits),
                 cap: args.max_connections,
@@ -333,6 +354,7 @@ fn timing_section(t: &engine::Timing, speed: f64) -> serde_json::Value {
         "tokens_delivered": t.tokens,
         "deliveries": late.len(),
         "cancelled_requests": t.cancelled,
+        "lost_requests": t.lost,
         "delivery_lateness_ms": {
             "p50": pct(0.5),
             "p99": pct(0.99),

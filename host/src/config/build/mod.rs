@@ -188,6 +188,11 @@ fn pipeline_note(
     format!("pipeline: {}", parts.join("; "))
 }
 
+/// The note of a run file with `[[serve.faults]]`: only `blis serve`
+/// injects them (it leaves this note out).
+pub const SERVE_FAULTS_NOTE: &str =
+    "[[serve.faults]] are injected by blis serve only; this run has none of them";
+
 /// Validate `run` and assemble everything. Plugin libraries are loaded
 /// into `registry` (relative paths against `base_dir`). With
 /// `open_outputs = false` (used by `blis validate`), no file is created.
@@ -245,6 +250,15 @@ pub fn build(
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
     let warnings = run_warnings(run, &workload, n_instances)?;
+    if let Some(s) = &run.serve {
+        let errors = s.validate(n_instances);
+        if !errors.is_empty() {
+            return Err(errors.join("\n"));
+        }
+        if !s.faults.is_empty() {
+            notes.push(SERVE_FAULTS_NOTE.into());
+        }
+    }
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
