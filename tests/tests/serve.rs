@@ -686,3 +686,42 @@ fn injected_faults_fail_cut_and_slow_their_instances() {
     assert_eq!(serve["lost_requests"], 1, "{serve}");
     assert_eq!(serve["faulted_requests"], failed, "{serve}");
 }
+
+#[test]
+fn a_tokenizer_json_counts_the_prompts() {
+    // `[serve] tokenizer`: a Hugging Face tokenizer.json whose
+    // pre-tokenizer splits punctuation off words — "the sky, blue" is four
+    // tokens to it (three words without it).
+    let dir = TestDir::new("serve-tokenizer");
+    dir.write(
+        "tokenizer.json",
+        r#"{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+"normalizer":null,"pre_tokenizer":{"type":"Whitespace"},"post_processor":null,"decoder":null,
+"model":{"type":"WordLevel","vocab":{"[UNK]":0,"the":1,"sky":2,",":3},"unk_token":"[UNK]"}}"#,
+    );
+    dir.write(
+        "bad.toml",
+        &format!("{RUN}[serve]\ntokenizer = \"nope.json\"\n"),
+    );
+    let err = crate::util::run_bad(&dir, &["serve", "bad.toml"]);
+    assert!(
+        err.contains("serve.tokenizer") && err.contains("nope.json"),
+        "{err}"
+    );
+    dir.write(
+        "run.toml",
+        &format!("{RUN}[serve]\ntokenizer = \"tokenizer.json\"\n"),
+    );
+    let srv = Served::start(&dir, "run.toml", &["--speed", "20"]);
+    let (code, body) = http(
+        &srv.instances[0],
+        "POST",
+        "/v1/completions",
+        r#"{"model": "qwen3-14b", "prompt": "the sky, blue", "max_tokens": 2}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"], 4, "{body}");
+    let (code, _, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+}

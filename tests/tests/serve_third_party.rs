@@ -456,7 +456,16 @@ fn inference_perf_measures_what_blis_run_simulates() {
         return;
     };
     let dir = TestDir::new("serve-inference-perf");
-    dir.write("run.toml", INFERENCE_PERF_RUN);
+    // The servers count prompts with the tokenizer inference-perf uses.
+    let tokenizer = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/word-tokenizer/tokenizer.json");
+    dir.write(
+        "run.toml",
+        &format!(
+            "{INFERENCE_PERF_RUN}[serve]\ntokenizer = \"{}\"\n",
+            tokenizer.display()
+        ),
+    );
     let run = blis_run(&dir);
     let srv = Served::start(&dir, "run.toml", &["--speed", "1", "--gateway", "0"]);
     let url = format!("http://{}", srv.gateway.clone().unwrap());

@@ -1,6 +1,7 @@
-//! `[serve]`: what `blis serve` alone reads of a run file — faults to
-//! inject into its simulated servers (`[[serve.faults]]`). Every other
-//! command ignores the section (with a note), so one run file serves both.
+//! `[serve]`: what `blis serve` alone reads of a run file — the tokenizer
+//! counting its prompts (`tokenizer`) and faults to inject into its
+//! simulated servers (`[[serve.faults]]`). Every other command checks the
+//! faults and injects nothing (with a note), so one run file serves both.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,6 +9,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ServeSection {
+    /// A Hugging Face `tokenizer.json` counting the prompts' tokens
+    /// (relative to the run file's folder; default: one token per word).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<std::path::PathBuf>,
     /// `[[serve.faults]]`: failures of single instances, for testing a
     /// router's failover.
     #[serde(default)]

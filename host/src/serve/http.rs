@@ -34,6 +34,8 @@ pub struct Shared {
     pub unloaded: Mutex<std::collections::HashSet<(Option<u32>, String)>>,
     /// KV block size (prompt blocks become prefix-cache blocks).
     pub block_size: u32,
+    /// How prompt text becomes tokens (`[serve] tokenizer`, or words).
+    pub tokenize: prompt::Tokenize,
     /// The instances' context limit (`instance.max_model_len`), if any.
     pub max_model_len: Option<u32>,
     /// Requests refused as vLLM refuses them (bad input).
@@ -291,9 +293,9 @@ fn parse(e: &Endpoint, body: &[u8], chat: bool) -> Result<Asked, Refusal> {
         return Err(bad_request("blis serve answers n = 1 only".into()));
     }
     let prompted = if chat {
-        prompt::from_messages(o.get("messages"), s.block_size)
+        prompt::from_messages(o.get("messages"), s.block_size, &s.tokenize)
     } else {
-        prompt::from_prompt(o.get("prompt"), s.block_size)
+        prompt::from_prompt(o.get("prompt"), s.block_size, &s.tokenize)
     }
     .map_err(bad_request)?;
     let asked = o

@@ -124,6 +124,11 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
         None => Source::builtin(),
     };
     let run = config::parse(&source).map_err(Error::input)?;
+    let tokenize = match run.serve.as_ref().and_then(|s| s.tokenizer.as_ref()) {
+        Some(p) => prompt::Tokenize::load(&source.base_dir.join(p))
+            .map_err(|e| Error::input(format!("{}: {e}", source.name)))?,
+        None => prompt::Tokenize::Words,
+    };
     // The cluster (plugins, writers) stays on the thread that builds it.
     let (tx, rx) = std::sync::mpsc::channel();
     type Ready = (usize, Vec<String>, Arc<FaultState>);
@@ -167,6 +172,7 @@ pub fn serve(args: &ServeArgs) -> Result<String, Error> {
         adapters,
         unloaded: Mutex::new(Default::default()),
         block_size: run.instance.block_size,
+        tokenize,
         max_model_len: run.instance.max_model_len,
         refused: AtomicU64::new(0),
         in_flight: AtomicU64::new(0),

@@ -115,7 +115,7 @@ pub const TIMESERIES_DEFAULT_INTERVAL_US: Tick = timeseries::DEFAULT_INTERVAL_US
 /// Run-file keys that hold paths of files a run reads, resolved against the
 /// run file's folder: a sweep's fingerprint hashes them, a search makes
 /// them absolute in the run files it writes.
-pub const PATH_KEYS: [&str; 8] = [
+pub const PATH_KEYS: [&str; 9] = [
     "workload.trace",
     "workload.trace_v2.header",
     "workload.trace_v2.data",
@@ -124,6 +124,7 @@ pub const PATH_KEYS: [&str; 8] = [
     "model.calibration",
     "routing.epp_config",
     "instance.kv_offload.trace",
+    "serve.tokenizer",
 ];
 
 /// The string at a dotted key of a table.
