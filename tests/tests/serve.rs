@@ -434,6 +434,32 @@ fn lora_adapters_load_and_unload_as_on_vllm() {
         r#"{"model": "fin", "prompt": "x", "max_tokens": 2}"#,
     );
     assert_eq!(code, 200);
+    // While a request of the adapter runs, /metrics says so as vLLM does.
+    let mut s = TcpStream::connect(&i0).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let body = r#"{"model": "fin", "prompt": "a b c", "max_tokens": 400, "stream": true}"#;
+    write!(
+        s,
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // Its first token: it runs.
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("\"text\"") {
+        let mut buf = [0u8; 256];
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let (_, metrics) = http(&i0, "GET", "/metrics", "");
+    assert!(
+        metrics.contains(
+            "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"fin\",waiting_lora_adapters=\"\"}"
+        ),
+        "{metrics}"
+    );
+    drop(s);
     let (code, report, err) = srv.stop();
     assert_eq!(code, Some(0), "{err}");
     // The adapter ran in the simulation: the report counts its requests.

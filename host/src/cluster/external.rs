@@ -49,12 +49,15 @@ pub struct Progress {
 }
 
 /// One instance's load as its server's `/metrics` shows it.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct InstanceLoad {
     pub waiting: u32,
     pub running: u32,
     pub kv_utilization: f64,
     pub preemptions: u64,
+    /// With `[lora]`: the adapters (workload indexes) of the requests
+    /// running and waiting, and the resident-adapter capacity.
+    pub lora: Option<(Vec<u32>, Vec<u32>, u32)>,
 }
 
 /// What [`Cluster::cancel`] did.
@@ -183,6 +186,7 @@ impl Cluster {
             running: inst.batch_size(),
             kv_utilization: inst.kv_utilization(),
             preemptions: inst.preemption_count(),
+            lora: inst.lora_requests(&self.store),
         })
     }
 

@@ -1288,6 +1288,29 @@ impl Instance {
         }
     }
 
+    /// The LoRA adapters of the requests running and waiting here (sorted,
+    /// each once) and the resident-adapter capacity — vLLM's
+    /// `lora_requests_info`; `None` without `[lora]`.
+    pub fn lora_requests(&self, store: &RequestStore) -> Option<(Vec<u32>, Vec<u32>, u32)> {
+        let l = self.lora.as_deref()?;
+        let mut running: Vec<u32> = self
+            .running
+            .iter()
+            .filter(|r| r.track != Track::Gone)
+            .filter_map(|r| store[r.slot].adapter.get())
+            .collect();
+        let mut waiting: Vec<u32> = self
+            .waiting
+            .iter()
+            .filter_map(|slot| store[slot].adapter.get())
+            .collect();
+        for v in [&mut running, &mut waiting] {
+            v.sort_unstable();
+            v.dedup();
+        }
+        Some((running, waiting, l.config().capacity))
+    }
+
     /// Drop every waiting request (an `immediate` drain of the control
     /// plane): each becomes `Dropped` and is reported to `obs` like a
     /// request dropped at enqueue (INV-1: injected = completed + dropped +

@@ -137,6 +137,9 @@ pub struct Snapshot {
     pub generation_tokens: Vec<u64>,
     /// Per instance: latency histograms.
     pub latencies: Vec<Latencies>,
+    /// Wall time of the snapshot, s since the Unix epoch (the value of
+    /// `vllm:lora_requests_info`, as vLLM sets it).
+    pub wall_unix_s: f64,
 }
 
 /// One stream the engine feeds.
@@ -530,6 +533,9 @@ impl Tallies {
             prompt_tokens: self.prompt_tokens.clone(),
             generation_tokens: self.generation_tokens.clone(),
             latencies: self.latencies.clone(),
+            wall_unix_s: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
         }
     }
 }

@@ -616,7 +616,7 @@ async fn metrics(State(e): State<Endpoint>) -> Response {
     if let Some(log) = &e.shared.metrics_log {
         log_scrape(log, &snap, e.instance);
     }
-    let text = super::metrics::render(&e.shared.model, &snap, e.instance);
+    let text = super::metrics::render(&e.shared.model, &e.shared.adapters, &snap, e.instance);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -39,8 +39,33 @@ pub fn gauges(s: &Snapshot, instance: Option<u32>) -> Gauges {
     }
 }
 
-/// The metrics text of instance `instance` (`None`: every instance summed).
-pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
+/// `vllm:lora_requests_info`'s labels for the instances `pick`: the names
+/// of the adapters running and waiting (comma-separated, each once) and
+/// the resident-adapter capacity (0 without `[lora]`).
+fn lora_labels(s: &Snapshot, pick: &[usize], adapters: &[String]) -> (String, String, u32) {
+    let (mut running, mut waiting, mut max) = (Vec::new(), Vec::new(), 0);
+    for &i in pick {
+        if let Some((r, w, cap)) = &s.instances[i].lora {
+            running.extend(r.iter().copied());
+            waiting.extend(w.iter().copied());
+            max = max.max(*cap);
+        }
+    }
+    let names = |mut v: Vec<u32>| {
+        v.sort_unstable();
+        v.dedup();
+        v.iter()
+            .filter_map(|&a| adapters.get(a as usize))
+            .map(|n| n.replace(['"', '\\', '\n', ','], "_"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (names(running), names(waiting), max)
+}
+
+/// The metrics text of instance `instance` (`None`: every instance summed);
+/// `adapters` names the run's LoRA adapters.
+pub fn render(model: &str, adapters: &[String], s: &Snapshot, instance: Option<u32>) -> String {
     let pick = picked(s, instance);
     let sum = |f: &dyn Fn(usize) -> f64| pick.iter().map(|&i| f(i)).sum::<f64>();
     let g = gauges(s, instance);
@@ -143,10 +168,11 @@ pub fn render(model: &str, s: &Snapshot, instance: Option<u32>) -> String {
         "# HELP vllm:lora_requests_info Running stats on lora requests."
     );
     let _ = writeln!(out, "# TYPE vllm:lora_requests_info gauge");
+    let (running, waiting, max_lora) = lora_labels(s, &pick, adapters);
     let _ = writeln!(
         out,
-        "vllm:lora_requests_info{{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"}} {}",
-        s.at as f64 / 1e6
+        "vllm:lora_requests_info{{max_lora=\"{max_lora}\",running_lora_adapters=\"{running}\",waiting_lora_adapters=\"{waiting}\"}} {}",
+        s.wall_unix_s
     );
     out
 }
@@ -177,6 +203,7 @@ mod tests {
             running: r,
             kv_utilization: kv,
             preemptions: 1,
+            lora: None,
         };
         let s = Snapshot {
             at: 2_000_000,
@@ -185,19 +212,34 @@ mod tests {
             prompt_tokens: vec![70, 10],
             generation_tokens: vec![700, 100],
             latencies: vec![Latencies::default(), Latencies::default()],
+            wall_unix_s: 1.5e9,
         };
         let mut s = s;
         s.latencies[0].ttft.observe(0.03, 1);
         s.latencies[1].ttft.observe(0.07, 2);
         s.latencies[1].ttft.observe(9999.0, 1);
-        let one = render("m", &s, Some(1));
+        // No [lora]: the info line is there, empty, with max_lora 0.
+        assert!(render("m", &[], &s, Some(1)).contains(
+            "vllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1500000000\n"
+        ));
+        // Adapters by name, each once; the gateway's are its instances'.
+        s.instances[0].lora = Some((vec![0, 2], vec![1], 2));
+        s.instances[1].lora = Some((vec![1], vec![], 4));
+        let names = ["fin".to_string(), "law".to_string(), "med".to_string()];
+        assert!(render("m", &names, &s, Some(0)).contains(
+            "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"fin,med\",waiting_lora_adapters=\"law\"} 1500000000\n"
+        ));
+        assert!(render("m", &names, &s, None).contains(
+            "{max_lora=\"4\",running_lora_adapters=\"fin,law,med\",waiting_lora_adapters=\"law\"}"
+        ));
+        let one = render("m", &[], &s, Some(1));
         assert!(
             one.contains("vllm:num_requests_waiting{model_name=\"m\"} 1\n"),
             "{one}"
         );
         assert!(one.contains("vllm:num_requests_running{model_name=\"m\"} 2\n"));
         assert!(one.contains("vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n"));
-        let all = render("m", &s, None);
+        let all = render("m", &[], &s, None);
         assert!(
             all.contains("vllm:num_requests_waiting{model_name=\"m\"} 4\n"),
             "{all}"
@@ -231,7 +273,7 @@ mod tests {
         );
         has(&all, format!("{t}_count{{model_name=\"m\"}} 4\n"));
         has(
-            &render("m", &s, Some(0)),
+            &render("m", &[], &s, Some(0)),
             format!("{t}_count{{model_name=\"m\"}} 1\n"),
         );
     }
