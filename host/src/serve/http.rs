@@ -410,7 +410,7 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
     for seg in &asked.prompted.segments {
         req.prompt.push(*seg);
     }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let sent = s.commands.lock().is_ok_and(|c| {
         c.send(Command::Submit {
             req: Box::new(req),
@@ -440,46 +440,69 @@ async fn generate(e: Endpoint, headers: HeaderMap, body: Bytes, chat: bool) -> R
         chat,
     };
     let prompt_tokens = asked.prompted.tokens;
-    if !asked.stream {
-        // A client that goes away drops this future: the guard counts it.
-        let mut generated = 0;
-        let mut completed = false;
-        let mut lost = false;
-        while let Some(d) = rx.recv().await {
-            match d {
-                Delivery::Tokens { count, .. } => generated += count,
-                Delivery::Lost => {
-                    lost = true;
-                    break;
-                }
-                Delivery::Done {
-                    completed: c,
-                    generated: g,
-                } => {
-                    completed = c;
-                    generated = g;
-                    break;
-                }
+    if asked.stream {
+        streamed(rx, chunk, guard, asked.usage_in_stream, prompt_tokens)
+    } else {
+        whole(rx, chunk, guard, prompt_tokens).await
+    }
+}
+
+/// A whole (not streamed) answer, once the request ended. A client that
+/// goes away drops this future: the guard counts it.
+async fn whole(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Delivery>,
+    chunk: Chunk,
+    mut guard: InFlight,
+    prompt_tokens: u32,
+) -> Response {
+    let mut generated = 0;
+    let mut completed = false;
+    let mut lost = false;
+    while let Some(d) = rx.recv().await {
+        match d {
+            Delivery::Tokens { count, .. } => generated += count,
+            Delivery::Lost => {
+                lost = true;
+                break;
+            }
+            Delivery::Done {
+                completed: c,
+                generated: g,
+            } => {
+                completed = c;
+                generated = g;
+                break;
             }
         }
-        guard.ended = true;
-        if lost {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ServiceUnavailableError",
-                "blis serve: the instance running the request went down (an injected fault)".into(),
-            );
-        }
-        if !completed {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "ServiceUnavailableError",
-                "the request was dropped or rejected by the simulated cluster".into(),
-            );
-        }
-        return axum::Json(chunk.whole(generated, prompt_tokens)).into_response();
     }
-    let usage = asked.usage_in_stream;
+    guard.ended = true;
+    if lost {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            "blis serve: the instance running the request went down (an injected fault)".into(),
+        );
+    }
+    if !completed {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableError",
+            "the request was dropped or rejected by the simulated cluster".into(),
+        );
+    }
+    axum::Json(chunk.whole(generated, prompt_tokens)).into_response()
+}
+
+/// A streamed answer (SSE): a chunk per delivery, then the finish (with
+/// `usage` when asked), or an error chunk, or a cut connection if the
+/// instance went down.
+fn streamed(
+    rx: tokio::sync::mpsc::UnboundedReceiver<Delivery>,
+    chunk: Chunk,
+    guard: InFlight,
+    usage: bool,
+    prompt_tokens: u32,
+) -> Response {
     let stream = futures_util::stream::unfold(
         (rx, chunk, 0u32, false, guard),
         move |(mut rx, chunk, mut generated, done, mut guard)| async move {

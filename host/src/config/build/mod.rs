@@ -251,15 +251,7 @@ pub fn build(
         .as_ref()
         .map_or(run.instance.count, |p| p.instance_count());
     let warnings = run_warnings(run, &workload, n_instances)?;
-    if let Some(s) = &run.serve {
-        let errors = s.validate(n_instances);
-        if !errors.is_empty() {
-            return Err(errors.join("\n"));
-        }
-        if !s.faults.is_empty() {
-            notes.push(SERVE_FAULTS_NOTE.into());
-        }
-    }
+    check_serve(run, n_instances, &mut notes)?;
 
     // ---- phase 2: create ----
     let (admission, routing) = policies.create(run, base_dir, registry)?;
@@ -335,11 +327,7 @@ pub fn build(
             block_size: run.instance.block_size,
             collector,
             trace,
-            labels: InstanceLabels {
-                model: run.model.name.clone(),
-                gpu: model.latency.gpu.clone().unwrap_or_default(),
-                tp: model.latency.tp,
-            },
+            labels: labels(run, &model),
             timeseries,
             gateway,
             tenant_budgets,
@@ -355,6 +343,31 @@ pub fn build(
         outputs,
         calibration: model.calibration.clone(),
     })
+}
+
+/// The labels of the run's instances in its outputs.
+fn labels(run: &RunFile, model: &model::CheckedModel) -> InstanceLabels {
+    InstanceLabels {
+        model: run.model.name.clone(),
+        gpu: model.latency.gpu.clone().unwrap_or_default(),
+        tp: model.latency.tp,
+    }
+}
+
+/// `[serve]`: its faults checked against the fleet (every command), and a
+/// note that only `blis serve` injects them.
+fn check_serve(run: &RunFile, instances: u32, notes: &mut Vec<String>) -> Result<(), String> {
+    let Some(s) = &run.serve else {
+        return Ok(());
+    };
+    let errors = s.validate(instances);
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
+    }
+    if !s.faults.is_empty() {
+        notes.push(SERVE_FAULTS_NOTE.into());
+    }
+    Ok(())
 }
 
 /// The run's warnings; an error when its scale is beyond what blis runs.
