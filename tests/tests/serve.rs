@@ -40,6 +40,14 @@ pub(crate) struct Served {
     stderr: BufReader<std::process::ChildStderr>,
 }
 
+/// A test that fails before [`Served::stop`] leaves no server running.
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Served {
     pub(crate) fn start(dir: &TestDir, run: &str, extra: &[&str]) -> Served {
         let mut child = dir
@@ -82,7 +90,7 @@ impl Served {
     }
 
     /// Ctrl-C; the report and the rest of stderr.
-    pub(crate) fn stop(mut self) -> (Option<i32>, Value, String) {
+    pub(crate) fn stop(&mut self) -> (Option<i32>, Value, String) {
         let s = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
             .status()
@@ -155,7 +163,7 @@ pub(crate) fn dechunk(mut s: &str) -> String {
 fn the_servers_answer_as_vllm_does() {
     let dir = TestDir::new("serve-api");
     dir.write("run.toml", RUN);
-    let srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "20"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "20"]);
     assert_eq!(srv.instances.len(), 2);
     let i0 = srv.instances[0].clone();
     // A whole answer: as many tokens as asked, the prompt's words counted.
@@ -296,7 +304,7 @@ fn observe_through_the_gateway_reproduces_blis_run() {
         .unwrap();
     assert!(out.status.success());
     let run: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "1"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "1"]);
     let gateway = format!("http://{}", srv.gateway.clone().unwrap());
     let o = dir
         .blis()
@@ -384,7 +392,7 @@ fn lora_adapters_load_and_unload_as_on_vllm() {
         RUN.replace("[routing]\npolicy = \"least-loaded\"\n", "")
     );
     dir.write("run.toml", &run);
-    let srv = Served::start(&dir, "run.toml", &["--speed", "20"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--speed", "20"]);
     let i0 = srv.instances[0].clone();
     let ask = |model: &str| {
         http(
@@ -474,7 +482,7 @@ fn lora_adapters_load_and_unload_as_on_vllm() {
 fn a_full_server_answers_503_and_a_vanished_client_is_counted() {
     let dir = TestDir::new("serve-bounds");
     dir.write("run.toml", RUN);
-    let srv = Served::start(&dir, "run.toml", &["--speed", "1", "--max-requests", "1"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--speed", "1", "--max-requests", "1"]);
     let i0 = srv.instances[0].clone();
     // A long stream: read its first token, then keep the connection open.
     let mut s = TcpStream::connect(&i0).unwrap();
@@ -553,7 +561,7 @@ fn connections_past_the_cap_are_answered_503_and_closed() {
         std::fs::read_to_string(dir.path().join("run.toml")).unwrap(),
         RUN
     );
-    let srv = Served::start(
+    let mut srv = Served::start(
         &dir,
         "run.toml",
         &["--speed", "20", "--max-connections", "2"],
@@ -642,7 +650,7 @@ fn injected_faults_fail_cut_and_slow_their_instances() {
     let out = crate::util::run_ok(&dir, &["run", "run.toml"]);
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("[[serve.faults]] are injected by blis serve only"));
-    let srv = Served::start(&dir, "run.toml", &["--speed", "10"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--speed", "10"]);
     let (i0, i1) = (srv.instances[0].clone(), srv.instances[1].clone());
     // A long stream on instance 1 (4,000 tokens: about 48 simulated s),
     // read until its connection ends.
@@ -738,7 +746,7 @@ fn a_tokenizer_json_counts_the_prompts() {
         "run.toml",
         &format!("{RUN}[serve]\ntokenizer = \"tokenizer.json\"\n"),
     );
-    let srv = Served::start(&dir, "run.toml", &["--speed", "20"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--speed", "20"]);
     let (code, body) = http(
         &srv.instances[0],
         "POST",

@@ -33,12 +33,23 @@ fn tool(var: &str, test: &str) -> Option<PathBuf> {
     }
 }
 
-/// A child process killed when dropped (a failing test leaves nothing
-/// running).
+/// A child process stopped when dropped (a failing test leaves nothing
+/// running): SIGTERM, which nginx's master passes on to its workers (a
+/// SIGKILL would orphan them), then SIGKILL after 10 s.
 struct Daemon(Child);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -135,6 +146,30 @@ fn observe(dir: &TestDir, url: &str) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// The fleet and traffic of serve's closed-loop test (4 instances,
+/// least-loaded, 2,000 requests, 2,048-token prompts on average) at a
+/// lighter token rate: 40 requests/s of 48 output tokens, about 30 streams
+/// in flight. Through a proxy every chunk is handled twice more on this
+/// two-core machine; at 135 streams (6,700 chunks/s) the proxy's own CPU
+/// queueing, not the simulation, decided TTFT p99 (+16 % in one CI run).
+const PROXIED: &str = r#"
+seed = 5
+[model]
+name = "qwen3-14b"
+hardware = "H100"
+[instance]
+count = 4
+[workload]
+aggregate_rate = 40.0
+num_requests = 2000
+[[workload.clients]]
+id = "c"
+input = { type = "gaussian", mean = 2048, std_dev = 512, min = 256, max = 4096 }
+output = { type = "gaussian", mean = 48, std_dev = 12, min = 8, max = 96 }
+[routing]
+policy = "least-loaded"
+"#;
+
 #[test]
 #[ignore = "timing-sensitive, needs nginx: .ci/run runs it alone (--ignored --test-threads 1)"]
 fn nginx_least_conn_in_front_agrees_with_blis_least_loaded() {
@@ -146,9 +181,9 @@ fn nginx_least_conn_in_front_agrees_with_blis_least_loaded() {
         return;
     };
     let dir = TestDir::new("serve-nginx");
-    dir.write("run.toml", CLOSED_LOOP);
+    dir.write("run.toml", PROXIED);
     let run = blis_run(&dir);
-    let srv = Served::start(&dir, "run.toml", &["--speed", "1"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--speed", "1"]);
     let port = free_port();
     let d = dir.path().display().to_string();
     let upstreams: String = srv
@@ -265,7 +300,7 @@ fn prometheus_scrapes_the_simulated_state() {
     let dir = TestDir::new("serve-prometheus");
     let run = CLOSED_LOOP.replace("num_requests = 2000", "num_requests = 600");
     dir.write("run.toml", &run);
-    let srv = Served::start(
+    let mut srv = Served::start(
         &dir,
         "run.toml",
         &[
@@ -467,7 +502,7 @@ fn inference_perf_measures_what_blis_run_simulates() {
         ),
     );
     let run = blis_run(&dir);
-    let srv = Served::start(&dir, "run.toml", &["--speed", "1", "--gateway", "0"]);
+    let mut srv = Served::start(&dir, "run.toml", &["--speed", "1", "--gateway", "0"]);
     let url = format!("http://{}", srv.gateway.clone().unwrap());
     let reports = dir.path().join("reports");
     let conf = dir.write(
