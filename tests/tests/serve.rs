@@ -297,22 +297,49 @@ fn observe_through_the_gateway_reproduces_blis_run() {
     // TTFT, ITL and E2E means within 5 %, p99 within 10 %.
     let dir = TestDir::new("serve-closed-loop");
     dir.write("run.toml", CLOSED_LOOP);
+    let run = blis_run(&dir);
+    let mut srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "1"]);
+    let seen = observe(&dir, &format!("http://{}", srv.gateway.clone().unwrap()));
+    let (code, report, err) = srv.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(seen["ok"], 2000, "{seen}");
+    let table = observed_matches_run(&run, &seen);
+    eprintln!("{table}");
+    // Tokens reached the streams on time.
+    let late = report["serve"]["delivery_lateness_ms"]["p99"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        late <= 2.0,
+        "token delivery p99 {late} ms late: {}",
+        report["serve"]
+    );
+}
+
+/// `blis run` of the test dir's `run.toml`: its report.
+pub(crate) fn blis_run(dir: &TestDir) -> Value {
     let out = dir
         .blis()
         .args(["run", "run.toml", "--quiet"])
         .output()
         .unwrap();
-    assert!(out.status.success());
-    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut srv = Served::start(&dir, "run.toml", &["--gateway", "0", "--speed", "1"]);
-    let gateway = format!("http://{}", srv.gateway.clone().unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `blis observe` of the run file's workload against `url`: its report.
+pub(crate) fn observe(dir: &TestDir, url: &str) -> Value {
     let o = dir
         .blis()
         .args([
             "observe",
             "run.toml",
             "--server-url",
-            &gateway,
+            url,
             "--model",
             "qwen3-14b",
             "--trace-header",
@@ -329,21 +356,7 @@ fn observe_through_the_gateway_reproduces_blis_run() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let seen: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let (code, report, err) = srv.stop();
-    assert_eq!(code, Some(0), "{err}");
-    assert_eq!(seen["ok"], 2000, "{seen}");
-    let table = observed_matches_run(&run, &seen);
-    eprintln!("{table}");
-    // Tokens reached the streams on time.
-    let late = report["serve"]["delivery_lateness_ms"]["p99"]
-        .as_f64()
-        .unwrap();
-    assert!(
-        late <= 2.0,
-        "token delivery p99 {late} ms late: {}",
-        report["serve"]
-    );
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 /// What `blis observe` measured (`seen`, its report) against `blis run`'s

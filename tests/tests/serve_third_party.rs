@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::serve::{dechunk, observed_matches_run, within_tolerances, Served, CLOSED_LOOP};
+use crate::serve::{
+    blis_run, dechunk, observe, observed_matches_run, within_tolerances, Served, CLOSED_LOOP,
+};
 use crate::util::TestDir;
 
 /// The tool named by `var`, or `None` with a note that `test` was skipped.
@@ -105,70 +107,25 @@ fn wait_ready(addr: &str, path: &str, secs: u64, what: &str, log: &std::path::Pa
     );
 }
 
-/// `blis run` of the test dir's `run.toml`: its report.
-fn blis_run(dir: &TestDir) -> Value {
-    let out = dir
-        .blis()
-        .args(["run", "run.toml", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// `blis observe` of the run file's workload against `url`: its report.
-fn observe(dir: &TestDir, url: &str) -> Value {
-    let o = dir
-        .blis()
-        .args([
-            "observe",
-            "run.toml",
-            "--server-url",
-            url,
-            "--model",
-            "qwen3-14b",
-            "--trace-header",
-            "t.yaml",
-            "--trace-data",
-            "t.csv",
-            "--record-itl",
-            "--max-concurrency",
-            "1000",
-            "--quiet",
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// The fleet and traffic of serve's closed-loop test (4 instances,
 /// least-loaded, 2,000 requests, 2,048-token prompts on average) at a
 /// lighter token rate: 40 requests/s of 48 output tokens, about 30 streams
 /// in flight. Through a proxy every chunk is handled twice more on this
 /// two-core machine; at 135 streams (6,700 chunks/s) the proxy's own CPU
 /// queueing, not the simulation, decided TTFT p99 (+16 % in one CI run).
-const PROXIED: &str = r#"
-seed = 5
-[model]
-name = "qwen3-14b"
-hardware = "H100"
-[instance]
-count = 4
-[workload]
-aggregate_rate = 40.0
-num_requests = 2000
-[[workload.clients]]
-id = "c"
-input = { type = "gaussian", mean = 2048, std_dev = 512, min = 256, max = 4096 }
-output = { type = "gaussian", mean = 48, std_dev = 12, min = 8, max = 96 }
-[routing]
-policy = "least-loaded"
-"#;
+fn proxied() -> String {
+    let run = CLOSED_LOOP
+        .replace("aggregate_rate = 50.0", "aggregate_rate = 40.0")
+        .replace(
+            "output = { type = \"gaussian\", mean = 128, std_dev = 32, min = 16, max = 256 }",
+            "output = { type = \"gaussian\", mean = 48, std_dev = 12, min = 8, max = 96 }",
+        );
+    assert_eq!(
+        run.matches("= 40.0").count() + run.matches("mean = 48,").count(),
+        2
+    );
+    run
+}
 
 #[test]
 #[ignore = "timing-sensitive, needs nginx: .ci/run runs it alone (--ignored --test-threads 1)"]
@@ -181,7 +138,7 @@ fn nginx_least_conn_in_front_agrees_with_blis_least_loaded() {
         return;
     };
     let dir = TestDir::new("serve-nginx");
-    dir.write("run.toml", PROXIED);
+    dir.write("run.toml", &proxied());
     let run = blis_run(&dir);
     let mut srv = Served::start(&dir, "run.toml", &["--speed", "1"]);
     let port = free_port();
