@@ -305,10 +305,7 @@ pub fn run(
         }
         // Sleep until the next event, token or fault is due, or a command
         // comes.
-        let fault = d
-            .injector
-            .next_change(now as f64 / 1e6)
-            .map(|s| (s * 1e6).ceil() as Tick);
+        let fault = d.injector.next_change().map(|s| (s * 1e6).ceil() as Tick);
         let next = [cluster.next_time(), due, fault]
             .into_iter()
             .flatten()

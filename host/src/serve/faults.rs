@@ -59,6 +59,9 @@ pub struct Injector {
     slow: Vec<f64>,
     /// Whether any instance is down now.
     any_down: bool,
+    /// The simulated second of the next start or end of a fault: nothing
+    /// changes before it (−∞ before the first [`Injector::apply`]).
+    next: f64,
 }
 
 impl Injector {
@@ -68,14 +71,23 @@ impl Injector {
             state,
             slow: vec![1.0; instances],
             any_down: false,
+            next: f64::NEG_INFINITY,
         }
     }
 
     /// Bring every instance's state to simulated second `t`.
     pub fn apply(&mut self, t: f64, cluster: &mut Cluster) {
-        if self.faults.is_empty() {
+        if self.faults.is_empty() || t < self.next {
             return;
         }
+        self.next = self
+            .faults
+            .iter()
+            .flat_map(|f| [Some(f.at_s), f.until_s])
+            .flatten()
+            .filter(|&x| x > t)
+            .min_by(f64::total_cmp)
+            .unwrap_or(f64::INFINITY);
         let n = self.slow.len();
         let (mut down, mut rate, mut slow) = (vec![false; n], vec![0.0f64; n], vec![1.0f64; n]);
         for f in self.faults.iter().filter(|f| f.active(t)) {
@@ -110,14 +122,10 @@ impl Injector {
         self.state.is_down(i)
     }
 
-    /// The next simulated second after `t` at which a fault starts or ends.
-    pub fn next_change(&self, t: f64) -> Option<f64> {
-        self.faults
-            .iter()
-            .flat_map(|f| [Some(f.at_s), f.until_s])
-            .flatten()
-            .filter(|&x| x > t)
-            .min_by(f64::total_cmp)
+    /// The simulated second of the next start or end of a fault, after
+    /// the last [`Injector::apply`].
+    pub fn next_change(&self) -> Option<f64> {
+        self.next.is_finite().then_some(self.next)
     }
 }
 
