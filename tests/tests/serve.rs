@@ -114,7 +114,12 @@ impl Served {
 /// One HTTP/1.1 exchange (Connection: close): status and body; status 0
 /// when the server closed the connection without an answer.
 pub(crate) fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
+    try_http(addr, method, path, body).unwrap_or_else(|| panic!("nothing listens at {addr}"))
+}
+
+/// [`http`], or `None` when nothing listens at `addr`.
+pub(crate) fn try_http(addr: &str, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let sent = write!(
         s,
@@ -123,7 +128,7 @@ pub(crate) fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, St
     );
     let mut bytes = Vec::new();
     if sent.is_err() || s.read_to_end(&mut bytes).is_err() && bytes.is_empty() {
-        return (0, String::new());
+        return Some((0, String::new()));
     }
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
@@ -135,18 +140,18 @@ pub(crate) fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, St
     let chunked = head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked");
-    (
+    Some((
         status,
         if chunked {
             dechunk(rest)
         } else {
             rest.to_string()
         },
-    )
+    ))
 }
 
 /// The body of a chunked transfer.
-pub(crate) fn dechunk(mut s: &str) -> String {
+fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = s.split_once("\r\n") {
         let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);

@@ -9,8 +9,7 @@
 //! they run alone, after the suite (`--ignored --test-threads 1`).
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::serve::{
-    blis_run, dechunk, observe, observed_matches_run, within_tolerances, Served, CLOSED_LOOP,
+    blis_run, observe, observed_matches_run, try_http, within_tolerances, Served, CLOSED_LOOP,
 };
 use crate::util::TestDir;
 
@@ -68,28 +67,7 @@ fn free_port() -> u16 {
 
 /// One GET (Connection: close): status and body, `None` if nothing listens.
 fn get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    Some((
-        status,
-        if chunked {
-            dechunk(body)
-        } else {
-            body.to_string()
-        },
-    ))
+    try_http(addr, "GET", path, "")
 }
 
 /// Wait until `addr` answers `path` with 200 (at most `secs`).
