@@ -24,6 +24,7 @@ max_num_seqs = 2
 [routing]
 policy = "least-loaded"
 [workload.inference_perf]
+client = "reference"
 stages = [{{ rate = 200.0, duration = 10 }}, {{ rate = 2.0, duration = 20 }}]
 [workload.inference_perf.shared_prefix]
 num_unique_system_prompts = 2

@@ -20,6 +20,7 @@ count = 2
 [routing]
 policy = "weighted"
 [workload.inference_perf]
+client = "reference"
 stages = [{{ rate = 40.0, duration = 3 }}, {{ rate = 90.0, duration = 2 }}]
 [workload.inference_perf.shared_prefix]
 num_unique_system_prompts = 3
@@ -280,4 +281,92 @@ fn output_windows_report_the_requests_that_arrived_in_each_window() {
     let o = dir.blis().args(["run", "bad.toml"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert_contains!(String::from_utf8_lossy(&o.stderr), "output.windows[1]");
+}
+
+/// A real inference-perf client (0.2.0: per-line timestamps) whose 0.132 s
+/// timeout aborts the slow requests: the report's `client` section equals
+/// what the per-request results give, every failure is a timeout, and the
+/// stages are the client's (one per stage, the second after the first drained).
+#[test]
+fn a_real_clients_timeouts_fail_requests_and_its_metrics_are_its_own() {
+    let dir = TestDir::new("stages_real_client");
+    let text = run_file(false)
+        .replace(
+            "client = \"reference\"",
+            "client = \"inference-perf 0.2.0\"\nrequest_timeout = 0.132",
+        )
+        .replace("output_len = 40", "output_len = 60");
+    dir.write("run.toml", &text);
+    let o = dir
+        .blis()
+        .args(["run", "run.toml", "--results-path", "r.jsonl"])
+        .output()
+        .expect("run blis");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &report["client"];
+    assert_eq!(c["name"], "inference-perf 0.2.0");
+    assert_eq!(c["timestamps"], "per line");
+    let results: Vec<Value> = std::fs::read_to_string(dir.path().join("r.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), 120 + 180);
+    assert_eq!(c["requests"], results.len());
+    // A success reached the client within its timeout; a request the
+    // server finished in a step the timeout fell into failed for it.
+    let done: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["status"] == "completed" && r["e2e_ms"].as_f64().unwrap() <= 132.0)
+        .collect();
+    let failed = results.len() - done.len();
+    assert!(
+        failed > 0 && !done.is_empty(),
+        "{failed} failed of {}",
+        results.len()
+    );
+    assert_eq!(c["successes"], done.len());
+    assert_eq!(c["failures"], failed);
+    assert_eq!(c["timed_out"], failed);
+    let f = |r: &Value, k: &str| r[k].as_f64().unwrap();
+    assert!(results.iter().any(|r| r["status"] == "dropped"));
+    let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    close(
+        "request_latency_mean_ms",
+        &c["request_latency_mean_ms"],
+        mean(done.iter().map(|r| f(r, "e2e_ms")).collect()),
+    );
+    close(
+        "time_to_first_token_mean_ms",
+        &c["time_to_first_token_mean_ms"],
+        mean(done.iter().map(|r| f(r, "ttft_ms")).collect()),
+    );
+    // Per line: 2K + 1 gaps between the first token and [DONE].
+    let k = 60.0;
+    close(
+        "time_per_output_token_mean_ms",
+        &c["time_per_output_token_mean_ms"],
+        mean(
+            done.iter()
+                .map(|r| (f(r, "e2e_ms") - f(r, "ttft_ms")) / (2.0 * k + 1.0))
+                .collect(),
+        ),
+    );
+    // Stage 1 started after stage 0's last request ended: clients are stages.
+    let stages = report["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 2);
+    let last0 = results
+        .iter()
+        .filter(|r| r["client_id"] == "stage-0")
+        .map(|r| f(r, "arrival_us"))
+        .fold(0.0, f64::max);
+    let first1 = results
+        .iter()
+        .filter(|r| r["client_id"] == "stage-1")
+        .map(|r| f(r, "arrival_us"))
+        .fold(f64::MAX, f64::min);
+    // At least: stage 0's last send, then a poll, 1 s interval, 1 s lead.
+    assert!(first1 >= last0 + 2e6, "{last0} → {first1}");
+    assert_eq!(stages[1]["num_requests"], 180);
 }

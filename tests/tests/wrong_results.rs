@@ -413,6 +413,7 @@ max_num_seqs = 2
 policy = "weighted"
 scorers = [{{ name = "{scorer}", weight = 1.0 }}, {{ name = "queue-depth", weight = 2.0 }}]
 [workload.inference_perf]
+client = "reference"
 stages = [{{ rate = 200.0, duration = 4 }}]
 [workload.inference_perf.shared_prefix]
 num_unique_system_prompts = 2

@@ -43,6 +43,9 @@ pub fn dispatch(cli: Cli) -> Result<Option<String>, Failure> {
         Command::Convert(ConvertCommand::WorkloadSpec { file }) => {
             convert_yaml(&file, crate::workload::convert_workload_spec).map(Some)
         }
+        Command::Convert(ConvertCommand::InferencePerf { file }) if file.is_dir() => {
+            convert_results_dir(&file).map(Some)
+        }
         Command::Convert(ConvertCommand::InferencePerf { file }) => {
             convert_yaml(&file, crate::workload::convert_inference_perf).map(Some)
         }
@@ -265,6 +268,16 @@ fn convert_yaml(
         convert(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
     for u in &unimplemented {
         eprintln!("warning: {}: {u}", file.display());
+    }
+    Ok(toml_text.trim_end().to_string())
+}
+
+/// `blis convert inference-perf RESULTS_DIR`: a whole run file.
+fn convert_results_dir(dir: &Path) -> Result<String, Failure> {
+    let (toml_text, notes) = crate::workload::convert_inference_perf_dir(dir)
+        .map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    for n in &notes {
+        eprintln!("note: {}: {n}", dir.display());
     }
     Ok(toml_text.trim_end().to_string())
 }

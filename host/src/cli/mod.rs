@@ -152,9 +152,11 @@ pub enum ConvertCommand {
     },
     /// Turn an inference-perf config (shared_prefix data, load stages), or a
     /// reference workload spec with an `inference_perf` block, into a
-    /// `[workload]` table with `[workload.inference_perf]`.
+    /// `[workload]` table with `[workload.inference_perf]`; or the folder of
+    /// an inference-perf run (results/config.yaml, profile.yaml,
+    /// exp-config.yaml) into a whole run file of what its client ran.
     InferencePerf {
-        /// The YAML file.
+        /// The YAML file, or the run's folder.
         file: PathBuf,
     },
     /// Turn an llm-d EndpointPickerConfig YAML into a `[routing]` TOML section.

@@ -227,6 +227,8 @@ pub struct Cluster {
     next_sample: Tick,
     /// Earliest pending `Arrivals` wake-up (to avoid scheduling duplicates).
     next_wakeup: Option<Tick>,
+    /// A real inference-perf client's request timeout (µs after arrival).
+    client_timeout: Option<Tick>,
     arrived: u64,
     rejected: u64,
     rejected_by: RejectCounts,
@@ -311,6 +313,7 @@ impl Cluster {
     /// Assemble a cluster.
     pub fn new(setup: ClusterSetup) -> Self {
         let n = setup.instances.len();
+        let client_timeout = setup.workload.client_timeout_us();
         let servable = ServableBound::new(&setup.instances);
         let tenant_names = setup.collector.tenant_names.clone();
         let mut routing = setup.routing;
@@ -374,6 +377,7 @@ impl Cluster {
             next_sample: setup.timeseries.as_ref().map_or(NEVER, |t| t.next_at),
             timeseries: setup.timeseries,
             next_wakeup: None,
+            client_timeout,
             arrived: 0,
             rejected: 0,
             rejected_by: RejectCounts::default(),
@@ -526,6 +530,7 @@ impl Cluster {
             Event::Routing(slot) if self.pd.is_some() => self.pd_route(t, slot)?,
             Event::Routing(slot) => self.on_routing(t, slot)?,
             Event::Gateway(timer) => self.on_gateway_timer(t, timer)?,
+            Event::ClientTimeout { slot, id } => self.on_client_timeout(t, slot, id)?,
             Event::KvTransferDone(slot) => self.pd_transfer_done(t, slot),
             Event::InstanceArrival { instance, slot } => {
                 self.instance_event(instance, t);
@@ -641,6 +646,11 @@ impl Cluster {
             self.store[slot].prompt_hashes = hashes;
             self.arrived += 1;
             self.collector.arrived(&self.store[slot]);
+            if let Some(after) = self.client_timeout {
+                let id = self.store[slot].id as u32;
+                self.queue
+                    .push(later(t, after), Event::ClientTimeout { slot, id });
+            }
             if let Some(instance) = self.external_arrival(slot) {
                 // Sent to one instance's own server: no admission, no routing.
                 self.pin(t, slot, instance)?;
@@ -650,6 +660,35 @@ impl Cluster {
                 .push(later(t, self.admission_latency), Event::Admission(slot));
         }
         self.schedule_arrivals();
+        Ok(())
+    }
+
+    /// A real client's timeout ran out for the request in `slot` (if it is
+    /// still request `id`'s and live): the client closes the connection and
+    /// the server aborts the request, as [`Cluster::cancel`] does. A request
+    /// not yet on an instance (admission, routing, a queue in front) is
+    /// tried again a millisecond later.
+    fn on_client_timeout(&mut self, t: Tick, slot: Slot, id: u32) -> Result<(), Box<PluginError>> {
+        if !self.store.is_live(slot) || self.store[slot].id as u32 != id {
+            return Ok(());
+        }
+        match self.store[slot].state {
+            RequestState::Queued | RequestState::Running => {
+                let i = self.store[slot].instance;
+                self.snapshots.touched(i);
+                if self.instances[i as usize].evict(t, slot, &mut self.store, &mut self.collector) {
+                    if let Some(c) = &mut self.collector.client {
+                        c.timed_out();
+                    }
+                    self.release_finished(t)?;
+                    self.after_instance_event(t, i);
+                }
+            }
+            RequestState::Completed | RequestState::Dropped | RequestState::Rejected => {}
+            _ => self
+                .queue
+                .push(later(t, 1_000), Event::ClientTimeout { slot, id }),
+        }
         Ok(())
     }
 

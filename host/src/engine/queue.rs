@@ -27,6 +27,9 @@ pub enum Event {
     Step { instance: u32 },
     /// A timer of the gateway queue (`[flow_control]` only; class 2).
     Gateway(GatewayTimer),
+    /// A real client's request timeout runs out for the request in `slot`
+    /// (if it is still the one with these low 32 bits of its id; class 2).
+    ClientTimeout { slot: Slot, id: u32 },
     /// A control-plane event (class 0, with the arrivals: an instance that
     /// becomes routable at `T` is routable for the requests arriving at
     /// `T`): `what` says which, `id` which instance, node or actuation.
@@ -51,7 +54,10 @@ impl Event {
         match self {
             Event::Arrivals | Event::Control { .. } => 0,
             Event::Admission(_) => 1,
-            Event::Routing(_) | Event::KvTransferDone(_) | Event::Gateway(_) => 2,
+            Event::Routing(_)
+            | Event::KvTransferDone(_)
+            | Event::Gateway(_)
+            | Event::ClientTimeout { .. } => 2,
             Event::InstanceArrival { .. } | Event::Queued { .. } | Event::Step { .. } => 3,
         }
     }

@@ -129,6 +129,8 @@ pub struct Collector {
     pub write_error: Option<std::io::Error>,
     /// Per-stage records when the workload has stages (see [`super::stages`]).
     pub stages: Option<StageRecorder>,
+    /// A real inference-perf client's own metrics (see [`super::client`]).
+    pub client: Option<super::client::ClientRecorder>,
     /// Attainment and goodput when the run has `[slo]` targets.
     pub slo: Option<SloRecorder>,
     /// The run has a gateway queue: result lines carry `gateway_queue_delay_ms`.
@@ -163,6 +165,7 @@ impl Collector {
             client_names,
             write_error: None,
             stages: None,
+            client: None,
             slo: None,
             gateway: false,
             saturation: None,
@@ -209,6 +212,9 @@ impl Collector {
         self.tenant(req.tenant).arrived += 1;
         if let Some(s) = &mut self.stages {
             s.arrived(req);
+        }
+        if let Some(c) = &mut self.client {
+            c.arrived();
         }
         if let Some(s) = &mut self.saturation {
             s.arrived(req.id, req.arrival);
@@ -388,6 +394,9 @@ impl InstanceObserver for Collector {
         t.output_tokens += out;
         if let Some(s) = &mut self.stages {
             s.completed(req, at);
+        }
+        if let Some(c) = &mut self.client {
+            c.completed(req, at);
         }
         if let Some(s) = &mut self.slo {
             s.completed(req, at);

@@ -8,6 +8,7 @@
 //! `[saturation]`), per-adapter metrics of `[lora]` ([`adapters`]).
 
 pub mod adapters;
+pub mod client;
 mod collector;
 pub mod distribution;
 pub mod fitness;

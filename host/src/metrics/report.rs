@@ -441,6 +441,9 @@ fn add_sections(
     if let Some(stages) = &mut outcome.collector.stages {
         report["stages"] = stages.report(put_stats);
     }
+    if let Some(c) = &mut outcome.collector.client {
+        report["client"] = c.report();
+    }
     if let Some(s) = &mut outcome.collector.saturation {
         report["saturation"] = s.report();
     }

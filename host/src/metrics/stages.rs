@@ -9,7 +9,10 @@
 //! open-ended (it also takes the rounds that arrive after its end), so every
 //! request belongs to exactly one stage and the stages' counts add up to the
 //! cluster's. Report windows are not open-ended: a request outside every
-//! window belongs to none. Nothing is recorded without stages or windows.
+//! window belongs to none. A real inference-perf client's stages start when
+//! the one before has drained, so there a request's stage is its client
+//! (one per stage) and a stage's window is the span of its arrivals.
+//! Nothing is recorded without stages or windows.
 
 use serde_json::{json, Map, Value};
 
@@ -51,6 +54,9 @@ pub struct StageRecorder {
     windows: Vec<(Tick, Tick)>,
     /// Whether arrivals after the last window belong to the last stage.
     open_ended: bool,
+    /// A request's stage is its client (a real inference-perf client's
+    /// stages); each window is then the span of its stage's arrivals.
+    by_client: bool,
     pub records: Vec<StageRecord>,
 }
 
@@ -64,6 +70,7 @@ impl StageRecorder {
         Some(StageRecorder {
             windows: windows.to_vec(),
             open_ended: true,
+            by_client: false,
             records: windows.iter().map(|_| StageRecord::default()).collect(),
         })
     }
@@ -73,6 +80,14 @@ impl StageRecorder {
     pub fn for_windows(windows: &[(Tick, Tick)]) -> Option<StageRecorder> {
         let mut r = StageRecorder::for_stages(windows)?;
         r.open_ended = false;
+        Some(r)
+    }
+
+    /// A recorder for `n` stages that are the requests' clients (a real
+    /// inference-perf client starts a stage when the one before drained).
+    pub fn for_client_stages(n: usize) -> Option<StageRecorder> {
+        let mut r = StageRecorder::for_stages(&vec![(Tick::MAX, Tick::MIN); n])?;
+        r.by_client = true;
         Some(r)
     }
 
@@ -89,12 +104,21 @@ impl StageRecorder {
     }
 
     fn record(&mut self, req: &Request) -> Option<&mut StageRecord> {
-        let i = self.stage_of(req.arrival)?;
-        Some(&mut self.records[i])
+        let i = if self.by_client {
+            req.client as usize
+        } else {
+            self.stage_of(req.arrival)?
+        };
+        self.records.get_mut(i)
     }
 
     /// A request reached the cluster.
     pub fn arrived(&mut self, req: &Request) {
+        if self.by_client {
+            if let Some(w) = self.windows.get_mut(req.client as usize) {
+                *w = (w.0.min(req.arrival), w.1.max(req.arrival + 1));
+            }
+        }
         if let Some(r) = self.record(req) {
             r.arrived += 1;
         }
@@ -165,6 +189,8 @@ impl StageRecorder {
     ) -> Value {
         let mut out = Vec::with_capacity(self.records.len());
         for (i, (r, &(start, end))) in self.records.iter_mut().zip(&self.windows).enumerate() {
+            // A client's stage that never started spans nothing.
+            let (start, end) = if start > end { (0, 0) } else { (start, end) };
             let span_s = r
                 .last_completion
                 .map_or(0.0, |t| (t - start).max(0) as f64 / 1e6);

@@ -20,7 +20,7 @@
 mod config;
 mod convert;
 mod generator;
-mod inference_perf;
+pub mod inference_perf;
 mod sampler;
 mod trace;
 mod trace_v2;
@@ -38,7 +38,8 @@ pub use config::{
 pub use convert::convert_workload_spec;
 pub use generator::Footprint;
 pub use inference_perf::{
-    convert_inference_perf, InferencePerfSpec, SharedPrefixSpec, StageSpec, MAX_USERS,
+    convert_inference_perf, convert_inference_perf_dir, InferencePerfSpec, SharedPrefixSpec,
+    StageSpec, MAX_USERS,
 };
 pub use sampler::MAX_TOKENS;
 pub use trace_v2::{ReplayLedger, SessionMode, SharedLedger, ThinkTime, TraceV2Spec, FOLLOW_UP};
@@ -95,6 +96,8 @@ enum Source {
     Trace(Box<TraceReplay>),
     TraceV2(Box<trace_v2::TraceV2Replay>),
     List(VecDeque<Request>),
+    /// A real inference-perf client's dispatch.
+    Client(Box<inference_perf::Driver>),
 }
 
 /// Stream of requests in arrival order.
@@ -172,6 +175,25 @@ impl Workload {
         }
         if let Some(ip) = &config.inference_perf {
             check_inference_perf_exclusive(config)?;
+            let client =
+                inference_perf::client::Client::parse(ip.client.as_deref()).map_err(cfg_err)?;
+            let chat = inference_perf::check_client(ip, &client)?;
+            if let inference_perf::client::Client::InferencePerf { timestamps, .. } = client {
+                let d = inference_perf::Driver::new(ip, (client.name(), timestamps), chat, seed);
+                let total = d.total_requests();
+                return Ok(Workload {
+                    cap: Some(cap.map_or(total, |c| c.min(total))),
+                    yielded: 0,
+                    tenants: d.group_names(),
+                    clients: d.stage_names(),
+                    adapters: Vec::new(),
+                    models: Vec::new(),
+                    stages: Vec::new(),
+                    error: None,
+                    prefix_names: d.prefix_names(),
+                    source: Source::Client(Box::new(d)),
+                });
+            }
             let x = inference_perf::expand(ip)?;
             let (mut plans, clients, tenants, adapters, models) =
                 plan_clients(&x.clients, x.aggregate_rate, seed)?;
@@ -299,6 +321,7 @@ impl Workload {
             Source::Trace(t) => t.peek_time(),
             Source::TraceV2(t) => t.peek_time(),
             Source::List(l) => l.front().map(|r| r.arrival),
+            Source::Client(d) => d.peek_time(),
         }
     }
 
@@ -320,6 +343,7 @@ impl Workload {
                 got
             }
             Source::TraceV2(t) => t.pop_into(req),
+            Source::Client(d) => d.pop_into(req),
             Source::List(l) => match l.pop_front() {
                 Some(r) => {
                     req.arrival = r.arrival;
@@ -355,6 +379,7 @@ impl Workload {
         match &mut self.source {
             Source::Generated(g) => g.on_finished(req, at, completed && !exhausted),
             Source::TraceV2(t) => t.on_finished(req, at, completed && !exhausted),
+            Source::Client(d) => d.on_finished(req, at, completed),
             _ => {}
         }
     }
@@ -389,8 +414,36 @@ impl Workload {
         &self.prefix_names
     }
 
+    /// A real inference-perf client's request timeout, µs: the cluster
+    /// aborts a request still running then (its client went away), and it
+    /// counts as failed.
+    pub fn client_timeout_us(&self) -> Option<Tick> {
+        match &self.source {
+            Source::Client(d) => Some(d.timeout_us()),
+            _ => None,
+        }
+    }
+
+    /// A real inference-perf client's name and how it timestamps responses.
+    pub fn client_model(&self) -> Option<&(String, inference_perf::client::Timestamps)> {
+        match &self.source {
+            Source::Client(d) => Some(d.client()),
+            _ => None,
+        }
+    }
+
+    /// The number of stages when the requests' clients are the workload's
+    /// stages (a real inference-perf client: a stage starts when the one
+    /// before has drained, so its stages are not fixed windows of time).
+    pub fn client_stages(&self) -> Option<usize> {
+        match &self.source {
+            Source::Client(_) => Some(self.clients.len()),
+            _ => None,
+        }
+    }
+
     /// Stage windows `[start, end)` in ticks, in order, when the workload
-    /// has stages (inference-perf); empty otherwise.
+    /// has stages (inference-perf with the reference's client); empty otherwise.
     pub fn stages(&self) -> &[(Tick, Tick)] {
         &self.stages
     }

@@ -126,8 +126,17 @@ impl CheckedOutput {
         collector.set_percentiles(self.percentiles);
         collector.stages = match &self.windows {
             Some(w) => StageRecorder::for_windows(w),
-            None => StageRecorder::for_stages(workload.stages()),
+            None => match workload.client_stages() {
+                Some(n) => StageRecorder::for_client_stages(n),
+                None => StageRecorder::for_stages(workload.stages()),
+            },
         };
+        collector.client = workload
+            .client_model()
+            .zip(workload.client_timeout_us())
+            .map(|((name, ts), timeout)| {
+                crate::metrics::client::ClientRecorder::new(name.clone(), *ts, timeout)
+            });
         if !open_outputs {
             return Ok((collector, None, Vec::new()));
         }

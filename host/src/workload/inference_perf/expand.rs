@@ -19,6 +19,7 @@
 //!   arrives N/rate_s s after the previous round completed. Every round's
 //!   prompt is the system prompt and a fresh question (no accumulated context).
 
+use super::client::Client;
 use super::spec::InferencePerfSpec;
 use crate::engine::Tick;
 use crate::workload::config::{
@@ -71,6 +72,81 @@ fn stage_windows(spec: &InferencePerfSpec) -> Result<Vec<(Tick, Tick)>, Workload
     Ok(out)
 }
 
+/// Every stage sends at least one request and fewer than 2^53.
+fn check_counts(spec: &InferencePerfSpec) -> Result<(), WorkloadError> {
+    for (s, st) in spec.stages.iter().enumerate() {
+        let product = (st.rate * st.duration as f64).floor();
+        if product < 1.0 {
+            return Err(cfg_err(format!(
+                "inference_perf.stages[{s}]: rate {} req/s × duration {} s gives no request; increase the rate or the duration",
+                st.rate, st.duration
+            )));
+        }
+        if product > MAX_STAGE_REQUESTS {
+            return Err(cfg_err(format!(
+                "inference_perf.stages[{s}]: rate {} req/s × duration {} s is more than 2^53 requests",
+                st.rate, st.duration
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the table for a real client's [`super::driver::Driver`]: its
+/// stages, and keys that client does not have. Returns whether its
+/// sessions are multi-turn chats.
+pub(crate) fn check_client(
+    spec: &InferencePerfSpec,
+    client: &Client,
+) -> Result<bool, WorkloadError> {
+    if spec.stages.is_empty() {
+        return Err(cfg_err(
+            "inference_perf.stages is empty: give at least one stage, e.g. stages = [{ rate = 10.0, duration = 60 }]",
+        ));
+    }
+    stage_windows(spec)?;
+    check_counts(spec)?;
+    let sp = &spec.shared_prefix;
+    let prompts =
+        u64::from(sp.num_unique_system_prompts) * u64::from(sp.num_users_per_system_prompt);
+    if prompts > MAX_USERS && *client != Client::Reference {
+        return Err(cfg_err(format!(
+            "inference_perf: {} system prompts × {} prompts each is more than {MAX_USERS} prompts",
+            sp.num_unique_system_prompts, sp.num_users_per_system_prompt
+        )));
+    }
+    match client {
+        Client::Reference => {
+            let set: Vec<&str> = [
+                ("interval", spec.interval.is_some()),
+                ("num_workers", spec.num_workers.is_some()),
+                (
+                    "worker_max_concurrency",
+                    spec.worker_max_concurrency.is_some(),
+                ),
+                ("request_timeout", spec.request_timeout.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(k, set)| set.then_some(k))
+            .collect();
+            if let Some(k) = set.first() {
+                return Err(cfg_err(format!(
+                    "inference_perf.{k} is a setting of the real client, and client = \"reference\" has none: remove it, or set client to the inference-perf release that ran"
+                )));
+            }
+            Ok(sp.enable_multi_turn_chat)
+        }
+        Client::InferencePerf { version, chat, .. } => {
+            if sp.enable_multi_turn_chat && !chat {
+                return Err(cfg_err(format!(
+                    "inference_perf.shared_prefix.enable_multi_turn_chat = true, but inference-perf {version} has no multi-turn chat (0.3.0 added it) and ignores the key: set it to false (as the client ran), or set client to a release that has it"
+                )));
+            }
+            Ok(sp.enable_multi_turn_chat)
+        }
+    }
+}
+
 /// Expands the table (checked by [`super::spec`] value by value) into clients.
 pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadError> {
     if spec.stages.is_empty() {
@@ -91,6 +167,7 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
         )));
     }
     let windows = stage_windows(spec)?;
+    check_counts(spec)?;
     let multi = spec.stages.len() > 1;
     let prefix = (sp.system_prompt_len > 0).then_some(sp.system_prompt_len);
     let mut clients = Vec::new();
@@ -98,20 +175,7 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
     let mut aggregate_rate = 0.0;
     let mut total_requests = 0u64;
     for (s, (st, &(start, end))) in spec.stages.iter().zip(&windows).enumerate() {
-        let product = (st.rate * st.duration as f64).floor();
-        if product < 1.0 {
-            return Err(cfg_err(format!(
-                "inference_perf.stages[{s}]: rate {} req/s × duration {} s gives no request; increase the rate or the duration",
-                st.rate, st.duration
-            )));
-        }
-        if product > MAX_STAGE_REQUESTS {
-            return Err(cfg_err(format!(
-                "inference_perf.stages[{s}]: rate {} req/s × duration {} s is more than 2^53 requests",
-                st.rate, st.duration
-            )));
-        }
-        let total = product as u64;
+        let total = (st.rate * st.duration as f64).floor() as u64;
         total_requests = total_requests.saturating_add(total);
         let (base, extra) = (total / n, total % n);
         let fraction = st.rate / n as f64;

@@ -17,6 +17,30 @@ pub struct InferencePerfSpec {
     pub stages: Vec<StageSpec>,
     /// The users, their system prompts and the request lengths.
     pub shared_prefix: SharedPrefixSpec,
+    /// Which client drives the workload: `"reference"` (the reference
+    /// simulator's reading of the profile: per-user arrivals, chat sessions
+    /// as closed loops) or `"inference-perf X.Y.Z"` (that release of the real
+    /// client, as it runs: one open-loop timer per stage, stages drained one
+    /// after the other, worker slots, request timeout, its metric
+    /// definitions). Absent: the newest release blis models
+    /// ([`super::client::NEWEST`]).
+    #[serde(default)]
+    pub client: Option<String>,
+    /// `load.interval`: seconds the client waits between stages (default
+    /// 1.0; inference-perf clients only).
+    #[serde(default, deserialize_with = "non_negative_seconds")]
+    pub interval: Option<f64>,
+    /// `load.num_workers`: worker processes (default: 224, the runs' value;
+    /// inference-perf's own default is the CPU count of its machine).
+    #[serde(default, deserialize_with = "positive_count_opt")]
+    pub num_workers: Option<u32>,
+    /// `load.worker_max_concurrency`: requests one worker holds at once (default 100).
+    #[serde(default, deserialize_with = "positive_count_opt")]
+    pub worker_max_concurrency: Option<u32>,
+    /// `load.request_timeout`: seconds before the client gives up on a
+    /// request (default: aiohttp's total timeout, 300 s).
+    #[serde(default, deserialize_with = "positive_seconds_opt")]
+    pub request_timeout: Option<f64>,
 }
 
 /// One load stage: `{ rate = 8.0, duration = 600 }`.
@@ -84,4 +108,30 @@ fn positive_count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
             u32::MAX
         ))),
     }
+}
+
+fn non_negative_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let s = f64::deserialize(d)?;
+    if s.is_finite() && (0.0..=1e9).contains(&s) {
+        Ok(Some(s))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "must be a number of seconds in [0, 1e9], got {s}"
+        )))
+    }
+}
+
+fn positive_seconds_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let s = f64::deserialize(d)?;
+    if s.is_finite() && s > 0.0 && s <= 1e9 {
+        Ok(Some(s))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "must be a number of seconds in (0, 1e9], got {s}"
+        )))
+    }
+}
+
+fn positive_count_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    positive_count(d).map(Some)
 }

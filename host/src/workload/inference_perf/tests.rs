@@ -39,7 +39,7 @@ fn build_err(text: &str) -> String {
 /// A `[workload.inference_perf]` table.
 fn table(stages: &str, p: u32, u: u32, lens: (u32, u32, u32), chat: bool) -> String {
     format!(
-        "[workload]\n[workload.inference_perf]\nstages = [{stages}]\n\
+        "[workload]\n[workload.inference_perf]\nclient = \"reference\"\nstages = [{stages}]\n\
          [workload.inference_perf.shared_prefix]\n\
          num_unique_system_prompts = {p}\nnum_users_per_system_prompt = {u}\n\
          system_prompt_len = {}\nquestion_len = {}\noutput_len = {}\n\
@@ -309,15 +309,15 @@ fn bad_values_are_errors_with_their_line() {
         ("{ rate = 1.0, duration = -5 }", "duration"),
     ] {
         let e = parse(&t(stages)).unwrap_err();
-        assert!(e.contains("line 3"), "{e}");
+        assert!(e.contains("line 4"), "{e}");
         assert!(e.contains(&format!("a stage's {what}")), "{e}");
     }
     let e = parse(&table("{ rate = 1, duration = 1 }", 0, 1, (1, 1, 1), false)).unwrap_err();
-    assert!(e.contains("line 5") && e.contains("[1, "), "{e}");
+    assert!(e.contains("line 6") && e.contains("[1, "), "{e}");
     let e = parse(&t("{ rate = 1, duration = 1, ramp = 2 }")).unwrap_err();
     assert!(e.contains("unknown field `ramp`"), "{e}");
     let e = parse(&t("{ rate = 1, duration = 1.5 }")).unwrap_err();
-    assert!(e.contains("line 3"), "{e}");
+    assert!(e.contains("line 4"), "{e}");
 }
 
 #[test]
@@ -416,13 +416,23 @@ fn convert_reads_an_inference_perf_config_and_lists_what_it_drops() {
         ),
         (10, 4, 100, 50, 30, false)
     );
-    for dropped in ["load.interval", "api", "server", "tokenizer", "report"] {
+    for dropped in [
+        "api",
+        "server",
+        "tokenizer",
+        "report",
+        "client",
+        "load.request_timeout",
+    ] {
         assert!(
             notes.iter().any(|n| n.starts_with(&format!("{dropped}:"))),
             "{dropped} not reported: {notes:?}"
         );
     }
-    assert_eq!(notes.len(), 5, "{notes:?}");
+    assert_eq!(notes.len(), 6, "{notes:?}");
+    // A hand-written config does not say which release runs it: the newest.
+    assert_eq!(ip.client.as_deref(), Some("inference-perf 0.7.0"));
+    assert!(ip.interval.is_some());
 }
 
 #[test]
@@ -604,4 +614,218 @@ mod props {
             let _ = convert_inference_perf(&yaml);
         }
     }
+}
+
+/// A table driven by a real client release.
+fn client_table(client: &str, extra: &str, stages: &str, p: u32, u: u32, chat: bool) -> String {
+    format!(
+        "[workload]\n[workload.inference_perf]\nclient = \"{client}\"\n{extra}stages = [{stages}]\n\
+         [workload.inference_perf.shared_prefix]\n\
+         num_unique_system_prompts = {p}\nnum_users_per_system_prompt = {u}\n\
+         system_prompt_len = 32\nquestion_len = 64\noutput_len = 8\n\
+         enable_multi_turn_chat = {chat}\n"
+    )
+}
+
+/// Pops every request due by now; the client is open loop, so nothing
+/// waits for a completion.
+fn sent(w: &mut Workload) -> Vec<Request> {
+    all(w)
+}
+
+#[test]
+fn a_real_client_sends_its_stage_open_loop_from_one_second_in_to_the_stage_end() {
+    for seed in 1..20 {
+        let mut w = build(
+            &client_table(
+                "inference-perf 0.2.0",
+                "",
+                "{ rate = 50.0, duration = 4 }",
+                2,
+                5,
+                false,
+            ),
+            seed,
+        );
+        let reqs = sent(&mut w);
+        // ⌊50 · 4⌋ requests, none waiting for another's reply.
+        assert_eq!(reqs.len(), 200);
+        assert!(reqs.windows(2).all(|p| p[0].arrival <= p[1].arrival));
+        assert!(reqs[0].arrival >= 1_000_000, "{}", reqs[0].arrival);
+        // The timer's last request is due at the stage's end.
+        assert_eq!(reqs[199].arrival, 5_000_000);
+        // Request n sends prompt n mod 10: the same 10 prompts, whole, over and over.
+        for (n, r) in reqs.iter().enumerate() {
+            assert_eq!(r.prompt, reqs[n % 10].prompt, "request {n}");
+            assert_eq!((r.input_len, r.output_len), (96, 8));
+            assert_eq!(r.client, 0);
+            assert_eq!(r.session, None);
+        }
+        let distinct: std::collections::HashSet<_> =
+            reqs[..10].iter().map(|r| r.prompt[1].seed).collect();
+        assert_eq!(distinct.len(), 10);
+        // Two groups: each system prompt starts five of the ten prompts.
+        let groups: BTreeMap<u32, usize> = reqs[..10].iter().fold(BTreeMap::new(), |mut m, r| {
+            *m.entry(r.tenant).or_default() += 1;
+            m
+        });
+        assert_eq!(groups.into_values().collect::<Vec<_>>(), [5, 5]);
+        // Deterministic per seed.
+        let again = sent(&mut build(
+            &client_table(
+                "inference-perf 0.2.0",
+                "",
+                "{ rate = 50.0, duration = 4 }",
+                2,
+                5,
+                false,
+            ),
+            seed,
+        ));
+        assert!(again
+            .iter()
+            .zip(&reqs)
+            .all(|(a, b)| (a.arrival, &a.prompt, a.output_seed)
+                == (b.arrival, &b.prompt, b.output_seed)));
+    }
+}
+
+#[test]
+fn worker_slots_hold_requests_back_until_one_finishes() {
+    // 1 worker × 3 requests at once: 3 go out on their times, the 4th only
+    // when one of them finishes — at the later of that and its own time.
+    let text = client_table(
+        "0.2.0",
+        "num_workers = 1\nworker_max_concurrency = 3\n",
+        "{ rate = 2.0, duration = 5 }",
+        1,
+        1,
+        false,
+    );
+    let mut w = build(&text, 7);
+    let first = sent(&mut w);
+    assert_eq!(first.len(), 3);
+    assert!(w.peek_time().is_none());
+    let late = 60_000_000;
+    w.on_finished(&first[0], late, true);
+    assert_eq!(w.peek_time(), Some(late));
+    let r = sent(&mut w);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].arrival, late);
+}
+
+#[test]
+fn the_next_stage_starts_after_the_last_request_finished_the_poll_and_the_interval() {
+    let text = client_table(
+        "inference-perf 0.7.0",
+        "interval = 2.5\n",
+        "{ rate = 2.0, duration = 1 }, { rate = 3.0, duration = 1 }",
+        1,
+        2,
+        false,
+    );
+    let mut w = build(&text, 3);
+    let s0 = sent(&mut w);
+    assert_eq!(s0.len(), 2);
+    assert!(s0.iter().all(|r| r.client == 0));
+    // Open loop within a stage, but the next stage waits for this one.
+    assert!(w.peek_time().is_none());
+    w.on_finished(&s0[0], 5_300_000, true);
+    assert!(w.peek_time().is_none());
+    w.on_finished(&s0[1], 5_300_001, false);
+    // Stage 0 began at 0; the client polls each second: it notices at 6 s,
+    // sleeps 2.5 s, and stage 1's timer starts 1 s later: 9.5 s to 10.5 s.
+    let s1 = sent(&mut w);
+    assert_eq!(s1.len(), 3);
+    assert!(s1.iter().all(|r| r.client == 1));
+    assert!(s1[0].arrival >= 9_500_000, "{}", s1[0].arrival);
+    assert_eq!(s1[2].arrival, 10_500_000);
+    assert_eq!(w.client_stages(), Some(2));
+    assert_eq!(w.client_timeout_us(), Some(300_000_000));
+}
+
+#[test]
+fn chat_rounds_of_one_session_wait_for_the_round_before_and_carry_its_context() {
+    // 0.7.0: 2 sessions; request n is a round of session n mod 2.
+    let text = client_table(
+        "inference-perf 0.7.0",
+        "",
+        "{ rate = 4.0, duration = 1 }",
+        1,
+        2,
+        true,
+    );
+    let mut w = build(&text, 11);
+    let r = sent(&mut w);
+    // Only each session's first round goes out; the others wait.
+    assert_eq!(r.len(), 2);
+    let (a, b) = (&r[0], &r[1]);
+    assert_ne!(a.session.unwrap().0, b.session.unwrap().0);
+    // Round 0: the system prompt (the context), then the whole prompt.
+    assert_eq!(a.prompt.len(), 3);
+    assert_eq!(a.prompt[0], a.prompt[1]);
+    assert_eq!(a.input_len, 32 + 32 + 64);
+    let mut done = a.clone();
+    done.generated = 8;
+    w.on_finished(&done, 7_000_000, true);
+    let next = sent(&mut w);
+    assert_eq!(next.len(), 1);
+    let n = &next[0];
+    assert_eq!(n.arrival, 7_000_000);
+    assert_eq!(n.session, Some((a.session.unwrap().0, 1)));
+    // Round 1: round 0's prompt, its answer, then the prompt again.
+    assert_eq!(&n.prompt[..3], &a.prompt[..]);
+    assert_eq!(n.prompt[3].seed, a.output_seed);
+    assert_eq!(n.prompt[3].len, 8);
+    assert_eq!(&n.prompt[4..], &a.prompt[1..]);
+    assert_eq!(n.input_len, 128 + 8 + 96);
+    // A failed round leaves the context as it was.
+    w.on_finished(b, 8_000_000, false);
+    let again = sent(&mut w);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].prompt, b.prompt);
+}
+
+#[test]
+fn client_settings_are_checked_against_the_client() {
+    let e = build_err(&client_table(
+        "0.2.0",
+        "",
+        "{ rate = 1.0, duration = 5 }",
+        1,
+        1,
+        true,
+    ));
+    assert!(e.contains("0.2.0 has no multi-turn chat"), "{e}");
+    let e = build_err(&client_table(
+        "reference",
+        "num_workers = 4\n",
+        "{ rate = 1.0, duration = 5 }",
+        1,
+        1,
+        false,
+    ));
+    assert!(
+        e.contains("inference_perf.num_workers") && e.contains("reference"),
+        "{e}"
+    );
+    let e = build_err(&client_table(
+        "0.5.0",
+        "",
+        "{ rate = 1.0, duration = 5 }",
+        1,
+        1,
+        false,
+    ));
+    assert!(e.contains("0.1.1, 0.2.0, 0.3.0, 0.4.0, 0.7.0"), "{e}");
+    let e = parse(&client_table(
+        "0.2.0",
+        "request_timeout = 0\n",
+        "{ rate = 1.0, duration = 5 }",
+        1,
+        1,
+        false,
+    ))
+    .unwrap_err();
+    assert!(e.contains("line 4") && e.contains("seconds"), "{e}");
 }
