@@ -75,6 +75,7 @@ mod latency;
 
 // inference-perf workloads end to end: per-stage statistics equal those
 // recomputed from the per-request results; bad stages name their line.
+mod inference_perf_runs;
 mod stages;
 
 // `output.percentiles = "sketch"`: within the stated error of exact

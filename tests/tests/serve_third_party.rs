@@ -9,6 +9,7 @@
 //! they run alone, after the suite (`--ignored --test-threads 1`).
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -510,4 +511,253 @@ fn find_file(dir: &std::path::Path, name: &str) -> Option<PathBuf> {
         }
     }
     None
+}
+
+/// The deployment and traffic of the client test: one instance, and an
+/// inference-perf shared-prefix workload of two stages (10 req/s for 6 s,
+/// then 20 req/s for 4 s), 2 × 5 prompts of 150 words, 120 output tokens
+/// (about 1.5 s a request: the few milliseconds the real client spends on a
+/// new connection per request are well under 1 % of it, and a stage drains
+/// about half a second before one of the client's one-second polls, not at
+/// one); `{client}` is the release blis models.
+const CLIENT_RUN: &str = r#"
+seed = 5
+[model]
+name = "qwen3-14b"
+hardware = "H100"
+[instance]
+count = 1
+[workload.inference_perf]
+client = "{client}"
+num_workers = 2
+worker_max_concurrency = 100
+stages = [{ rate = 10.0, duration = 6 }, { rate = 20.0, duration = 4 }]
+[workload.inference_perf.shared_prefix]
+num_unique_system_prompts = 2
+num_users_per_system_prompt = 5
+system_prompt_len = 50
+question_len = 100
+output_len = 120
+"#;
+
+/// The same traffic as inference-perf's own config (keys every release
+/// from 0.2.0 reads), per-request lifecycle metrics on.
+fn client_config(url: &str, reports: &std::path::Path) -> String {
+    let tokenizer =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/word-tokenizer");
+    format!(
+        r#"api:
+  type: completion
+  streaming: true
+data:
+  type: shared_prefix
+  shared_prefix:
+    num_groups: 2
+    num_prompts_per_group: 5
+    system_prompt_len: 50
+    question_len: 100
+    output_len: 120
+load:
+  type: constant
+  stages:
+    - {{rate: 10, duration: 6}}
+    - {{rate: 20, duration: 4}}
+  num_workers: 2
+  worker_max_concurrency: 100
+server:
+  type: vllm
+  model_name: qwen3-14b
+  base_url: {url}
+  ignore_eos: true
+tokenizer:
+  pretrained_model_name_or_path: {}
+report:
+  request_lifecycle:
+    summary: true
+    per_stage: true
+    per_request: true
+storage:
+  local_storage:
+    path: {}
+"#,
+        tokenizer.display(),
+        reports.display()
+    )
+}
+
+/// Per stage: the requests' (send, end) times, seconds from the first send.
+/// Real sends are split where two consecutive sends are more than 1.5 s
+/// apart (the client's drain, poll, interval and lead put more than 2 s
+/// between its stages; within a stage a gap is about 1/rate).
+fn by_stage(mut reqs: Vec<(f64, f64)>) -> Vec<Vec<(f64, f64)>> {
+    reqs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let t0 = reqs.first().map_or(0.0, |r| r.0);
+    let mut out: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+    let mut last = f64::NEG_INFINITY;
+    for (s, e) in reqs {
+        if s - last > 1.5 && !out.last().unwrap().is_empty() {
+            out.push(Vec::new());
+        }
+        last = s;
+        out.last_mut().unwrap().push((s - t0, e - t0));
+    }
+    out
+}
+
+/// Mean requests in flight over a stage of `duration` s: Σ latency / duration.
+fn in_flight(stage: &[(f64, f64)], duration: f64) -> f64 {
+    stage.iter().map(|(s, e)| e - s).sum::<f64>() / duration
+}
+
+/// The largest number of requests in flight at one of the stage's sends.
+fn peak(stage: &[(f64, f64)]) -> usize {
+    stage
+        .iter()
+        .map(|&(s, _)| stage.iter().filter(|&&(a, b)| a <= s && b > s).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The real inference-perf client `exe` (release `version`) against `blis
+/// serve`, and blis's model of that client: the same dispatch.
+fn client_dispatch_matches(exe: &std::path::Path, version: &str) {
+    let dir = TestDir::new(&format!("inference-perf-client-{version}"));
+    let tokenizer = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/word-tokenizer/tokenizer.json");
+    dir.write(
+        "run.toml",
+        &format!(
+            "{}[serve]\ntokenizer = \"{}\"\n",
+            CLIENT_RUN.replace("{client}", &format!("inference-perf {version}")),
+            tokenizer.display()
+        ),
+    );
+    // blis's model of the client, every request's send and end.
+    let o = dir
+        .blis()
+        .args([
+            "run",
+            "run.toml",
+            "--quiet",
+            "--results-path",
+            "model.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let model: Vec<(f64, f64)> = std::fs::read_to_string(dir.path().join("model.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            let s = r["arrival_us"].as_f64().unwrap() / 1e6;
+            (s, s + r["e2e_ms"].as_f64().unwrap() / 1e3)
+        })
+        .collect();
+    // The real client against `blis serve` at --speed 1.
+    let mut srv = Served::start(&dir, "run.toml", &["--speed", "1"]);
+    let url = format!("http://{}", srv.instances[0]);
+    let reports = dir.path().join("reports");
+    let conf = dir.write("inference-perf.yaml", &client_config(&url, &reports));
+    let out = Command::new(exe)
+        .arg("--config_file")
+        .arg(&conf)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let (code, _, err) = srv.stop();
+    assert!(
+        out.status.success(),
+        "inference-perf {version} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let per_request = find_file(&reports, "per_request_lifecycle_metrics.json")
+        .unwrap_or_else(|| panic!("no per-request report under {}", reports.display()));
+    let rows: Value = serde_json::from_str(&std::fs::read_to_string(per_request).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert!(
+        rows.iter().all(|r| r["error"].is_null()),
+        "a request failed"
+    );
+    // Send → last timestamp of the stream (0.2.0: `info.output_token_times`;
+    // 0.7.0: `info.response_metrics.output_token_times`), as blis's e2e
+    // ends at the last token: the client's own work after the stream (it
+    // re-tokenizes prompt and answer) is not the server's time.
+    let real: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|r| {
+            let info = &r["info"];
+            let times = info["output_token_times"]
+                .as_array()
+                .or_else(|| info["response_metrics"]["output_token_times"].as_array())
+                .unwrap_or_else(|| panic!("no output_token_times in {info}"));
+            let last = times.last().and_then(Value::as_f64).unwrap();
+            (r["start_time"].as_f64().unwrap(), last)
+        })
+        .collect();
+    let (real, model) = (by_stage(real), by_stage(model));
+    // Same stages, exactly ⌊rate · duration⌋ requests each.
+    let counts = |s: &Vec<Vec<(f64, f64)>>| s.iter().map(Vec::len).collect::<Vec<_>>();
+    assert_eq!(counts(&real), [60, 80], "inference-perf {version}");
+    assert_eq!(counts(&model), [60, 80], "blis's model of {version}");
+    let mut table = String::new();
+    for (i, duration) in [6.0, 4.0].into_iter().enumerate() {
+        let (r, m) = (&real[i], &model[i]);
+        // Open loop: the sends span the stage whatever the replies do —
+        // the first about 1 s in, the last at the stage's end.
+        for (who, s) in [("inference-perf", r), ("blis", m)] {
+            let span = s.last().unwrap().0 - s.first().unwrap().0;
+            assert!(
+                span > duration - 1.0 && span < duration + 0.5,
+                "{who} {version} stage {i}: sends span {span:.2} s of a {duration} s stage"
+            );
+        }
+        let (fr, fm) = (in_flight(r, duration), in_flight(m, duration));
+        let _ = writeln!(
+            table,
+            "stage {i}: in flight (mean) inference-perf {fr:.3}, blis {fm:.3} ({:+.2} %); peak {} vs {}",
+            (fm / fr - 1.0) * 100.0,
+            peak(r),
+            peak(m)
+        );
+        assert!(
+            (fm / fr - 1.0).abs() <= 0.01,
+            "inference-perf {version} stage {i}: mean in flight {fr:.3}, blis {fm:.3}\n{table}"
+        );
+    }
+    // The next stage waits for this one to drain, then the client's poll,
+    // interval (1 s) and timer lead (1 s).
+    let gap = |s: &Vec<Vec<(f64, f64)>>| {
+        let drained = s[0].iter().map(|r| r.1).fold(0.0, f64::max);
+        s[1][0].0 - drained
+    };
+    let (gr, gm) = (gap(&real), gap(&model));
+    let _ = writeln!(
+        table,
+        "stage 1's first send after stage 0 drained: inference-perf {gr:.2} s, blis {gm:.2} s"
+    );
+    for g in [gr, gm] {
+        assert!((2.0..3.8).contains(&g), "{table}");
+    }
+    // The real client polls from just after it queued the stage's requests
+    // (about 0.1–0.3 s in); blis polls from the stage's start.
+    assert!((gr - gm).abs() < 0.5, "{table}");
+    eprintln!("inference-perf {version} against blis serve, and blis's model of it:\n{table}");
+}
+
+#[test]
+#[ignore = "timing-sensitive, needs inference-perf 0.2.0 and the newest: .ci/run runs it alone (--ignored --test-threads 1)"]
+fn the_real_inference_perf_client_dispatches_as_blis_models_it() {
+    for (var, version) in [
+        ("BLIS_TEST_INFERENCE_PERF_OLD", "0.2.0"),
+        ("BLIS_TEST_INFERENCE_PERF", "0.7.0"),
+    ] {
+        if let Some(exe) = tool(var, &format!("the inference-perf {version} client test")) {
+            client_dispatch_matches(&exe, version);
+        }
+    }
 }

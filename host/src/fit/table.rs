@@ -1,8 +1,9 @@
 //! The measurements table of `blis calibrate fit --measurements M.csv`:
 //! header `run_file,metric,value`, one measured value a row. `run_file` is
 //! relative to the table's folder; `metric` is a numeric field of the
-//! report's `cluster` block (`ttft_mean_ms`) or of one stage
-//! (`stages[1].e2e_p90_ms`).
+//! report's `cluster` block (`ttft_mean_ms`), of one stage
+//! (`stages[1].e2e_p90_ms`) or of a real inference-perf client's own
+//! metrics (`client.request_latency_mean_ms`: what its summary reports).
 
 use std::path::{Path, PathBuf};
 
@@ -50,13 +51,41 @@ pub fn stage_metrics() -> Vec<String> {
     out
 }
 
-/// A metric of the report: a cluster field or a stage's field.
+/// The fields of the report's `client` section (a real inference-perf
+/// client's metrics) a measurement may name (as `client.<field>`): the
+/// names of its summary's fields.
+pub fn client_metrics() -> Vec<String> {
+    let mut out = Vec::new();
+    for pop in [
+        "request_latency",
+        "time_to_first_token",
+        "time_per_output_token",
+        "normalized_time_per_output_token",
+    ] {
+        for s in ["mean", "p50", "p90", "p99"] {
+            out.push(format!("{pop}_{s}_ms"));
+        }
+    }
+    for f in [
+        "inter_token_latency_mean_ms",
+        "successes",
+        "failures",
+        "timed_out",
+    ] {
+        out.push(f.to_string());
+    }
+    out
+}
+
+/// A metric of the report: a cluster field, a stage's field or a client's.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Metric {
     /// `None` for the cluster block, else the stage index.
     pub stage: Option<usize>,
     /// The field name (`ttft_mean_ms`).
     pub field: String,
+    /// A field of the report's `client` section (then `stage` is `None`).
+    pub client: bool,
 }
 
 impl Metric {
@@ -64,6 +93,19 @@ impl Metric {
     /// valid names.
     pub fn parse(s: &str) -> Result<Metric, String> {
         let s = s.trim();
+        if let Some(field) = s.strip_prefix("client.") {
+            if !client_metrics().iter().any(|m| m == field) {
+                return Err(format!(
+                    "unknown client metric '{field}' in '{s}'; the client section (a real inference-perf client's own metrics) has: {}",
+                    client_metrics().join(", ")
+                ));
+            }
+            return Ok(Metric {
+                stage: None,
+                field: field.to_string(),
+                client: true,
+            });
+        }
         if let Some(rest) = s.strip_prefix("stages[") {
             let Some((index, field)) = rest.split_once("].") else {
                 return Err(format!(
@@ -82,18 +124,21 @@ impl Metric {
             return Ok(Metric {
                 stage: Some(stage),
                 field: field.to_string(),
+                client: false,
             });
         }
         if cluster_metrics().iter().any(|m| m == s) {
             Ok(Metric {
                 stage: None,
                 field: s.to_string(),
+                client: false,
             })
         } else {
             Err(format!(
-                "unknown metric '{s}'; valid metrics: {}, and per stage stages[i].<field> with field one of {}",
+                "unknown metric '{s}'; valid metrics: {}, per stage stages[i].<field> with field one of {}, and with a real inference-perf client client.<field> with field one of {}",
                 cluster_metrics().join(", "),
-                stage_metrics().join(", ")
+                stage_metrics().join(", "),
+                client_metrics().join(", ")
             ))
         }
     }
@@ -102,6 +147,7 @@ impl Metric {
     /// such stage or the value is null, e.g. no request completed).
     pub fn read(&self, report: &Value) -> Option<f64> {
         let block = match self.stage {
+            None if self.client => report.get("client")?,
             None => report.get("cluster")?,
             Some(i) => report.get("stages")?.get(i)?,
         };
@@ -111,6 +157,7 @@ impl Metric {
     /// The metric as the table spells it.
     pub fn name(&self) -> String {
         match self.stage {
+            None if self.client => format!("client.{}", self.field),
             None => self.field.clone(),
             Some(i) => format!("stages[{i}].{}", self.field),
         }
@@ -233,6 +280,14 @@ mod tests {
     fn metrics_parse_and_read() {
         let m = Metric::parse("ttft_mean_ms").unwrap();
         assert_eq!(m.stage, None);
+        let c = Metric::parse("client.request_latency_mean_ms").unwrap();
+        assert!(c.client && c.stage.is_none());
+        assert_eq!(c.name(), "client.request_latency_mean_ms");
+        let report = serde_json::json!({"cluster": {"e2e_mean_ms": 1.0}, "client": {"request_latency_mean_ms": 2.0}});
+        assert_eq!(c.read(&report), Some(2.0));
+        assert!(Metric::parse("client.e2e_mean_ms")
+            .unwrap_err()
+            .contains("request_latency_mean_ms"));
         let s = Metric::parse("stages[1].e2e_p90_ms").unwrap();
         assert_eq!(s.stage, Some(1));
         assert_eq!(s.name(), "stages[1].e2e_p90_ms");

@@ -82,6 +82,7 @@ fn metric(field: &str) -> Metric {
     Metric {
         stage: None,
         field: field.to_string(),
+        client: false,
     }
 }
 
