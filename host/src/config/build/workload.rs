@@ -14,6 +14,14 @@ pub(super) fn check(run: &RunFile, base_dir: &Path, problems: &mut Problems) -> 
                 problems
                     .error("the workload is unbounded: set workload.num_requests or horizon_us");
             }
+            if let (Some(stages), Some((name, _))) = (w.client_stages(), w.client_model()) {
+                problems.note(format!(
+                    "inference_perf: driven by {name} as it runs (open loop, stages drained one after the other, a {} s request timeout): {stages} stage(s), {} system prompt(s), {} requests; the client's own metrics in the report's `client`",
+                    w.client_timeout_us().unwrap_or(0) as f64 / 1e6,
+                    w.tenant_names().len(),
+                    w.planned_requests().unwrap_or(0)
+                ));
+            }
             if !w.stages().is_empty() {
                 problems.note(format!(
                     "inference_perf: {} stage(s), {} user(s), at most {} requests; per-stage results in the report's `stages`",
