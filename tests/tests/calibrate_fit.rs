@@ -10,7 +10,7 @@ use crate::util::{run_bad, TestDir};
 fn run_file(model: &str, rate: f64) -> String {
     format!(
         "seed = 5\n[model]\nname = \"{model}\"\nhardware = \"H100\"\n[instance]\ncount = 1\n\
-         [workload]\nnum_requests = 40\n[workload.inference_perf]\n\
+         [workload]\nnum_requests = 40\n[workload.inference_perf]\nclient = \"reference\"\n\
          stages = [{{ rate = {rate}, duration = 20 }}, {{ rate = {rate}, duration = 20 }}]\n\
          [workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 2\n\
          num_users_per_system_prompt = 2\nsystem_prompt_len = 50\nquestion_len = 200\noutput_len = 40\n"
@@ -221,7 +221,7 @@ fn a_profile_is_written_applied_and_checked() {
 /// The traces route's server: one instance, requests of varied sizes.
 fn trace_server() -> String {
     "seed = 9\n[model]\nname = \"qwen2.5-7b-instruct\"\nhardware = \"H100\"\n[instance]\ncount = 1\n\
-     [workload]\nnum_requests = 120\n[workload.inference_perf]\n\
+     [workload]\nnum_requests = 120\n[workload.inference_perf]\nclient = \"reference\"\n\
      stages = [{ rate = 6.0, duration = 20 }]\n\
      [workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 4\n\
      num_users_per_system_prompt = 3\nsystem_prompt_len = 60\nquestion_len = 400\noutput_len = 80\n"

@@ -503,7 +503,7 @@ fn runs_that_cannot_finish_are_refused_and_huge_ones_warned() {
     // Defect 21.
     let dir = TestDir::new("wrong_resource_bombs");
     dir.write("base.toml", BASE);
-    let ip = "[model]\nlatency_model = \"linear\"\nbeta = [2000.0, 5.0, 30.0]\n[workload.inference_perf]\nstages = [{ rate = 4.2e11, duration = 900 }]\n[workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 2\nnum_users_per_system_prompt = 4\nsystem_prompt_len = 64\nquestion_len = 100\noutput_len = 20\n";
+    let ip = "[model]\nlatency_model = \"linear\"\nbeta = [2000.0, 5.0, 30.0]\n[workload.inference_perf]\nclient = \"reference\"\nstages = [{ rate = 4.2e11, duration = 900 }]\n[workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 2\nnum_users_per_system_prompt = 4\nsystem_prompt_len = 64\nquestion_len = 100\noutput_len = 20\n";
     dir.write("ip.toml", ip);
     for (file, sets) in [
         (

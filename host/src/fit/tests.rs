@@ -31,7 +31,7 @@ pub(super) fn write_runs(dir: &Path, requests: u32) -> Vec<String> {
             format!(
                 "seed = {}\n[model]\nname = \"{model}\"\nhardware = \"H100\"\ntp = {tp}\n\
                  [instance]\ncount = 1\n[workload]\nnum_requests = {requests}\n\
-                 [workload.inference_perf]\nstages = [{{ rate = {rate}, duration = 60 }}]\n\
+                 [workload.inference_perf]\nclient = \"reference\"\nstages = [{{ rate = {rate}, duration = 60 }}]\n\
                  [workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 3\n\
                  num_users_per_system_prompt = 2\nsystem_prompt_len = 100\n\
                  question_len = {question}\noutput_len = {output}\n",
