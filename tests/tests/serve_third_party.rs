@@ -441,26 +441,13 @@ fn inference_perf_measures_what_blis_run_simulates() {
     let mut srv = Served::start(&dir, "run.toml", &["--speed", "1", "--gateway", "0"]);
     let url = format!("http://{}", srv.gateway.clone().unwrap());
     let reports = dir.path().join("reports");
-    let conf = dir.write(
-        "inference-perf.yaml",
+    let report = drive(
+        &inference_perf,
+        "inference-perf",
+        &dir,
+        &mut srv,
         &inference_perf_config(&url, &reports),
     );
-    let out = Command::new(&inference_perf)
-        .arg("--config_file")
-        .arg(&conf)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let (code, report, err) = srv.stop();
-    assert!(
-        out.status.success(),
-        "inference-perf failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(code, Some(0), "{err}");
     let summary = find_file(&reports, "summary_lifecycle_metrics.json").unwrap_or_else(|| {
         panic!(
             "no summary_lifecycle_metrics.json under {}",
@@ -496,6 +483,36 @@ fn inference_perf_measures_what_blis_run_simulates() {
     );
     let table = within_tolerances(&rows);
     eprintln!("inference-perf vs blis run:\n{table}");
+}
+
+/// Runs inference-perf `exe` (`what`, for messages) with `config` (offline:
+/// its tokenizer is a local folder) to its end against `srv`, then stops
+/// the server; both must succeed. Returns the server's report.
+fn drive(
+    exe: &std::path::Path,
+    what: &str,
+    dir: &TestDir,
+    srv: &mut Served,
+    config: &str,
+) -> Value {
+    let conf = dir.write("inference-perf.yaml", config);
+    let out = Command::new(exe)
+        .arg("--config_file")
+        .arg(&conf)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let (code, report, err) = srv.stop();
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(code, Some(0), "{err}");
+    report
 }
 
 /// The first file named `name` under `dir` (depth-first).
@@ -658,23 +675,13 @@ fn client_dispatch_matches(exe: &std::path::Path, version: &str) {
     let mut srv = Served::start(&dir, "run.toml", &["--speed", "1"]);
     let url = format!("http://{}", srv.instances[0]);
     let reports = dir.path().join("reports");
-    let conf = dir.write("inference-perf.yaml", &client_config(&url, &reports));
-    let out = Command::new(exe)
-        .arg("--config_file")
-        .arg(&conf)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let (code, _, err) = srv.stop();
-    assert!(
-        out.status.success(),
-        "inference-perf {version} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    drive(
+        exe,
+        &format!("inference-perf {version}"),
+        &dir,
+        &mut srv,
+        &client_config(&url, &reports),
     );
-    assert_eq!(code, Some(0), "{err}");
     let per_request = find_file(&reports, "per_request_lifecycle_metrics.json")
         .unwrap_or_else(|| panic!("no per-request report under {}", reports.display()));
     let rows: Value = serde_json::from_str(&std::fs::read_to_string(per_request).unwrap()).unwrap();

@@ -33,6 +33,23 @@ enable_multi_turn_chat = {chat}
     )
 }
 
+/// `blis run` of the dir's `run.toml`: its report and per-request results.
+fn run_with_results(dir: &TestDir) -> (Value, Vec<Value>) {
+    let o = dir
+        .blis()
+        .args(["run", "run.toml", "--results-path", "r.jsonl"])
+        .output()
+        .expect("run blis");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = std::fs::read_to_string(dir.path().join("r.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (report, results)
+}
+
 /// R-7 percentile of sorted values.
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = p / 100.0 * (sorted.len() - 1) as f64;
@@ -81,20 +98,9 @@ fn stage_statistics_equal_those_recomputed_from_the_results_file() {
     for chat in [false, true] {
         let dir = TestDir::new(&format!("stages_recompute_{chat}"));
         dir.write("run.toml", &run_file(chat));
-        let o = dir
-            .blis()
-            .args(["run", "run.toml", "--results-path", "r.jsonl"])
-            .output()
-            .expect("run blis");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let (report, results) = run_with_results(&dir);
         let stages = report["stages"].as_array().expect("a stages array");
         assert_eq!(stages.len(), 2);
-        let results: Vec<Value> = std::fs::read_to_string(dir.path().join("r.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
         // ⌊40 × 3⌋ + ⌊90 × 2⌋ requests (chat rounds included: nothing is capped).
         assert_eq!(results.len(), 120 + 180);
         let starts = [0u64, 3_000_000];
@@ -297,21 +303,10 @@ fn a_real_clients_timeouts_fail_requests_and_its_metrics_are_its_own() {
         )
         .replace("output_len = 40", "output_len = 60");
     dir.write("run.toml", &text);
-    let o = dir
-        .blis()
-        .args(["run", "run.toml", "--results-path", "r.jsonl"])
-        .output()
-        .expect("run blis");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (report, results) = run_with_results(&dir);
     let c = &report["client"];
     assert_eq!(c["name"], "inference-perf 0.2.0");
     assert_eq!(c["timestamps"], "per line");
-    let results: Vec<Value> = std::fs::read_to_string(dir.path().join("r.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(results.len(), 120 + 180);
     assert_eq!(c["requests"], results.len());
     // A success reached the client within its timeout; a request the

@@ -152,21 +152,33 @@ impl Cluster {
         else {
             return Ok(Cancel::Gone);
         };
+        Ok(if self.abort(self.queue.now(), slot)? {
+            Cancel::Done
+        } else {
+            Cancel::Later
+        })
+    }
+
+    /// Abort the request in `slot` at `t` where it waits or runs (its
+    /// client went away: [`Cluster::cancel`], a real client's timeout): it
+    /// leaves its instance's queue or batch, releasing its KV blocks, and
+    /// ends `Dropped`. False, and nothing changed, when it is not on an
+    /// instance's queue or batch.
+    pub(super) fn abort(&mut self, t: Tick, slot: Slot) -> Result<bool, Box<PluginError>> {
         if !matches!(
             self.store[slot].state,
             RequestState::Queued | RequestState::Running
         ) {
-            return Ok(Cancel::Later);
+            return Ok(false);
         }
-        let t = self.queue.now();
         let i = self.store[slot].instance;
         self.snapshots.touched(i);
         if !self.instances[i as usize].evict(t, slot, &mut self.store, &mut self.collector) {
-            return Ok(Cancel::Later);
+            return Ok(false);
         }
         self.release_finished(t)?;
         self.after_instance_event(t, i);
-        Ok(Cancel::Done)
+        Ok(true)
     }
 
     /// The injected requests that ended since the last call, in order.

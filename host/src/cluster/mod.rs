@@ -665,23 +665,19 @@ impl Cluster {
 
     /// A real client's timeout ran out for the request in `slot` (if it is
     /// still request `id`'s and live): the client closes the connection and
-    /// the server aborts the request, as [`Cluster::cancel`] does. A request
-    /// not yet on an instance (admission, routing, a queue in front) is
-    /// tried again a millisecond later.
+    /// the server aborts the request (`abort`, as [`Cluster::cancel`]
+    /// does). A request not yet on an instance (admission, routing, a queue
+    /// in front) is tried again a millisecond later.
     fn on_client_timeout(&mut self, t: Tick, slot: Slot, id: u32) -> Result<(), Box<PluginError>> {
         if !self.store.is_live(slot) || self.store[slot].id as u32 != id {
             return Ok(());
         }
         match self.store[slot].state {
             RequestState::Queued | RequestState::Running => {
-                let i = self.store[slot].instance;
-                self.snapshots.touched(i);
-                if self.instances[i as usize].evict(t, slot, &mut self.store, &mut self.collector) {
+                if self.abort(t, slot)? {
                     if let Some(c) = &mut self.collector.client {
                         c.timed_out();
                     }
-                    self.release_finished(t)?;
-                    self.after_instance_event(t, i);
                 }
             }
             RequestState::Completed | RequestState::Dropped | RequestState::Rejected => {}

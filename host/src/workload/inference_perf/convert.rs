@@ -314,7 +314,12 @@ fn client_lines(
 /// dropped or changed, one line each).
 pub fn convert_inference_perf(yaml_text: &str) -> Result<(String, Vec<String>), WorkloadError> {
     let doc: Value = serde_yaml_ng::from_str(yaml_text).map_err(|e| err(e.to_string()))?;
-    let top = mapping(&doc, "the file")?;
+    convert_document(&doc)
+}
+
+/// [`convert_inference_perf`] of a parsed document.
+fn convert_document(doc: &Value) -> Result<(String, Vec<String>), WorkloadError> {
+    let top = mapping(doc, "the file")?;
     let mut notes = Vec::new();
     let has = |k: &str| top.contains_key(k);
     let mut head = String::from("[workload]\n");
@@ -483,8 +488,10 @@ pub fn convert_inference_perf_dir(dir: &Path) -> Result<(String, Vec<String>), W
             dir.display()
         ))
     })?;
+    let resolved: Value =
+        serde_yaml_ng::from_str(&resolved).map_err(|e| err(format!("results/config.yaml: {e}")))?;
     let (workload, mut notes) =
-        convert_inference_perf(&resolved).map_err(|e| err(format!("results/config.yaml: {e}")))?;
+        convert_document(&resolved).map_err(|e| err(format!("results/config.yaml: {e}")))?;
     if let Some(profile) = read("profile.yaml")? {
         diff_profile(&profile, &resolved, &mut notes)?;
     }
@@ -502,17 +509,15 @@ pub fn convert_inference_perf_dir(dir: &Path) -> Result<(String, Vec<String>), W
 /// changed, or a key it did not know and dropped).
 fn diff_profile(
     profile: &str,
-    resolved: &str,
+    resolved: &Value,
     notes: &mut Vec<String>,
 ) -> Result<(), WorkloadError> {
     let p: Value =
         serde_yaml_ng::from_str(profile).map_err(|e| err(format!("profile.yaml: {e}")))?;
-    let r: Value =
-        serde_yaml_ng::from_str(resolved).map_err(|e| err(format!("results/config.yaml: {e}")))?;
     let mut asked = Vec::new();
     flatten(&p, String::new(), &mut asked);
     for (key, v) in asked {
-        match lookup(&r, &key) {
+        match lookup(resolved, &key) {
             None => notes.push(format!(
                 "profile.yaml asked {key} = {}; the client's resolved config has no such key: it did not know it and ran without it",
                 show(v)

@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use super::client::{
     Timestamps, AIOHTTP_TIMEOUT_US, DEFAULT_INTERVAL_S, DEFAULT_WORKERS, DEFAULT_WORKER_CONCURRENCY,
 };
-use super::spec::InferencePerfSpec;
+use super::spec::{InferencePerfSpec, StageSpec};
 use crate::engine::Tick;
 use crate::request::{mix64, OptIdx, Request, Segment, SloClass};
 use crate::workload::generator::prefix_seed;
@@ -58,7 +58,7 @@ struct Session {
 pub(crate) struct Driver {
     /// The client's name and how it timestamps responses (for the report).
     client: (String, Timestamps),
-    stages: Vec<(f64, u64)>,
+    stages: Vec<StageSpec>,
     interval_us: Tick,
     slots: u64,
     timeout_us: Tick,
@@ -82,7 +82,7 @@ pub(crate) struct Driver {
     /// Requests ready to be sent, by (send time, index in the stage).
     ready: BinaryHeap<Reverse<(Tick, u64)>>,
     sessions: Vec<Session>,
-    /// Output content of request (stage, n).
+    /// Requests sent so far (each one's output content seed).
     sent: u64,
 }
 
@@ -139,7 +139,7 @@ impl Driver {
         );
         let mut d = Driver {
             client,
-            stages: spec.stages.iter().map(|s| (s.rate, s.duration)).collect(),
+            stages: spec.stages.clone(),
             interval_us: us(spec.interval.unwrap_or(DEFAULT_INTERVAL_S)),
             slots: workers.saturating_mul(per_worker).max(1),
             timeout_us: spec.request_timeout.map_or(AIOHTTP_TIMEOUT_US, us),
@@ -178,8 +178,7 @@ impl Driver {
     fn open_stage(&mut self, s: usize, at: Tick) {
         self.stage = s;
         self.started = at;
-        let (rate, duration) = self.stages[s];
-        self.total = (rate * duration as f64).floor() as u64;
+        self.total = self.stages[s].requests() as u64;
         self.taken = 0;
         self.finished = 0;
         self.position = 0.0;
@@ -194,7 +193,7 @@ impl Driver {
     /// normalised partial sums of exponential gaps is the `n`-th order
     /// statistic of `T − 1` uniforms, and the last one is the stage's end.
     fn next_time(&mut self, n: u64) -> Tick {
-        let (_, duration) = self.stages[self.stage];
+        let duration = self.stages[self.stage].duration;
         let remaining = self.total - 1 - n;
         if remaining == 0 {
             self.position = 1.0;
@@ -313,10 +312,7 @@ impl Driver {
 
     /// Every request the client will send.
     pub(crate) fn total_requests(&self) -> u64 {
-        self.stages
-            .iter()
-            .map(|&(r, d)| (r * d as f64).floor() as u64)
-            .sum()
+        self.stages.iter().map(|s| s.requests() as u64).sum()
     }
 
     /// Prefix groups' content seeds → names (for the TraceV2 export).

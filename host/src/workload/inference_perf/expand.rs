@@ -75,7 +75,7 @@ fn stage_windows(spec: &InferencePerfSpec) -> Result<Vec<(Tick, Tick)>, Workload
 /// Every stage sends at least one request and fewer than 2^53.
 fn check_counts(spec: &InferencePerfSpec) -> Result<(), WorkloadError> {
     for (s, st) in spec.stages.iter().enumerate() {
-        let product = (st.rate * st.duration as f64).floor();
+        let product = st.requests();
         if product < 1.0 {
             return Err(cfg_err(format!(
                 "inference_perf.stages[{s}]: rate {} req/s × duration {} s gives no request; increase the rate or the duration",
@@ -175,7 +175,7 @@ pub(crate) fn expand(spec: &InferencePerfSpec) -> Result<Expansion, WorkloadErro
     let mut aggregate_rate = 0.0;
     let mut total_requests = 0u64;
     for (s, (st, &(start, end))) in spec.stages.iter().zip(&windows).enumerate() {
-        let total = (st.rate * st.duration as f64).floor() as u64;
+        let total = st.requests() as u64;
         total_requests = total_requests.saturating_add(total);
         let (base, extra) = (total / n, total % n);
         let fraction = st.rate / n as f64;

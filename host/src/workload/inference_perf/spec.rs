@@ -77,6 +77,14 @@ pub struct SharedPrefixSpec {
     pub enable_multi_turn_chat: bool,
 }
 
+impl StageSpec {
+    /// The stage's requests, ⌊rate · duration⌋ (as inference-perf and the
+    /// reference count them), before any bound is checked.
+    pub fn requests(&self) -> f64 {
+        (self.rate * self.duration as f64).floor()
+    }
+}
+
 fn positive_rate<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let r = f64::deserialize(d)?;
     if r.is_finite() && r > 0.0 {

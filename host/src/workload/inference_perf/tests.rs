@@ -627,12 +627,6 @@ fn client_table(client: &str, extra: &str, stages: &str, p: u32, u: u32, chat: b
     )
 }
 
-/// Pops every request due by now; the client is open loop, so nothing
-/// waits for a completion.
-fn sent(w: &mut Workload) -> Vec<Request> {
-    all(w)
-}
-
 #[test]
 fn a_real_client_sends_its_stage_open_loop_from_one_second_in_to_the_stage_end() {
     for seed in 1..20 {
@@ -647,7 +641,7 @@ fn a_real_client_sends_its_stage_open_loop_from_one_second_in_to_the_stage_end()
             ),
             seed,
         );
-        let reqs = sent(&mut w);
+        let reqs = all(&mut w);
         // ⌊50 · 4⌋ requests, none waiting for another's reply.
         assert_eq!(reqs.len(), 200);
         assert!(reqs.windows(2).all(|p| p[0].arrival <= p[1].arrival));
@@ -671,7 +665,7 @@ fn a_real_client_sends_its_stage_open_loop_from_one_second_in_to_the_stage_end()
         });
         assert_eq!(groups.into_values().collect::<Vec<_>>(), [5, 5]);
         // Deterministic per seed.
-        let again = sent(&mut build(
+        let again = all(&mut build(
             &client_table(
                 "inference-perf 0.2.0",
                 "",
@@ -703,13 +697,13 @@ fn worker_slots_hold_requests_back_until_one_finishes() {
         false,
     );
     let mut w = build(&text, 7);
-    let first = sent(&mut w);
+    let first = all(&mut w);
     assert_eq!(first.len(), 3);
     assert!(w.peek_time().is_none());
     let late = 60_000_000;
     w.on_finished(&first[0], late, true);
     assert_eq!(w.peek_time(), Some(late));
-    let r = sent(&mut w);
+    let r = all(&mut w);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].arrival, late);
 }
@@ -725,7 +719,7 @@ fn the_next_stage_starts_after_the_last_request_finished_the_poll_and_the_interv
         false,
     );
     let mut w = build(&text, 3);
-    let s0 = sent(&mut w);
+    let s0 = all(&mut w);
     assert_eq!(s0.len(), 2);
     assert!(s0.iter().all(|r| r.client == 0));
     // Open loop within a stage, but the next stage waits for this one.
@@ -735,7 +729,7 @@ fn the_next_stage_starts_after_the_last_request_finished_the_poll_and_the_interv
     w.on_finished(&s0[1], 5_300_001, false);
     // Stage 0 began at 0; the client polls each second: it notices at 6 s,
     // sleeps 2.5 s, and stage 1's timer starts 1 s later: 9.5 s to 10.5 s.
-    let s1 = sent(&mut w);
+    let s1 = all(&mut w);
     assert_eq!(s1.len(), 3);
     assert!(s1.iter().all(|r| r.client == 1));
     assert!(s1[0].arrival >= 9_500_000, "{}", s1[0].arrival);
@@ -756,7 +750,7 @@ fn chat_rounds_of_one_session_wait_for_the_round_before_and_carry_its_context() 
         true,
     );
     let mut w = build(&text, 11);
-    let r = sent(&mut w);
+    let r = all(&mut w);
     // Only each session's first round goes out; the others wait.
     assert_eq!(r.len(), 2);
     let (a, b) = (&r[0], &r[1]);
@@ -768,7 +762,7 @@ fn chat_rounds_of_one_session_wait_for_the_round_before_and_carry_its_context() 
     let mut done = a.clone();
     done.generated = 8;
     w.on_finished(&done, 7_000_000, true);
-    let next = sent(&mut w);
+    let next = all(&mut w);
     assert_eq!(next.len(), 1);
     let n = &next[0];
     assert_eq!(n.arrival, 7_000_000);
@@ -781,51 +775,26 @@ fn chat_rounds_of_one_session_wait_for_the_round_before_and_carry_its_context() 
     assert_eq!(n.input_len, 128 + 8 + 96);
     // A failed round leaves the context as it was.
     w.on_finished(b, 8_000_000, false);
-    let again = sent(&mut w);
+    let again = all(&mut w);
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].prompt, b.prompt);
 }
 
 #[test]
 fn client_settings_are_checked_against_the_client() {
-    let e = build_err(&client_table(
-        "0.2.0",
-        "",
-        "{ rate = 1.0, duration = 5 }",
-        1,
-        1,
-        true,
-    ));
+    // One stage, one prompt: only the client, its settings and chat vary.
+    let one = |client: &str, settings: &str, chat: bool| {
+        client_table(client, settings, "{ rate = 1.0, duration = 5 }", 1, 1, chat)
+    };
+    let e = build_err(&one("0.2.0", "", true));
     assert!(e.contains("0.2.0 has no multi-turn chat"), "{e}");
-    let e = build_err(&client_table(
-        "reference",
-        "num_workers = 4\n",
-        "{ rate = 1.0, duration = 5 }",
-        1,
-        1,
-        false,
-    ));
+    let e = build_err(&one("reference", "num_workers = 4\n", false));
     assert!(
         e.contains("inference_perf.num_workers") && e.contains("reference"),
         "{e}"
     );
-    let e = build_err(&client_table(
-        "0.5.0",
-        "",
-        "{ rate = 1.0, duration = 5 }",
-        1,
-        1,
-        false,
-    ));
+    let e = build_err(&one("0.5.0", "", false));
     assert!(e.contains("0.1.1, 0.2.0, 0.3.0, 0.4.0, 0.7.0"), "{e}");
-    let e = parse(&client_table(
-        "0.2.0",
-        "request_timeout = 0\n",
-        "{ rate = 1.0, duration = 5 }",
-        1,
-        1,
-        false,
-    ))
-    .unwrap_err();
+    let e = parse(&one("0.2.0", "request_timeout = 0\n", false)).unwrap_err();
     assert!(e.contains("line 4") && e.contains("seconds"), "{e}");
 }
