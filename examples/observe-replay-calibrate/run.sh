@@ -22,10 +22,14 @@ fi
     --sim-results "$out/sim-results.json" --itl-data "$out/observed.itl.csv" \
     --report "$out/calibration.json"
 cat "$out/calibration.json"
-# Fit the step-time model to the observed trace, 5 folds by request: the
+# Fit the step-time model and the server's per-request overheads (alpha[0]
+# before the first token, alpha[2] per token: 0 in the run file, so named
+# with their ranges) to the observed trace, 2 folds by request: the
 # profile's [error] gives, per metric, the error uncalibrated (start), fitted
-# (train) and on requests each fold's fit did not see (held out).
-"$blis" calibrate fit --trace "llama-cpp.toml=$out/observed.yaml,$out/observed.csv" --holdout 5 \
+# (train) and on requests each fold's fit did not see (held out); the
+# trace_*_mean_ms rows are the means of each fold's requests.
+"$blis" calibrate fit --trace "llama-cpp.toml=$out/observed.yaml,$out/observed.csv" --holdout 2 \
+    --fit 'alpha[0],alpha[2],beta[0],beta[1]' --bounds 'alpha[0]=100:100000' --bounds 'alpha[2]=1:10000' \
     --out "$out/profile.toml" --quiet >"$out/fit-summary.json"
 sed -n '/^\[error/,/^\[fit\]/p' "$out/profile.toml" | grep -v '^\[fit\]'
 sed -n '/^\[coefficients\]/,/^$/p' "$out/profile.toml"

@@ -672,6 +672,7 @@ def calibrate_fit(
     bounds: Union[Mapping[str, Tuple[float, float]], Sequence[str], None] = None,
     weights: Union[Mapping[str, float], Sequence[str], None] = None,
     holdout: int = 0,
+    holdout_by: Union[str, Sequence[str], None] = None,
     seed: int = 1,
     sim_seeds: int = 1,
     jobs: Optional[int] = None,
@@ -700,7 +701,10 @@ def calibrate_fit(
     ``"alpha,beta[1]"`` or a list of names; default every nonzero
     coefficient), ``bounds`` ({name: (lo, hi)} or ``"NAME=LO:HI"``
     strings), ``weights`` ({metric: w} or ``"METRIC=W"`` strings),
-    ``holdout`` (folds by run file; 0 = none), ``seed`` (folds and
+    ``holdout`` (folds by run file; 0 = none), ``holdout_by``
+    (``"experiment"``, ``"model"``, ``"gpu"`` or a list of them: each run
+    file, model or GPU type left out in turn, the errors recorded in the
+    profile's ``error.heldout_by``), ``seed`` (folds and
     bootstrap), ``sim_seeds`` (workload seeds each run file is simulated
     at, predictions averaged over them; default 1), ``jobs`` (simulations at once; default every core),
     ``iterations`` (Nelder–Mead iterations on the MAPE after the
@@ -723,6 +727,12 @@ def calibrate_fit(
     _check_jobs(jobs)
     if fit is not None and not isinstance(fit, str):
         fit = ",".join(fit)
+    if holdout_by is None:
+        holdout_by = []
+    elif isinstance(holdout_by, str):
+        holdout_by = [b for b in holdout_by.split(",") if b]
+    else:
+        holdout_by = [str(b) for b in holdout_by]
 
     def _bound(v) -> str:
         if isinstance(v, str):
@@ -748,6 +758,7 @@ def calibrate_fit(
         bounds=_pairs(bounds, "=", "bounds", _bound),
         weights=_pairs(weights, "=", "weights", str),
         holdout=holdout,
+        holdout_by=holdout_by,
         seed=seed,
         jobs=jobs,
         iterations=iterations,

@@ -427,7 +427,8 @@ type FitRow = (
 #[pyfunction]
 #[pyo3(signature = (
     measurements, out, traces=Vec::new(), fit=None, bounds=Vec::new(), weights=Vec::new(),
-    holdout=0, seed=1, jobs=None, iterations=0, html=None, quiet=true, sim_seeds=1
+    holdout=0, seed=1, jobs=None, iterations=0, html=None, quiet=true, sim_seeds=1,
+    holdout_by=Vec::new()
 ))]
 #[allow(clippy::too_many_arguments)]
 fn calibrate_fit(
@@ -445,6 +446,7 @@ fn calibrate_fit(
     html: Option<PathBuf>,
     quiet: bool,
     sim_seeds: u32,
+    holdout_by: Vec<String>,
 ) -> PyResult<(String, Py<PyAny>, Vec<FitRow>)> {
     let args = FitArgs {
         out,
@@ -454,6 +456,7 @@ fn calibrate_fit(
         bounds,
         weights,
         holdout,
+        holdout_by,
         seed,
         sim_seeds,
         jobs,

@@ -222,6 +222,28 @@ def test_calibrate_fit_sim_seeds_as_the_command(fit_dir, blis_bin, monkeypatch):
         blis.calibrate_fit("m.csv", "p.toml", sim_seeds=0)
 
 
+def test_calibrate_fit_holdout_by_as_the_command(fit_dir, blis_bin, monkeypatch):
+    monkeypatch.chdir(fit_dir)
+    # A second model, measured 20 % slow too: each predicted from the other.
+    (fit_dir / "b.toml").write_text(FIT_RUN.replace("qwen2.5-7b-instruct", "llama-3.1-8b-instruct"))
+    base = blis.run(fit_dir / "b.toml")["cluster"]
+    with open(fit_dir / "m.csv", "a") as f:
+        f.write("".join(f"b.toml,{m},{base[m] * 1.2!r}\n" for m in ("ttft_mean_ms", "e2e_mean_ms")))
+    fit = blis.calibrate_fit("m.csv", "py.toml", fit="beta", holdout_by="model", jobs=2,
+                             as_frame=False)
+    cli = _cli(blis_bin, "calibrate", "fit", "--measurements", "m.csv", "--out", "cli.toml",
+               "--fit", "beta", "--holdout-by", "model", "--jobs", "2", "--quiet", cwd=fit_dir)
+    assert {**fit, "profile": None} == {**cli, "profile": None}
+    by_model = fit.profile["error"]["heldout_by"]["model"]
+    assert by_model["folds"] == 2
+    assert set(by_model["per_unit"]) == {"qwen2.5-7b-instruct", "llama-3.1-8b-instruct"}
+    assert fit.profile["fit"]["holdout_by"] == ["model"]
+    assert _profile_body((fit_dir / "py.toml").read_text()) == _profile_body(
+        (fit_dir / "cli.toml").read_text())
+    with pytest.raises(blis.InputError, match="every measured experiment has the same gpu"):
+        blis.calibrate_fit("m.csv", "p.toml", fit="beta", holdout_by=["gpu"])
+
+
 def test_bad_calibrate_fit_inputs_are_input_errors(fit_dir, monkeypatch):
     monkeypatch.chdir(fit_dir)
     (fit_dir / "bad.csv").write_text("run_file,metric,value\na.toml,ttft_mean_ms,20\na.toml,ttft_average,3\n")

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::util::{run_bad, TestDir};
+use crate::util::{run_bad, slower_measurements, TestDir};
 
 /// A small run of `model` (60 requests).
 fn run_file(model: &str, rate: f64) -> String {
@@ -120,17 +120,7 @@ fn a_profile_is_written_applied_and_checked() {
     dir.write("a.toml", &run_file("qwen2.5-7b-instruct", 4.0));
     dir.write("b.toml", &run_file("qwen2.5-7b-instruct", 8.0));
     // Measurements 20 % slower than the defaults give.
-    let mut csv = String::from("run_file,metric,value\n");
-    for f in ["a.toml", "b.toml"] {
-        let r = report(&dir, &["run", f, "--quiet"]);
-        for m in ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"] {
-            csv.push_str(&format!(
-                "{f},{m},{}\n",
-                r["cluster"][m].as_f64().unwrap() * 1.2
-            ));
-        }
-    }
-    dir.write("m.csv", &csv);
+    slower_measurements(&dir, &["a.toml", "b.toml"], 1.2);
     let summary = report(
         &dir,
         &[
@@ -448,4 +438,138 @@ fn bad_traces_are_refused() {
     );
     assert!(e.contains("folds are by request"), "{e}");
     assert!(!dir.path().join("p.toml").exists());
+}
+
+/// A profile carries to a model or GPU it was not fitted on only when the
+/// run says so (`model.calibration_extrapolate`): without the key the run
+/// is refused and told of it; with it, it runs with the profile's
+/// coefficients and a note on stderr names what is extrapolated and the
+/// profile's measured leave-one-model-out error (`--holdout-by model`).
+#[test]
+fn a_profile_applied_to_an_unseen_model_needs_the_extrapolation_key() {
+    let dir = TestDir::new("calibrate_fit_extrapolate");
+    dir.write("a.toml", &run_file("qwen2.5-7b-instruct", 4.0));
+    dir.write("b.toml", &run_file("llama-3.1-8b-instruct", 6.0));
+    slower_measurements(&dir, &["a.toml", "b.toml"], 1.2);
+    let summary = report(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--fit",
+            "beta[2],alpha[0]",
+            "--holdout-by",
+            "model",
+            "--quiet",
+        ],
+    );
+    assert!(summary["train_mape"].as_f64().unwrap() < 2.0, "{summary}");
+    let p: toml::Table = std::fs::read_to_string(dir.path().join("p.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let by_model = &p["error"]["heldout_by"]["model"];
+    assert_eq!(by_model["folds"].as_integer(), Some(2));
+    let mape = by_model["mape"].as_float().unwrap();
+    // Both models ran 20 % slow: each predicted from the other within a few %.
+    assert!(mape < 5.0, "{by_model}");
+    let units = by_model["per_unit"].as_table().unwrap();
+    assert!(
+        units.contains_key("qwen2.5-7b-instruct") && units.contains_key("llama-3.1-8b-instruct")
+    );
+
+    dir.write("c.toml", &run_file("qwen3-14b", 4.0));
+    let e = run_bad(
+        &dir,
+        &["run", "c.toml", "--set", "model.calibration=\"p.toml\""],
+    );
+    assert!(e.contains("not model qwen3-14b"), "{e}");
+    assert!(e.contains("model.calibration_extrapolate = true"), "{e}");
+    assert!(
+        e.contains("leave-one-model-out error: weighted MAPE"),
+        "{e}"
+    );
+
+    let o = dir
+        .blis()
+        .args([
+            "run",
+            "c.toml",
+            "--quiet",
+            "--set",
+            "model.calibration=\"p.toml\"",
+            "--set",
+            "model.calibration_extrapolate=true",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("extrapolates it to model qwen3-14b"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "leave-one-model-out error: weighted MAPE {mape:.1} % over 2 folds"
+        )),
+        "{err}"
+    );
+    let cal: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(cal["calibration"]["profile"], "p.toml");
+    let base = report(&dir, &["run", "c.toml", "--quiet"]);
+    assert!(
+        cal["cluster"]["e2e_mean_ms"].as_f64().unwrap()
+            > base["cluster"]["e2e_mean_ms"].as_f64().unwrap() * 1.1,
+        "the profile's slower coefficients apply"
+    );
+    // A GPU it has not seen: the same key; without it, refused.
+    let e = run_bad(
+        &dir,
+        &[
+            "run",
+            "a.toml",
+            "--set",
+            "model.calibration=\"p.toml\"",
+            "--set",
+            "model.hardware=\"A100-80\"",
+        ],
+    );
+    assert!(e.contains("on GPU A100-80"), "{e}");
+    assert!(e.contains("no leave-one-GPU-out error"), "{e}");
+    let o = dir
+        .blis()
+        .args([
+            "validate",
+            "a.toml",
+            "--set",
+            "model.calibration=\"p.toml\"",
+            "--set",
+            "model.hardware=\"A100-80\"",
+            "--set",
+            "model.calibration_extrapolate=true",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("extrapolates it to GPU A100-80"), "{err}");
+    // The key without a profile does nothing, and says so.
+    let o = dir
+        .blis()
+        .args([
+            "validate",
+            "a.toml",
+            "--set",
+            "model.calibration_extrapolate=true",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("does nothing here: there is no model.calibration"),
+        "{err}"
+    );
 }

@@ -69,6 +69,35 @@ fn observe(dir: &TestDir, args: &[&str]) -> (Option<i32>, String, String) {
     code_out_err(&o)
 }
 
+/// `blis observe RUN` on the llama.cpp server: `requests` dispatched, the
+/// first 4 warm-up, ITL recorded, the trace in `t.yaml` / `t.csv`.
+fn observe_llama_trace(dir: &TestDir, run: &str, url: &str, model: &str, requests: u32, rate: f64) {
+    let (n, rate) = (requests.to_string(), rate.to_string());
+    let (code, _, stderr) = observe(
+        dir,
+        &[
+            run,
+            "--server-url",
+            url,
+            "--model",
+            model,
+            "--rate",
+            &rate,
+            "--num-requests",
+            &n,
+            "--warmup-requests",
+            "4",
+            "--record-itl",
+            "--quiet",
+            "--trace-header",
+            "t.yaml",
+            "--trace-data",
+            "t.csv",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
 fn header(dir: &TestDir) -> TraceHeader {
     read_header(&dir.path().join("t.yaml")).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -522,27 +551,7 @@ fn observe_then_replay_then_calibrate_on_the_llama_cpp_server() {
     let run = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/observe-replay-calibrate/llama-cpp.toml");
     let run = run.to_str().unwrap();
-    let (code, _, stderr) = observe(
-        &dir,
-        &[
-            run,
-            "--server-url",
-            &url,
-            "--model",
-            &model,
-            "--num-requests",
-            "16",
-            "--warmup-requests",
-            "4",
-            "--record-itl",
-            "--quiet",
-            "--trace-header",
-            "t.yaml",
-            "--trace-data",
-            "t.csv",
-        ],
-    );
-    assert_eq!(code, Some(0), "{stderr}");
+    observe_llama_trace(&dir, run, &url, &model, 16, 4.0);
     let rs = rows(&dir.path().join("t.csv"));
     assert_eq!(rs.len(), 12, "16 dispatched, 4 warm-up");
     let ok = rs.iter().filter(|r| r.status == TraceStatus::Ok).count();
@@ -599,4 +608,79 @@ fn observe_then_replay_then_calibrate_on_the_llama_cpp_server() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("cal.json")).unwrap())
             .unwrap();
     assert_eq!(file, cal, "stdout is the report written");
+}
+
+/// Issue "fidelity on unseen deployments", server overhead: a fit on a real
+/// server's observed trace predicts held-out traffic. `blis observe`
+/// records 1,600 requests at 20/s on the llama.cpp server (80 s: its TTFT
+/// has scheduling spikes — σ ≈ the mean — so two halves of 240 requests
+/// differ in mean TTFT by 8 % (median) to 24 % (p95) from sampling alone,
+/// of 720 by 5 % to 17 % (p99); 1,600 keep that noise well inside the
+/// bound); `blis calibrate fit
+/// --trace` fits the run file's linear model with the server's per-request
+/// overheads, which the run file leaves at 0 (`alpha[0]`: before the first
+/// token — HTTP, tokenisation, scheduling; `alpha[2]`: per token), started
+/// inside the ranges given; `--holdout 2` predicts each half of the
+/// requests by a fit on the other. The held-out means of TTFT and E2E must
+/// be within 15 % (the figures are printed; the book quotes them). Timing
+/// of a real CPU server: run alone.
+#[test]
+#[ignore = "timing-sensitive, needs llama.cpp's server: .ci/run runs it alone (--ignored --test-threads 1)"]
+fn a_fit_on_an_observed_llama_cpp_trace_predicts_held_out_ttft_and_e2e() {
+    let Some((url, model)) = skip_without_llama("a_fit_on_an_observed_llama_cpp_trace") else {
+        return;
+    };
+    let dir = TestDir::new("observe-fit-holdout");
+    let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/observe-replay-calibrate/llama-cpp.toml");
+    let run = run.to_str().unwrap();
+    observe_llama_trace(&dir, run, &url, &model, 1604, 20.0);
+    let trace = format!("{run}=t.yaml,t.csv");
+    let o = dir
+        .blis()
+        .args([
+            "calibrate",
+            "fit",
+            "--trace",
+            &trace,
+            "--fit",
+            "alpha[0],alpha[2],beta[0],beta[1]",
+            "--bounds",
+            "alpha[0]=100:100000",
+            "--bounds",
+            "alpha[2]=1:10000",
+            "--holdout",
+            "2",
+            "--out",
+            "p.toml",
+            "--quiet",
+        ])
+        .output()
+        .expect("run blis");
+    let (code, out, err) = code_out_err(&o);
+    assert_eq!(code, Some(0), "{err}");
+    let summary: Value = serde_json::from_str(&out).unwrap();
+    let profile: toml::Table = std::fs::read_to_string(dir.path().join("p.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let per_metric = &profile["error"]["per_metric"];
+    let held = |m: &str| per_metric[m]["heldout_mape"].as_float().unwrap();
+    eprintln!(
+        "llama.cpp trace, fit {summary}: held-out mean TTFT {:.2} %, mean E2E {:.2} %, mean ITL {:.2} %; \
+         per request (MAPE) TTFT {:.2} %, E2E {:.2} %, ITL {:.2} %",
+        held("trace_ttft_mean_ms"),
+        held("trace_e2e_mean_ms"),
+        held("trace_itl_mean_ms"),
+        held("request_ttft_ms"),
+        held("request_e2e_ms"),
+        held("request_itl_ms"),
+    );
+    // The overhead before the first token was fitted (the run file has 0).
+    assert!(
+        summary["fitted"]["alpha[0]"].as_f64().unwrap() > 100.0,
+        "{summary}"
+    );
+    assert!(held("trace_ttft_mean_ms") <= 15.0, "{summary}");
+    assert!(held("trace_e2e_mean_ms") <= 15.0, "{summary}");
 }

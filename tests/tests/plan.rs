@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{code_out_err, run_bad, run_ok, TestDir};
+use crate::util::{code_out_err, run_bad, run_ok, slower_measurements, TestDir};
 
 /// A small chat workload; the plan and the sweep set GPU, TP, count, rate.
 const BASE: &str = r#"
@@ -533,4 +533,84 @@ fn prices_come_from_the_plan_then_the_base_s_node_pools_then_the_defaults() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("c/plan.json")).unwrap())
             .unwrap();
     assert_eq!(p["prices"]["H100"], 4.0, "the default table");
+}
+
+/// `blis plan` says, per GPU type, which measured held-out error its
+/// predictions carry: leave-one-experiment-out for the GPU the profile was
+/// fitted on, leave-one-GPU-out (not measured here: said so) for a GPU the
+/// profile is extrapolated to, nothing for a GPU without a profile — in
+/// plan.json and on stderr.
+#[test]
+fn a_plan_shows_the_calibration_error_of_each_gpu_type() {
+    let dir = TestDir::new("plan_calibration_errors");
+    let run = |rate: f64| {
+        format!(
+            "seed = 5\n[model]\nname = \"qwen2.5-7b-instruct\"\nhardware = \"H100\"\n[instance]\ncount = 1\n\
+             [workload]\nnum_requests = 40\n[workload.inference_perf]\nclient = \"reference\"\n\
+             stages = [{{ rate = {rate}, duration = 20 }}]\n\
+             [workload.inference_perf.shared_prefix]\nnum_unique_system_prompts = 2\n\
+             num_users_per_system_prompt = 2\nsystem_prompt_len = 50\nquestion_len = 200\noutput_len = 40\n"
+        )
+    };
+    dir.write("a.toml", &run(2.0));
+    dir.write("b.toml", &run(4.0));
+    slower_measurements(&dir, &["a.toml", "b.toml"], 1.1);
+    run_ok(
+        &dir,
+        &[
+            "calibrate",
+            "fit",
+            "--measurements",
+            "m.csv",
+            "--out",
+            "p.toml",
+            "--fit",
+            "beta[2]",
+            "--holdout-by",
+            "experiment",
+            "--quiet",
+        ],
+    );
+    let p: toml::Table = std::fs::read_to_string(dir.path().join("p.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let loeo = p["error"]["heldout_by"]["experiment"]["mape"]
+        .as_float()
+        .unwrap();
+    // L40S runs H100's profile: the base allows the extrapolation.
+    dir.write(
+        "base.toml",
+        &run(2.0).replace(
+            "hardware = \"H100\"\n",
+            "hardware = \"H100\"\ncalibration_extrapolate = true\n",
+        ),
+    );
+    dir.write(
+        "plan.toml",
+        "base = \"base.toml\"\nslo = [\"e2e_mean_ms <= 100000\"]\n[space]\ngpu = [\"H100\", \"L40S\", \"A100-SXM\"]\n\
+         instances = [1, 2]\n[calibration]\nH100 = \"p.toml\"\nL40S = \"p.toml\"\n",
+    );
+    let o = run_ok(&dir, &["plan", "plan.toml", "--out", "out", "--quiet"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "plan: H100: calibrated by {}; its measured leave-one-experiment-out error: weighted MAPE {loeo:.1} % over 2 folds",
+            dir.path().join("p.toml").display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("no leave-one-GPU-out error"), "{err}");
+    assert!(err.contains("plan: A100-SXM: uncalibrated"), "{err}");
+    let plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/plan.json")).unwrap())
+            .unwrap();
+    let cal = plan["calibration"].as_array().unwrap();
+    assert_eq!(cal.len(), 3);
+    assert_eq!(cal[0]["gpu"], "H100");
+    assert_eq!(cal[0]["error_applies"], "leave-one-experiment-out");
+    assert!((cal[0]["heldout_mape"].as_f64().unwrap() - loeo).abs() < 1e-9);
+    assert_eq!(cal[1]["error_applies"], "leave-one-gpu-out");
+    assert!(cal[1]["heldout_mape"].is_null());
+    assert!(cal[2]["profile"].is_null() && cal[2]["error_applies"].is_null());
 }

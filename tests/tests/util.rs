@@ -318,6 +318,22 @@ pub fn run_bad(dir: &TestDir, args: &[&str]) -> String {
     e
 }
 
+/// A measurements table `dir/m.csv` for `blis calibrate fit`: each run
+/// file's mean TTFT, E2E and ITL as `blis run` gives them, × `factor` (a
+/// cluster that much slower than the defaults).
+pub fn slower_measurements(dir: &TestDir, run_files: &[&str], factor: f64) {
+    let mut csv = String::from("run_file,metric,value\n");
+    for f in run_files {
+        let o = run_ok(dir, &["run", f, "--quiet"]);
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for m in ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"] {
+            let v = r["cluster"][m].as_f64().unwrap() * factor;
+            csv.push_str(&format!("{f},{m},{v}\n"));
+        }
+    }
+    dir.write("m.csv", &csv);
+}
+
 /// `blis` with `args` in `dir`: (exit code, stdout, stderr).
 pub fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(artifacts().blis())

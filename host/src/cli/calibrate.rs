@@ -309,6 +309,12 @@ pub struct FitFlags {
     /// at least 2 otherwise).
     #[arg(long, default_value_t = 0)]
     pub holdout: u32,
+    /// Held-out errors by deployment, recorded in the profile: `experiment`
+    /// (leave-one-experiment-out), `model` (leave-one-model-out), `gpu`
+    /// (leave-one-GPU-out), comma separated; each unit in turn is predicted
+    /// by a fit on the others (one fit per unit).
+    #[arg(long = "holdout-by", value_name = "LIST", value_delimiter = ',')]
+    pub holdout_by: Vec<String>,
     /// Seed of the fold assignment and the bootstrap.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -348,6 +354,7 @@ impl FitFlags {
             bounds: self.bounds.clone(),
             weights: self.weights.clone(),
             holdout: self.holdout,
+            holdout_by: self.holdout_by.clone(),
             seed: self.seed,
             sim_seeds: self.sim_seeds,
             jobs: self.jobs,

@@ -177,6 +177,11 @@ pub struct ModelSection {
     /// coefficients replace the latency model's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<PathBuf>,
+    /// Apply `calibration` to a model or GPU type it was not fitted on (a
+    /// note on stderr names what is extrapolated and the profile's measured
+    /// held-out error for it); without it such a run is refused.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub calibration_extrapolate: bool,
 }
 
 fn default_model() -> String {
@@ -201,6 +206,7 @@ impl Default for ModelSection {
             beta: None,
             gpu_memory_utilization: None,
             calibration: None,
+            calibration_extrapolate: false,
         }
     }
 }
@@ -684,4 +690,8 @@ pub fn describe_toml_error(source_name: &str, text: &str, e: &toml::de::Error) -
 pub fn parse(source: &Source) -> Result<RunFile, String> {
     toml::from_str::<RunFile>(&source.text)
         .map_err(|e| describe_toml_error(&source.name, &source.text, &e))
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }

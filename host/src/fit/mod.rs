@@ -10,7 +10,7 @@
 //!   coordinates;
 //! * [`search`] — the minimisation: Levenberg–Marquardt on the weighted
 //!   MAPE (iteratively reweighted squares), first over one factor per
-//!   coefficient family, then over every coefficient, then an optional
+//!   family, then per group (each alpha, the betas), then over every coefficient, then an optional
 //!   Nelder–Mead (argmin) polish; the held-out folds; the uncertainty (a bootstrap over the
 //!   experiments, and blocks of a trace's requests, of the fit linearised at its optimum);
 //! * [`profile`] — the profile written, read back by
@@ -71,6 +71,11 @@ pub struct FitArgs {
     /// (a trace's): each fold is predicted by a fit on the others (0 = none;
     /// at least 2 otherwise).
     pub holdout: u32,
+    /// Held-out errors by deployment (each recorded in the profile):
+    /// `experiment` (leave-one-experiment-out), `model`
+    /// (leave-one-model-out), `gpu` (leave-one-GPU-out): every experiment,
+    /// model or GPU type in turn predicted by a fit on the others.
+    pub holdout_by: Vec<String>,
     /// Seed of the fold assignment and the bootstrap.
     pub seed: u64,
     /// Workload seeds each measured deployment is simulated at: its run
@@ -121,6 +126,7 @@ fn parse_weights(list: &[String]) -> Result<BTreeMap<String, f64>, String> {
         if table::Metric::parse(m).is_err()
             && !table::stage_metrics().iter().any(|s| s == m)
             && !traces::METRICS.contains(&m)
+            && !traces::MEANS.contains(&m)
         {
             return Err(format!(
                 "--weight {w}: {}",
@@ -138,13 +144,25 @@ fn parse_weights(list: &[String]) -> Result<BTreeMap<String, f64>, String> {
     Ok(out)
 }
 
+/// The default weight of a trace's means ([`traces::MEANS`], each
+/// metric's mean rows together) against its requests' 1: the mean sets the
+/// level a plan reads, the requests how it moves with their lengths. On a
+/// real server whose TTFT is a few ms plus scheduling spikes, the requests
+/// alone fit the typical request and miss the mean (a llama.cpp trace of
+/// the book: mean TTFT 18 % off held out at weight 1, 5.7 % at 3, 4.2 % at 10).
+pub const TRACE_MEAN_WEIGHT: f64 = 10.0;
+
 /// The weight of a row's metric.
 fn weight_of(weights: &BTreeMap<String, f64>, m: &table::Metric) -> f64 {
     weights
         .get(&m.name())
         .or_else(|| weights.get(&m.field))
         .copied()
-        .unwrap_or(1.0)
+        .unwrap_or(if traces::MEANS.contains(&m.field.as_str()) {
+            TRACE_MEAN_WEIGHT
+        } else {
+            1.0
+        })
 }
 
 /// Run `blis calibrate fit`; returns the summary printed on stdout.
@@ -201,6 +219,7 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
     )
     .map_err(FitError::Input)?;
     let fold_unit = fold_units(args, &m)?;
+    let by_folds = by_folds(&args.holdout_by, &m)?;
     let boot_unit = bootstrap_units(&m);
     let inputs = check_outputs(args, &m)?;
     let jobs = check_runs(args)?;
@@ -211,6 +230,7 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         rows: &m.rows,
         row_exp: &m.row_exp,
         row_unit: &boot_unit,
+        dof_unit: &m.row_unit,
         weights: &m.row_weights,
         space: &space,
         jobs,
@@ -245,6 +265,10 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         )));
     }
     let (heldout, fold_of_row) = held_out(args, &objective, &fold_unit)?;
+    let mut heldout_by = BTreeMap::new();
+    for (by, folds) in &by_folds {
+        heldout_by.insert(by.clone(), held_out_by(args, &objective, &m, by, folds)?);
+    }
 
     // Uncertainty: bootstrap over experiments of the linearised fit.
     let unc = search::uncertainty(&objective, &all, &best, &fitted_pred, args.seed)?;
@@ -269,6 +293,7 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         results: &results,
         inputs: &inputs,
         evaluations: progress.evaluations(),
+        heldout_by,
     })
     .map_err(FitError::Input)?;
     write_profile(args, &m, &results, &prof)?;
@@ -347,21 +372,33 @@ fn read_measurements(args: &FitArgs) -> Result<Measured, FitError> {
     let mut row_unit: Vec<usize> = row_exp.clone();
     let mut next_unit = table_experiments;
     let mut trace_spans: Vec<(usize, usize)> = Vec::new();
-    for t in &trace_args {
-        let (trows, rtt) = traces::read_rows(t).map_err(input)?;
-        experiments.push(Experiment::load_trace(t, rtt).map_err(input)?);
+    for (t, arg) in trace_args.iter().enumerate() {
+        let (trows, rtt) = traces::read_rows(arg).map_err(input)?;
+        experiments.push(Experiment::load_trace(arg, rtt).map_err(input)?);
         let e = experiments.len() - 1;
         let mut unit_of: BTreeMap<u64, usize> = BTreeMap::new();
-        trace_spans.push((rows.len(), trows.len()));
-        for r in trows {
-            let u = *unit_of.entry(r.request.unwrap_or(0)).or_insert_with(|| {
-                next_unit += 1;
-                next_unit - 1
-            });
+        let units: Vec<usize> = trows
+            .iter()
+            .map(|r| {
+                let n = unit_of.len();
+                *unit_of.entry(r.request.unwrap_or(0)).or_insert(n)
+            })
+            .collect();
+        // The means per held-out fold (the folds [`fold_units`] deals).
+        let folds = if args.holdout >= 2 {
+            args.holdout as usize
+        } else {
+            1
+        };
+        let fold_of = trace_folds(unit_of.len(), folds, args.seed, t);
+        let means = traces::mean_rows(&trows, &units, &fold_of, folds);
+        trace_spans.push((rows.len(), trows.len() + means.len()));
+        for (r, u) in trows.into_iter().zip(units).chain(means) {
             row_exp.push(e);
-            row_unit.push(u);
+            row_unit.push(next_unit + u);
             rows.push(r);
         }
+        next_unit += unit_of.len();
     }
     let row_weights = row_weights(&rows, &weights, &trace_spans)?;
     Ok(Measured {
@@ -387,13 +424,13 @@ fn row_weights(
 ) -> Result<Vec<f64>, FitError> {
     let mut row_weights: Vec<f64> = rows.iter().map(|r| weight_of(weights, &r.metric)).collect();
     for &(first, n) in trace_spans {
-        for m in traces::METRICS {
+        for m in traces::METRICS.iter().chain(&traces::MEANS) {
             let count = rows[first..first + n]
                 .iter()
-                .filter(|r| r.metric.field == m)
+                .filter(|r| r.metric.field == *m)
                 .count();
             for (r, w) in rows[first..first + n].iter().zip(&mut row_weights[first..]) {
-                if r.metric.field == m {
+                if r.metric.field == *m {
                     *w /= count as f64;
                 }
             }
@@ -435,11 +472,7 @@ fn fold_units(args: &FitArgs, m: &Measured) -> Result<Vec<usize>, FitError> {
     let smallest_trace = m
         .trace_spans
         .iter()
-        .map(|&(f, n)| {
-            let mut ids: Vec<usize> = m.row_unit[f..f + n].to_vec();
-            ids.dedup();
-            ids.len()
-        })
+        .map(|&(f, n)| span_units(m, f, n).1)
         .min();
     let max_folds = match smallest_trace {
         Some(n) => n,
@@ -465,15 +498,28 @@ fn fold_units(args: &FitArgs, m: &Measured) -> Result<Vec<usize>, FitError> {
             fold_unit[r] = f[m.row_exp[r]];
         }
         for (t, &(first, n)) in m.trace_spans.iter().enumerate() {
-            let base = m.row_unit[first];
-            let units = m.row_unit[first + n - 1] - base + 1;
-            let f = search::folds(units, k, args.seed.wrapping_add(1 + t as u64));
+            let (base, units) = span_units(m, first, n);
+            let f = trace_folds(units, k, args.seed, t);
             for r in first..first + n {
                 fold_unit[r] = f[m.row_unit[r] - base];
             }
         }
     }
     Ok(fold_unit)
+}
+
+/// The held-out fold of each of a trace's `units` requests (trace `t`, `k`
+/// folds): the same deal for its request rows and its mean rows.
+fn trace_folds(units: usize, k: usize, seed: u64, t: usize) -> Vec<usize> {
+    search::folds(units, k, seed.wrapping_add(1 + t as u64))
+}
+
+/// A trace's rows `first..first + n`: their first request unit and how many.
+fn span_units(m: &Measured, first: usize, n: usize) -> (usize, usize) {
+    let span = &m.row_unit[first..first + n];
+    let base = span.iter().copied().min().unwrap_or(0);
+    let last = span.iter().copied().max().unwrap_or(base);
+    (base, last - base + 1)
 }
 
 /// Per row: the bootstrap's unit. A table row's experiment; for a trace,
@@ -485,8 +531,7 @@ fn bootstrap_units(m: &Measured) -> Vec<usize> {
     let mut boot_unit = m.row_unit.clone();
     let mut next_block = m.table_experiments;
     for &(first, n) in &m.trace_spans {
-        let base = m.row_unit[first];
-        let requests = m.row_unit[first + n - 1] - base + 1;
+        let (base, requests) = span_units(m, first, n);
         let len = (requests as f64).sqrt().ceil().max(1.0) as usize;
         let span = first..first + n;
         for (b, &u) in boot_unit[span.clone()].iter_mut().zip(&m.row_unit[span]) {
@@ -552,31 +597,146 @@ fn held_out(
     objective: &Objective,
     fold_unit: &[usize],
 ) -> Result<(Vec<Option<f64>>, Vec<Option<usize>>), FitError> {
-    let rows = fold_unit.len();
-    let mut heldout: Vec<Option<f64>> = vec![None; rows];
-    let mut fold_of_row: Vec<Option<usize>> = vec![None; rows];
     if args.holdout < 2 {
-        return Ok((heldout, fold_of_row));
+        return Ok((vec![None; fold_unit.len()], vec![None; fold_unit.len()]));
     }
-    for k in 0..args.holdout as usize {
-        let train: Vec<usize> = (0..rows).filter(|&r| fold_unit[r] != k).collect();
-        let test: Vec<usize> = (0..rows).filter(|&r| fold_unit[r] == k).collect();
+    let k = args.holdout as usize;
+    let heldout = predict_held_out(args, objective, fold_unit, k, |f| {
+        format!("fold {}/{k}", f + 1)
+    })?;
+    let fold_of_row = heldout
+        .iter()
+        .zip(fold_unit)
+        .map(|(h, &f)| h.map(|_| f))
+        .collect();
+    Ok((heldout, fold_of_row))
+}
+
+/// Each row predicted by the fit on the rows of the other folds
+/// (`fold_of_row[r]` in `0..folds`, `label` names a fold in the progress);
+/// `None` for a row of a fold that has no rows to fit without it.
+fn predict_held_out(
+    args: &FitArgs,
+    objective: &Objective,
+    fold_of_row: &[usize],
+    folds: usize,
+    label: impl Fn(usize) -> String,
+) -> Result<Vec<Option<f64>>, FitError> {
+    let rows = fold_of_row.len();
+    let mut heldout: Vec<Option<f64>> = vec![None; rows];
+    for k in 0..folds {
+        let train: Vec<usize> = (0..rows).filter(|&r| fold_of_row[r] != k).collect();
+        let test: Vec<usize> = (0..rows).filter(|&r| fold_of_row[r] == k).collect();
         if test.is_empty() || train.is_empty() {
             continue;
         }
-        let x = search::fit(
-            objective,
-            &train,
-            args.iterations,
-            &format!("fold {}/{}", k + 1, args.holdout),
-        )?;
+        let x = search::fit(objective, &train, args.iterations, &label(k))?;
         let pred = objective.predict(&test, &x)?;
         for &r in &test {
             heldout[r] = Some(pred[r]);
-            fold_of_row[r] = Some(k);
         }
     }
-    Ok((heldout, fold_of_row))
+    Ok(heldout)
+}
+
+/// The rows of each metric, by the metric's name (in name order).
+fn rows_by_metric(rows: &[Row]) -> BTreeMap<String, Vec<usize>> {
+    let mut out: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (r, row) in rows.iter().enumerate() {
+        out.entry(row.metric.name()).or_default().push(r);
+    }
+    out
+}
+
+/// `--holdout-by`: per way of leaving out (`experiment`, `model`, `gpu`),
+/// the name of each unit left out in turn and, per row, its unit.
+type ByFolds = Vec<(String, (Vec<String>, Vec<usize>))>;
+
+/// `--holdout-by` checked: each a known key with at least two units among
+/// the experiments (a trace is one experiment).
+fn by_folds(list: &[String], m: &Measured) -> Result<ByFolds, FitError> {
+    let mut out: ByFolds = Vec::new();
+    for by in list {
+        let key = |e: &Experiment| -> String {
+            match by.as_str() {
+                "model" => e.model.to_ascii_lowercase(),
+                "gpu" => e.hardware.to_ascii_lowercase(),
+                _ => e.name.clone(),
+            }
+        };
+        if !["experiment", "model", "gpu"].contains(&by.as_str()) {
+            return Err(FitError::Input(format!(
+                "--holdout-by {by}: give experiment, model or gpu (comma separated): \
+                 leave out each run file, each model or each GPU type in turn"
+            )));
+        }
+        if out.iter().any(|(b, _)| b == by) {
+            continue;
+        }
+        let mut units: Vec<String> = m.experiments.iter().map(key).collect();
+        units.sort();
+        units.dedup();
+        if units.len() < 2 {
+            return Err(FitError::Input(format!(
+                "--holdout-by {by}: every measured experiment has the same {by} ({}); \
+                 leaving it out leaves nothing to fit. Measure a second {by}, or leave {by} out of --holdout-by",
+                units.first().map_or("none", String::as_str)
+            )));
+        }
+        let row_unit = m
+            .row_exp
+            .iter()
+            .map(|&e| {
+                let k = key(&m.experiments[e]);
+                units.iter().position(|u| *u == k).unwrap_or(0)
+            })
+            .collect();
+        out.push((by.clone(), (units, row_unit)));
+    }
+    Ok(out)
+}
+
+/// The held-out error of leaving out each unit of `by` in turn: every
+/// row predicted by the fit on the other units' rows.
+fn held_out_by(
+    args: &FitArgs,
+    objective: &Objective,
+    m: &Measured,
+    by: &str,
+    (units, row_unit): &(Vec<String>, Vec<usize>),
+) -> Result<profile::HeldOutBy, FitError> {
+    let rows = row_unit.len();
+    let pred: Vec<f64> = predict_held_out(args, objective, row_unit, units.len(), |k| {
+        format!(
+            "leave-one-{by}-out {}/{} ({})",
+            k + 1,
+            units.len(),
+            units[k]
+        )
+    })?
+    .into_iter()
+    .map(|p| p.unwrap_or(f64::NAN))
+    .collect();
+    let all: Vec<usize> = (0..rows).collect();
+    let ones = vec![1.0; rows];
+    let per_metric = rows_by_metric(&m.rows)
+        .into_iter()
+        .map(|(name, rs)| (name, search::mape(&m.rows, &ones, &rs, &pred)))
+        .collect();
+    let per_unit = units
+        .iter()
+        .enumerate()
+        .map(|(k, u)| {
+            let rs: Vec<usize> = all.iter().copied().filter(|&r| row_unit[r] == k).collect();
+            (u.clone(), search::mape(&m.rows, &m.row_weights, &rs, &pred))
+        })
+        .collect();
+    Ok(profile::HeldOutBy {
+        folds: units.len() as u32,
+        mape: search::mape(&m.rows, &m.row_weights, &all, &pred),
+        per_metric,
+        per_unit,
+    })
 }
 
 /// The profile (and `--html` page), each written atomically.
@@ -664,6 +824,7 @@ struct BuildInputs<'a> {
     results: &'a [RowResult],
     inputs: &'a [(String, PathBuf)],
     evaluations: u64,
+    heldout_by: BTreeMap<String, profile::HeldOutBy>,
 }
 
 fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
@@ -682,15 +843,7 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
         .filter(|&r| b.results[r].heldout.is_some())
         .collect();
     let mut per_metric = BTreeMap::new();
-    let mut names: Vec<String> = b.rows.iter().map(|r| r.metric.name()).collect();
-    names.sort();
-    names.dedup();
-    for name in names {
-        let rs: Vec<usize> = all
-            .iter()
-            .copied()
-            .filter(|&r| b.rows[r].metric.name() == name)
-            .collect();
+    for (name, rs) in rows_by_metric(b.rows) {
         let hr: Vec<usize> = rs
             .iter()
             .copied()
@@ -763,20 +916,25 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
             train_mape: search::mape(b.rows, b.weights, &all, &fitted),
             heldout_mape: any_held.then(|| search::mape(b.rows, b.weights, &held_rows, &held)),
             per_metric,
+            heldout_by: b.heldout_by,
         },
         fit: profile::Settings {
-            objective: "weighted mean absolute percentage error (%) over the table's rows and the traces' requests (a trace's requests of one metric weigh as one row)".into(),
-            method: with_seeds(b.args.sim_seeds, if b.args.iterations > 0 {
-                format!(
-                    "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per coefficient family, then every coefficient; then {} Nelder-Mead (argmin) iterations on the weighted MAPE",
-                    b.args.iterations
-                )
-            } else {
-                "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per coefficient family, then every coefficient".into()
+            objective: format!("weighted mean absolute percentage error (%) over the table's rows and the traces' requests and means (a trace's requests of one metric weigh as one row, its means of one metric as {TRACE_MEAN_WEIGHT})"),
+            method: with_seeds(b.args.sim_seeds, {
+                let stages = "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per family (every alpha, every beta), then from there one per group (each alpha, every beta together), then every coefficient";
+                if b.args.iterations > 0 {
+                    format!(
+                        "{stages}; then {} Nelder-Mead (argmin) iterations on the weighted MAPE",
+                        b.args.iterations
+                    )
+                } else {
+                    stages.to_string()
+                }
             }),
             seed: b.args.seed,
             sim_seeds: b.args.sim_seeds,
             holdout_folds: b.args.holdout,
+            holdout_by: b.args.holdout_by.clone(),
             evaluations: b.evaluations,
             weights: b.weights_given.clone(),
         },

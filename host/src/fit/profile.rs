@@ -84,6 +84,26 @@ pub struct Errors {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heldout_mape: Option<f64>,
     pub per_metric: BTreeMap<String, MetricError>,
+    /// `--holdout-by`: the held-out error when whole experiments, models or
+    /// GPU types are left out (each predicted by a fit that saw none of
+    /// it), keyed `experiment`, `model`, `gpu`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub heldout_by: BTreeMap<String, HeldOutBy>,
+}
+
+/// The held-out error of one way of leaving deployments out: every
+/// experiment, model or GPU type in turn predicted by a fit on the rest.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HeldOutBy {
+    /// How many were left out in turn (experiments, models, GPU types).
+    pub folds: u32,
+    /// Weighted MAPE (%) of every row, each predicted held out.
+    pub mape: f64,
+    /// Per metric (unweighted MAPE, %).
+    pub per_metric: BTreeMap<String, f64>,
+    /// Per experiment, model or GPU type left out: its rows' weighted MAPE (%).
+    pub per_unit: BTreeMap<String, f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -107,6 +127,9 @@ pub struct Settings {
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub sim_seeds: u32,
     pub holdout_folds: u32,
+    /// `--holdout-by`: the ways deployments were left out (see `error.heldout_by`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holdout_by: Vec<String>,
     pub evaluations: u64,
     pub weights: BTreeMap<String, f64>,
 }
@@ -177,16 +200,50 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
     })
 }
 
+/// Where a run's deployment lies against a profile's: what the profile was
+/// not fitted on.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Unseen {
+    pub model: bool,
+    pub gpu: bool,
+    pub tp: bool,
+}
+
+impl Unseen {
+    /// Which held-out error applies (`error.heldout_by`'s key): a model
+    /// not seen is the larger step (`model`), then a GPU (`gpu`), else the
+    /// profile's own deployments (`experiment`).
+    pub fn heldout_by(&self) -> &'static str {
+        if self.model {
+            "model"
+        } else if self.gpu {
+            "gpu"
+        } else {
+            "experiment"
+        }
+    }
+}
+
+impl std::fmt::Display for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} on {} (TP {})", self.model, self.hardware, self.tp)
+    }
+}
+
 impl Profile {
     /// Check that this profile belongs to a run's latency model, model and
-    /// GPU; the error names the mismatch.
+    /// GPU (with `extrapolate`, a model or GPU it was not fitted on is
+    /// accepted); the error names the mismatch. Returns, when the run's
+    /// deployment adds anything to the profile's ([`Profile::unseen`]), a
+    /// note naming it with the profile's measured held-out error for it.
     pub fn check_applies(
         &self,
         path: &Path,
         latency_model: &str,
-        model: &str,
-        hardware: &str,
-    ) -> Result<(), String> {
+        run: &Deployment,
+        extrapolate: bool,
+    ) -> Result<Option<String>, String> {
+        let (model, hardware) = (run.model.as_str(), run.hardware.as_str());
         if !self.latency_model.eq_ignore_ascii_case(latency_model) {
             return Err(format!(
                 "calibration profile {} was fitted for the {} latency model, but the run uses {latency_model}; \
@@ -199,31 +256,141 @@ impl Profile {
         let list = || {
             self.deployments
                 .iter()
-                .map(|d| format!("{} on {} (TP {})", d.model, d.hardware, d.tp))
+                .map(Deployment::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        if !self
+        let unseen = self.unseen(run);
+        if unseen.model && !extrapolate {
+            return Err(format!(
+                "calibration profile {} was fitted for {}, not model {model}; fit a profile with measurements of {model}, \
+                 or set model.calibration_extrapolate = true to apply it to a model it has not seen{}",
+                path.display(),
+                list(),
+                self.heldout_clause("model")
+            ));
+        }
+        if !unseen.model && unseen.gpu && !extrapolate {
+            return Err(format!(
+                "calibration profile {} was fitted for {}, not {model} on GPU {hardware}; fit a profile with measurements on {hardware}, \
+                 or set model.calibration_extrapolate = true to apply it to a GPU it has not seen{}",
+                path.display(),
+                list(),
+                self.heldout_clause("gpu")
+            ));
+        }
+        if unseen == Unseen::default() {
+            return Ok(None);
+        }
+        let mut what = Vec::new();
+        if unseen.model {
+            what.push(format!("model {model}"));
+        }
+        if unseen.gpu {
+            what.push(format!("GPU {hardware}"));
+        }
+        if unseen.tp {
+            what.push(format!("TP {}", run.tp));
+        }
+        let by = unseen.heldout_by();
+        let note = format!(
+            "model.calibration: profile {} was fitted on {}; this run extrapolates it to {} ({}){}",
+            path.display(),
+            list(),
+            what.join(", "),
+            if unseen.model || unseen.gpu {
+                "model.calibration_extrapolate"
+            } else {
+                "trained-physics and the rooflines scale their terms with TP; the coefficients are the profile's"
+            },
+            self.heldout_clause(by)
+        );
+        Ok(Some(note))
+    }
+
+    /// What `run` adds to the profile's deployments: a model, a GPU type (for
+    /// a model it has, that model on another GPU), a TP it was not fitted at.
+    pub fn unseen(&self, run: &Deployment) -> Unseen {
+        let same_model = |d: &&Deployment| d.model.eq_ignore_ascii_case(&run.model);
+        let model = !self.deployments.iter().any(|d| same_model(&d));
+        let gpu = if model {
+            !self
+                .deployments
+                .iter()
+                .any(|d| d.hardware.eq_ignore_ascii_case(&run.hardware))
+        } else {
+            !self
+                .deployments
+                .iter()
+                .filter(same_model)
+                .any(|d| d.hardware.eq_ignore_ascii_case(&run.hardware))
+        };
+        let tp = !self
             .deployments
             .iter()
-            .any(|d| d.model.eq_ignore_ascii_case(model))
-        {
-            return Err(format!(
-                "calibration profile {} was fitted for {}, not model {model}; fit a profile with measurements of {model}",
-                path.display(),
-                list()
-            ));
+            .filter(|d| model || same_model(d))
+            .any(|d| d.tp == run.tp);
+        Unseen { model, gpu, tp }
+    }
+
+    /// The held-out error recorded for leaving out by `by` (`experiment`,
+    /// `model`, `gpu`): `--holdout-by`'s, or for `experiment` without it the
+    /// `--holdout K` folds' (then `per_unit` is empty).
+    pub fn heldout_for(&self, by: &str) -> Option<HeldOutBy> {
+        if let Some(h) = self.error.heldout_by.get(by) {
+            return Some(h.clone());
         }
-        if !self.deployments.iter().any(|d| {
-            d.model.eq_ignore_ascii_case(model) && d.hardware.eq_ignore_ascii_case(hardware)
-        }) {
-            return Err(format!(
-                "calibration profile {} was fitted for {}, not {model} on GPU {hardware}; fit a profile with measurements on {hardware}",
-                path.display(),
-                list()
-            ));
+        if by != "experiment" {
+            return None;
         }
-        Ok(())
+        Some(HeldOutBy {
+            folds: self.fit.holdout_folds,
+            mape: self.error.heldout_mape?,
+            per_metric: self
+                .error
+                .per_metric
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.heldout_mape?)))
+                .collect(),
+            per_unit: BTreeMap::new(),
+        })
+    }
+
+    /// "; its leave-one-model-out error: …" from the profile's held-out
+    /// errors by `by` ([`Profile::heldout_for`]), or what to do to measure it.
+    pub fn heldout_clause(&self, by: &str) -> String {
+        let what = match by {
+            "model" => "leave-one-model-out",
+            "gpu" => "leave-one-GPU-out",
+            _ => "leave-one-experiment-out",
+        };
+        match self.heldout_for(by) {
+            Some(h) => {
+                // `--holdout K` folds stand in for leaving each experiment out.
+                let what = if self.error.heldout_by.contains_key(by) {
+                    what
+                } else {
+                    "held-out"
+                };
+                let means: Vec<String> = ["e2e_mean_ms", "ttft_mean_ms", "itl_mean_ms"]
+                    .iter()
+                    .filter_map(|m| h.per_metric.get(*m).map(|v| format!("{m} {v:.1} %")))
+                    .collect();
+                format!(
+                    "; its measured {what} error: weighted MAPE {:.1} % over {} folds{}",
+                    h.mape,
+                    h.folds,
+                    if means.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", means.join(", "))
+                    }
+                )
+            }
+            None => format!(
+                "; the profile has no {what} error (fit it with --holdout-by {by} to measure how far it carries)"
+            ),
+        }
     }
 }
 
@@ -291,6 +458,7 @@ mod tests {
                 train_mape: 1.0,
                 heldout_mape: None,
                 per_metric: BTreeMap::new(),
+                heldout_by: BTreeMap::new(),
             },
             fit: Settings {
                 objective: "weighted MAPE".into(),
@@ -298,6 +466,7 @@ mod tests {
                 seed: 1,
                 sim_seeds: 1,
                 holdout_folds: 0,
+                holdout_by: vec![],
                 evaluations: 3,
                 weights: BTreeMap::new(),
             },
@@ -311,22 +480,82 @@ mod tests {
         let text = toml::to_string(&p).unwrap();
         assert_eq!(toml::from_str::<Profile>(&text).unwrap(), p);
         let f = Path::new("p.toml");
-        p.check_applies(f, "trained-physics", "Qwen2.5-7B-Instruct", "h100")
-            .unwrap();
+        let at = |model: &str, hardware: &str, tp: u32| Deployment {
+            model: model.into(),
+            hardware: hardware.into(),
+            tp,
+        };
+        let run = at("Qwen2.5-7B-Instruct", "h100", 1);
+        let note = p.check_applies(f, "trained-physics", &run, false).unwrap();
+        assert_eq!((p.unseen(&run), note), (Unseen::default(), None));
         let e = p
-            .check_applies(f, "roofline", "qwen2.5-7b-instruct", "H100")
+            .check_applies(f, "roofline", &at("qwen2.5-7b-instruct", "H100", 1), false)
             .unwrap_err();
         assert!(
             e.contains("fitted for the trained-physics latency model"),
             "{e}"
         );
         let e = p
-            .check_applies(f, "trained-physics", "qwen3-14b", "H100")
+            .check_applies(f, "trained-physics", &at("qwen3-14b", "H100", 1), false)
             .unwrap_err();
         assert!(e.contains("not model qwen3-14b"), "{e}");
+        assert!(e.contains("model.calibration_extrapolate = true"), "{e}");
+        assert!(e.contains("no leave-one-model-out error"), "{e}");
         let e = p
-            .check_applies(f, "trained-physics", "qwen2.5-7b-instruct", "A100-80")
+            .check_applies(
+                f,
+                "trained-physics",
+                &at("qwen2.5-7b-instruct", "A100-80", 1),
+                false,
+            )
             .unwrap_err();
         assert!(e.contains("on GPU A100-80"), "{e}");
+        // A TP the profile has not seen runs, with a note.
+        let run = at("qwen2.5-7b-instruct", "H100", 2);
+        let note = p.check_applies(f, "trained-physics", &run, false).unwrap();
+        assert_eq!(
+            p.unseen(&run),
+            Unseen {
+                model: false,
+                gpu: false,
+                tp: true
+            }
+        );
+        assert!(note.unwrap().contains("extrapolates it to TP 2"));
+        // With the key: the model and GPU it has not seen, named, with the
+        // measured held-out error that applies.
+        let mut p = p;
+        p.error.heldout_by.insert(
+            "model".into(),
+            HeldOutBy {
+                folds: 4,
+                mape: 9.3,
+                per_metric: BTreeMap::from([("e2e_mean_ms".to_string(), 7.5)]),
+                per_unit: BTreeMap::new(),
+            },
+        );
+        let run = at("qwen3-14b", "L40S", 1);
+        let note = p.check_applies(f, "trained-physics", &run, true).unwrap();
+        assert_eq!(
+            p.unseen(&run),
+            Unseen {
+                model: true,
+                gpu: true,
+                tp: false
+            }
+        );
+        let note = note.unwrap();
+        assert!(
+            note.contains("extrapolates it to model qwen3-14b, GPU L40S"),
+            "{note}"
+        );
+        assert!(
+            note.contains(
+                "leave-one-model-out error: weighted MAPE 9.3 % over 4 folds (e2e_mean_ms 7.5 %)"
+            ),
+            "{note}"
+        );
+        let text = toml::to_string(&p).unwrap();
+        assert_eq!(toml::from_str::<Profile>(&text).unwrap(), p);
     }
 }

@@ -182,6 +182,9 @@ pub struct Row {
     /// A trace row: the trace's `request_id` (the metric is then one of
     /// [`super::traces::METRICS`], read from the replay's requests).
     pub request: Option<u64>,
+    /// A trace's mean row: the mean of a per-request metric over these
+    /// requests (the metric is one of [`super::traces::MEANS`]).
+    pub mean_of: Option<std::sync::Arc<[u64]>>,
 }
 
 /// Read and check the table: the header, every metric, every value finite
@@ -261,6 +264,7 @@ pub fn read(table: &Path) -> Result<Vec<Row>, String> {
             metric,
             value,
             request: None,
+            mean_of: None,
         });
     }
     if rows.is_empty() {

@@ -1,6 +1,6 @@
 //! Synthetic recovery: measurements made by blis itself with known
 //! coefficients (β ×1.3, α ×0.7 of the defaults) plus noise; the fit from
-//! the defaults must predict held-out experiments within 2 % of the truth
+//! the defaults must predict held-out experiments within 2 % of the truth (TTFT 3 %)
 //! and bracket every true coefficient with its reported interval.
 
 use std::path::Path;
@@ -53,41 +53,70 @@ fn truth() -> Coefficients {
 
 const METRICS: [&str; 4] = ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms", "e2e_p90_ms"];
 
+/// `dir/m.csv`: each run file's `metrics` simulated at the truth, each
+/// value passed through `measure` (the measurement's noise); returns the
+/// noise-free values in the table's order.
+fn truth_table(
+    dir: &Path,
+    names: &[String],
+    metrics: &[&str],
+    mut measure: impl FnMut(f64) -> f64,
+) -> Vec<f64> {
+    let truth = truth();
+    let mut csv = String::from("run_file,metric,value\n");
+    let mut exact = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let e = Experiment::load(n, &dir.join(n), i as u64 + 2, "m.csv").unwrap();
+        let report = e.simulate(&truth).unwrap();
+        for m in metrics {
+            let v = report["cluster"][m].as_f64().unwrap();
+            exact.push(v);
+            csv.push_str(&format!("{n},{m},{}\n", measure(v)));
+        }
+    }
+    std::fs::write(dir.join("m.csv"), csv).unwrap();
+    exact
+}
+
+/// A fit of `dir/m.csv` into `dir/p.toml` with the defaults of the command
+/// (every nonzero coefficient, no folds, one seed, quiet).
+fn table_args(dir: &Path) -> FitArgs {
+    FitArgs {
+        out: dir.join("p.toml"),
+        measurements: Some(dir.join("m.csv")),
+        traces: Vec::new(),
+        fit: None,
+        bounds: vec![],
+        weights: vec![],
+        holdout: 0,
+        holdout_by: vec![],
+        seed: 1,
+        sim_seeds: 1,
+        jobs: None,
+        iterations: 0,
+        html: None,
+        quiet: true,
+    }
+}
+
 #[test]
 fn synthetic_recovery() {
     let dir = tempfile::tempdir().unwrap();
     let names = write_runs(dir.path(), 60);
     let truth = truth();
     let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let mut csv = String::from("run_file,metric,value\n");
-    // Noise-free truth per (run file, metric), to judge held-out predictions.
-    let mut exact = Vec::new();
-    for (i, n) in names.iter().enumerate() {
-        let e = Experiment::load(n, &dir.path().join(n), i as u64 + 2, "m.csv").unwrap();
-        let report = e.simulate(&truth).unwrap();
-        for m in METRICS {
-            let v = report["cluster"][m].as_f64().unwrap();
-            exact.push(v);
-            // ±0.5 % uniform measurement noise.
-            let noisy = v * (1.0 + rng.random_range(-0.005..0.005));
-            csv.push_str(&format!("{n},{m},{noisy}\n"));
-        }
-    }
-    std::fs::write(dir.path().join("m.csv"), csv).unwrap();
+    // Noise-free truth per (run file, metric), to judge held-out
+    // predictions; measured with ±0.5 % uniform noise.
+    let exact = truth_table(dir.path(), &names, &METRICS, |v| {
+        v * (1.0 + rng.random_range(-0.005..0.005))
+    });
     let args = FitArgs {
-        out: dir.path().join("p.toml"),
-        measurements: Some(dir.path().join("m.csv")),
-        traces: Vec::new(),
-        fit: None,
-        bounds: vec![],
-        weights: vec![],
         holdout: 4,
         seed: 3,
-        sim_seeds: 1,
-        jobs: None,
         iterations: 15,
         html: Some(dir.path().join("fit.html")),
         quiet: std::env::var_os("BLIS_FIT_VERBOSE").is_none(),
+        ..table_args(dir.path())
     };
     let out = run_fit(&args).unwrap();
     let p = &out.profile;
@@ -109,7 +138,16 @@ fn synthetic_recovery() {
             exact[i],
             100.0 * (h - exact[i]) / exact[i]
         );
-        if err >= 0.02 {
+        // A mean TTFT of a loaded experiment moves by more than its
+        // coefficients: e1's (14 req/s, 60 requests) is 26.01 ms at the
+        // truth and 26.32 ms with the step time 0.1 % shorter (which
+        // requests meet in a batch changes). 3 % for TTFT, 2 % otherwise.
+        let bound = if r.metric.field == "ttft_mean_ms" {
+            0.03
+        } else {
+            0.02
+        };
+        if err >= bound {
             off.push(format!("{} {}", r.run_file, r.metric.name()));
         }
     }
@@ -129,7 +167,7 @@ fn synthetic_recovery() {
     }
     assert!(
         off.is_empty(),
-        "held out 2 % or more off the truth: {off:?}"
+        "held out 2 % (TTFT 3 %) or more off the truth: {off:?}"
     );
     // Every true coefficient inside its interval; the MoE-only terms
     // (beta[7] interleaved MoE, beta[10] MoE dispatch) are not identifiable
@@ -205,19 +243,10 @@ fn predictions_are_the_mean_over_the_workload_seeds() {
     }
     std::fs::write(dir.path().join("m.csv"), csv).unwrap();
     let args = FitArgs {
-        out: dir.path().join("p.toml"),
-        measurements: Some(dir.path().join("m.csv")),
-        traces: Vec::new(),
         fit: Some("beta[6]".into()),
-        bounds: vec![],
-        weights: vec![],
-        holdout: 0,
-        seed: 1,
         sim_seeds: 3,
         jobs: Some(2),
-        iterations: 0,
-        html: None,
-        quiet: true,
+        ..table_args(dir.path())
     };
     let out = run_fit(&args).unwrap();
     for (r, want) in out.results.iter().zip(&expected) {
@@ -239,4 +268,59 @@ fn predictions_are_the_mean_over_the_workload_seeds() {
     run_fit(&one).unwrap();
     let text = std::fs::read_to_string(&one.out).unwrap();
     assert!(!text.contains("sim_seeds"), "{text}");
+}
+
+/// `holdout_by`: leave-one-model-out and leave-one-experiment-out on
+/// measurements made with one coefficient set (the synthetic truth): every
+/// model's rows are predicted by a fit that saw none of that model, within
+/// a few % of what was measured, and recorded per model in the profile; a
+/// way of leaving out with a single unit (one GPU type) is refused.
+#[test]
+fn held_out_by_model_and_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = write_runs(dir.path(), 40);
+    truth_table(
+        dir.path(),
+        &names,
+        &["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"],
+        |v| v,
+    );
+    let args = FitArgs {
+        fit: Some("alpha[0],beta[2]".into()),
+        holdout_by: vec!["model".into(), "experiment".into()],
+        ..table_args(dir.path())
+    };
+    let out = run_fit(&args).unwrap();
+    let by = &out.profile.error.heldout_by;
+    let model = &by["model"];
+    assert_eq!(model.folds, 3);
+    let units: Vec<&str> = model.per_unit.keys().map(String::as_str).collect();
+    assert_eq!(
+        units,
+        ["llama-3.1-8b-instruct", "qwen2.5-7b-instruct", "qwen3-14b"]
+    );
+    assert_eq!(by["experiment"].folds, 4);
+    for (name, h) in by {
+        assert!(h.mape < 3.0, "{name}: {h:?}");
+        assert!(h.per_metric["e2e_mean_ms"] < 3.0, "{name}: {h:?}");
+    }
+    let text = std::fs::read_to_string(&args.out).unwrap();
+    assert!(text.contains("[error.heldout_by.model.per_unit]"), "{text}");
+    assert!(
+        text.contains("holdout_by = [\"model\", \"experiment\"]"),
+        "{text}"
+    );
+    let gpu = FitArgs {
+        holdout_by: vec!["gpu".into()],
+        out: dir.path().join("p2.toml"),
+        ..args
+    };
+    let Err(super::FitError::Input(e)) = run_fit(&gpu) else {
+        panic!("one GPU type cannot be left out");
+    };
+    assert!(
+        e.contains("every measured experiment has the same gpu (h100)"),
+        "{e}"
+    );
+    assert!(!dir.path().join("p2.toml").exists());
 }

@@ -51,6 +51,7 @@
 pub mod file;
 pub mod merge;
 mod output;
+pub use output::{calibration_errors, GpuCalibration};
 #[cfg(test)]
 mod tests;
 

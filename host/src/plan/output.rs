@@ -222,6 +222,7 @@ fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
         "answer": answer,
         "run_file": best_toml.map(|p| p.display().to_string()),
         "frontier": frontier(spec, o),
+        "calibration": calibration_errors(spec).iter().map(GpuCalibration::to_json).collect::<Vec<_>>(),
         "shapes": shapes,
         "simulations": {
             "distinct": o.counts.asked,
@@ -230,6 +231,99 @@ fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
             "grid": spec.grid_simulations(),
         },
     })
+}
+
+/// The calibration a plan's GPU type runs with and the error that applies
+/// to its predictions.
+pub struct GpuCalibration {
+    pub gpu: String,
+    /// `[calibration]`'s profile for it, if any.
+    pub profile: Option<PathBuf>,
+    /// The deployments the profile was fitted on.
+    pub fitted_on: Vec<String>,
+    /// Which held-out error applies: `experiment` (the GPU and model were
+    /// measured), `gpu` (the profile is extrapolated to this GPU), `model`
+    /// (to this model); none without a profile.
+    pub applies: Option<&'static str>,
+    /// That error as the profile recorded it (weighted MAPE, % and per
+    /// metric), when it did.
+    pub mape: Option<f64>,
+    pub per_metric: std::collections::BTreeMap<String, f64>,
+    /// One line for stderr.
+    pub line: String,
+}
+
+impl GpuCalibration {
+    fn to_json(&self) -> Value {
+        json!({
+            "gpu": self.gpu,
+            "profile": self.profile.as_ref().map(|p| p.display().to_string()),
+            "fitted_on": self.fitted_on,
+            "error_applies": self.applies.map(|a| format!("leave-one-{a}-out")),
+            "heldout_mape": self.mape,
+            "heldout_per_metric": self.per_metric,
+        })
+    }
+}
+
+/// Per GPU type of the space: its profile and the measured held-out error
+/// that applies to it — leave-one-experiment-out where the profile was
+/// fitted on this GPU and model, leave-one-GPU-out (or -model-out) where it
+/// is extrapolated, none where the GPU runs uncalibrated.
+pub fn calibration_errors(spec: &PlanSpec) -> Vec<GpuCalibration> {
+    let base: toml::Table = spec.base_source.text.parse().unwrap_or_default();
+    let model = crate::config::get_str(&base, "model.name").unwrap_or_else(|| "qwen3-14b".into());
+    spec.gpus
+        .iter()
+        .map(|gpu| {
+            let Some(path) = spec.calibration.get(gpu) else {
+                return GpuCalibration {
+                    gpu: gpu.clone(),
+                    profile: None,
+                    fitted_on: Vec::new(),
+                    applies: None,
+                    mape: None,
+                    per_metric: Default::default(),
+                    line: format!(
+                        "plan: {gpu}: uncalibrated (the latency model's own coefficients; their error on your cluster is unmeasured: see [calibration])"
+                    ),
+                };
+            };
+            let loaded = crate::fit::profile::load(path);
+            let Ok(loaded) = loaded else {
+                return GpuCalibration {
+                    gpu: gpu.clone(),
+                    profile: Some(path.clone()),
+                    fitted_on: Vec::new(),
+                    applies: None,
+                    mape: None,
+                    per_metric: Default::default(),
+                    line: format!("plan: {gpu}: {}", loaded.err().unwrap_or_default()),
+                };
+            };
+            let p = &loaded.profile;
+            let unseen = p.unseen(&crate::fit::profile::Deployment {
+                model: model.clone(),
+                hardware: gpu.clone(),
+                tp: 0,
+            });
+            let by = unseen.heldout_by();
+            let held = p.heldout_for(by);
+            GpuCalibration {
+                gpu: gpu.clone(),
+                profile: Some(path.clone()),
+                fitted_on: p.deployments.iter().map(ToString::to_string).collect(),
+                applies: Some(by),
+                mape: held.as_ref().map(|h| h.mape),
+                per_metric: held.map(|h| h.per_metric).unwrap_or_default(),
+                line: format!(
+                    "plan: {gpu}: calibrated by {}{}",
+                    path.display(),
+                    p.heldout_clause(by)
+                ),
+            }
+        })
+        .collect()
 }
 
 /// The cost/latency Pareto frontier across shapes: each shape's answer,

@@ -46,14 +46,22 @@ pub(super) fn check(
     ls.alpha = model.alpha;
     ls.beta = model.beta.clone();
     let calibration = match &model.calibration {
-        Some(p) => match calibrate(run, kind, &resolve(base_dir, p), &mut ls) {
+        Some(p) => match calibrate(run, kind, &resolve(base_dir, p), &mut ls, problems) {
             Ok(hash) => Some((p.display().to_string(), hash)),
             Err(e) => {
                 problems.error(format!("model.calibration: {e}"));
                 return None;
             }
         },
-        None => None,
+        None => {
+            if model.calibration_extrapolate {
+                problems.note(
+                    "model.calibration_extrapolate = true does nothing here: there is no model.calibration \
+                     (the latency model's own coefficients run)",
+                );
+            }
+            None
+        }
     };
     ls.dp = model.dp;
     ls.moe_comm_backend = model.moe_comm_backend.clone();
@@ -110,6 +118,7 @@ fn calibrate(
     kind: LatencyKind,
     path: &Path,
     ls: &mut LatencySetup,
+    problems: &mut Problems,
 ) -> Result<String, String> {
     if run.model.alpha.is_some() || run.model.beta.is_some() {
         return Err(format!(
@@ -118,10 +127,20 @@ fn calibrate(
         ));
     }
     let loaded = crate::fit::profile::load(path)?;
-    let hardware = ls.hardware.clone().unwrap_or_default();
-    loaded
-        .profile
-        .check_applies(path, kind.name(), &run.model.name, &hardware)?;
+    let deployment = crate::fit::profile::Deployment {
+        model: run.model.name.clone(),
+        hardware: ls.hardware.clone().unwrap_or_default(),
+        tp: ls.tp.unwrap_or(1),
+    };
+    let note = loaded.profile.check_applies(
+        path,
+        kind.name(),
+        &deployment,
+        run.model.calibration_extrapolate,
+    )?;
+    if let Some(n) = note {
+        problems.note(n);
+    }
     ls.alpha = Some(loaded.profile.coefficients.alpha);
     ls.beta = loaded.profile.coefficients.beta.clone();
     Ok(loaded.sha256)

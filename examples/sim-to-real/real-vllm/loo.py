@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""How far a calibration carries: blis fitted on real vLLM measurements and
+judged on experiments (or models) it did not see.
+
+The 13 experiments are the reference's sim-to-real validation set
+(examples/sim-to-real/<id>.toml: five models on H100, TP 1 to 4); their
+measured means and tails are `measured.csv` (real vLLM, the public
+results_trainval/error_records.csv of inference-sim's
+sim-to-real-accuracy-validation).
+
+A user whose hardware is not in the reference's training set starts from
+coefficients that are off: every run file here starts from the shipped
+trained-physics coefficients × START (default 1.5). For each fold the
+script fits the coefficients (`blis calibrate fit`) on the other folds'
+measurements and runs the held-out experiments with that profile
+(`[model] calibration`, with `calibration_extrapolate = true` where the
+held-out model is not among the profile's deployments), then prints each
+experiment's held-out error on mean E2E, TTFT and ITL and their medians.
+
+    ./loo.py                    # leave-one-experiment-out and leave-one-model-out
+    ./loo.py --by experiment    # one of them
+    ./loo.py --start 1.0        # from the shipped coefficients
+
+Environment: BLIS (default ../../../target/release/blis), WORK (a
+directory kept between runs: profiles already fitted are reused when their
+inputs are unchanged; default a temporary one), FIT_ARGS (extra
+`calibrate fit` arguments). About 13 + 6 fits; see the book's "How far
+does a profile carry?" for the figures and times.
+"""
+
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNS = os.path.dirname(HERE)
+BLIS = os.environ.get("BLIS", os.path.join(HERE, "../../../target/release/blis"))
+# The shipped trained-physics coefficients (the reference's iter29, blis's default).
+ALPHA = [15563.199579, 777.3455, 45.907545]
+BETA = [0.152128, 0.0, 1.36252915, 0.752037, 32.09546717, 4.41684444, 126.024825,
+        481.8613888, 0.0, 1.94710771, 0.752037]
+METRICS = [("e2e", "e2e_mean_ms"), ("ttft", "ttft_mean_ms"), ("itl", "itl_mean_ms")]
+
+
+def read_measured():
+    rows = []
+    with open(os.path.join(HERE, "measured.csv")) as f:
+        for r in csv.DictReader(line for line in f if not line.startswith("#")):
+            rows.append((r["run_file"], r["metric"], float(r["value"])))
+    return rows
+
+
+def model_of(run_file):
+    text = open(os.path.join(RUNS, run_file)).read()
+    return re.search(r'^name = "([^"]+)"', text, re.M).group(1)
+
+
+def write_start(work, run_file, scale):
+    """The run file with the shipped coefficients × scale as its start."""
+    text = open(os.path.join(RUNS, run_file)).read()
+    coeffs = (f"alpha = {[round(a * scale, 6) for a in ALPHA]}\n"
+              f"beta = {[round(b * scale, 8) for b in BETA]}\n")
+    text = text.replace('latency_model = "trained-physics"\n',
+                        'latency_model = "trained-physics"\n' + coeffs, 1)
+    with open(os.path.join(work, run_file), "w") as f:
+        f.write(text)
+
+
+def fit(work, name, rows, fit_args):
+    """`blis calibrate fit` on rows; the profile's path (reused if present)."""
+    table = os.path.join(work, f"{name}.csv")
+    profile = os.path.join(work, f"{name}.profile.toml")
+    text = "run_file,metric,value\n" + "".join(f"{r},{m},{v!r}\n" for r, m, v in rows)
+    if os.path.exists(profile) and os.path.exists(table) and open(table).read() == text:
+        return profile
+    with open(table, "w") as f:
+        f.write(text)
+    cmd = [BLIS, "calibrate", "fit", "--measurements", table, "--out", profile, "--quiet"] + fit_args
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)}\n{p.stderr}")
+    return profile
+
+
+def predict(work, run_file, profile, extrapolate):
+    """The held-out run file's report run with the profile (None: with the
+    shipped coefficients, uncalibrated)."""
+    sets = [] if profile is None else ["--set", f'model.calibration="{profile}"']
+    if extrapolate:
+        sets += ["--set", "model.calibration_extrapolate=true"]
+    # The start's coefficients give way to the profile's.
+    cmd = [BLIS, "run", os.path.join(RUNS, run_file), "--quiet"] + sets
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)}\n{p.stderr}")
+    return json.loads(p.stdout)["cluster"]
+
+
+def table(title, errors):
+    print(f"\n{title}")
+    print(f"{'experiment':<17} {'model':<44} " + " ".join(f"{k + ' Δ%':>9}" for k, _ in METRICS))
+    for exp, model, e in errors:
+        print(f"{exp:<17} {model:<44} " + " ".join(f"{e[k]:>+9.1f}" for k, _ in METRICS))
+    med = {k: statistics.median(abs(e[k]) for _, _, e in errors) for k, _ in METRICS}
+    print(f"{'median |Δ|':<62} " + " ".join(f"{med[k]:>9.1f}" for k, _ in METRICS))
+    return med
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--by", choices=["experiment", "model", "both"], default="both")
+    ap.add_argument("--start", type=float, default=1.5, help="start = shipped coefficients × this")
+    a = ap.parse_args()
+    if not os.access(BLIS, os.X_OK):
+        sys.exit(f"no blis at {BLIS}: cargo build --release -p blis-host (or set BLIS)")
+    work = os.environ.get("WORK") or tempfile.mkdtemp(prefix="blis-loo-")
+    os.makedirs(work, exist_ok=True)
+    fit_args = os.environ.get("FIT_ARGS", "").split()
+    rows = read_measured()
+    exps = list(dict.fromkeys(r for r, _, _ in rows))
+    for e in exps:
+        write_start(work, e, a.start)
+    models = {e: model_of(e) for e in exps}
+    measured = {(r, m): v for r, m, v in rows}
+    out = {}
+    errors = []
+    for e in exps:
+        c = predict(work, e, None, False)
+        errors.append((e.removesuffix(".toml"), models[e],
+                       {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS}))
+    out["shipped"] = table("the shipped coefficients, uncalibrated (for reference)", errors)
+    for by in (["experiment", "model"] if a.by == "both" else [a.by]):
+        key = (lambda e: e) if by == "experiment" else (lambda e: models[e])
+        errors = []
+        for unit in dict.fromkeys(key(e) for e in exps):
+            held = [e for e in exps if key(e) == unit]
+            train = [r for r in rows if key(r[0]) != unit]
+            name = f"{by}-{re.sub(r'[^A-Za-z0-9.-]', '_', unit.removesuffix('.toml'))}"
+            profile = fit(work, name, train, fit_args)
+            for e in held:
+                extrapolate = all(models[t] != models[e] for t, _, _ in train)
+                c = predict(work, e, profile, extrapolate)
+                errors.append((e.removesuffix(".toml"), models[e],
+                               {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS}))
+        order = {e.removesuffix(".toml"): i for i, e in enumerate(exps)}
+        errors.sort(key=lambda x: order[x[0]])
+        out[by] = table(f"leave-one-{by}-out (start: shipped × {a.start}; profiles in {work})", errors)
+    print("\n" + json.dumps(out))
+    if not os.environ.get("WORK"):
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
