@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::util::{run_bad, slower_measurements, TestDir};
+use crate::util::{fit_args, run_bad, slower_measurements, TestDir};
 
 /// A small run of `model` (60 requests).
 fn run_file(model: &str, rate: f64) -> String {
@@ -123,20 +123,7 @@ fn a_profile_is_written_applied_and_checked() {
     slower_measurements(&dir, &["a.toml", "b.toml"], 1.2);
     let summary = report(
         &dir,
-        &[
-            "calibrate",
-            "fit",
-            "--measurements",
-            "m.csv",
-            "--out",
-            "p.toml",
-            "--iterations",
-            "4",
-            "--jobs",
-            "2",
-            "--html",
-            "fit.html",
-        ],
+        &fit_args(&["--iterations", "4", "--jobs", "2", "--html", "fit.html"]),
     );
     assert!(summary["train_mape"].as_f64().unwrap() < summary["start_mape"].as_f64().unwrap());
     let profile = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
@@ -453,19 +440,13 @@ fn a_profile_applied_to_an_unseen_model_needs_the_extrapolation_key() {
     slower_measurements(&dir, &["a.toml", "b.toml"], 1.2);
     let summary = report(
         &dir,
-        &[
-            "calibrate",
-            "fit",
-            "--measurements",
-            "m.csv",
-            "--out",
-            "p.toml",
+        &fit_args(&[
             "--fit",
             "beta[2],alpha[0]",
             "--holdout-by",
             "model",
             "--quiet",
-        ],
+        ]),
     );
     assert!(summary["train_mape"].as_f64().unwrap() < 2.0, "{summary}");
     let p: toml::Table = std::fs::read_to_string(dir.path().join("p.toml"))

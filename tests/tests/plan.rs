@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{code_out_err, run_bad, run_ok, slower_measurements, TestDir};
+use crate::util::{code_out_err, fit_args, run_bad, run_ok, slower_measurements, TestDir};
 
 /// A small chat workload; the plan and the sweep set GPU, TP, count, rate.
 const BASE: &str = r#"
@@ -557,19 +557,7 @@ fn a_plan_shows_the_calibration_error_of_each_gpu_type() {
     slower_measurements(&dir, &["a.toml", "b.toml"], 1.1);
     run_ok(
         &dir,
-        &[
-            "calibrate",
-            "fit",
-            "--measurements",
-            "m.csv",
-            "--out",
-            "p.toml",
-            "--fit",
-            "beta[2]",
-            "--holdout-by",
-            "experiment",
-            "--quiet",
-        ],
+        &fit_args(&["--fit", "beta[2]", "--holdout-by", "experiment", "--quiet"]),
     );
     let p: toml::Table = std::fs::read_to_string(dir.path().join("p.toml"))
         .unwrap()

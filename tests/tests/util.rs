@@ -334,6 +334,21 @@ pub fn slower_measurements(dir: &TestDir, run_files: &[&str], factor: f64) {
     dir.write("m.csv", &csv);
 }
 
+/// `calibrate fit --measurements m.csv --out p.toml` and then `extra`: a
+/// fit of the table [`slower_measurements`] writes.
+pub fn fit_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "calibrate",
+        "fit",
+        "--measurements",
+        "m.csv",
+        "--out",
+        "p.toml",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// `blis` with `args` in `dir`: (exit code, stdout, stderr).
 pub fn blis_in(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(artifacts().blis())

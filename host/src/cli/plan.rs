@@ -92,11 +92,6 @@ pub fn plan(args: &PlanArgs) -> Result<String, Failure> {
         spec.seeds.len(),
         spec.grid_simulations()
     );
-    if !spec.calibration.is_empty() {
-        for c in plan::calibration_errors(&spec) {
-            eprintln!("{}", c.line);
-        }
-    }
     let (outcome, written) =
         plan::plan(&spec, out, options, args.shard, &|line| eprintln!("{line}"))?;
     eprintln!(

@@ -51,7 +51,7 @@
 pub mod file;
 pub mod merge;
 mod output;
-pub use output::{calibration_errors, GpuCalibration};
+pub use output::GpuCalibration;
 #[cfg(test)]
 mod tests;
 
@@ -687,6 +687,14 @@ pub fn plan(
     progress: &dyn Fn(&str),
 ) -> Result<(Outcome, Written), Error> {
     output::check_outputs(spec, out)?;
+    // Each GPU type's calibration error, read once: on stderr before the
+    // search, in plan.json after it.
+    let calibration = output::calibration_errors(spec);
+    if !spec.calibration.is_empty() {
+        for c in &calibration {
+            progress(&c.line);
+        }
+    }
     let fingerprint = output::fingerprint(spec);
     let mut engine = Engine::open(
         &spec.name,
@@ -700,7 +708,7 @@ pub fn plan(
     let outcome = Planner::new(spec, &mut engine, progress)
         .shard(shard)
         .run()?;
-    let written = output::write(spec, &engine, &outcome, shard)?;
+    let written = output::write(spec, &engine, &outcome, &calibration, shard)?;
     if outcome.best.is_none() {
         return Err(Error::infeasible(output::infeasible_message(
             spec, &outcome,

@@ -91,6 +91,7 @@ pub(super) fn write(
     spec: &PlanSpec,
     engine: &Engine,
     o: &Outcome,
+    calibration: &[GpuCalibration],
     shard: Option<Shard>,
 ) -> Result<Written, Error> {
     let root = engine.root();
@@ -108,7 +109,7 @@ pub(super) fn write(
         }
         None => None,
     };
-    let mut plan = plan_json(spec, o, best_toml.as_deref());
+    let mut plan = plan_json(spec, o, calibration, best_toml.as_deref());
     plan["fingerprint"] = json!(fingerprint(spec));
     if let Some(sh) = shard {
         plan["shard"] = json!(format!("{}/{}", sh.index, sh.count));
@@ -178,7 +179,12 @@ fn candidate(spec: &PlanSpec, o: &Outcome, s: usize, n: u32, v: &Verdict) -> Val
 }
 
 /// `plan.json`.
-fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
+fn plan_json(
+    spec: &PlanSpec,
+    o: &Outcome,
+    calibration: &[GpuCalibration],
+    best_toml: Option<&Path>,
+) -> Value {
     let answer = o.best.and_then(|(s, n)| {
         let (_, v) = o.results.iter().find(|r| r.shape == s)?.answer.as_ref()?;
         Some(candidate(spec, o, s, n, v))
@@ -222,7 +228,7 @@ fn plan_json(spec: &PlanSpec, o: &Outcome, best_toml: Option<&Path>) -> Value {
         "answer": answer,
         "run_file": best_toml.map(|p| p.display().to_string()),
         "frontier": frontier(spec, o),
-        "calibration": calibration_errors(spec).iter().map(GpuCalibration::to_json).collect::<Vec<_>>(),
+        "calibration": calibration.iter().map(GpuCalibration::to_json).collect::<Vec<_>>(),
         "shapes": shapes,
         "simulations": {
             "distinct": o.counts.asked,
