@@ -20,6 +20,8 @@ experiment's held-out error on mean E2E, TTFT and ITL and their medians.
     ./loo.py                    # leave-one-experiment-out and leave-one-model-out
     ./loo.py --by experiment    # one of them
     ./loo.py --start 1.0        # from the shipped coefficients
+    ./loo.py --by in-sample     # one fit on all 13, judged on the same 13:
+                                # what the fit reaches with nothing held out
 
 Environment: BLIS (default ../../../target/release/blis), WORK (a
 directory kept between runs: profiles already fitted are reused when their
@@ -115,7 +117,7 @@ def table(title, errors):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--by", choices=["experiment", "model", "both"], default="both")
+    ap.add_argument("--by", choices=["experiment", "model", "both", "in-sample"], default="both")
     ap.add_argument("--start", type=float, default=1.5, help="start = shipped coefficients × this")
     a = ap.parse_args()
     if not os.access(BLIS, os.X_OK):
@@ -136,7 +138,15 @@ def main():
         errors.append((e.removesuffix(".toml"), models[e],
                        {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS}))
     out["shipped"] = table("the shipped coefficients, uncalibrated (for reference)", errors)
-    for by in (["experiment", "model"] if a.by == "both" else [a.by]):
+    if a.by == "in-sample":
+        profile = fit(work, "in-sample", rows, fit_args)
+        errors = []
+        for e in exps:
+            c = predict(work, e, profile, False)
+            errors.append((e.removesuffix(".toml"), models[e],
+                           {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS}))
+        out["in-sample"] = table(f"in-sample: one fit on all, judged on the same (start: shipped × {a.start})", errors)
+    for by in (["experiment", "model"] if a.by == "both" else [] if a.by == "in-sample" else [a.by]):
         key = (lambda e: e) if by == "experiment" else (lambda e: models[e])
         errors = []
         for unit in dict.fromkeys(key(e) for e in exps):
