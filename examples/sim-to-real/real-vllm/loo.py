@@ -105,6 +105,13 @@ def predict(work, run_file, profile, extrapolate):
     return json.loads(p.stdout)["cluster"]
 
 
+def error_row(work, e, model, measured, profile, extrapolate):
+    """Experiment e run with profile: (id, model, {metric: error %})."""
+    c = predict(work, e, profile, extrapolate)
+    return (e.removesuffix(".toml"), model,
+            {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS})
+
+
 def table(title, errors):
     print(f"\n{title}")
     print(f"{'experiment':<17} {'model':<44} " + " ".join(f"{k + ' Δ%':>9}" for k, _ in METRICS))
@@ -132,21 +139,14 @@ def main():
     models = {e: model_of(e) for e in exps}
     measured = {(r, m): v for r, m, v in rows}
     out = {}
-    errors = []
-    for e in exps:
-        c = predict(work, e, None, False)
-        errors.append((e.removesuffix(".toml"), models[e],
-                       {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS}))
+    errors = [error_row(work, e, models[e], measured, None, False) for e in exps]
     out["shipped"] = table("the shipped coefficients, uncalibrated (for reference)", errors)
     if a.by == "in-sample":
         profile = fit(work, "in-sample", rows, fit_args)
-        errors = []
-        for e in exps:
-            c = predict(work, e, profile, False)
-            errors.append((e.removesuffix(".toml"), models[e],
-                           {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS}))
+        errors = [error_row(work, e, models[e], measured, profile, False) for e in exps]
         out["in-sample"] = table(f"in-sample: one fit on all, judged on the same (start: shipped × {a.start})", errors)
-    for by in (["experiment", "model"] if a.by == "both" else [] if a.by == "in-sample" else [a.by]):
+    ways = {"both": ["experiment", "model"], "in-sample": []}.get(a.by, [a.by])
+    for by in ways:
         key = (lambda e: e) if by == "experiment" else (lambda e: models[e])
         errors = []
         for unit in dict.fromkeys(key(e) for e in exps):
@@ -156,9 +156,7 @@ def main():
             profile = fit(work, name, train, fit_args)
             for e in held:
                 extrapolate = all(models[t] != models[e] for t, _, _ in train)
-                c = predict(work, e, profile, extrapolate)
-                errors.append((e.removesuffix(".toml"), models[e],
-                               {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS}))
+                errors.append(error_row(work, e, models[e], measured, profile, extrapolate))
         order = {e.removesuffix(".toml"): i for i, e in enumerate(exps)}
         errors.sort(key=lambda x: order[x[0]])
         out[by] = table(f"leave-one-{by}-out (start: shipped × {a.start}; profiles in {work})", errors)
