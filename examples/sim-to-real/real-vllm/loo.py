@@ -22,6 +22,9 @@ experiment's held-out error on mean E2E, TTFT and ITL and their medians.
     ./loo.py --start 1.0        # from the shipped coefficients
     ./loo.py --by in-sample     # one fit on all 13, judged on the same 13:
                                 # what the fit reaches with nothing held out
+    ./loo.py --by grid          # no fit: the shipped coefficients with the
+                                # betas and alpha[0] scaled over a grid, judged
+                                # on all 13 (where the target can be met at all)
 
 Environment: BLIS (default ../../../target/release/blis), WORK (a
 directory kept between runs: profiles already fitted are reused when their
@@ -112,6 +115,32 @@ def error_row(work, e, model, measured, profile, extrapolate):
             {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS})
 
 
+def coefficient_run(run_file, measured, alpha, beta):
+    """Run file with these coefficients: {metric: error %}."""
+    cmd = [BLIS, "run", os.path.join(RUNS, run_file), "--quiet",
+           "--set", f"model.alpha={alpha}", "--set", f"model.beta={beta}"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)}\n{p.stderr}")
+    c = json.loads(p.stdout)["cluster"]
+    return {k: 100 * (c[f] - measured[(run_file, f)]) / measured[(run_file, f)] for k, f in METRICS}
+
+
+def grid(exps, measured):
+    """Median |error| of the 13 with the shipped betas × sb and alpha[0] × s0."""
+    print("\nno fit: the shipped coefficients, betas × sb and alpha[0] × s0, judged on all 13")
+    print(f"{'sb':>6} {'s0':>6} " + " ".join(f"{k + ' |Δ|':>9}" for k, _ in METRICS))
+    out = []
+    for sb in (0.96, 0.98, 0.99, 1.0, 1.01, 1.02, 1.04):
+        for s0 in (0.6, 0.8, 1.0, 1.2, 1.4):
+            alpha = [ALPHA[0] * s0] + ALPHA[1:]
+            errors = [coefficient_run(e, measured, alpha, [b * sb for b in BETA]) for e in exps]
+            med = {k: statistics.median(abs(e[k]) for e in errors) for k, _ in METRICS}
+            print(f"{sb:>6.2f} {s0:>6.1f} " + " ".join(f"{med[k]:>9.1f}" for k, _ in METRICS))
+            out.append({"sb": sb, "s0": s0, **med})
+    return out
+
+
 def table(title, errors):
     print(f"\n{title}")
     print(f"{'experiment':<17} {'model':<44} " + " ".join(f"{k + ' Δ%':>9}" for k, _ in METRICS))
@@ -124,7 +153,7 @@ def table(title, errors):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--by", choices=["experiment", "model", "both", "in-sample"], default="both")
+    ap.add_argument("--by", choices=["experiment", "model", "both", "in-sample", "grid"], default="both")
     ap.add_argument("--start", type=float, default=1.5, help="start = shipped coefficients × this")
     a = ap.parse_args()
     if not os.access(BLIS, os.X_OK):
@@ -141,11 +170,13 @@ def main():
     out = {}
     errors = [error_row(work, e, models[e], measured, None, False) for e in exps]
     out["shipped"] = table("the shipped coefficients, uncalibrated (for reference)", errors)
+    if a.by == "grid":
+        out["grid"] = grid(exps, measured)
     if a.by == "in-sample":
         profile = fit(work, "in-sample", rows, fit_args)
         errors = [error_row(work, e, models[e], measured, profile, False) for e in exps]
         out["in-sample"] = table(f"in-sample: one fit on all, judged on the same (start: shipped × {a.start})", errors)
-    ways = {"both": ["experiment", "model"], "in-sample": []}.get(a.by, [a.by])
+    ways = {"both": ["experiment", "model"], "in-sample": [], "grid": []}.get(a.by, [a.by])
     for by in ways:
         key = (lambda e: e) if by == "experiment" else (lambda e: models[e])
         errors = []
