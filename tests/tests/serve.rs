@@ -295,7 +295,7 @@ policy = "least-loaded"
 "#;
 
 #[test]
-#[ignore = "timing-sensitive: .ci/run runs it alone (cargo test -p blis-tests --test integration -- --ignored --test-threads 1)"]
+#[ignore = "timing-sensitive: .ci/run runs it alone (cargo test --workspace -- --ignored --test-threads 1)"]
 fn observe_through_the_gateway_reproduces_blis_run() {
     // Issue 50, must-show 1: `blis observe` driving `blis serve` (real time)
     // with the run file's workload measures what `blis run` simulates:
