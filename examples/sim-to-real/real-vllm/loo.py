@@ -96,36 +96,27 @@ def fit(work, name, rows, fit_args):
     return profile
 
 
-def predict(work, run_file, profile, extrapolate):
-    """The held-out run file's report run with the profile (None: with the
-    shipped coefficients, uncalibrated)."""
-    sets = [] if profile is None else ["--set", f'model.calibration="{profile}"']
-    if extrapolate:
-        sets += ["--set", "model.calibration_extrapolate=true"]
-    # The start's coefficients give way to the profile's.
-    cmd = [BLIS, "run", os.path.join(RUNS, run_file), "--quiet"] + sets
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)}\n{p.stderr}")
-    return json.loads(p.stdout)["cluster"]
-
-
-def error_row(work, e, model, measured, profile, extrapolate):
-    """Experiment e run with profile: (id, model, {metric: error %})."""
-    c = predict(work, e, profile, extrapolate)
-    return (e.removesuffix(".toml"), model,
-            {k: 100 * (c[f] - measured[(e, f)]) / measured[(e, f)] for k, f in METRICS})
-
-
-def coefficient_run(run_file, measured, alpha, beta):
-    """Run file with these coefficients: {metric: error %}."""
-    cmd = [BLIS, "run", os.path.join(RUNS, run_file), "--quiet",
-           "--set", f"model.alpha={alpha}", "--set", f"model.beta={beta}"]
+def run_errors(run_file, measured, sets):
+    """`blis run` of the run file with these `--set` overrides: the error
+    of its whole-run means against the measured ones, {metric: %}."""
+    cmd = [BLIS, "run", os.path.join(RUNS, run_file), "--quiet"]
+    for s in sets:
+        cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)}\n{p.stderr}")
     c = json.loads(p.stdout)["cluster"]
     return {k: 100 * (c[f] - measured[(run_file, f)]) / measured[(run_file, f)] for k, f in METRICS}
+
+
+def error_row(e, model, measured, profile, extrapolate):
+    """Experiment e run with the profile (None: with the shipped
+    coefficients, uncalibrated): (id, model, {metric: error %})."""
+    # The profile's coefficients replace the run file's.
+    sets = [] if profile is None else [f'model.calibration="{profile}"']
+    if extrapolate:
+        sets.append("model.calibration_extrapolate=true")
+    return (e.removesuffix(".toml"), model, run_errors(e, measured, sets))
 
 
 def grid(exps, measured):
@@ -141,7 +132,8 @@ def grid(exps, measured):
                 alpha = [ALPHA[0] * s0] + ALPHA[1:]
                 beta = [b * sb for b in BETA]
                 beta[0] *= sp
-                errors = [coefficient_run(e, measured, alpha, beta) for e in exps]
+                errors = [run_errors(e, measured, [f"model.alpha={alpha}", f"model.beta={beta}"])
+                          for e in exps]
                 med = {k: statistics.median(abs(e[k]) for e in errors) for k, _ in METRICS}
                 meets = all(med[k] <= t for k, t in TARGET.items())
                 print(f"{sb:>6.2f} {s0:>6.1f} {sp:>6.2f} "
@@ -177,13 +169,13 @@ def main():
     models = {e: model_of(e) for e in exps}
     measured = {(r, m): v for r, m, v in rows}
     out = {}
-    errors = [error_row(work, e, models[e], measured, None, False) for e in exps]
+    errors = [error_row(e, models[e], measured, None, False) for e in exps]
     out["shipped"] = table("the shipped coefficients, uncalibrated (for reference)", errors)
     if a.by == "grid":
         out["grid"] = grid(exps, measured)
     if a.by == "in-sample":
         profile = fit(work, "in-sample", rows, fit_args)
-        errors = [error_row(work, e, models[e], measured, profile, False) for e in exps]
+        errors = [error_row(e, models[e], measured, profile, False) for e in exps]
         out["in-sample"] = table(f"in-sample: one fit on all, judged on the same (start: shipped × {a.start})", errors)
     ways = {"both": ["experiment", "model"], "in-sample": [], "grid": []}.get(a.by, [a.by])
     for by in ways:
@@ -196,7 +188,7 @@ def main():
             profile = fit(work, name, train, fit_args)
             for e in held:
                 extrapolate = all(models[t] != models[e] for t, _, _ in train)
-                errors.append(error_row(work, e, models[e], measured, profile, extrapolate))
+                errors.append(error_row(e, models[e], measured, profile, extrapolate))
         order = {e.removesuffix(".toml"): i for i, e in enumerate(exps)}
         errors.sort(key=lambda x: order[x[0]])
         out[by] = table(f"leave-one-{by}-out (start: shipped × {a.start}; profiles in {work})", errors)
