@@ -109,6 +109,11 @@ def run_errors(run_file, measured, sets):
     return {k: 100 * (c[f] - measured[(run_file, f)]) / measured[(run_file, f)] for k, f in METRICS}
 
 
+def medians(errors):
+    """The median |error| of each metric over experiments' {metric: %}."""
+    return {k: statistics.median(abs(e[k]) for e in errors) for k, _ in METRICS}
+
+
 def error_row(e, model, measured, profile, extrapolate):
     """Experiment e run with the profile (None: with the shipped
     coefficients, uncalibrated): (id, model, {metric: error %})."""
@@ -134,7 +139,7 @@ def grid(exps, measured):
                 beta[0] *= sp
                 errors = [run_errors(e, measured, [f"model.alpha={alpha}", f"model.beta={beta}"])
                           for e in exps]
-                med = {k: statistics.median(abs(e[k]) for e in errors) for k, _ in METRICS}
+                med = medians(errors)
                 meets = all(med[k] <= t for k, t in TARGET.items())
                 print(f"{sb:>6.2f} {s0:>6.1f} {sp:>6.2f} "
                       + " ".join(f"{med[k]:>9.1f}" for k, _ in METRICS) + (" *" if meets else ""))
@@ -147,7 +152,7 @@ def table(title, errors):
     print(f"{'experiment':<17} {'model':<44} " + " ".join(f"{k + ' Δ%':>9}" for k, _ in METRICS))
     for exp, model, e in errors:
         print(f"{exp:<17} {model:<44} " + " ".join(f"{e[k]:>+9.1f}" for k, _ in METRICS))
-    med = {k: statistics.median(abs(e[k]) for _, _, e in errors) for k, _ in METRICS}
+    med = medians([e for _, _, e in errors])
     print(f"{'median |Δ|':<62} " + " ".join(f"{med[k]:>9.1f}" for k, _ in METRICS))
     return med
 
