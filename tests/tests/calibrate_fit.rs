@@ -554,3 +554,79 @@ fn a_profile_applied_to_an_unseen_model_needs_the_extrapolation_key() {
         "{err}"
     );
 }
+
+/// `model.moe_expert_load = "touched"`: a Scout step at low load loads
+/// fewer experts (faster than with every expert, a dense model the same);
+/// one fit takes one setting, its profile records it, and a run applying
+/// the profile with the other setting is refused, naming the key.
+#[test]
+fn a_profile_fitted_with_touched_experts_applies_only_with_them() {
+    let dir = TestDir::new("calibrate_fit_touched_experts");
+    let scout = "llama-4-scout-17b-16e-instruct-fp8-dynamic";
+    let with = |text: String, keys: &str| {
+        text.replace(
+            "hardware = \"H100\"\n",
+            &format!("hardware = \"H100\"\n{keys}"),
+        )
+    };
+    let (tp2, touched) = ("tp = 2\n", "tp = 2\nmoe_expert_load = \"touched\"\n");
+    dir.write("all.toml", &with(run_file(scout, 1.0), tp2));
+    dir.write("a.toml", &with(run_file(scout, 1.0), touched));
+    dir.write("b.toml", &with(run_file(scout, 2.0), touched));
+    let dense = run_file("qwen2.5-7b-instruct", 2.0);
+    dir.write(
+        "d.toml",
+        &with(dense.clone(), "moe_expert_load = \"touched\"\n"),
+    );
+    dir.write("dense.toml", &dense);
+    let itl = |f: &str| {
+        report(&dir, &["run", f, "--quiet"])["cluster"]["itl_mean_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    let (all, few) = (itl("all.toml"), itl("a.toml"));
+    // A handful of tokens per step touch a few of the 16 experts.
+    assert!(few < 0.9 * all, "touched {few} ms vs all {all} ms");
+    assert_eq!(
+        itl("d.toml"),
+        itl("dense.toml"),
+        "a dense model has no routed experts"
+    );
+
+    // One fit, one setting.
+    slower_measurements(&dir, &["a.toml", "all.toml"], 1.1);
+    let e = run_bad(&dir, &fit_args(&["--quiet"]));
+    assert!(
+        e.contains("sets model.moe_expert_load = \"touched\"")
+            && e.contains("one profile fits one step-time model"),
+        "{e}"
+    );
+    slower_measurements(&dir, &["a.toml", "b.toml", "d.toml"], 1.1);
+    report(&dir, &fit_args(&["--fit", "beta[2]", "--quiet"]));
+    let p = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
+    assert!(p.contains("moe_expert_load = \"touched\""), "{p}");
+    let cal = report(
+        &dir,
+        &[
+            "run",
+            "a.toml",
+            "--quiet",
+            "--set",
+            "model.calibration=\"p.toml\"",
+        ],
+    );
+    assert_eq!(cal["calibration"]["profile"], "p.toml");
+    let e = run_bad(
+        &dir,
+        &["run", "all.toml", "--set", "model.calibration=\"p.toml\""],
+    );
+    assert!(
+        e.contains("fitted with model.moe_expert_load = \"touched\", but the run uses \"all\""),
+        "{e}"
+    );
+    let e = run_bad(
+        &dir,
+        &["run", "a.toml", "--set", "model.moe_expert_load=\"some\""],
+    );
+    assert!(e.contains("unknown moe_expert_load 'some'"), "{e}");
+}

@@ -159,6 +159,11 @@ pub struct ModelSection {
     /// `allgather_reducescatter`).
     #[serde(default)]
     pub moe_comm_backend: Option<String>,
+    /// Which routed experts' weights a trained-physics step loads: `all`
+    /// (default, the reference's) or `touched` (the experts its tokens are
+    /// expected to route to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_expert_load: Option<String>,
     /// `trained-physics` (default), `roofline`, `roofline-v1` or `linear`.
     #[serde(default = "default_latency_model")]
     pub latency_model: String,
@@ -201,6 +206,7 @@ impl Default for ModelSection {
             tp: None,
             dp: None,
             moe_comm_backend: None,
+            moe_expert_load: None,
             latency_model: default_latency_model(),
             alpha: None,
             beta: None,

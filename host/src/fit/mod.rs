@@ -39,6 +39,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use crate::instance::latency::MoeExpertLoad;
 use eval::Experiment;
 use params::Space;
 use search::{Objective, Progress};
@@ -453,6 +454,18 @@ fn check_one_start(experiments: &[Experiment]) -> Result<(), FitError> {
                 "run file {} ({}) uses the {} latency model and {} ({}) uses {}; \
                  one profile fits one latency model",
                 first.name, first.origin, first.latency_model, e.name, e.origin, e.latency_model
+            )));
+        }
+        if e.expert_load != first.expert_load {
+            return Err(FitError::Input(format!(
+                "run file {} ({}) sets model.moe_expert_load = \"{}\" and {} ({}) \"{}\"; \
+                 one profile fits one step-time model: give every run file the same setting",
+                first.name,
+                first.origin,
+                first.expert_load.name(),
+                e.name,
+                e.origin,
+                e.expert_load.name()
             )));
         }
         if e.start != first.start {
@@ -905,6 +918,10 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
         blis_version: env!("CARGO_PKG_VERSION").to_string(),
         created: profile::now_utc(),
         latency_model: b.experiments[0].latency_model.to_string(),
+        moe_expert_load: match b.experiments[0].expert_load {
+            MoeExpertLoad::All => None,
+            load => Some(load.name().to_string()),
+        },
         coefficients: profile::Coefficients {
             alpha: coeffs.alpha,
             beta: coeffs.beta,

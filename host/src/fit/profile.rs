@@ -25,6 +25,10 @@ pub struct Profile {
     pub created: String,
     /// The latency model the coefficients belong to.
     pub latency_model: String,
+    /// `model.moe_expert_load` of the fitted runs, when not the default
+    /// `all` (a run applying the profile must use the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_expert_load: Option<String>,
     /// The coefficients to run with (fitted and fixed alike).
     pub coefficients: Coefficients,
     /// Every deployment (model, GPU, TP) measured.
@@ -240,6 +244,7 @@ impl Profile {
         &self,
         path: &Path,
         latency_model: &str,
+        expert_load: &str,
         run: &Deployment,
         extrapolate: bool,
     ) -> Result<Option<String>, String> {
@@ -251,6 +256,20 @@ impl Profile {
                 path.display(),
                 self.latency_model,
                 self.latency_model
+            ));
+        }
+        let fitted_load = self.moe_expert_load.as_deref().unwrap_or("all");
+        let run_load = if expert_load.is_empty() {
+            "all"
+        } else {
+            expert_load
+        };
+        if fitted_load != run_load {
+            return Err(format!(
+                "calibration profile {} was fitted with model.moe_expert_load = \"{fitted_load}\", but the run uses \
+                 \"{run_load}\": its coefficients belong to that step-time model; set model.moe_expert_load = \
+                 \"{fitted_load}\" or fit a profile with \"{run_load}\"",
+                path.display()
             ));
         }
         let list = || {
@@ -443,6 +462,7 @@ mod tests {
             blis_version: "0".into(),
             created: rfc3339(0),
             latency_model: "trained-physics".into(),
+            moe_expert_load: None,
             coefficients: Coefficients {
                 alpha: [1.0, 2.0, 3.0],
                 beta: Some(vec![1.0; 7]),
@@ -486,17 +506,25 @@ mod tests {
             tp,
         };
         let run = at("Qwen2.5-7B-Instruct", "h100", 1);
-        let note = p.check_applies(f, "trained-physics", &run, false).unwrap();
+        let note = p
+            .check_applies(f, "trained-physics", "", &run, false)
+            .unwrap();
         assert_eq!((p.unseen(&run), note), (Unseen::default(), None));
         let e = p
-            .check_applies(f, "roofline", &at("qwen2.5-7b-instruct", "H100", 1), false)
+            .check_applies(
+                f,
+                "roofline",
+                "",
+                &at("qwen2.5-7b-instruct", "H100", 1),
+                false,
+            )
             .unwrap_err();
         assert!(
             e.contains("fitted for the trained-physics latency model"),
             "{e}"
         );
         let e = p
-            .check_applies(f, "trained-physics", &at("qwen3-14b", "H100", 1), false)
+            .check_applies(f, "trained-physics", "", &at("qwen3-14b", "H100", 1), false)
             .unwrap_err();
         assert!(e.contains("not model qwen3-14b"), "{e}");
         assert!(e.contains("model.calibration_extrapolate = true"), "{e}");
@@ -505,14 +533,41 @@ mod tests {
             .check_applies(
                 f,
                 "trained-physics",
+                "",
                 &at("qwen2.5-7b-instruct", "A100-80", 1),
                 false,
             )
             .unwrap_err();
         assert!(e.contains("on GPU A100-80"), "{e}");
+        // The step-time model must be the one fitted: moe_expert_load.
+        let run = at("qwen2.5-7b-instruct", "H100", 1);
+        assert!(p
+            .check_applies(f, "trained-physics", "all", &run, false)
+            .is_ok());
+        let e = p
+            .check_applies(f, "trained-physics", "touched", &run, false)
+            .unwrap_err();
+        assert!(
+            e.contains("fitted with model.moe_expert_load = \"all\", but the run uses \"touched\""),
+            "{e}"
+        );
+        let mut touched = p.clone();
+        touched.moe_expert_load = Some("touched".into());
+        let text = toml::to_string(&touched).unwrap();
+        assert!(text.contains("moe_expert_load = \"touched\""), "{text}");
+        assert_eq!(toml::from_str::<Profile>(&text).unwrap(), touched);
+        assert!(touched
+            .check_applies(f, "trained-physics", "touched", &run, false)
+            .is_ok());
+        let e = touched
+            .check_applies(f, "trained-physics", "", &run, false)
+            .unwrap_err();
+        assert!(e.contains("set model.moe_expert_load = \"touched\""), "{e}");
         // A TP the profile has not seen runs, with a note.
         let run = at("qwen2.5-7b-instruct", "H100", 2);
-        let note = p.check_applies(f, "trained-physics", &run, false).unwrap();
+        let note = p
+            .check_applies(f, "trained-physics", "", &run, false)
+            .unwrap();
         assert_eq!(
             p.unseen(&run),
             Unseen {
@@ -535,7 +590,9 @@ mod tests {
             },
         );
         let run = at("qwen3-14b", "L40S", 1);
-        let note = p.check_applies(f, "trained-physics", &run, true).unwrap();
+        let note = p
+            .check_applies(f, "trained-physics", "", &run, true)
+            .unwrap();
         assert_eq!(
             p.unseen(&run),
             Unseen {

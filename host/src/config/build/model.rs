@@ -65,6 +65,7 @@ pub(super) fn check(
     };
     ls.dp = model.dp;
     ls.moe_comm_backend = model.moe_comm_backend.clone();
+    ls.moe_expert_load = model.moe_expert_load.clone();
     ls.block_size = inst.block_size.max(1);
     ls.total_kv_blocks = inst.total_kv_blocks.filter(|&b| b > 0);
     if let Some(u) = model.gpu_memory_utilization {
@@ -135,6 +136,7 @@ fn calibrate(
     let note = loaded.profile.check_applies(
         path,
         kind.name(),
+        run.model.moe_expert_load.as_deref().unwrap_or(""),
         &deployment,
         run.model.calibration_extrapolate,
     )?;

@@ -35,7 +35,9 @@ use super::kv_v1::{derive_total_kv_blocks_v1, DEFAULT_GPU_MEMORY_UTILIZATION};
 use super::model_config::{bundled_model_names, ModelConfig};
 use super::roofline::RooflineModel;
 use super::roofline_v1::RooflineV1Model;
-use super::trained_physics::{MoeCommBackend, TrainedPhysicsModel, ITER29_ALPHA, ITER29_BETA};
+use super::trained_physics::{
+    MoeCommBackend, MoeExpertLoad, TrainedPhysicsModel, ITER29_ALPHA, ITER29_BETA,
+};
 use super::{LatencyError, LatencyModel, LinearModel};
 
 /// Block size (tokens) at which the coefficient table's KV counts were measured.
@@ -118,6 +120,9 @@ pub struct LatencySetup {
     pub dp: Option<u32>,
     /// MoE dispatch backend for DP > 1 (trained-physics); `None` = all-gather.
     pub moe_comm_backend: Option<String>,
+    /// Which routed experts' weights a step loads (trained-physics): `all`
+    /// (`None`, the reference's) or `touched`.
+    pub moe_expert_load: Option<String>,
     /// `[alpha0, alpha1, alpha2]`; `None` = the model's default.
     pub alpha: Option<[f64; 3]>,
     /// Beta coefficients: 3 for linear, 7 to 11 for trained-physics; `None`
@@ -148,6 +153,7 @@ impl LatencySetup {
             tp: None,
             dp: None,
             moe_comm_backend: None,
+            moe_expert_load: None,
             alpha: None,
             beta: None,
             block_size: 16,
@@ -260,11 +266,16 @@ fn check_settings(setup: &LatencySetup) -> Result<(), LatencyError> {
                 kind.name()
             )));
         }
-        if setup.moe_comm_backend.is_some() {
-            return Err(LatencyError::InvalidSetting(format!(
-                "moe_comm_backend is used by trained-physics only, not by {}",
-                kind.name()
-            )));
+        for (key, set) in [
+            ("moe_comm_backend", setup.moe_comm_backend.is_some()),
+            ("moe_expert_load", setup.moe_expert_load.is_some()),
+        ] {
+            if set {
+                return Err(LatencyError::InvalidSetting(format!(
+                    "{key} is used by trained-physics only, not by {}",
+                    kind.name()
+                )));
+            }
         }
     }
     Ok(())
@@ -330,7 +341,9 @@ fn build_model(
                 ));
             }
             let comm = MoeCommBackend::parse(setup.moe_comm_backend.as_deref().unwrap_or(""))?;
-            let m = TrainedPhysicsModel::new(&config, &gpu, tp, dp, comm, alpha, beta)?;
+            let load = MoeExpertLoad::parse(setup.moe_expert_load.as_deref().unwrap_or(""))?;
+            let m = TrainedPhysicsModel::new(&config, &gpu, tp, dp, comm, alpha, beta)?
+                .with_expert_load(load);
             (LatencyModel::TrainedPhysics(m), Some((config, gpu)))
         }
         LatencyKind::Roofline => {

@@ -153,6 +153,66 @@ fn trained_physics_terms_of_batch_c_match_the_spec() {
     close(t.moe_reduce, 38.147821, "scout moe_reduce");
 }
 
+/// `moe_expert_load = "touched"`: Scout at TP 2 loads 24 MoE layers × 8
+/// expert-equivalents × 3·5120·8192 bytes = 24 159 191 040 B of routed
+/// experts per step (7211.698818 µs at 3.35 TB/s) of its 8563.892346 µs; a
+/// step of `n` tokens (top-1 of 16) loads the fraction `1 − (15/16)^n` of
+/// them. A dense model has no routed experts: nothing changes.
+#[test]
+fn touched_experts_scale_the_routed_expert_weights_by_the_step_tokens() {
+    let scout = ModelConfig::bundled("llama-4-scout-17b-16e-instruct-fp8-dynamic").unwrap();
+    let all = trained(&scout, &h100(), 2, 1, "");
+    let touched = all.clone().with_expert_load(MoeExpertLoad::Touched);
+    let one = shape_of(&[(1000, 900, 1, 200)]);
+    // 1352.193528 + 7211.698818 · 1/16
+    close(touched.terms(&one).weight, 1802.924704, "1 token");
+    // 1352.193528 + 7211.698818 · (1 − (15/16)^8) = 0.403281
+    close(
+        touched.terms(&shape_of(&batch_bd())).weight,
+        4260.531222,
+        "8 tokens",
+    );
+    // 520 tokens touch every expert (1 − 10^-15).
+    close(
+        touched.terms(&shape_of(&batch_c())).weight,
+        8563.892346,
+        "520 tokens",
+    );
+    for b in [batch_a(), batch_bd(), batch_c(), batch_dc(), batch_x()] {
+        let (t, a) = (touched.terms(&shape_of(&b)), all.terms(&shape_of(&b)));
+        assert!(t.weight <= a.weight, "touched never loads more");
+        close(a.weight, 8563.892346, "all: whatever the batch");
+        assert_eq!(
+            BasisTerms { weight: 0.0, ..t },
+            BasisTerms { weight: 0.0, ..a }
+        );
+    }
+    // The step time moves by β₃ × the weight change, nothing else.
+    let diff = all.step_us(&one).unwrap() - touched.step_us(&one).unwrap();
+    close(diff, ITER29_BETA[2] * (8563.892346 - 1802.924704), "step");
+
+    let llama = ModelConfig::bundled("llama-2-7b-hf").unwrap();
+    let dense = trained(&llama, &h100(), 1, 1, "");
+    let dense_touched = dense.clone().with_expert_load(MoeExpertLoad::Touched);
+    for b in [batch_a(), batch_bd(), batch_c()] {
+        assert_eq!(
+            dense.step_us(&shape_of(&b)),
+            dense_touched.step_us(&shape_of(&b))
+        );
+    }
+    assert_eq!(MoeExpertLoad::parse("").unwrap(), MoeExpertLoad::All);
+    assert_eq!(MoeExpertLoad::parse("all").unwrap(), MoeExpertLoad::All);
+    assert_eq!(
+        MoeExpertLoad::parse("touched").unwrap(),
+        MoeExpertLoad::Touched
+    );
+    let e = MoeExpertLoad::parse("some").unwrap_err().to_string();
+    assert!(
+        e.contains("moe_expert_load 'some'") && e.contains("touched"),
+        "{e}"
+    );
+}
+
 // ---- trained-physics: hand-computed batches ---------------------------------
 
 /// `(label, model json, GPU, TP, DP, backend, [C µs, X µs], terms of X:
@@ -694,6 +754,22 @@ fn build_trained_physics_and_roofline_from_a_setup() {
         .unwrap_err()
         .to_string()
         .contains("trained-physics only"));
+    r.dp = None;
+    r.moe_expert_load = Some("touched".into());
+    let e = build_latency(&r).unwrap_err().to_string();
+    assert!(
+        e.contains("moe_expert_load is used by trained-physics only"),
+        "{e}"
+    );
+
+    s.dp = None;
+    s.model = "llama-4-scout-17b-16e-instruct-fp8-dynamic".into();
+    s.tp = Some(2);
+    s.moe_expert_load = Some("touched".into());
+    assert!(build_latency(&s).is_ok());
+    s.moe_expert_load = Some("lazy".into());
+    let e = build_latency(&s).unwrap_err().to_string();
+    assert!(e.contains("unknown moe_expert_load 'lazy'"), "{e}");
 }
 
 #[test]

@@ -20,6 +20,12 @@
 //! prompt, as in the reference), `D` = decode requests (one token each), `S`
 //! = their context, `B` = requests in the batch.
 //!
+//! `T_weight` counts every routed expert's weights in every step, as the
+//! reference does; with `[model] moe_expert_load = "touched"`
+//! ([`MoeExpertLoad::Touched`], off by default) its routed-expert part is
+//! scaled by the expected fraction of experts a step's `N = P + D` tokens
+//! route to, `1 − (1 − k/E)^N`.
+//!
 //! Alphas: queueing delay `α₀`, a fixed `α₁` added to a request's E2E after
 //! its last token (not to TTFT or ITL), `α₂` per output token.
 
@@ -136,6 +142,8 @@ pub struct TrainedPhysicsModel {
     interleaved: f64,
     is_moe: bool,
     k_eff: f64,
+    /// Routed experts `E`.
+    experts: f64,
     ffn_moe: f64,
     ffn_dense: f64,
     ffn_shared: f64,
@@ -149,6 +157,48 @@ pub struct TrainedPhysicsModel {
     comm: MoeCommBackend,
     /// `T_weight`, independent of the batch.
     weight_us: f64,
+    /// The routed experts' part of `weight_us`.
+    expert_weight_us: f64,
+    /// Load only the experts a step's tokens are expected to touch
+    /// ([`MoeExpertLoad::Touched`]).
+    touched_experts: bool,
+}
+
+/// Which routed experts' weights a trained-physics step loads
+/// (`[model] moe_expert_load`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MoeExpertLoad {
+    /// Every routed expert's weights, whatever the batch (the reference's
+    /// trained-physics model; the default).
+    #[default]
+    All,
+    /// The expected number of distinct experts the step's `N` tokens route
+    /// to under uniform top-k routing, `E·(1 − (1 − k/E)^N)` (as the
+    /// reference's roofline model counts them): a step of few tokens reads
+    /// few experts.
+    Touched,
+}
+
+impl MoeExpertLoad {
+    /// The run-file spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            MoeExpertLoad::All => "all",
+            MoeExpertLoad::Touched => "touched",
+        }
+    }
+
+    /// `all` or `touched`; an empty string is the default.
+    pub fn parse(name: &str) -> Result<Self, LatencyError> {
+        match name {
+            "" | "all" => Ok(MoeExpertLoad::All),
+            "touched" => Ok(MoeExpertLoad::Touched),
+            other => Err(LatencyError::InvalidSetting(format!(
+                "unknown moe_expert_load '{other}': expected all (every routed expert's weights each \
+                 step, the default) or touched (the experts the step's tokens are expected to route to)"
+            ))),
+        }
+    }
 }
 
 impl TrainedPhysicsModel {
@@ -174,60 +224,7 @@ impl TrainedPhysicsModel {
                 beta.len()
             )));
         }
-        let mut problems = Vec::new();
-        for (field, v) in [
-            ("num_hidden_layers", model.num_layers),
-            ("hidden_size", model.hidden_size),
-            ("num_attention_heads", model.num_heads),
-            ("intermediate_size", model.intermediate_size),
-        ] {
-            if v == 0 {
-                problems.push(format!(
-                    "model {}: {field} must be > 0 (missing or 0)",
-                    model.name
-                ));
-            }
-        }
-        if !(model.bytes_per_param.is_finite() && model.bytes_per_param > 0.0) {
-            problems.push(format!(
-                "model {}: bytes per parameter (torch_dtype) = {} must be > 0",
-                model.name, model.bytes_per_param
-            ));
-        }
-        problems.extend(model.moe_problems());
-        if tp == 0 {
-            problems.push("tensor parallelism (tp) must be ≥ 1".into());
-        } else {
-            let kv_heads = if model.num_kv_heads == 0 {
-                model.num_heads
-            } else {
-                model.num_kv_heads
-            };
-            for (what, n) in [("attention heads", model.num_heads), ("KV heads", kv_heads)] {
-                if n % tp != 0 {
-                    problems.push(format!(
-                        "model {}: {n} {what} are not divisible by tp = {tp}",
-                        model.name
-                    ));
-                }
-            }
-        }
-        if dp == 0 {
-            problems.push("data parallelism (dp) must be ≥ 1".into());
-        } else if dp > 1 && !model.is_moe() {
-            problems.push(format!(
-                "model {}: dp = {dp} needs a mixture-of-experts model (data parallelism \
-                 only splits MoE deployments)",
-                model.name
-            ));
-        }
-        problems.extend(gpu.problems_head(false));
-        if !problems.is_empty() {
-            return Err(LatencyError::InvalidModel {
-                model: "trained-physics",
-                problems,
-            });
-        }
+        check_shape(model, gpu, tp, dp)?;
 
         let mut b = [0.0; 11];
         b[..beta.len()].copy_from_slice(beta);
@@ -266,8 +263,10 @@ impl TrainedPhysicsModel {
         // experts are E/G expert-equivalents per GPU whatever the batch.
         let d = hidden;
         let mut weight = layers * d * (2.0 * d + 2.0 * kv_dim) * wb / tpf;
+        let mut expert_weight = 0.0;
         if n_moe > 0.0 {
-            weight += n_moe * (experts / group) * 3.0 * d * ffn_moe * wb;
+            expert_weight = n_moe * (experts / group) * 3.0 * d * ffn_moe * wb;
+            weight += expert_weight;
             if ffn_shared > 0.0 {
                 weight += n_moe * 3.0 * d * ffn_shared * wb / tpf;
             }
@@ -291,6 +290,7 @@ impl TrainedPhysicsModel {
             interleaved,
             is_moe,
             k_eff: f64::from(model.num_experts_per_tok.max(1)),
+            experts,
             ffn_moe,
             ffn_dense,
             ffn_shared,
@@ -303,7 +303,29 @@ impl TrainedPhysicsModel {
             bandwidth,
             comm,
             weight_us: weight / bandwidth,
+            expert_weight_us: expert_weight / bandwidth,
+            touched_experts: false,
         })
+    }
+
+    /// The model with routed-expert weights loaded as `load` says (a dense
+    /// model has none: the setting changes nothing).
+    pub fn with_expert_load(mut self, load: MoeExpertLoad) -> Self {
+        self.touched_experts = load == MoeExpertLoad::Touched;
+        self
+    }
+
+    /// `T_weight` of a step of `n` tokens: with [`MoeExpertLoad::Touched`]
+    /// the routed experts' part scaled by the expected fraction of experts
+    /// `n` tokens route to, `1 − (1 − k/E)^n` (`k/E` of them per token).
+    #[inline]
+    fn weight_of(&self, n: f64) -> f64 {
+        if !self.touched_experts || self.expert_weight_us == 0.0 {
+            return self.weight_us;
+        }
+        let miss = 1.0 - self.k_eff / self.experts;
+        let touched = 1.0 - miss.max(0.0).powf(n);
+        self.weight_us - self.expert_weight_us + self.expert_weight_us * touched
     }
 
     /// MLP FLOPs of `x` tokens on the busiest GPU (balanced placement).
@@ -349,7 +371,7 @@ impl TrainedPhysicsModel {
         let s = shape.decode.context_tokens as f64;
         let n = p + dc;
         let mut t = BasisTerms {
-            weight: self.weight_us,
+            weight: self.weight_of(n),
             ..BasisTerms::default()
         };
         if p > 0.0 {
@@ -436,4 +458,65 @@ impl TrainedPhysicsModel {
     pub fn beta(&self) -> &[f64; 11] {
         &self.beta
     }
+}
+
+/// What the formulas cannot use: a shape with layers, heads, hidden or MLP
+/// width 0, heads or KV heads not divisible by TP, an MoE config without
+/// top-k, dp > 1 on a dense model, a GPU without peak FLOP/s or bandwidth.
+fn check_shape(model: &ModelConfig, gpu: &GpuSpec, tp: u32, dp: u32) -> Result<(), LatencyError> {
+    let mut problems = Vec::new();
+    for (field, v) in [
+        ("num_hidden_layers", model.num_layers),
+        ("hidden_size", model.hidden_size),
+        ("num_attention_heads", model.num_heads),
+        ("intermediate_size", model.intermediate_size),
+    ] {
+        if v == 0 {
+            problems.push(format!(
+                "model {}: {field} must be > 0 (missing or 0)",
+                model.name
+            ));
+        }
+    }
+    if !(model.bytes_per_param.is_finite() && model.bytes_per_param > 0.0) {
+        problems.push(format!(
+            "model {}: bytes per parameter (torch_dtype) = {} must be > 0",
+            model.name, model.bytes_per_param
+        ));
+    }
+    problems.extend(model.moe_problems());
+    if tp == 0 {
+        problems.push("tensor parallelism (tp) must be ≥ 1".into());
+    } else {
+        let kv_heads = if model.num_kv_heads == 0 {
+            model.num_heads
+        } else {
+            model.num_kv_heads
+        };
+        for (what, n) in [("attention heads", model.num_heads), ("KV heads", kv_heads)] {
+            if n % tp != 0 {
+                problems.push(format!(
+                    "model {}: {n} {what} are not divisible by tp = {tp}",
+                    model.name
+                ));
+            }
+        }
+    }
+    if dp == 0 {
+        problems.push("data parallelism (dp) must be ≥ 1".into());
+    } else if dp > 1 && !model.is_moe() {
+        problems.push(format!(
+            "model {}: dp = {dp} needs a mixture-of-experts model (data parallelism \
+             only splits MoE deployments)",
+            model.name
+        ));
+    }
+    problems.extend(gpu.problems_head(false));
+    if !problems.is_empty() {
+        return Err(LatencyError::InvalidModel {
+            model: "trained-physics",
+            problems,
+        });
+    }
+    Ok(())
 }
