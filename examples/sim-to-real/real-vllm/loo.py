@@ -26,6 +26,25 @@ experiment's held-out error on mean E2E, TTFT and ITL and their medians.
                                 # betas, alpha[0] and beta[0] scaled over a grid, judged
                                 # on all 13 (where the target can be met at all)
 
+Two things about the real runs that the run files do not say, both
+default on (see the book's "How far does a profile carry?"):
+
+    --expert-load touched   `[model] moe_expert_load`: an MoE step loads the
+                            experts its tokens route to (Llama-4-Scout's real
+                            ITL grows with load; every expert each step
+                            does not); `all` is the reference's model
+    --itl client            the measured ITL is the client's: (mean E2E -
+                            mean TTFT) / (mean output_len - 1), where
+                            inference-perf counts output_len by re-tokenizing
+                            the text it received -- for llama-2-7b-hf 77-79 %
+                            of the tokens the server generated. A fit compares
+                            blis's ITL per generated token with each training
+                            experiment's ITL per generated token (its own
+                            count); a held-out experiment's ITL is predicted
+                            per client-counted token with the count of its
+                            model's training experiments (none: as generated).
+                            `--itl generated` compares the two as they are.
+
 Environment: BLIS (default ../../../target/release/blis), WORK (a
 directory kept between runs: profiles already fitted are reused when their
 inputs are unchanged; default a temporary one), FIT_ARGS (extra
@@ -52,6 +71,9 @@ ALPHA = [15563.199579, 777.3455, 45.907545]
 BETA = [0.152128, 0.0, 1.36252915, 0.752037, 32.09546717, 4.41684444, 126.024825,
         481.8613888, 0.0, 1.94710771, 0.752037]
 METRICS = [("e2e", "e2e_mean_ms"), ("ttft", "ttft_mean_ms"), ("itl", "itl_mean_ms")]
+# Set by main(): `--set`s every run gets, whether the ITL is the client's.
+RUN_SETS = []
+CLIENT_ITL = True
 # The issue's target for the median |held-out error|, %.
 TARGET = {"e2e": 6.7, "ttft": 12.0, "itl": 8.0}
 
@@ -69,22 +91,51 @@ def model_of(run_file):
     return re.search(r'^name = "([^"]+)"', text, re.M).group(1)
 
 
+def output_len(run_file):
+    """Tokens the server generates per request (the run file's output_len)."""
+    text = open(os.path.join(RUNS, run_file)).read()
+    return int(re.search(r"^output_len = (\d+)", text, re.M).group(1))
+
+
+def client_count(run_file, measured, prefix=""):
+    """The client's count of a request's output tokens per token the server
+    generated: the measured ITL is (E2E - TTFT) / (output_len - 1) of the
+    means, so output_len = (E2E - TTFT) / ITL + 1."""
+    e2e, ttft, itl = (measured[(run_file, f"{prefix}{m}_mean_ms")] for m in ("e2e", "ttft", "itl"))
+    return ((e2e - ttft) / itl + 1) / output_len(run_file)
+
+
+def per_generated(run_file, metric, value, measured):
+    """A measured value as a fit compares it: a mean ITL per generated token
+    (the experiment's own client count); anything else as measured."""
+    if not (CLIENT_ITL and metric.endswith("itl_mean_ms")):
+        return value
+    k = output_len(run_file)
+    r = client_count(run_file, measured, metric.removesuffix("itl_mean_ms"))
+    return value * (r * k - 1) / (k - 1)
+
+
 def write_start(work, run_file, scale):
-    """The run file with the shipped coefficients × scale as its start."""
+    """The run file with the shipped coefficients × scale as its start (and
+    RUN_SETS' model keys)."""
     text = open(os.path.join(RUNS, run_file)).read()
     coeffs = (f"alpha = {[round(a * scale, 6) for a in ALPHA]}\n"
-              f"beta = {[round(b * scale, 8) for b in BETA]}\n")
+              f"beta = {[round(b * scale, 8) for b in BETA]}\n"
+              + "".join(s.removeprefix("model.").replace("=", " = ", 1) + "\n" for s in RUN_SETS))
     text = text.replace('latency_model = "trained-physics"\n',
                         'latency_model = "trained-physics"\n' + coeffs, 1)
     with open(os.path.join(work, run_file), "w") as f:
         f.write(text)
 
 
-def fit(work, name, rows, fit_args):
-    """`blis calibrate fit` on rows; the profile's path (reused if present)."""
+def fit(work, name, rows, measured, fit_args):
+    """`blis calibrate fit` on rows; the profile's path (reused if its
+    table and RUN_SETS are unchanged)."""
+    name += "".join("-" + v.split("=", 1)[1].strip('"') for v in RUN_SETS)
     table = os.path.join(work, f"{name}.csv")
     profile = os.path.join(work, f"{name}.profile.toml")
-    text = "run_file,metric,value\n" + "".join(f"{r},{m},{v!r}\n" for r, m, v in rows)
+    text = "run_file,metric,value\n" + "".join(
+        f"{r},{m},{per_generated(r, m, v, measured)!r}\n" for r, m, v in rows)
     if os.path.exists(profile) and os.path.exists(table) and open(table).read() == text:
         return profile
     with open(table, "w") as f:
@@ -96,16 +147,22 @@ def fit(work, name, rows, fit_args):
     return profile
 
 
-def run_errors(run_file, measured, sets):
-    """`blis run` of the run file with these `--set` overrides: the error
-    of its whole-run means against the measured ones, {metric: %}."""
+def run_errors(run_file, measured, sets, count=None):
+    """`blis run` of the run file with these `--set` overrides (and
+    RUN_SETS): the error of its whole-run means against the measured ones,
+    {metric: %}. The ITL predicted is per client-counted token, `count` of
+    them per generated token (None: the experiment's own count)."""
     cmd = [BLIS, "run", os.path.join(RUNS, run_file), "--quiet"]
-    for s in sets:
+    for s in RUN_SETS + sets:
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)}\n{p.stderr}")
     c = json.loads(p.stdout)["cluster"]
+    if CLIENT_ITL:
+        k = output_len(run_file)
+        r = client_count(run_file, measured) if count is None else count
+        c["itl_mean_ms"] *= (k - 1) / (r * k - 1)
     return {k: 100 * (c[f] - measured[(run_file, f)]) / measured[(run_file, f)] for k, f in METRICS}
 
 
@@ -114,14 +171,21 @@ def medians(errors):
     return {k: statistics.median(abs(e[k]) for e in errors) for k, _ in METRICS}
 
 
-def error_row(e, model, measured, profile, extrapolate):
+def error_row(e, model, measured, profile, extrapolate, count=None):
     """Experiment e run with the profile (None: with the shipped
     coefficients, uncalibrated): (id, model, {metric: error %})."""
     # The profile's coefficients replace the run file's.
     sets = [] if profile is None else [f'model.calibration="{profile}"']
     if extrapolate:
         sets.append("model.calibration_extrapolate=true")
-    return (e.removesuffix(".toml"), model, run_errors(e, measured, sets))
+    return (e.removesuffix(".toml"), model, run_errors(e, measured, sets, count))
+
+
+def training_count(e, models, train, measured):
+    """The client count of e's model in the training experiments (their
+    mean; 1: none of them ran e's model)."""
+    seen = [t for t in dict.fromkeys(r for r, _, _ in train) if models[t] == models[e]]
+    return statistics.mean(client_count(t, measured) for t in seen) if seen else 1.0
 
 
 def grid(exps, measured):
@@ -161,7 +225,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--by", choices=["experiment", "model", "both", "in-sample", "grid"], default="both")
     ap.add_argument("--start", type=float, default=1.5, help="start = shipped coefficients × this")
+    ap.add_argument("--expert-load", choices=["touched", "all"], default="touched")
+    ap.add_argument("--itl", choices=["client", "generated"], default="client")
     a = ap.parse_args()
+    global CLIENT_ITL
+    CLIENT_ITL = a.itl == "client"
+    RUN_SETS.append(f'model.moe_expert_load="{a.expert_load}"')
     if not os.access(BLIS, os.X_OK):
         sys.exit(f"no blis at {BLIS}: cargo build --release -p blis-host (or set BLIS)")
     work = os.environ.get("WORK") or tempfile.mkdtemp(prefix="blis-loo-")
@@ -179,7 +248,7 @@ def main():
     if a.by == "grid":
         out["grid"] = grid(exps, measured)
     if a.by == "in-sample":
-        profile = fit(work, "in-sample", rows, fit_args)
+        profile = fit(work, "in-sample", rows, measured, fit_args)
         errors = [error_row(e, models[e], measured, profile, False) for e in exps]
         out["in-sample"] = table(f"in-sample: one fit on all, judged on the same (start: shipped × {a.start})", errors)
     ways = {"both": ["experiment", "model"], "in-sample": [], "grid": []}.get(a.by, [a.by])
@@ -190,10 +259,11 @@ def main():
             held = [e for e in exps if key(e) == unit]
             train = [r for r in rows if key(r[0]) != unit]
             name = f"{by}-{re.sub(r'[^A-Za-z0-9.-]', '_', unit.removesuffix('.toml'))}"
-            profile = fit(work, name, train, fit_args)
+            profile = fit(work, name, train, measured, fit_args)
             for e in held:
                 extrapolate = all(models[t] != models[e] for t, _, _ in train)
-                errors.append(error_row(e, models[e], measured, profile, extrapolate))
+                count = training_count(e, models, train, measured)
+                errors.append(error_row(e, models[e], measured, profile, extrapolate, count))
         order = {e.removesuffix(".toml"): i for i, e in enumerate(exps)}
         errors.sort(key=lambda x: order[x[0]])
         out[by] = table(f"leave-one-{by}-out (start: shipped × {a.start}; profiles in {work})", errors)
