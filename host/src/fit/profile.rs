@@ -10,6 +10,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::instance::latency::MoeExpertLoad;
+
 /// The profile format's version.
 pub const FORMAT: u32 = 1;
 
@@ -258,11 +260,15 @@ impl Profile {
                 self.latency_model
             ));
         }
-        let fitted_load = self.moe_expert_load.as_deref().unwrap_or("all");
-        let run_load = if expert_load.is_empty() {
-            "all"
-        } else {
-            expert_load
+        // The default's spelling and the empty string's meaning are the
+        // setting's own (an unknown name is the run's error, reported later).
+        let fitted_load = self
+            .moe_expert_load
+            .as_deref()
+            .unwrap_or(MoeExpertLoad::All.name());
+        let run_load: &str = match MoeExpertLoad::parse(expert_load) {
+            Ok(load) => load.name(),
+            Err(_) => expert_load,
         };
         if fitted_load != run_load {
             return Err(format!(
