@@ -99,6 +99,16 @@ pub enum PluginError {
     #[error("cannot load plugin {path}: it is not a blis WebAssembly component.\n  Expected: a component of the world blis:plugin/plugin@0.1.x (wit/blis-plugin.wit in the blis repository; README: WebAssembly plugins).\n  Found: {detail}")]
     NotAComponent { path: PathBuf, detail: String },
 
+    /// The operating system refused something compiling a component needs
+    /// (memory, a memfd and its seals, a file), after retries: not a fault
+    /// of the plugin.
+    #[error("cannot load plugin {path}: the operating system refused a resource that compiling it needs ({attempts} attempts): {detail}.\n  This is not a fault of the plugin. Check free memory and the process limits (`ulimit -a`: address space, open files, locked memory), then run again.")]
+    SystemRefused {
+        path: PathBuf,
+        attempts: u32,
+        detail: String,
+    },
+
     /// A policy called inside an instance failed (the message names it).
     #[error("{message}")]
     InInstance { message: String },

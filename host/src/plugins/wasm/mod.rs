@@ -140,20 +140,20 @@ fn engine() -> Result<&'static Engine, String> {
 /// Compiled components by SHA-256 of their bytes (compilation is the
 /// expensive step: a sweep's runs share it), in memory for the process and
 /// on disk across processes ([`disk_cache`]).
-fn compiled(bytes: &[u8], sha256: &str) -> Result<Component, String> {
+fn compiled(bytes: &[u8], sha256: &str) -> Result<Component, CompileError> {
     static CACHE: OnceLock<Mutex<HashMap<String, Component>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(c) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(sha256) {
         return Ok(c.clone());
     }
-    let engine = engine()?;
+    let engine = engine().map_err(CompileError::Invalid)?;
     let disk = disk_cache();
     let tag = engine_tag(engine);
     let from_disk = disk.as_ref().and_then(|d| d.load(engine, sha256, &tag));
     let component = match from_disk {
         Some(c) => c,
         None => {
-            let c = Component::new(engine, bytes).map_err(|e| format!("{e:#}"))?;
+            let c = compile(engine, bytes)?;
             if let (Some(d), Ok(code)) = (&disk, c.serialize()) {
                 // A cache that cannot be written only costs the next run
                 // the compilation again.
@@ -167,6 +167,54 @@ fn compiled(bytes: &[u8], sha256: &str) -> Result<Component, String> {
         .unwrap_or_else(|p| p.into_inner())
         .insert(sha256.to_string(), component.clone());
     Ok(component)
+}
+
+/// Why a component did not compile.
+#[derive(Debug)]
+enum CompileError {
+    /// The bytes are not a valid component (or the engine cannot be made).
+    Invalid(String),
+    /// The operating system refused a resource (an I/O error in the
+    /// cause chain, e.g. sealing the memfd of a memory image) on every
+    /// attempt.
+    System { attempts: u32, detail: String },
+}
+
+/// Attempts at compiling a component the operating system refuses
+/// resources for, before giving up.
+const COMPILE_ATTEMPTS: u32 = 3;
+
+/// `Component::new`, retried while the failure is the operating system's
+/// ([`retry_refusals`]).
+fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, CompileError> {
+    retry_refusals(|| Component::new(engine, bytes))
+}
+
+/// `attempt()`, again (after 0.1 s, then 0.2 s) while it fails with an
+/// I/O error in its cause chain: a refusal such as "cannot add seals to the
+/// memfd: Device or resource busy" is transient and says nothing about the
+/// plugin, so it is neither reported as an invalid component nor final at
+/// the first attempt. Any other failure is [`CompileError::Invalid`] at once.
+fn retry_refusals<T>(mut attempt: impl FnMut() -> wasmtime::Result<T>) -> Result<T, CompileError> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let e = match attempt() {
+            Ok(c) => return Ok(c),
+            Err(e) => e,
+        };
+        let detail = format!("{e:#}");
+        if !e
+            .chain()
+            .any(|c| c.downcast_ref::<std::io::Error>().is_some())
+        {
+            return Err(CompileError::Invalid(detail));
+        }
+        if attempts == COMPILE_ATTEMPTS {
+            return Err(CompileError::System { attempts, detail });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100 << (attempts - 1)));
+    }
 }
 
 /// The folder of compiled components: `BLIS_WASM_CACHE`, or
@@ -427,7 +475,14 @@ impl WasmLibrary {
                     .into(),
             ));
         }
-        let component = compiled(bytes, sha256).map_err(not_component)?;
+        let component = compiled(bytes, sha256).map_err(|e| match e {
+            CompileError::Invalid(detail) => not_component(detail),
+            CompileError::System { attempts, detail } => PluginError::SystemRefused {
+                path: path.to_path_buf(),
+                attempts,
+                detail,
+            },
+        })?;
         let linker = linker().map_err(|e| PluginError::InitFailed {
             path: path.to_path_buf(),
             detail: e,
@@ -569,6 +624,63 @@ fn instantiate_error(path: &Path, e: &wasmtime::Error) -> PluginError {
              blis:plugin/host@0.1.x, blis:plugin/lora@0.1.x, blis:plugin/request@0.1.2 and WASI 0.2)",
             short(e)
         ),
+    }
+}
+
+#[cfg(test)]
+mod compile_tests {
+    use super::{retry_refusals, CompileError, COMPILE_ATTEMPTS};
+
+    /// What wasmtime returned when the kernel would not seal a memory
+    /// image's memfd: an I/O error under context.
+    fn refusal() -> wasmtime::Error {
+        wasmtime::Error::new(std::io::Error::from_raw_os_error(16))
+            .context("cannot add seals to the memfd")
+    }
+
+    #[test]
+    fn a_transient_refusal_by_the_system_is_retried_until_it_passes() {
+        let mut calls = 0;
+        let r = retry_refusals(|| {
+            calls += 1;
+            if calls < COMPILE_ATTEMPTS {
+                Err(refusal())
+            } else {
+                Ok(7)
+            }
+        });
+        assert_eq!(r.unwrap(), 7);
+        assert_eq!(calls, COMPILE_ATTEMPTS);
+    }
+
+    #[test]
+    fn a_lasting_refusal_is_the_systems_not_an_invalid_component() {
+        let mut calls = 0;
+        let r: Result<(), _> = retry_refusals(|| {
+            calls += 1;
+            Err(refusal())
+        });
+        match r {
+            Err(CompileError::System { attempts, detail }) => {
+                assert_eq!(attempts, COMPILE_ATTEMPTS);
+                assert!(detail.contains("cannot add seals to the memfd"), "{detail}");
+                assert!(detail.contains("os error 16"), "{detail}");
+            }
+            other => panic!("expected a system refusal, got {other:?}"),
+        }
+        assert_eq!(calls, COMPILE_ATTEMPTS);
+    }
+
+    #[test]
+    fn invalid_bytes_fail_at_once_as_an_invalid_component() {
+        let engine = super::engine().unwrap();
+        let mut calls = 0;
+        let r = retry_refusals(|| {
+            calls += 1;
+            wasmtime::component::Component::new(engine, b"\0asm\x0d\0\x01\0garbage")
+        });
+        assert!(matches!(r, Err(CompileError::Invalid(_))), "{:?}", r.err());
+        assert_eq!(calls, 1);
     }
 }
 
