@@ -261,6 +261,10 @@ pub struct InstanceSection {
     /// (absent = GPU only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_offload: Option<KvOffloadSection>,
+    /// Schedule one step ahead, as vLLM ≥ 0.14 does by default
+    /// (`--async-scheduling`; default false, the reference's engine).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub async_scheduling: bool,
 }
 
 /// `[instance.kv_offload]`: the CPU KV tier of every instance.
@@ -313,6 +317,7 @@ impl Default for InstanceSection {
             preemption: d_fcfs(),
             preemption_params: toml::Table::new(),
             kv_offload: None,
+            async_scheduling: false,
         }
     }
 }

@@ -577,7 +577,7 @@ impl Instance {
         let dt = (self.step_cost(&shape) + self.kv.take_transfer_time()).max(1);
         self.steps += 1;
         self.cruise.cruised += 1;
-        self.step_pending = true;
+        self.started_step(now);
         q.push(
             later(now, dt),
             Event::Step {

@@ -151,6 +151,12 @@ pub struct InstanceConfig {
     pub preemption: PreemptionKind,
     /// A CPU tier behind the GPU KV blocks (`None` = GPU only).
     pub kv_offload: Option<KvOffloadConfig>,
+    /// Schedule one step ahead, as vLLM does by default from 0.14
+    /// (`--async-scheduling`): the batch of a step is formed when the step
+    /// before it starts, so a request queued while a step runs joins the
+    /// step after the next one; on an idle instance it starts at once.
+    /// Off (the reference): a step's batch is formed when it starts.
+    pub async_scheduling: bool,
 }
 
 impl Default for InstanceConfig {
@@ -167,6 +173,7 @@ impl Default for InstanceConfig {
             scheduler: SchedulerKind::Fcfs,
             preemption: PreemptionKind::Fcfs,
             kv_offload: None,
+            async_scheduling: false,
         }
     }
 }
@@ -246,6 +253,12 @@ pub struct Instance {
     running: Vec<Run>,
     /// A `Step` for this instance is in the event queue (at most one, ever).
     step_pending: bool,
+    /// With `async_scheduling`: the start of the compute step in flight
+    /// (`None` when none runs), and while a step's batch is formed, the
+    /// start of the step that just ended — requests queued after it are not
+    /// yet visible to the scheduler.
+    step_started: Option<Tick>,
+    visible_until: Option<Tick>,
     steps: u64,
     preemptions: u64,
     completed: u64,
@@ -451,6 +464,8 @@ impl Instance {
             latency,
             running: Vec::new(),
             step_pending: false,
+            step_started: None,
+            visible_until: None,
             steps: 0,
             preemptions: 0,
             completed: 0,
@@ -642,6 +657,9 @@ impl Instance {
             "a Step ran that the instance did not schedule"
         );
         self.step_pending = false;
+        if self.config.async_scheduling {
+            self.visible_until = self.step_started.take();
+        }
         // While cruising, a step costs O(1 + requests that change state).
         let finished = self.cruise.active()
             && match self.cruise_step(now, store, q, obs) {
@@ -686,7 +704,7 @@ impl Instance {
             }
             // Everything was preempted: retry after an empty step.
             let dt = (self.step_cost(&BatchShape::default()) + self.kv.take_transfer_time()).max(1);
-            self.step_pending = true;
+            self.started_step(now);
             q.push(
                 later(now, dt),
                 Event::Step {
@@ -702,7 +720,7 @@ impl Instance {
         }
         let dt = (base + self.kv.take_transfer_time()).max(1);
         self.steps += 1;
-        self.step_pending = true;
+        self.started_step(now);
         q.push(
             later(now, dt),
             Event::Step {
@@ -710,6 +728,15 @@ impl Instance {
             },
         );
         self.try_cruise(now, store);
+    }
+
+    /// A compute step starts at `now` (its `Step` event is about to be
+    /// pushed).
+    fn started_step(&mut self, now: Tick) {
+        self.step_pending = true;
+        if self.config.async_scheduling {
+            self.step_started = Some(now);
+        }
     }
 
     /// Apply the grants of the batch that ends at `now`: KV computed, tokens
@@ -975,10 +1002,20 @@ impl Instance {
     ) {
         let threshold = self.config.long_prefill_token_threshold;
         let b = self.config.block_size;
+        // Scheduling one step ahead, this batch was formed when the step
+        // that just ended started: what was queued since is not in it —
+        // unless no request went on from that step (the scheduler had
+        // nothing to run ahead, and forms this batch now).
+        let visible_until = self.visible_until.filter(|_| self.batch_len() > 0);
         while self.batch_len() < self.config.max_num_seqs as usize && *budget > 0 {
             let Some(slot) = self.waiting.peek() else {
                 break;
             };
+            if visible_until.is_some_and(|t| store[slot].enqueued_at > t) {
+                // Queued after the batch was formed (and so, in FCFS order,
+                // is everything behind it).
+                break;
+            }
             // From here on the request lives in the store's dense hot region
             // (it stays there if it has to wait longer).
             let h = store.promote(slot);

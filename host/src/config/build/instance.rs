@@ -110,6 +110,7 @@ impl CheckedInstance {
             scheduler: self.scheduler,
             preemption: self.preemption,
             kv_offload,
+            async_scheduling: inst.async_scheduling,
         };
         config.validate().map_err(|e| format!("[instance]: {e}"))?;
         Ok((0..inst.count)

@@ -80,31 +80,35 @@ fn config_strategy() -> impl Strategy<Value = InstanceConfig> {
         prop::bool::ANY,
         prop::option::weighted(0.2, 10u32..150),
         prop::option::weighted(0.5, (1u64..80, 0.05f64..200.0, 0i64..50)),
+        prop::bool::weighted(0.3),
     )
         .prop_map(
-            |(block_size, blocks, seqs, budget, threshold, sched, prio, mml, cpu)| InstanceConfig {
-                max_num_seqs: seqs,
-                max_num_batched_tokens: budget,
-                long_prefill_token_threshold: threshold,
-                block_size,
-                total_kv_blocks: blocks,
-                max_model_len: mml,
-                scheduler: [
-                    SchedulerKind::Fcfs,
-                    SchedulerKind::PriorityFcfs,
-                    SchedulerKind::Sjf,
-                    SchedulerKind::ReversePriority,
-                ][sched],
-                preemption: if prio {
-                    PreemptionKind::Priority
-                } else {
-                    PreemptionKind::Fcfs
-                },
-                kv_offload: cpu.map(|(cpu_blocks, bw, base)| KvOffloadConfig {
-                    cpu_blocks,
-                    bandwidth_tokens_per_us: bw,
-                    base_latency_us: base,
-                }),
+            |(block_size, blocks, seqs, budget, threshold, sched, prio, mml, cpu, ahead)| {
+                InstanceConfig {
+                    max_num_seqs: seqs,
+                    max_num_batched_tokens: budget,
+                    long_prefill_token_threshold: threshold,
+                    block_size,
+                    total_kv_blocks: blocks,
+                    max_model_len: mml,
+                    scheduler: [
+                        SchedulerKind::Fcfs,
+                        SchedulerKind::PriorityFcfs,
+                        SchedulerKind::Sjf,
+                        SchedulerKind::ReversePriority,
+                    ][sched],
+                    preemption: if prio {
+                        PreemptionKind::Priority
+                    } else {
+                        PreemptionKind::Fcfs
+                    },
+                    kv_offload: cpu.map(|(cpu_blocks, bw, base)| KvOffloadConfig {
+                        cpu_blocks,
+                        bandwidth_tokens_per_us: bw,
+                        base_latency_us: base,
+                    }),
+                    async_scheduling: ahead,
+                }
             },
         )
 }

@@ -494,3 +494,65 @@ fn work_conserving_with_one_sequence() {
     assert_eq!(sim.req(1).completed_at, 4610);
     assert_eq!(sim.inst.counts().steps, 4);
 }
+
+/// Scheduling one step ahead (`async_scheduling`, vLLM's default from
+/// 0.14). alpha = [100, 0, 50]. A (L = 20, N = 5) is queued at 100 on an
+/// idle instance and starts at once: prefill 100..1300 (1000 + 200). B
+/// (L = 20, N = 1) is queued at 600, while that step runs.
+/// * Formed when it starts, the step at 1300 takes A's decode and B's
+///   prefill: 1000 + 200 + 5 = 1205, ending 2505; B's token at 2555.
+/// * Formed one step ahead (when the step at 100 started, before B was
+///   queued), the step at 1300 is A's decode alone (1005, ending 2305); B
+///   joins the next: 2305..3510, token at 3560 — one step (1005) later.
+/// A's tokens: 1350, then the steps' ends + k·50 — 5770 for its fifth in
+/// both (B's prefill delays one of A's steps either way).
+#[test]
+fn async_scheduling_takes_a_request_queued_during_a_step_into_the_step_after_next() {
+    for (on, b_scheduled, b_token) in [(false, 1300, 2555), (true, 2305, 3560)] {
+        let cfg = InstanceConfig {
+            async_scheduling: on,
+            ..config(16, 100)
+        };
+        let mut sim = Sim::new(cfg, linear([100.0, 0.0, 50.0], BETA));
+        sim.add_unique(0, 20, 5);
+        sim.add_unique(500, 20, 1);
+        sim.run();
+        let (a, b) = (sim.req(0), sim.req(1));
+        assert_eq!(
+            (a.scheduled_at, a.first_token_at),
+            (100, 1350),
+            "async {on}"
+        );
+        assert_eq!(a.completed_at, 5770, "async {on}");
+        assert_eq!(b.enqueued_at, 600);
+        assert_eq!(b.scheduled_at, b_scheduled, "async {on}");
+        assert_eq!(b.first_token_at, b_token, "async {on}");
+        assert_eq!(sim.inst.counts().steps, 5, "async {on}");
+    }
+}
+
+/// Scheduling one step ahead has nothing to run ahead when no request goes
+/// on from a step: A (N = 1) ends with its prefill step at 1300, so B
+/// (queued at 600, while it ran) starts at 1300 as without it — no empty
+/// step between: 1300..2500, token at 2550.
+#[test]
+fn async_scheduling_forms_the_batch_at_once_after_a_step_nothing_goes_on_from() {
+    for on in [false, true] {
+        let cfg = InstanceConfig {
+            async_scheduling: on,
+            ..config(16, 100)
+        };
+        let mut sim = Sim::new(cfg, linear([100.0, 0.0, 50.0], BETA));
+        sim.add_unique(0, 20, 1);
+        sim.add_unique(500, 20, 1);
+        sim.run();
+        assert_eq!(sim.req(0).completed_at, 1350);
+        let b = sim.req(1);
+        assert_eq!(
+            (b.scheduled_at, b.first_token_at),
+            (1300, 2550),
+            "async {on}"
+        );
+        assert_eq!(sim.inst.counts().steps, 2, "async {on}");
+    }
+}
