@@ -119,11 +119,14 @@ def write_start(work, run_file, scale):
     """The run file with the shipped coefficients × scale as its start (and
     RUN_SETS' model keys)."""
     text = open(os.path.join(RUNS, run_file)).read()
+    def keys(section):
+        return "".join(s.removeprefix(section + ".").replace("=", " = ", 1) + "\n"
+                       for s in RUN_SETS if s.startswith(section + "."))
     coeffs = (f"alpha = {[round(a * scale, 6) for a in ALPHA]}\n"
-              f"beta = {[round(b * scale, 8) for b in BETA]}\n"
-              + "".join(s.removeprefix("model.").replace("=", " = ", 1) + "\n" for s in RUN_SETS))
+              f"beta = {[round(b * scale, 8) for b in BETA]}\n" + keys("model"))
     text = text.replace('latency_model = "trained-physics"\n',
                         'latency_model = "trained-physics"\n' + coeffs, 1)
+    text = text.replace("[instance]\n", "[instance]\n" + keys("instance"), 1)
     with open(os.path.join(work, run_file), "w") as f:
         f.write(text)
 
@@ -227,10 +230,13 @@ def main():
     ap.add_argument("--start", type=float, default=1.5, help="start = shipped coefficients × this")
     ap.add_argument("--expert-load", choices=["touched", "all"], default="touched")
     ap.add_argument("--itl", choices=["client", "generated"], default="client")
+    ap.add_argument("--async-scheduling", choices=["on", "off"], default="on")
     a = ap.parse_args()
     global CLIENT_ITL
     CLIENT_ITL = a.itl == "client"
     RUN_SETS.append(f'model.moe_expert_load="{a.expert_load}"')
+    if a.async_scheduling == "on":
+        RUN_SETS.append("instance.async_scheduling=true")
     if not os.access(BLIS, os.X_OK):
         sys.exit(f"no blis at {BLIS}: cargo build --release -p blis-host (or set BLIS)")
     work = os.environ.get("WORK") or tempfile.mkdtemp(prefix="blis-loo-")

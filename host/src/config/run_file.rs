@@ -261,7 +261,7 @@ pub struct InstanceSection {
     /// (absent = GPU only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_offload: Option<KvOffloadSection>,
-    /// Schedule one step ahead, as vLLM ≥ 0.14 does by default
+    /// Schedule one step ahead, as vLLM does by default since late 2025
     /// (`--async-scheduling`; default false, the reference's engine).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub async_scheduling: bool,

@@ -495,8 +495,8 @@ fn work_conserving_with_one_sequence() {
     assert_eq!(sim.inst.counts().steps, 4);
 }
 
-/// Scheduling one step ahead (`async_scheduling`, vLLM's default from
-/// 0.14). alpha = [100, 0, 50]. A (L = 20, N = 5) is queued at 100 on an
+/// Scheduling one step ahead (`async_scheduling`, vLLM's default since
+/// late 2025). alpha = [100, 0, 50]. A (L = 20, N = 5) is queued at 100 on an
 /// idle instance and starts at once: prefill 100..1300 (1000 + 200). B
 /// (L = 20, N = 1) is queued at 600, while that step runs.
 /// * Formed when it starts, the step at 1300 takes A's decode and B's
