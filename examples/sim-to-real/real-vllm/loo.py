@@ -26,8 +26,15 @@ experiment's held-out error on mean E2E, TTFT and ITL and their medians.
                                 # betas, alpha[0] and beta[0] scaled over a grid, judged
                                 # on all 13 (where the target can be met at all)
 
-Two things about the real runs that the run files do not say, both
+Three things about the real runs that the run files do not say, all
 default on (see the book's "How far does a profile carry?"):
+
+    --async-scheduling on   `[instance] async_scheduling`: the real runs'
+                            vLLM (v0.15.1) schedules one step ahead by
+                            default, so a request queued while a step runs
+                            joins the step after the next one (about a step
+                            more TTFT under load); `off` is the reference's
+                            engine
 
     --expert-load touched   `[model] moe_expert_load`: an MoE step loads the
                             experts its tokens route to (Llama-4-Scout's real

@@ -504,6 +504,7 @@ fn work_conserving_with_one_sequence() {
 /// * Formed one step ahead (when the step at 100 started, before B was
 ///   queued), the step at 1300 is A's decode alone (1005, ending 2305); B
 ///   joins the next: 2305..3510, token at 3560 — one step (1005) later.
+///
 /// A's tokens: 1350, then the steps' ends + k·50 — 5770 for its fifth in
 /// both (B's prefill delays one of A's steps either way).
 #[test]
