@@ -52,6 +52,10 @@ default on (see the book's "How far does a profile carry?"):
                             model's training experiments (none: as generated).
                             `--itl generated` compares the two as they are.
 
+The fit is judged on the whole-run means and fits them alone
+(`--objective means`: every stage's rows and the p90/p99 tails
+weightless); `--objective all` fits every measured row.
+
 Environment: BLIS (default ../../../target/release/blis), WORK (a
 directory kept between runs: profiles already fitted are reused when their
 inputs are unchanged; default a temporary one), FIT_ARGS (extra
@@ -140,16 +144,20 @@ def write_start(work, run_file, scale):
 
 def fit(work, name, rows, measured, fit_args):
     """`blis calibrate fit` on rows; the profile's path (reused if its
-    table and RUN_SETS are unchanged)."""
+    table, its arguments and RUN_SETS are unchanged)."""
     name += "".join("-" + v.split("=", 1)[1].strip('"') for v in RUN_SETS)
     table = os.path.join(work, f"{name}.csv")
     profile = os.path.join(work, f"{name}.profile.toml")
+    args = os.path.join(work, f"{name}.args")
     text = "run_file,metric,value\n" + "".join(
         f"{r},{m},{per_generated(r, m, v, measured)!r}\n" for r, m, v in rows)
-    if os.path.exists(profile) and os.path.exists(table) and open(table).read() == text:
+    if all(os.path.exists(p) for p in (profile, table, args)) \
+            and open(table).read() == text and open(args).read() == " ".join(fit_args):
         return profile
     with open(table, "w") as f:
         f.write(text)
+    with open(args, "w") as f:
+        f.write(" ".join(fit_args))
     cmd = [BLIS, "calibrate", "fit", "--measurements", table, "--out", profile, "--quiet"] + fit_args
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -174,6 +182,19 @@ def run_errors(run_file, measured, sets, count=None):
         r = client_count(run_file, measured) if count is None else count
         c["itl_mean_ms"] *= (k - 1) / (r * k - 1)
     return {k: 100 * (c[f] - measured[(run_file, f)]) / measured[(run_file, f)] for k, f in METRICS}
+
+
+def objective_args(rows, objective):
+    """`calibrate fit` weights of an objective: `means` fits the whole-run
+    means alone (what the medians judge: every stage's rows and the tails
+    weightless), `all` every measured row (the fit's default)."""
+    if objective == "all":
+        return []
+    fields = sorted({m.split(".")[-1] for _, m, _ in rows})
+    stages = sorted({m.split(".")[0] for _, m, _ in rows if m.startswith("stages[")})
+    zero = [f"{s}.{f}" for s in stages for f in fields]
+    zero += [f for f in fields if not f.endswith("_mean_ms")]
+    return [a for z in zero for a in ("--weight", f"{z}=0")]
 
 
 def medians(errors):
@@ -238,6 +259,7 @@ def main():
     ap.add_argument("--expert-load", choices=["touched", "all"], default="touched")
     ap.add_argument("--itl", choices=["client", "generated"], default="client")
     ap.add_argument("--async-scheduling", choices=["on", "off"], default="on")
+    ap.add_argument("--objective", choices=["means", "all"], default="means")
     a = ap.parse_args()
     global CLIENT_ITL
     CLIENT_ITL = a.itl == "client"
@@ -248,8 +270,8 @@ def main():
         sys.exit(f"no blis at {BLIS}: cargo build --release -p blis-host (or set BLIS)")
     work = os.environ.get("WORK") or tempfile.mkdtemp(prefix="blis-loo-")
     os.makedirs(work, exist_ok=True)
-    fit_args = os.environ.get("FIT_ARGS", "").split()
     rows = read_measured()
+    fit_args = objective_args(rows, a.objective) + os.environ.get("FIT_ARGS", "").split()
     exps = list(dict.fromkeys(r for r, _, _ in rows))
     for e in exps:
         write_start(work, e, a.start)
