@@ -141,3 +141,61 @@ fn moe_config_missing_a_field_names_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("num_experts_per_tok"), "{err}");
 }
+
+/// The means of `blis run examples/sim-to-real/60.toml` (Llama-3.1-70B TP4,
+/// two stages of chat sessions, 1,000 requests) with extra `--set`s.
+fn run_60(dir: &TestDir, sets: &[&str]) -> Value {
+    let mut cmd = dir.blis();
+    cmd.arg("run")
+        .arg(repo().join("examples/sim-to-real/60.toml"))
+        .args(["--quiet", "--set", "workload.num_requests=1000"]);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["cluster"].clone()
+}
+
+/// `[instance] async_scheduling`: a request queued while a step runs waits
+/// one more step for its prefill, so under steady load (a step always
+/// running) the mean TTFT grows by about one step time (the ITL, ≈ 17 ms
+/// here) while the steps themselves, and so the ITL, stay as they were.
+#[test]
+fn scheduling_one_step_ahead_adds_about_a_step_to_ttft() {
+    let dir = TestDir::new("latency_async_scheduling");
+    let sync = run_60(&dir, &[]);
+    let ahead = run_60(&dir, &["instance.async_scheduling=true"]);
+    let f = |c: &Value, k: &str| c[k].as_f64().unwrap();
+    assert_eq!(f(&sync, "completed_requests"), 1000.0);
+    assert_eq!(f(&ahead, "completed_requests"), 1000.0);
+    let itl = f(&sync, "itl_mean_ms");
+    let added = f(&ahead, "ttft_mean_ms") - f(&sync, "ttft_mean_ms");
+    assert!(
+        (0.6 * itl..=1.2 * itl).contains(&added),
+        "TTFT grew by {added} ms; one step ≈ {itl} ms"
+    );
+    let itl_change = (f(&ahead, "itl_mean_ms") - itl).abs() / itl;
+    assert!(
+        itl_change < 0.01,
+        "ITL changed by {:.2} %",
+        100.0 * itl_change
+    );
+    // A wrong type names the key.
+    let dir2 = TestDir::new("latency_async_scheduling_bad");
+    let out = dir2
+        .blis()
+        .arg("run")
+        .arg(repo().join("examples/sim-to-real/60.toml"))
+        .args(["--set", "instance.async_scheduling=\"yes\""])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("async_scheduling"), "{err}");
+}
