@@ -152,9 +152,10 @@ pub struct InstanceConfig {
     /// A CPU tier behind the GPU KV blocks (`None` = GPU only).
     pub kv_offload: Option<KvOffloadConfig>,
     /// Schedule one step ahead, as vLLM's V1 engine does by default since
-    /// late 2025 (`--async-scheduling`, vllm-project/vllm#27614): the batch of a step is formed when the step
-    /// before it starts, so a request queued while a step runs joins the
-    /// step after the next one; on an idle instance it starts at once.
+    /// late 2025 (`--async-scheduling`, vllm-project/vllm#27614): the batch
+    /// of a step is formed when the step before it starts, so a request
+    /// queued while a step runs joins the step after the next one; on an
+    /// idle instance, or after a step no request goes on from, at once.
     /// Off (the reference): a step's batch is formed when it starts.
     pub async_scheduling: bool,
 }
