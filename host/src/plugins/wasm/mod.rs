@@ -153,7 +153,7 @@ fn compiled(bytes: &[u8], sha256: &str) -> Result<Component, CompileError> {
     let component = match from_disk {
         Some(c) => c,
         None => {
-            let c = compile(engine, bytes)?;
+            let c = retry_refusals(|| Component::new(engine, bytes))?;
             if let (Some(d), Ok(code)) = (&disk, c.serialize()) {
                 // A cache that cannot be written only costs the next run
                 // the compilation again.
@@ -162,6 +162,11 @@ fn compiled(bytes: &[u8], sha256: &str) -> Result<Component, CompileError> {
             c
         }
     };
+    // The copy-on-write images of the linear memories (a sealed memfd
+    // each on Linux) are made here rather than at the first instantiation,
+    // where wasmtime makes them otherwise: a refusal by the kernel is then
+    // retried and reported as the system's, not as an instantiation error.
+    retry_refusals(|| component.initialize_copy_on_write_image())?;
     cache
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -183,12 +188,6 @@ enum CompileError {
 /// Attempts at compiling a component the operating system refuses
 /// resources for, before giving up.
 const COMPILE_ATTEMPTS: u32 = 3;
-
-/// `Component::new`, retried while the failure is the operating system's
-/// ([`retry_refusals`]).
-fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, CompileError> {
-    retry_refusals(|| Component::new(engine, bytes))
-}
 
 /// `attempt()`, again (after 0.1 s, then 0.2 s) while it fails with an
 /// I/O error in its cause chain: a refusal such as "cannot add seals to the
