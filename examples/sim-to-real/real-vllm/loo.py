@@ -108,15 +108,19 @@ def read_measured():
     return rows
 
 
-def model_of(run_file):
+def run_file_key(run_file, pattern):
+    """The first group of the run file's line `KEY = VALUE` matching pattern."""
     text = open(os.path.join(RUNS, run_file)).read()
-    return re.search(r'^name = "([^"]+)"', text, re.M).group(1)
+    return re.search(pattern, text, re.M).group(1)
+
+
+def model_of(run_file):
+    return run_file_key(run_file, r'^name = "([^"]+)"')
 
 
 def output_len(run_file):
     """Tokens the server generates per request (the run file's output_len)."""
-    text = open(os.path.join(RUNS, run_file)).read()
-    return int(re.search(r"^output_len = (\d+)", text, re.M).group(1))
+    return int(run_file_key(run_file, r"^output_len = (\d+)"))
 
 
 def client_count(run_file, measured, prefix=""):
@@ -176,12 +180,6 @@ def fit(work, name, rows, measured, fit_args):
     return profile
 
 
-def run_seed(run_file):
-    """The run file's workload seed."""
-    text = open(os.path.join(RUNS, run_file)).read()
-    return int(re.search(r"^seed = (\d+)", text, re.M).group(1))
-
-
 def run_errors(run_file, measured, sets, count=None):
     """`blis run` of the run file with these `--set` overrides (and
     RUN_SETS) at SIM_SEEDS workload seeds (the run file's, then + 1, ...,
@@ -190,9 +188,10 @@ def run_errors(run_file, measured, sets, count=None):
     The ITL predicted is per client-counted token, `count` of them per
     generated token (None: the experiment's own count)."""
     c = {f: 0.0 for _, f in METRICS}
+    seed = int(run_file_key(run_file, r"^seed = (\d+)"))
     for j in range(SIM_SEEDS):
         cmd = [BLIS, "run", os.path.join(RUNS, run_file), "--quiet"]
-        for s in RUN_SETS + sets + ([f"seed={run_seed(run_file) + j}"] if j else []):
+        for s in RUN_SETS + sets + ([f"seed={seed + j}"] if j else []):
             cmd += ["--set", s]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
