@@ -630,3 +630,70 @@ fn a_profile_fitted_with_touched_experts_applies_only_with_them() {
     );
     assert!(e.contains("unknown moe_expert_load 'some'"), "{e}");
 }
+
+/// `model.geometry = "full"`: a step also reads the LM head (Qwen2.5-7B's
+/// 152 064 × 3 584 bf16 weights, about 8 % more than the layers' at TP 1), so its
+/// ITL is longer than in the reference's geometry; one fit takes one
+/// geometry, its profile records it, and a run applying the profile in the
+/// other is refused, naming the key.
+#[test]
+fn a_profile_fitted_in_full_geometry_applies_only_in_it() {
+    let dir = TestDir::new("calibrate_fit_geometry");
+    let qwen = "qwen2.5-7b-instruct";
+    let at = |rate: f64, keys: &str| {
+        run_file(qwen, rate).replace(
+            "hardware = \"H100\"\n",
+            &format!("hardware = \"H100\"\ntp = 1\n{keys}"),
+        )
+    };
+    dir.write("ref.toml", &at(1.0, ""));
+    dir.write("a.toml", &at(1.0, "geometry = \"full\"\n"));
+    dir.write("b.toml", &at(2.0, "geometry = \"full\"\n"));
+    let itl = |f: &str| {
+        report(&dir, &["run", f, "--quiet"])["cluster"]["itl_mean_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    let (reference, with_head) = (itl("ref.toml"), itl("a.toml"));
+    assert!(
+        with_head > 1.04 * reference && with_head < 1.12 * reference,
+        "full {with_head} ms vs reference {reference} ms"
+    );
+
+    slower_measurements(&dir, &["a.toml", "ref.toml"], 1.1);
+    let e = run_bad(&dir, &fit_args(&["--quiet"]));
+    assert!(
+        e.contains("sets model.geometry = \"full\" and")
+            && e.contains("one profile fits one step-time model"),
+        "{e}"
+    );
+    slower_measurements(&dir, &["a.toml", "b.toml"], 1.1);
+    report(&dir, &fit_args(&["--fit", "beta[2]", "--quiet"]));
+    let p = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
+    assert!(p.contains("geometry = \"full\""), "{p}");
+    let cal = report(
+        &dir,
+        &[
+            "run",
+            "b.toml",
+            "--quiet",
+            "--set",
+            "model.calibration=\"p.toml\"",
+        ],
+    );
+    assert_eq!(cal["calibration"]["profile"], "p.toml");
+    let e = run_bad(
+        &dir,
+        &["run", "ref.toml", "--set", "model.calibration=\"p.toml\""],
+    );
+    assert!(
+        e.contains("fitted with model.geometry = \"full\", but the run uses \"reference\"")
+            && e.contains("set model.geometry = \"full\""),
+        "{e}"
+    );
+    let e = run_bad(
+        &dir,
+        &["run", "a.toml", "--set", "model.geometry=\"exact\""],
+    );
+    assert!(e.contains("unknown geometry 'exact'"), "{e}");
+}

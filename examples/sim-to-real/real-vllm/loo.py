@@ -26,7 +26,8 @@ experiment's held-out error on mean E2E, TTFT and ITL and their medians.
                                 # betas, alpha[0] and beta[0] scaled over a grid, judged
                                 # on all 13 (where the target can be met at all)
 
-Three things about the real runs that the run files do not say, all
+Three things about the real runs that the run files do not say, and one
+thing about the models the reference's step-time formulas leave out, all
 default on (see the book's "How far does a profile carry?"):
 
     --async-scheduling on   `[instance] async_scheduling`: the real runs'
@@ -51,6 +52,11 @@ default on (see the book's "How far does a profile carry?"):
                             per client-counted token with the count of its
                             model's training experiments (none: as generated).
                             `--itl generated` compares the two as they are.
+    --geometry full         `[model] geometry`: a step reads the LM head's
+                            weights (vocab x hidden) and the attention has
+                            the config's declared head size (Mistral-Nemo's
+                            heads are 128 wide, not 5120/32 = 160);
+                            `reference` is the reference's shape
 
 The fit is judged on the whole-run means and fits them alone
 (`--objective means`: every stage's rows and the p90/p99 tails
@@ -209,13 +215,16 @@ def run_errors(run_file, measured, sets, count=None):
 def objective_args(rows, objective):
     """`calibrate fit` weights of an objective: `means` fits the whole-run
     means alone (what the medians judge: every stage's rows and the tails
-    weightless), `all` every measured row (the fit's default)."""
+    weightless), `stage-means` every mean, the whole run's and each
+    stage's (the tails weightless), `all` every measured row (the fit's
+    default)."""
     if objective == "all":
         return []
     fields = sorted({m.split(".")[-1] for _, m, _ in rows})
     stages = sorted({m.split(".")[0] for _, m, _ in rows if m.startswith("stages[")})
-    zero = [f"{s}.{f}" for s in stages for f in fields]
-    zero += [f for f in fields if not f.endswith("_mean_ms")]
+    tails = [f for f in fields if not f.endswith("_mean_ms")]
+    zero = [f"{s}.{f}" for s in stages for f in (tails if objective == "stage-means" else fields)]
+    zero += tails
     return [a for z in zero for a in ("--weight", f"{z}=0")]
 
 
@@ -281,7 +290,8 @@ def main():
     ap.add_argument("--expert-load", choices=["touched", "all"], default="touched")
     ap.add_argument("--itl", choices=["client", "generated"], default="client")
     ap.add_argument("--async-scheduling", choices=["on", "off"], default="on")
-    ap.add_argument("--objective", choices=["means", "all"], default="means")
+    ap.add_argument("--geometry", choices=["full", "reference"], default="full")
+    ap.add_argument("--objective", choices=["means", "stage-means", "all"], default="means")
     ap.add_argument("--sim-seeds", type=int, default=3,
                     help="workload seeds per prediction, fitted and judged (their mean)")
     a = ap.parse_args()
@@ -291,6 +301,8 @@ def main():
         sys.exit("--sim-seeds: at least 1")
     CLIENT_ITL = a.itl == "client"
     RUN_SETS.append(f'model.moe_expert_load="{a.expert_load}"')
+    if a.geometry == "full":
+        RUN_SETS.append('model.geometry="full"')
     if a.async_scheduling == "on":
         RUN_SETS.append("instance.async_scheduling=true")
     if not os.access(BLIS, os.X_OK):
@@ -302,6 +314,11 @@ def main():
     if SIM_SEEDS > 1:
         fit_args += ["--sim-seeds", str(SIM_SEEDS)]
     exps = list(dict.fromkeys(r for r, _, _ in rows))
+    # The rows fitted: a run of one stage has its stage's rows twice (as the
+    # whole run's too); `stage-means` fits them once.
+    staged = {r for r, m, _ in rows if m.startswith("stages[1].")}
+    fitted = [(r, m, v) for r, m, v in rows
+              if a.objective != "stage-means" or r in staged or not m.startswith("stages[")]
     for e in exps:
         write_start(work, e, a.start)
     models = {e: model_of(e) for e in exps}
@@ -312,7 +329,7 @@ def main():
     if a.by == "grid":
         out["grid"] = grid(exps, measured)
     if a.by == "in-sample":
-        profile = fit(work, "in-sample", rows, measured, fit_args)
+        profile = fit(work, "in-sample", fitted, measured, fit_args)
         errors = [error_row(e, models[e], measured, profile, False) for e in exps]
         out["in-sample"] = table(f"in-sample: one fit on all, judged on the same (start: shipped × {a.start})", errors)
     ways = {"both": ["experiment", "model"], "in-sample": [], "grid": []}.get(a.by, [a.by])
@@ -321,7 +338,7 @@ def main():
         errors = []
         for unit in dict.fromkeys(key(e) for e in exps):
             held = [e for e in exps if key(e) == unit]
-            train = [r for r in rows if key(r[0]) != unit]
+            train = [r for r in fitted if key(r[0]) != unit]
             name = f"{by}-{re.sub(r'[^A-Za-z0-9.-]', '_', unit.removesuffix('.toml'))}"
             profile = fit(work, name, train, measured, fit_args)
             for e in held:

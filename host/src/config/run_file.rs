@@ -164,6 +164,11 @@ pub struct ModelSection {
     /// expected to route to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_expert_load: Option<String>,
+    /// Which shape of the model a trained-physics step reads: `reference`
+    /// (default, the reference's: heads of hidden/heads, no LM head) or
+    /// `full` (the config's head_dim and the LM head's weights).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geometry: Option<String>,
     /// `trained-physics` (default), `roofline`, `roofline-v1` or `linear`.
     #[serde(default = "default_latency_model")]
     pub latency_model: String,
@@ -207,6 +212,7 @@ impl Default for ModelSection {
             dp: None,
             moe_comm_backend: None,
             moe_expert_load: None,
+            geometry: None,
             latency_model: default_latency_model(),
             alpha: None,
             beta: None,

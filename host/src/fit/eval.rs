@@ -17,7 +17,7 @@ use super::params::Coefficients;
 use super::traces::{self, TraceArg};
 use crate::cluster::Cluster;
 use crate::config::{self, RunFile, Source};
-use crate::instance::latency::{LatencyModel, MoeExpertLoad};
+use crate::instance::latency::{LatencyModel, StepVariant};
 use crate::metrics::report;
 use crate::plugins::Registry;
 
@@ -40,8 +40,8 @@ pub struct Experiment {
     pub model_config: Option<PathBuf>,
     /// The latency model's name and coefficients as the run file gives them.
     pub latency_model: &'static str,
-    /// `model.moe_expert_load` (trained-physics).
-    pub expert_load: MoeExpertLoad,
+    /// `model.moe_expert_load` and `model.geometry` (trained-physics).
+    pub variant: StepVariant,
     pub start: Coefficients,
     /// Requests the run plans (a guess at its cost, to start long runs first).
     pub planned: u64,
@@ -105,8 +105,11 @@ impl Experiment {
             .map(|i| i.latency_model())
             .ok_or_else(|| at("the run has no instance at the start".into()))?;
         let latency_model = latency.name();
-        let expert_load = MoeExpertLoad::parse(run.model.moe_expert_load.as_deref().unwrap_or(""))
-            .map_err(|e| at(e.to_string()))?;
+        let variant = StepVariant::parse(
+            run.model.moe_expert_load.as_deref().unwrap_or(""),
+            run.model.geometry.as_deref().unwrap_or(""),
+        )
+        .map_err(|e| at(e.to_string()))?;
         // Keep the run file's beta length: trained-physics reads 7–8 betas
         // differently from 9–11.
         let beta = latency.beta().map(|b| {
@@ -141,7 +144,7 @@ impl Experiment {
             tp,
             model_config,
             latency_model,
-            expert_load,
+            variant,
             start,
             planned,
             trace,

@@ -39,7 +39,6 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::instance::latency::MoeExpertLoad;
 use eval::Experiment;
 use params::Space;
 use search::{Objective, Progress};
@@ -456,17 +455,19 @@ fn check_one_start(experiments: &[Experiment]) -> Result<(), FitError> {
                 first.name, first.origin, first.latency_model, e.name, e.origin, e.latency_model
             )));
         }
-        if e.expert_load != first.expert_load {
-            return Err(FitError::Input(format!(
-                "run file {} ({}) sets model.moe_expert_load = \"{}\" and {} ({}) \"{}\"; \
-                 one profile fits one step-time model: give every run file the same setting",
-                first.name,
-                first.origin,
-                first.expert_load.name(),
-                e.name,
-                e.origin,
-                e.expert_load.name()
-            )));
+        let settings = first
+            .variant
+            .settings()
+            .into_iter()
+            .zip(e.variant.settings());
+        for ((key, a), (_, b)) in settings {
+            if a != b {
+                return Err(FitError::Input(format!(
+                    "run file {} ({}) sets model.{key} = \"{a}\" and {} ({}) \"{b}\"; \
+                     one profile fits one step-time model: give every run file the same setting",
+                    first.name, first.origin, e.name, e.origin
+                )));
+            }
         }
         if e.start != first.start {
             return Err(FitError::Input(format!(
@@ -913,15 +914,14 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
             }
         })
         .collect();
+    let [moe_expert_load, geometry] = b.experiments[0].variant.recorded();
     Ok(profile::Profile {
         blis_calibration_profile: profile::FORMAT,
         blis_version: env!("CARGO_PKG_VERSION").to_string(),
         created: profile::now_utc(),
         latency_model: b.experiments[0].latency_model.to_string(),
-        moe_expert_load: match b.experiments[0].expert_load {
-            MoeExpertLoad::All => None,
-            load => Some(load.name().to_string()),
-        },
+        moe_expert_load,
+        geometry,
         coefficients: profile::Coefficients {
             alpha: coeffs.alpha,
             beta: coeffs.beta,

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::instance::latency::MoeExpertLoad;
+use crate::instance::latency::StepVariant;
 
 /// The profile format's version.
 pub const FORMAT: u32 = 1;
@@ -31,6 +31,10 @@ pub struct Profile {
     /// `all` (a run applying the profile must use the same).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe_expert_load: Option<String>,
+    /// `model.geometry` of the fitted runs, when not the default
+    /// `reference` (a run applying the profile must use the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geometry: Option<String>,
     /// The coefficients to run with (fitted and fixed alike).
     pub coefficients: Coefficients,
     /// Every deployment (model, GPU, TP) measured.
@@ -246,7 +250,7 @@ impl Profile {
         &self,
         path: &Path,
         latency_model: &str,
-        expert_load: &str,
+        variant: StepVariant,
         run: &Deployment,
         extrapolate: bool,
     ) -> Result<Option<String>, String> {
@@ -260,23 +264,20 @@ impl Profile {
                 self.latency_model
             ));
         }
-        // The default's spelling and the empty string's meaning are the
-        // setting's own (an unknown name is the run's error, reported later).
-        let fitted_load = self
-            .moe_expert_load
-            .as_deref()
-            .unwrap_or(MoeExpertLoad::All.name());
-        let run_load: &str = match MoeExpertLoad::parse(expert_load) {
-            Ok(load) => load.name(),
-            Err(_) => expert_load,
-        };
-        if fitted_load != run_load {
-            return Err(format!(
-                "calibration profile {} was fitted with model.moe_expert_load = \"{fitted_load}\", but the run uses \
-                 \"{run_load}\": its coefficients belong to that step-time model; set model.moe_expert_load = \
-                 \"{fitted_load}\" or fit a profile with \"{run_load}\"",
-                path.display()
-            ));
+        let fitted = StepVariant::parse(
+            self.moe_expert_load.as_deref().unwrap_or(""),
+            self.geometry.as_deref().unwrap_or(""),
+        )
+        .map_err(|e| format!("calibration profile {}: {e}", path.display()))?;
+        for ((key, fitted), (_, used)) in fitted.settings().into_iter().zip(variant.settings()) {
+            if fitted != used {
+                return Err(format!(
+                    "calibration profile {} was fitted with model.{key} = \"{fitted}\", but the run uses \
+                     \"{used}\": its coefficients belong to that step-time model; set model.{key} = \
+                     \"{fitted}\" or fit a profile with \"{used}\"",
+                    path.display()
+                ));
+            }
         }
         let list = || {
             self.deployments
@@ -469,6 +470,7 @@ mod tests {
             created: rfc3339(0),
             latency_model: "trained-physics".into(),
             moe_expert_load: None,
+            geometry: None,
             coefficients: Coefficients {
                 alpha: [1.0, 2.0, 3.0],
                 beta: Some(vec![1.0; 7]),
@@ -511,16 +513,20 @@ mod tests {
             hardware: hardware.into(),
             tp,
         };
+        let (all, touched_v) = (
+            StepVariant::default(),
+            StepVariant::parse("touched", "").unwrap(),
+        );
         let run = at("Qwen2.5-7B-Instruct", "h100", 1);
         let note = p
-            .check_applies(f, "trained-physics", "", &run, false)
+            .check_applies(f, "trained-physics", all, &run, false)
             .unwrap();
         assert_eq!((p.unseen(&run), note), (Unseen::default(), None));
         let e = p
             .check_applies(
                 f,
                 "roofline",
-                "",
+                all,
                 &at("qwen2.5-7b-instruct", "H100", 1),
                 false,
             )
@@ -530,7 +536,13 @@ mod tests {
             "{e}"
         );
         let e = p
-            .check_applies(f, "trained-physics", "", &at("qwen3-14b", "H100", 1), false)
+            .check_applies(
+                f,
+                "trained-physics",
+                all,
+                &at("qwen3-14b", "H100", 1),
+                false,
+            )
             .unwrap_err();
         assert!(e.contains("not model qwen3-14b"), "{e}");
         assert!(e.contains("model.calibration_extrapolate = true"), "{e}");
@@ -539,7 +551,7 @@ mod tests {
             .check_applies(
                 f,
                 "trained-physics",
-                "",
+                all,
                 &at("qwen2.5-7b-instruct", "A100-80", 1),
                 false,
             )
@@ -548,10 +560,10 @@ mod tests {
         // The step-time model must be the one fitted: moe_expert_load.
         let run = at("qwen2.5-7b-instruct", "H100", 1);
         assert!(p
-            .check_applies(f, "trained-physics", "all", &run, false)
+            .check_applies(f, "trained-physics", all, &run, false)
             .is_ok());
         let e = p
-            .check_applies(f, "trained-physics", "touched", &run, false)
+            .check_applies(f, "trained-physics", touched_v, &run, false)
             .unwrap_err();
         assert!(
             e.contains("fitted with model.moe_expert_load = \"all\", but the run uses \"touched\""),
@@ -563,16 +575,42 @@ mod tests {
         assert!(text.contains("moe_expert_load = \"touched\""), "{text}");
         assert_eq!(toml::from_str::<Profile>(&text).unwrap(), touched);
         assert!(touched
-            .check_applies(f, "trained-physics", "touched", &run, false)
+            .check_applies(f, "trained-physics", touched_v, &run, false)
             .is_ok());
         let e = touched
-            .check_applies(f, "trained-physics", "", &run, false)
+            .check_applies(f, "trained-physics", all, &run, false)
             .unwrap_err();
         assert!(e.contains("set model.moe_expert_load = \"touched\""), "{e}");
+        // And geometry.
+        let full = StepVariant::parse("", "full").unwrap();
+        let e = p
+            .check_applies(f, "trained-physics", full, &run, false)
+            .unwrap_err();
+        assert!(
+            e.contains("fitted with model.geometry = \"reference\", but the run uses \"full\""),
+            "{e}"
+        );
+        let mut fitted_full = p.clone();
+        fitted_full.geometry = Some("full".into());
+        let text = toml::to_string(&fitted_full).unwrap();
+        assert!(text.contains("geometry = \"full\""), "{text}");
+        assert_eq!(toml::from_str::<Profile>(&text).unwrap(), fitted_full);
+        assert!(fitted_full
+            .check_applies(f, "trained-physics", full, &run, false)
+            .is_ok());
+        let e = fitted_full
+            .check_applies(f, "trained-physics", all, &run, false)
+            .unwrap_err();
+        assert!(e.contains("set model.geometry = \"full\""), "{e}");
+        fitted_full.geometry = Some("round".into());
+        let e = fitted_full
+            .check_applies(f, "trained-physics", full, &run, false)
+            .unwrap_err();
+        assert!(e.contains("p.toml: unknown geometry 'round'"), "{e}");
         // A TP the profile has not seen runs, with a note.
         let run = at("qwen2.5-7b-instruct", "H100", 2);
         let note = p
-            .check_applies(f, "trained-physics", "", &run, false)
+            .check_applies(f, "trained-physics", all, &run, false)
             .unwrap();
         assert_eq!(
             p.unseen(&run),
@@ -597,7 +635,7 @@ mod tests {
         );
         let run = at("qwen3-14b", "L40S", 1);
         let note = p
-            .check_applies(f, "trained-physics", "", &run, true)
+            .check_applies(f, "trained-physics", all, &run, true)
             .unwrap();
         assert_eq!(
             p.unseen(&run),

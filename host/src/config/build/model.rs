@@ -7,6 +7,7 @@ use super::{one_of, resolve, Problems};
 use crate::config::RunFile;
 use crate::instance::latency::{
     build_latency, BuiltLatency, KvBlocksSource, LatencyKind, LatencySetup, ModelConfig,
+    StepVariant,
 };
 
 /// What `[model]` resolved to.
@@ -66,6 +67,7 @@ pub(super) fn check(
     ls.dp = model.dp;
     ls.moe_comm_backend = model.moe_comm_backend.clone();
     ls.moe_expert_load = model.moe_expert_load.clone();
+    ls.geometry = model.geometry.clone();
     ls.block_size = inst.block_size.max(1);
     ls.total_kv_blocks = inst.total_kv_blocks.filter(|&b| b > 0);
     if let Some(u) = model.gpu_memory_utilization {
@@ -133,10 +135,15 @@ fn calibrate(
         hardware: ls.hardware.clone().unwrap_or_default(),
         tp: ls.tp.unwrap_or(1),
     };
+    let variant = StepVariant::parse(
+        run.model.moe_expert_load.as_deref().unwrap_or(""),
+        run.model.geometry.as_deref().unwrap_or(""),
+    )
+    .map_err(|e| e.to_string())?;
     let note = loaded.profile.check_applies(
         path,
         kind.name(),
-        run.model.moe_expert_load.as_deref().unwrap_or(""),
+        variant,
         &deployment,
         run.model.calibration_extrapolate,
     )?;

@@ -61,7 +61,8 @@ pub use roofline::RooflineModel;
 pub use roofline_v1::{kv_bytes_per_token, weight_bytes, RooflineV1Model};
 pub use setup::{build_latency, BuiltLatency, KvBlocksSource, LatencyKind, LatencySetup};
 pub use trained_physics::{
-    BasisTerms, MoeCommBackend, MoeExpertLoad, TrainedPhysicsModel, ITER29_ALPHA, ITER29_BETA,
+    BasisTerms, ModelGeometry, MoeCommBackend, MoeExpertLoad, StepVariant, TrainedPhysicsModel,
+    ITER29_ALPHA, ITER29_BETA,
 };
 
 use crate::engine::Tick;

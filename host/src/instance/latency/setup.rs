@@ -36,7 +36,7 @@ use super::model_config::{bundled_model_names, ModelConfig};
 use super::roofline::RooflineModel;
 use super::roofline_v1::RooflineV1Model;
 use super::trained_physics::{
-    MoeCommBackend, MoeExpertLoad, TrainedPhysicsModel, ITER29_ALPHA, ITER29_BETA,
+    MoeCommBackend, StepVariant, TrainedPhysicsModel, ITER29_ALPHA, ITER29_BETA,
 };
 use super::{LatencyError, LatencyModel, LinearModel};
 
@@ -123,6 +123,9 @@ pub struct LatencySetup {
     /// Which routed experts' weights a step loads (trained-physics): `all`
     /// (`None`, the reference's) or `touched`.
     pub moe_expert_load: Option<String>,
+    /// Which shape of the model a step reads (trained-physics): `reference`
+    /// (`None`, the reference's) or `full`.
+    pub geometry: Option<String>,
     /// `[alpha0, alpha1, alpha2]`; `None` = the model's default.
     pub alpha: Option<[f64; 3]>,
     /// Beta coefficients: 3 for linear, 7 to 11 for trained-physics; `None`
@@ -154,6 +157,7 @@ impl LatencySetup {
             dp: None,
             moe_comm_backend: None,
             moe_expert_load: None,
+            geometry: None,
             alpha: None,
             beta: None,
             block_size: 16,
@@ -269,6 +273,7 @@ fn check_settings(setup: &LatencySetup) -> Result<(), LatencyError> {
         for (key, set) in [
             ("moe_comm_backend", setup.moe_comm_backend.is_some()),
             ("moe_expert_load", setup.moe_expert_load.is_some()),
+            ("geometry", setup.geometry.is_some()),
         ] {
             if set {
                 return Err(LatencyError::InvalidSetting(format!(
@@ -341,9 +346,12 @@ fn build_model(
                 ));
             }
             let comm = MoeCommBackend::parse(setup.moe_comm_backend.as_deref().unwrap_or(""))?;
-            let load = MoeExpertLoad::parse(setup.moe_expert_load.as_deref().unwrap_or(""))?;
+            let variant = StepVariant::parse(
+                setup.moe_expert_load.as_deref().unwrap_or(""),
+                setup.geometry.as_deref().unwrap_or(""),
+            )?;
             let m = TrainedPhysicsModel::new(&config, &gpu, tp, dp, comm, alpha, beta)?
-                .with_expert_load(load);
+                .with_variant(&config, variant);
             (LatencyModel::TrainedPhysics(m), Some((config, gpu)))
         }
         LatencyKind::Roofline => {

@@ -162,7 +162,9 @@ fn trained_physics_terms_of_batch_c_match_the_spec() {
 fn touched_experts_scale_the_routed_expert_weights_by_the_step_tokens() {
     let scout = ModelConfig::bundled("llama-4-scout-17b-16e-instruct-fp8-dynamic").unwrap();
     let all = trained(&scout, &h100(), 2, 1, "");
-    let touched = all.clone().with_expert_load(MoeExpertLoad::Touched);
+    let touched = all
+        .clone()
+        .with_variant(&scout, StepVariant::parse("touched", "").unwrap());
     let one = shape_of(&[(1000, 900, 1, 200)]);
     // 1352.193528 + 7211.698818 · 1/16
     close(touched.terms(&one).weight, 1802.924704, "1 token");
@@ -193,7 +195,9 @@ fn touched_experts_scale_the_routed_expert_weights_by_the_step_tokens() {
 
     let llama = ModelConfig::bundled("llama-2-7b-hf").unwrap();
     let dense = trained(&llama, &h100(), 1, 1, "");
-    let dense_touched = dense.clone().with_expert_load(MoeExpertLoad::Touched);
+    let dense_touched = dense
+        .clone()
+        .with_variant(&llama, StepVariant::parse("touched", "").unwrap());
     for b in [batch_a(), batch_bd(), batch_c()] {
         assert_eq!(
             dense.step_us(&shape_of(&b)),
@@ -227,6 +231,65 @@ type HandCase = (
     [f64; 2],
     [f64; 6],
 );
+
+/// `geometry = "full"`, hand-computed on H100 (3.35 TB/s). Mistral-Nemo
+/// (hidden 5120, 32 heads of a declared 128, 8 KV heads, 40 layers, MLP
+/// 14336, vocab 131072, bf16) at TP 2: the reference's heads are 5120/32 =
+/// 160 wide, so its weights are 40·5120·(2·5120 + 2·1280) + 40·3·5120·14336
+/// bf16 values over 2 GPUs, 11 429 478 400 B = 3411.784597 µs; in full,
+/// 40·5120·(2·4096 + 2·1024) attention weights and the LM head's
+/// 131072·5120 besides: 11 576 279 040 B = 3455.605684 µs, and the KV
+/// traffic of a decode is 1024/1280 of the reference's. Llama-2-7B's heads
+/// are 4096/32 = 128 either way: only its LM head is added, 32000·4096·2 B
+/// = 78.251940 µs at TP 1.
+#[test]
+fn full_geometry_reads_the_declared_head_size_and_the_lm_head() {
+    let nemo = ModelConfig::bundled("mistral-nemo-instruct-2407").unwrap();
+    assert_eq!(nemo.declared_head_dim, Some(128));
+    let reference = trained(&nemo, &h100(), 2, 1, "");
+    let full = reference
+        .clone()
+        .with_variant(&nemo, StepVariant::parse("", "full").unwrap());
+    let bd = shape_of(&batch_bd());
+    let (r, f) = (reference.terms(&bd), full.terms(&bd));
+    close(r.weight, 3411.784597, "nemo reference weight");
+    close(f.weight, 3455.605684, "nemo full weight");
+    close(r.dc_kv, 244.781851, "nemo reference dc_kv");
+    close(f.dc_kv, 195.825481, "nemo full dc_kv");
+    // The query and output projections shrink from 5120 to 4096 wide.
+    let c = shape_of(&batch_c());
+    let ratio = full.terms(&c).dc_compute / reference.terms(&c).dc_compute;
+    assert!(ratio < 1.0, "{ratio}");
+    // Reference geometry is the model as frozen by new(): nothing changes.
+    let same = reference
+        .clone()
+        .with_variant(&nemo, StepVariant::default());
+    assert_eq!(same, reference);
+
+    let llama = ModelConfig::bundled("llama-2-7b-hf").unwrap();
+    let reference = trained(&llama, &h100(), 1, 1, "");
+    let full = reference
+        .clone()
+        .with_variant(&llama, StepVariant::parse("", "full").unwrap());
+    for b in [batch_a(), batch_bd(), batch_c(), batch_dc()] {
+        let (r, f) = (reference.terms(&shape_of(&b)), full.terms(&shape_of(&b)));
+        close(f.weight - r.weight, 78.251940, "llama-2 LM head");
+        assert_eq!((f.pf_compute, f.dc_kv), (r.pf_compute, r.dc_kv));
+    }
+    assert_eq!(ModelGeometry::parse("").unwrap(), ModelGeometry::Reference);
+    assert_eq!(ModelGeometry::parse("full").unwrap(), ModelGeometry::Full);
+    let e = ModelGeometry::parse("exact").unwrap_err().to_string();
+    assert!(
+        e.contains("unknown geometry 'exact'") && e.contains("full"),
+        "{e}"
+    );
+    // A profile records only the settings that differ from the default.
+    assert_eq!(StepVariant::default().recorded(), [None, None]);
+    assert_eq!(
+        StepVariant::parse("touched", "full").unwrap().recorded(),
+        [Some("touched".to_string()), Some("full".to_string())]
+    );
+}
 
 #[test]
 fn trained_physics_hand_computed_batches() {
@@ -761,6 +824,14 @@ fn build_trained_physics_and_roofline_from_a_setup() {
         e.contains("moe_expert_load is used by trained-physics only"),
         "{e}"
     );
+    r.moe_expert_load = None;
+    r.geometry = Some("full".into());
+    let e = build_latency(&r).unwrap_err().to_string();
+    assert!(
+        e.contains("geometry is used by trained-physics only"),
+        "{e}"
+    );
+    r.geometry = None;
 
     s.dp = None;
     s.model = "llama-4-scout-17b-16e-instruct-fp8-dynamic".into();
@@ -770,6 +841,12 @@ fn build_trained_physics_and_roofline_from_a_setup() {
     s.moe_expert_load = Some("lazy".into());
     let e = build_latency(&s).unwrap_err().to_string();
     assert!(e.contains("unknown moe_expert_load 'lazy'"), "{e}");
+    s.moe_expert_load = None;
+    s.geometry = Some("full".into());
+    assert!(build_latency(&s).is_ok());
+    s.geometry = Some("exact".into());
+    let e = build_latency(&s).unwrap_err().to_string();
+    assert!(e.contains("unknown geometry 'exact'"), "{e}");
 }
 
 #[test]

@@ -26,6 +26,13 @@
 //! scaled by the expected fraction of experts a step's `N = P + D` tokens
 //! route to, `1 − (1 − k/E)^N`.
 //!
+//! The shape is the reference's: attention heads of `hidden / heads`, the
+//! query and output projections `hidden × hidden`, no LM head. With
+//! `[model] geometry = "full"` ([`ModelGeometry::Full`], off by default)
+//! the attention has the config's declared `head_dim` (queries `H·dH`
+//! wide, keys and values `Hkv·dH`) and every step reads the LM head's
+//! `vocab × hidden` 16-bit weights besides.
+//!
 //! Alphas: queueing delay `α₀`, a fixed `α₁` added to a request's E2E after
 //! its last token (not to TTFT or ITL), `α₂` per output token.
 
@@ -54,6 +61,10 @@ pub const ITER29_BETA: [f64; 11] = [
 
 /// Bytes per KV-cache element: the model assumes an FP16 KV cache always.
 const KV_BYTES: f64 = 2.0;
+
+/// Bytes per LM-head weight ([`ModelGeometry::Full`]): 16-bit, as quantized
+/// checkpoints leave the LM head unquantized.
+const LM_HEAD_BYTES: f64 = 2.0;
 
 /// How MoE tokens travel between the GPUs of a DP > 1 group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -133,8 +144,11 @@ pub struct TrainedPhysicsModel {
     layers: f64,
     hidden: f64,
     heads: f64,
-    /// `d / H`, integer division.
+    /// `d / H`, integer division (the config's `head_dim` with
+    /// [`ModelGeometry::Full`]).
     head_dim: f64,
+    /// Query width `H·dH` (`d` in the reference's geometry).
+    q_dim: f64,
     kv_dim: f64,
     n_moe: f64,
     n_dense: f64,
@@ -201,6 +215,147 @@ impl MoeExpertLoad {
     }
 }
 
+/// Which shape of the model the step-time formulas read
+/// (`[model] geometry`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ModelGeometry {
+    /// The reference's: heads of `hidden / heads`, the query and output
+    /// projections `hidden × hidden`, no LM head (the default).
+    #[default]
+    Reference,
+    /// The config's declared `head_dim` for the attention and the KV cache,
+    /// and the LM head's `vocab × hidden` weights read every step.
+    Full,
+}
+
+impl ModelGeometry {
+    /// The run-file spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelGeometry::Reference => "reference",
+            ModelGeometry::Full => "full",
+        }
+    }
+
+    /// `reference` or `full`; an empty string is the default.
+    pub fn parse(name: &str) -> Result<Self, LatencyError> {
+        match name {
+            "" | "reference" => Ok(ModelGeometry::Reference),
+            "full" => Ok(ModelGeometry::Full),
+            other => Err(LatencyError::InvalidSetting(format!(
+                "unknown geometry '{other}': expected reference (the reference's model shape, the \
+                 default) or full (the declared head_dim and the LM head's weights)"
+            ))),
+        }
+    }
+}
+
+/// The trained-physics settings beyond the coefficients that change what a
+/// step costs: a calibration profile's coefficients belong to one of each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepVariant {
+    /// `[model] moe_expert_load`.
+    pub expert_load: MoeExpertLoad,
+    /// `[model] geometry`.
+    pub geometry: ModelGeometry,
+}
+
+impl StepVariant {
+    /// The variant of a run file's `moe_expert_load` and `geometry` (empty:
+    /// the default).
+    pub fn parse(expert_load: &str, geometry: &str) -> Result<Self, LatencyError> {
+        Ok(StepVariant {
+            expert_load: MoeExpertLoad::parse(expert_load)?,
+            geometry: ModelGeometry::parse(geometry)?,
+        })
+    }
+
+    /// Each setting as `(model key, value)`, in the run file's spelling.
+    pub fn settings(&self) -> [(&'static str, &'static str); 2] {
+        [
+            ("moe_expert_load", self.expert_load.name()),
+            ("geometry", self.geometry.name()),
+        ]
+    }
+
+    /// Each setting's value where it is not the default (what a profile
+    /// records), in the order of [`StepVariant::settings`].
+    pub fn recorded(&self) -> [Option<String>; 2] {
+        let default = StepVariant::default().settings();
+        let mut out = [None, None];
+        for (i, ((_, value), (_, d))) in self.settings().into_iter().zip(default).enumerate() {
+            if value != d {
+                out[i] = Some(value.to_string());
+            }
+        }
+        out
+    }
+}
+
+/// The geometry-dependent part of a frozen model.
+struct Shape {
+    head_dim: f64,
+    q_dim: f64,
+    kv_dim: f64,
+    /// Weight bytes a step reads per GPU, and the routed experts' part.
+    weight: f64,
+    expert_weight: f64,
+}
+
+impl Shape {
+    /// Head sizes and weight bytes of `model` on one GPU of a `tp`-way
+    /// (MoE: `group`-way) deployment.
+    fn of(model: &ModelConfig, geometry: ModelGeometry, tp: f64, group: f64) -> Shape {
+        let full = geometry == ModelGeometry::Full;
+        let head_dim = match (full, model.declared_head_dim) {
+            (true, Some(h)) => f64::from(h),
+            _ => f64::from(model.hidden_size / model.num_heads),
+        };
+        let kv_heads = if model.num_kv_heads == 0 {
+            model.num_heads
+        } else {
+            model.num_kv_heads
+        };
+        let d = f64::from(model.hidden_size);
+        let q_dim = if full {
+            f64::from(model.num_heads) * head_dim
+        } else {
+            d
+        };
+        let kv_dim = f64::from(kv_heads) * head_dim;
+        let (n_moe, n_dense) = model.layer_split();
+        let (n_moe, n_dense) = (f64::from(n_moe), f64::from(n_dense));
+        let wb = model.weight_bytes_per_param();
+        // Weights are replicated across DP ranks: divided by TP only; routed
+        // experts are E/G expert-equivalents per GPU whatever the batch.
+        let mut weight = f64::from(model.num_layers) * d * (2.0 * q_dim + 2.0 * kv_dim) * wb / tp;
+        if full {
+            weight += f64::from(model.vocab_size) * d * LM_HEAD_BYTES / tp;
+        }
+        let mut expert_weight = 0.0;
+        if n_moe > 0.0 {
+            let experts = f64::from(model.num_experts);
+            expert_weight =
+                n_moe * (experts / group) * 3.0 * d * f64::from(model.expert_ffn()) * wb;
+            weight += expert_weight;
+            let shared = f64::from(model.shared_expert_intermediate_size);
+            if shared > 0.0 {
+                weight += n_moe * 3.0 * d * shared * wb / tp;
+            }
+        }
+        if n_dense > 0.0 {
+            weight += n_dense * 1.0 * 3.0 * d * f64::from(model.dense_ffn()) * wb / tp;
+        }
+        Shape {
+            head_dim,
+            q_dim,
+            kv_dim,
+            weight,
+            expert_weight,
+        }
+    }
+}
+
 impl TrainedPhysicsModel {
     /// Freeze the model. `beta` holds 7 to 11 values (see the module docs);
     /// `dp` > 1 needs a mixture-of-experts model. Errors list what is wrong:
@@ -234,13 +389,6 @@ impl TrainedPhysicsModel {
         let layers = f64::from(model.num_layers);
         let hidden = f64::from(model.hidden_size);
         let heads = f64::from(model.num_heads);
-        let head_dim = f64::from(model.hidden_size / model.num_heads);
-        let kv_heads = if model.num_kv_heads == 0 {
-            model.num_heads
-        } else {
-            model.num_kv_heads
-        };
-        let kv_dim = f64::from(kv_heads) * head_dim;
         let is_moe = model.is_moe();
         let (n_moe, n_dense) = model.layer_split();
         let (n_moe, n_dense) = (f64::from(n_moe), f64::from(n_dense));
@@ -258,22 +406,7 @@ impl TrainedPhysicsModel {
         let dpf = f64::from(dp.max(1));
         let group = if is_moe { tpf * dpf } else { tpf };
         let bandwidth = gpu.bw_peak_tbs * 1e6;
-
-        // Weights are replicated across DP ranks: divided by TP only; routed
-        // experts are E/G expert-equivalents per GPU whatever the batch.
-        let d = hidden;
-        let mut weight = layers * d * (2.0 * d + 2.0 * kv_dim) * wb / tpf;
-        let mut expert_weight = 0.0;
-        if n_moe > 0.0 {
-            expert_weight = n_moe * (experts / group) * 3.0 * d * ffn_moe * wb;
-            weight += expert_weight;
-            if ffn_shared > 0.0 {
-                weight += n_moe * 3.0 * d * ffn_shared * wb / tpf;
-            }
-        }
-        if n_dense > 0.0 {
-            weight += n_dense * 1.0 * 3.0 * d * ffn_dense * wb / tpf;
-        }
+        let shape = Shape::of(model, ModelGeometry::Reference, tpf, group);
 
         Ok(TrainedPhysicsModel {
             alpha,
@@ -283,8 +416,9 @@ impl TrainedPhysicsModel {
             layers,
             hidden,
             heads,
-            head_dim,
-            kv_dim,
+            head_dim: shape.head_dim,
+            q_dim: shape.q_dim,
+            kv_dim: shape.kv_dim,
             n_moe,
             n_dense,
             interleaved,
@@ -302,16 +436,24 @@ impl TrainedPhysicsModel {
             flops: gpu.flops_per_us(wb),
             bandwidth,
             comm,
-            weight_us: weight / bandwidth,
-            expert_weight_us: expert_weight / bandwidth,
+            weight_us: shape.weight / bandwidth,
+            expert_weight_us: shape.expert_weight / bandwidth,
             touched_experts: false,
         })
     }
 
-    /// The model with routed-expert weights loaded as `load` says (a dense
-    /// model has none: the setting changes nothing).
-    pub fn with_expert_load(mut self, load: MoeExpertLoad) -> Self {
-        self.touched_experts = load == MoeExpertLoad::Touched;
+    /// The model of `model` (the config it was frozen for) in `variant`:
+    /// routed-expert weights loaded as its `expert_load` says (a dense model
+    /// has none: that setting changes nothing) and the shape its `geometry`
+    /// says.
+    pub fn with_variant(mut self, model: &ModelConfig, variant: StepVariant) -> Self {
+        self.touched_experts = variant.expert_load == MoeExpertLoad::Touched;
+        let shape = Shape::of(model, variant.geometry, self.tp, self.group);
+        self.head_dim = shape.head_dim;
+        self.q_dim = shape.q_dim;
+        self.kv_dim = shape.kv_dim;
+        self.weight_us = shape.weight / self.bandwidth;
+        self.expert_weight_us = shape.expert_weight / self.bandwidth;
         self
     }
 
@@ -358,6 +500,7 @@ impl TrainedPhysicsModel {
 
     /// The unscaled basis functions of a batch (µs).
     pub fn terms(&self, shape: &BatchShape) -> BasisTerms {
+        let q = self.q_dim;
         let (l, d, dkv, tp, dp, tpdp) = (
             self.layers,
             self.hidden,
@@ -381,12 +524,12 @@ impl TrainedPhysicsModel {
                 * (shape.prefill.prompt_attention2 as f64 / 2.0)
                 * self.head_dim;
             t.pf_compute =
-                (l * 2.0 * p * d * (2.0 * d + 2.0 * dkv) / tpdp + l * attention / dp + self.ffn(p))
+                (l * 2.0 * p * d * (2.0 * q + 2.0 * dkv) / tpdp + l * attention / dp + self.ffn(p))
                     / self.flops;
             t.pf_kv = l * 2.0 * (dkv / tpdp) * p * KV_BYTES / self.bandwidth;
         }
         if dc > 0.0 {
-            t.dc_compute = (l * 2.0 * dc * d * (2.0 * d + 2.0 * dkv) / tpdp
+            t.dc_compute = (l * 2.0 * dc * d * (2.0 * q + 2.0 * dkv) / tpdp
                 + l * 4.0 * (self.heads / tp) * s * self.head_dim / dp
                 + self.ffn(dc))
                 / self.flops;
