@@ -593,42 +593,64 @@ fn a_profile_fitted_with_touched_experts_applies_only_with_them() {
         "a dense model has no routed experts"
     );
 
-    // One fit, one setting.
-    slower_measurements(&dir, &["a.toml", "all.toml"], 1.1);
-    let e = run_bad(&dir, &fit_args(&["--quiet"]));
-    assert!(
-        e.contains("sets model.moe_expert_load = \"touched\"")
-            && e.contains("one profile fits one step-time model"),
-        "{e}"
-    );
-    slower_measurements(&dir, &["a.toml", "b.toml", "d.toml"], 1.1);
-    report(&dir, &fit_args(&["--fit", "beta[2]", "--quiet"]));
-    let p = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
-    assert!(p.contains("moe_expert_load = \"touched\""), "{p}");
-    let cal = report(
+    let setting = Setting {
+        key: "moe_expert_load",
+        value: "touched",
+        default: "all",
+        unknown: "some",
+    };
+    setting.one_per_profile(
         &dir,
-        &[
-            "run",
-            "a.toml",
-            "--quiet",
-            "--set",
-            "model.calibration=\"p.toml\"",
-        ],
+        &["a.toml", "all.toml"],
+        &["a.toml", "b.toml", "d.toml"],
     );
-    assert_eq!(cal["calibration"]["profile"], "p.toml");
-    let e = run_bad(
-        &dir,
-        &["run", "all.toml", "--set", "model.calibration=\"p.toml\""],
-    );
-    assert!(
-        e.contains("fitted with model.moe_expert_load = \"touched\", but the run uses \"all\""),
-        "{e}"
-    );
-    let e = run_bad(
-        &dir,
-        &["run", "a.toml", "--set", "model.moe_expert_load=\"some\""],
-    );
-    assert!(e.contains("unknown moe_expert_load 'some'"), "{e}");
+}
+
+/// A `[model]` setting a profile's coefficients belong to (`key = value`
+/// where the default is `default`; `unknown` is no value of it).
+struct Setting {
+    key: &'static str,
+    value: &'static str,
+    default: &'static str,
+    unknown: &'static str,
+}
+
+impl Setting {
+    /// One fit takes one setting: a fit over `mixed` (the first run file
+    /// with the setting, the second without) is refused; fitted on
+    /// `fitted` (all with it), the profile records it, applies to
+    /// `mixed[0]` and is refused by `mixed[1]`, naming the key; an unknown
+    /// value is refused.
+    fn one_per_profile(&self, dir: &TestDir, mixed: &[&str; 2], fitted: &[&str]) {
+        let (key, value, default) = (self.key, self.value, self.default);
+        slower_measurements(dir, mixed, 1.1);
+        let e = run_bad(dir, &fit_args(&["--quiet"]));
+        assert!(
+            e.contains(&format!("sets model.{key} = \"{value}\" and"))
+                && e.contains("one profile fits one step-time model"),
+            "{e}"
+        );
+        slower_measurements(dir, fitted, 1.1);
+        report(dir, &fit_args(&["--fit", "beta[2]", "--quiet"]));
+        let p = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
+        assert!(p.contains(&format!("{key} = \"{value}\"")), "{p}");
+        let profile = "model.calibration=\"p.toml\"";
+        let applied = report(dir, &["run", mixed[0], "--quiet", "--set", profile]);
+        assert_eq!(applied["calibration"]["profile"], "p.toml");
+        let e = run_bad(dir, &["run", mixed[1], "--set", profile]);
+        assert!(
+            e.contains(&format!(
+                "fitted with model.{key} = \"{value}\", but the run uses \"{default}\""
+            )) && e.contains(&format!("set model.{key} = \"{value}\"")),
+            "{e}"
+        );
+        let bad = format!("model.{key}=\"{}\"", self.unknown);
+        let e = run_bad(dir, &["run", mixed[0], "--set", &bad]);
+        assert!(
+            e.contains(&format!("unknown {key} '{}'", self.unknown)),
+            "{e}"
+        );
+    }
 }
 
 /// `model.geometry = "full"`: a step also reads the LM head (Qwen2.5-7B's
@@ -660,40 +682,11 @@ fn a_profile_fitted_in_full_geometry_applies_only_in_it() {
         "full {with_head} ms vs reference {reference} ms"
     );
 
-    slower_measurements(&dir, &["a.toml", "ref.toml"], 1.1);
-    let e = run_bad(&dir, &fit_args(&["--quiet"]));
-    assert!(
-        e.contains("sets model.geometry = \"full\" and")
-            && e.contains("one profile fits one step-time model"),
-        "{e}"
-    );
-    slower_measurements(&dir, &["a.toml", "b.toml"], 1.1);
-    report(&dir, &fit_args(&["--fit", "beta[2]", "--quiet"]));
-    let p = std::fs::read_to_string(dir.path().join("p.toml")).unwrap();
-    assert!(p.contains("geometry = \"full\""), "{p}");
-    let cal = report(
-        &dir,
-        &[
-            "run",
-            "b.toml",
-            "--quiet",
-            "--set",
-            "model.calibration=\"p.toml\"",
-        ],
-    );
-    assert_eq!(cal["calibration"]["profile"], "p.toml");
-    let e = run_bad(
-        &dir,
-        &["run", "ref.toml", "--set", "model.calibration=\"p.toml\""],
-    );
-    assert!(
-        e.contains("fitted with model.geometry = \"full\", but the run uses \"reference\"")
-            && e.contains("set model.geometry = \"full\""),
-        "{e}"
-    );
-    let e = run_bad(
-        &dir,
-        &["run", "a.toml", "--set", "model.geometry=\"exact\""],
-    );
-    assert!(e.contains("unknown geometry 'exact'"), "{e}");
+    let setting = Setting {
+        key: "geometry",
+        value: "full",
+        default: "reference",
+        unknown: "exact",
+    };
+    setting.one_per_profile(&dir, &["a.toml", "ref.toml"], &["a.toml", "b.toml"]);
 }

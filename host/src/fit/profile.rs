@@ -513,9 +513,10 @@ mod tests {
             hardware: hardware.into(),
             tp,
         };
-        let (all, touched_v) = (
+        let (all, touched_v, full) = (
             StepVariant::default(),
             StepVariant::parse("touched", "").unwrap(),
+            StepVariant::parse("", "full").unwrap(),
         );
         let run = at("Qwen2.5-7B-Instruct", "h100", 1);
         let note = p
@@ -557,53 +558,45 @@ mod tests {
             )
             .unwrap_err();
         assert!(e.contains("on GPU A100-80"), "{e}");
-        // The step-time model must be the one fitted: moe_expert_load.
+        // The step-time model must be the one fitted: each setting of the
+        // variant, recorded when not the default.
         let run = at("qwen2.5-7b-instruct", "H100", 1);
         assert!(p
             .check_applies(f, "trained-physics", all, &run, false)
             .is_ok());
-        let e = p
-            .check_applies(f, "trained-physics", touched_v, &run, false)
-            .unwrap_err();
-        assert!(
-            e.contains("fitted with model.moe_expert_load = \"all\", but the run uses \"touched\""),
-            "{e}"
-        );
-        let mut touched = p.clone();
-        touched.moe_expert_load = Some("touched".into());
-        let text = toml::to_string(&touched).unwrap();
-        assert!(text.contains("moe_expert_load = \"touched\""), "{text}");
-        assert_eq!(toml::from_str::<Profile>(&text).unwrap(), touched);
-        assert!(touched
-            .check_applies(f, "trained-physics", touched_v, &run, false)
-            .is_ok());
-        let e = touched
-            .check_applies(f, "trained-physics", all, &run, false)
-            .unwrap_err();
-        assert!(e.contains("set model.moe_expert_load = \"touched\""), "{e}");
-        // And geometry.
-        let full = StepVariant::parse("", "full").unwrap();
-        let e = p
-            .check_applies(f, "trained-physics", full, &run, false)
-            .unwrap_err();
-        assert!(
-            e.contains("fitted with model.geometry = \"reference\", but the run uses \"full\""),
-            "{e}"
-        );
-        let mut fitted_full = p.clone();
-        fitted_full.geometry = Some("full".into());
-        let text = toml::to_string(&fitted_full).unwrap();
-        assert!(text.contains("geometry = \"full\""), "{text}");
-        assert_eq!(toml::from_str::<Profile>(&text).unwrap(), fitted_full);
-        assert!(fitted_full
-            .check_applies(f, "trained-physics", full, &run, false)
-            .is_ok());
-        let e = fitted_full
-            .check_applies(f, "trained-physics", all, &run, false)
-            .unwrap_err();
-        assert!(e.contains("set model.geometry = \"full\""), "{e}");
-        fitted_full.geometry = Some("round".into());
-        let e = fitted_full
+        let cases = [
+            ("moe_expert_load", "all", "touched", touched_v),
+            ("geometry", "reference", "full", full),
+        ];
+        for (key, default, value, variant) in cases {
+            let e = p
+                .check_applies(f, "trained-physics", variant, &run, false)
+                .unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "fitted with model.{key} = \"{default}\", but the run uses \"{value}\""
+                )),
+                "{e}"
+            );
+            let mut fitted = p.clone();
+            match key {
+                "geometry" => fitted.geometry = Some(value.into()),
+                _ => fitted.moe_expert_load = Some(value.into()),
+            }
+            let text = toml::to_string(&fitted).unwrap();
+            assert!(text.contains(&format!("{key} = \"{value}\"")), "{text}");
+            assert_eq!(toml::from_str::<Profile>(&text).unwrap(), fitted);
+            assert!(fitted
+                .check_applies(f, "trained-physics", variant, &run, false)
+                .is_ok());
+            let e = fitted
+                .check_applies(f, "trained-physics", all, &run, false)
+                .unwrap_err();
+            assert!(e.contains(&format!("set model.{key} = \"{value}\"")), "{e}");
+        }
+        let mut unknown = p.clone();
+        unknown.geometry = Some("round".into());
+        let e = unknown
             .check_applies(f, "trained-physics", full, &run, false)
             .unwrap_err();
         assert!(e.contains("p.toml: unknown geometry 'round'"), "{e}");
