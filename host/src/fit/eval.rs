@@ -106,8 +106,8 @@ impl Experiment {
             .ok_or_else(|| at("the run has no instance at the start".into()))?;
         let latency_model = latency.name();
         let variant = StepVariant::parse(
-            run.model.moe_expert_load.as_deref().unwrap_or(""),
-            run.model.geometry.as_deref().unwrap_or(""),
+            run.model.moe_expert_load.as_deref(),
+            run.model.geometry.as_deref(),
         )
         .map_err(|e| at(e.to_string()))?;
         // Keep the run file's beta length: trained-physics reads 7–8 betas

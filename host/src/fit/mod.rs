@@ -455,19 +455,12 @@ fn check_one_start(experiments: &[Experiment]) -> Result<(), FitError> {
                 first.name, first.origin, first.latency_model, e.name, e.origin, e.latency_model
             )));
         }
-        let settings = first
-            .variant
-            .settings()
-            .into_iter()
-            .zip(e.variant.settings());
-        for ((key, a), (_, b)) in settings {
-            if a != b {
-                return Err(FitError::Input(format!(
-                    "run file {} ({}) sets model.{key} = \"{a}\" and {} ({}) \"{b}\"; \
-                     one profile fits one step-time model: give every run file the same setting",
-                    first.name, first.origin, e.name, e.origin
-                )));
-            }
+        if let Some((key, a, b)) = first.variant.difference(&e.variant) {
+            return Err(FitError::Input(format!(
+                "run file {} ({}) sets model.{key} = \"{a}\" and {} ({}) \"{b}\"; \
+                 one profile fits one step-time model: give every run file the same setting",
+                first.name, first.origin, e.name, e.origin
+            )));
         }
         if e.start != first.start {
             return Err(FitError::Input(format!(

@@ -264,20 +264,15 @@ impl Profile {
                 self.latency_model
             ));
         }
-        let fitted = StepVariant::parse(
-            self.moe_expert_load.as_deref().unwrap_or(""),
-            self.geometry.as_deref().unwrap_or(""),
-        )
-        .map_err(|e| format!("calibration profile {}: {e}", path.display()))?;
-        for ((key, fitted), (_, used)) in fitted.settings().into_iter().zip(variant.settings()) {
-            if fitted != used {
-                return Err(format!(
-                    "calibration profile {} was fitted with model.{key} = \"{fitted}\", but the run uses \
-                     \"{used}\": its coefficients belong to that step-time model; set model.{key} = \
-                     \"{fitted}\" or fit a profile with \"{used}\"",
-                    path.display()
-                ));
-            }
+        let fitted = StepVariant::parse(self.moe_expert_load.as_deref(), self.geometry.as_deref())
+            .map_err(|e| format!("calibration profile {}: {e}", path.display()))?;
+        if let Some((key, fitted, used)) = fitted.difference(&variant) {
+            return Err(format!(
+                "calibration profile {} was fitted with model.{key} = \"{fitted}\", but the run uses \
+                 \"{used}\": its coefficients belong to that step-time model; set model.{key} = \
+                 \"{fitted}\" or fit a profile with \"{used}\"",
+                path.display()
+            ));
         }
         let list = || {
             self.deployments
@@ -515,8 +510,8 @@ mod tests {
         };
         let (all, touched_v, full) = (
             StepVariant::default(),
-            StepVariant::parse("touched", "").unwrap(),
-            StepVariant::parse("", "full").unwrap(),
+            StepVariant::parse(Some("touched"), None).unwrap(),
+            StepVariant::parse(None, Some("full")).unwrap(),
         );
         let run = at("Qwen2.5-7B-Instruct", "h100", 1);
         let note = p

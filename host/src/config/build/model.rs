@@ -136,8 +136,8 @@ fn calibrate(
         tp: ls.tp.unwrap_or(1),
     };
     let variant = StepVariant::parse(
-        run.model.moe_expert_load.as_deref().unwrap_or(""),
-        run.model.geometry.as_deref().unwrap_or(""),
+        run.model.moe_expert_load.as_deref(),
+        run.model.geometry.as_deref(),
     )
     .map_err(|e| e.to_string())?;
     let note = loaded.profile.check_applies(

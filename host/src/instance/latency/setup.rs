@@ -346,10 +346,8 @@ fn build_model(
                 ));
             }
             let comm = MoeCommBackend::parse(setup.moe_comm_backend.as_deref().unwrap_or(""))?;
-            let variant = StepVariant::parse(
-                setup.moe_expert_load.as_deref().unwrap_or(""),
-                setup.geometry.as_deref().unwrap_or(""),
-            )?;
+            let variant =
+                StepVariant::parse(setup.moe_expert_load.as_deref(), setup.geometry.as_deref())?;
             let m = TrainedPhysicsModel::new(&config, &gpu, tp, dp, comm, alpha, beta)?
                 .with_variant(&config, variant);
             (LatencyModel::TrainedPhysics(m), Some((config, gpu)))

@@ -164,7 +164,7 @@ fn touched_experts_scale_the_routed_expert_weights_by_the_step_tokens() {
     let all = trained(&scout, &h100(), 2, 1, "");
     let touched = all
         .clone()
-        .with_variant(&scout, StepVariant::parse("touched", "").unwrap());
+        .with_variant(&scout, StepVariant::parse(Some("touched"), None).unwrap());
     let one = shape_of(&[(1000, 900, 1, 200)]);
     // 1352.193528 + 7211.698818 · 1/16
     close(touched.terms(&one).weight, 1802.924704, "1 token");
@@ -197,7 +197,7 @@ fn touched_experts_scale_the_routed_expert_weights_by_the_step_tokens() {
     let dense = trained(&llama, &h100(), 1, 1, "");
     let dense_touched = dense
         .clone()
-        .with_variant(&llama, StepVariant::parse("touched", "").unwrap());
+        .with_variant(&llama, StepVariant::parse(Some("touched"), None).unwrap());
     for b in [batch_a(), batch_bd(), batch_c()] {
         assert_eq!(
             dense.step_us(&shape_of(&b)),
@@ -249,7 +249,7 @@ fn full_geometry_reads_the_declared_head_size_and_the_lm_head() {
     let reference = trained(&nemo, &h100(), 2, 1, "");
     let full = reference
         .clone()
-        .with_variant(&nemo, StepVariant::parse("", "full").unwrap());
+        .with_variant(&nemo, StepVariant::parse(None, Some("full")).unwrap());
     let bd = shape_of(&batch_bd());
     let (r, f) = (reference.terms(&bd), full.terms(&bd));
     close(r.weight, 3411.784597, "nemo reference weight");
@@ -270,7 +270,7 @@ fn full_geometry_reads_the_declared_head_size_and_the_lm_head() {
     let reference = trained(&llama, &h100(), 1, 1, "");
     let full = reference
         .clone()
-        .with_variant(&llama, StepVariant::parse("", "full").unwrap());
+        .with_variant(&llama, StepVariant::parse(None, Some("full")).unwrap());
     for b in [batch_a(), batch_bd(), batch_c(), batch_dc()] {
         let (r, f) = (reference.terms(&shape_of(&b)), full.terms(&shape_of(&b)));
         close(f.weight - r.weight, 78.251940, "llama-2 LM head");
@@ -286,8 +286,22 @@ fn full_geometry_reads_the_declared_head_size_and_the_lm_head() {
     // A profile records only the settings that differ from the default.
     assert_eq!(StepVariant::default().recorded(), [None, None]);
     assert_eq!(
-        StepVariant::parse("touched", "full").unwrap().recorded(),
+        StepVariant::parse(Some("touched"), Some("full"))
+            .unwrap()
+            .recorded(),
         [Some("touched".to_string()), Some("full".to_string())]
+    );
+    // The first setting that differs, named.
+    let touched = StepVariant::parse(Some("touched"), None).unwrap();
+    let both = StepVariant::parse(Some("touched"), Some("full")).unwrap();
+    assert_eq!(touched.difference(&touched), None);
+    assert_eq!(
+        StepVariant::default().difference(&both),
+        Some(("moe_expert_load", "all", "touched"))
+    );
+    assert_eq!(
+        touched.difference(&both),
+        Some(("geometry", "reference", "full"))
     );
 }
 

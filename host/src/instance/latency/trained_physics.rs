@@ -261,12 +261,12 @@ pub struct StepVariant {
 }
 
 impl StepVariant {
-    /// The variant of a run file's `moe_expert_load` and `geometry` (empty:
-    /// the default).
-    pub fn parse(expert_load: &str, geometry: &str) -> Result<Self, LatencyError> {
+    /// The variant of a run file's `moe_expert_load` and `geometry` (absent
+    /// or empty: the default).
+    pub fn parse(expert_load: Option<&str>, geometry: Option<&str>) -> Result<Self, LatencyError> {
         Ok(StepVariant {
-            expert_load: MoeExpertLoad::parse(expert_load)?,
-            geometry: ModelGeometry::parse(geometry)?,
+            expert_load: MoeExpertLoad::parse(expert_load.unwrap_or(""))?,
+            geometry: ModelGeometry::parse(geometry.unwrap_or(""))?,
         })
     }
 
@@ -281,14 +281,21 @@ impl StepVariant {
     /// Each setting's value where it is not the default (what a profile
     /// records), in the order of [`StepVariant::settings`].
     pub fn recorded(&self) -> [Option<String>; 2] {
-        let default = StepVariant::default().settings();
-        let mut out = [None, None];
-        for (i, ((_, value), (_, d))) in self.settings().into_iter().zip(default).enumerate() {
-            if value != d {
-                out[i] = Some(value.to_string());
-            }
-        }
-        out
+        let (ours, default) = (self.settings(), StepVariant::default().settings());
+        std::array::from_fn(|i| (ours[i] != default[i]).then(|| ours[i].1.to_string()))
+    }
+
+    /// The first setting in which `other` differs from this variant:
+    /// `(model key, this value, other's value)`.
+    pub fn difference(
+        &self,
+        other: &StepVariant,
+    ) -> Option<(&'static str, &'static str, &'static str)> {
+        self.settings()
+            .into_iter()
+            .zip(other.settings())
+            .find(|(a, b)| a != b)
+            .map(|((key, a), (_, b))| (key, a, b))
     }
 }
 
