@@ -677,6 +677,7 @@ def calibrate_fit(
     sim_seeds: int = 1,
     jobs: Optional[int] = None,
     iterations: int = 0,
+    prior_sd: Optional[float] = None,
     html: Optional[PathLike] = None,
     quiet: bool = True,
     as_frame: Optional[bool] = None,
@@ -708,7 +709,10 @@ def calibrate_fit(
     bootstrap), ``sim_seeds`` (workload seeds each run file is simulated
     at, predictions averaged over them; default 1), ``jobs`` (simulations at once; default every core),
     ``iterations`` (Nelder–Mead iterations on the MAPE after the
-    Levenberg–Marquardt stages; default 0), ``html``
+    Levenberg–Marquardt stages; default 0), ``prior_sd`` (every
+    coefficient fitted with a Gaussian prior of this standard deviation, in
+    log units, around the one-factor-per-group point; default ``None``:
+    every coefficient kept only if it pays for its freedom), ``html``
     (also write the page of measured against predicted). ``quiet=False``
     shows the progress on stderr, as the command does.
 
@@ -765,6 +769,7 @@ def calibrate_fit(
         html=_opt_path(html),
         quiet=quiet,
         sim_seeds=sim_seeds,
+        prior_sd=None if prior_sd is None else float(prior_sd),
     )
     names = ("line", "run_file", "metric", "measured", "start", "fitted", "heldout", "fold")
     table = [dict(zip(names, row)) for row in rows]

@@ -85,6 +85,8 @@ def calibrate_fit(
     html: Optional[Union[str, os.PathLike[str]]] = None,
     quiet: bool = True,
     sim_seeds: int = 1,
+    holdout_by: Sequence[str] = ...,
+    prior_sd: Optional[float] = None,
 ) -> Tuple[
     str,
     Dict[str, Any],

@@ -428,7 +428,7 @@ type FitRow = (
 #[pyo3(signature = (
     measurements, out, traces=Vec::new(), fit=None, bounds=Vec::new(), weights=Vec::new(),
     holdout=0, seed=1, jobs=None, iterations=0, html=None, quiet=true, sim_seeds=1,
-    holdout_by=Vec::new()
+    holdout_by=Vec::new(), prior_sd=None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn calibrate_fit(
@@ -447,6 +447,7 @@ fn calibrate_fit(
     quiet: bool,
     sim_seeds: u32,
     holdout_by: Vec<String>,
+    prior_sd: Option<f64>,
 ) -> PyResult<(String, Py<PyAny>, Vec<FitRow>)> {
     let args = FitArgs {
         out,
@@ -461,6 +462,7 @@ fn calibrate_fit(
         sim_seeds,
         jobs,
         iterations,
+        prior_sd,
         html,
         quiet,
     };

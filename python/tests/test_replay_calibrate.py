@@ -284,3 +284,19 @@ def test_ctrl_c_stops_a_fit_with_nothing_written(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["interrupted", "False"]
+
+
+def test_calibrate_fit_prior_sd_as_the_command(fit_dir, blis_bin, monkeypatch):
+    monkeypatch.chdir(fit_dir)
+    fit = blis.calibrate_fit("m.csv", "py.toml", fit="beta[2],beta[4]", prior_sd=0.1, jobs=2,
+                             as_frame=False)
+    cli = _cli(blis_bin, "calibrate", "fit", "--measurements", "m.csv", "--out", "cli.toml",
+               "--fit", "beta[2],beta[4]", "--prior-sd", "0.1", "--jobs", "2", "--quiet",
+               cwd=fit_dir)
+    assert {**fit, "profile": None} == {**cli, "profile": None}
+    assert "Gaussian prior of standard deviation 0.1" in fit.profile["fit"]["method"]
+    assert _profile_body((fit_dir / "py.toml").read_text()) == _profile_body(
+        (fit_dir / "cli.toml").read_text())
+    with pytest.raises(blis.InputError, match="--prior-sd -1: "):
+        blis.calibrate_fit("m.csv", "p.toml", prior_sd=-1)
+    assert not (fit_dir / "p.toml").exists()

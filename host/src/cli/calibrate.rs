@@ -334,6 +334,13 @@ pub struct FitFlags {
     /// itself, at one simulation set or more per iteration.
     #[arg(long, default_value_t = 0)]
     pub iterations: u64,
+    /// Fit every coefficient with a Gaussian prior of this standard
+    /// deviation (log units: 0.1 ≈ ±10 %) around the one-factor-per-group
+    /// point (the start's shape at the scale the data chose), instead of
+    /// keeping every coefficient free only if it pays for its freedom
+    /// (default: that)
+    #[arg(long, value_name = "SD")]
+    pub prior_sd: Option<f64>,
     /// Also write an HTML page: measured against predicted per experiment
     /// and metric, before and after, held-out points marked.
     #[arg(long, value_name = "fit.html")]
@@ -359,6 +366,7 @@ impl FitFlags {
             sim_seeds: self.sim_seeds,
             jobs: self.jobs,
             iterations: self.iterations,
+            prior_sd: self.prior_sd,
             html: self.html.clone(),
             quiet: self.quiet,
         }

@@ -91,6 +91,12 @@ pub struct FitArgs {
     /// Levenberg–Marquardt stages (default 0: none): a polish of the error
     /// itself, at one simulation set or more per iteration.
     pub iterations: u64,
+    /// `--prior-sd SD`: fit every coefficient with a Gaussian prior of
+    /// standard deviation SD (log units: 0.1 ≈ ±10 %) around the
+    /// one-factor-per-group point — the shipped coefficients' shape at the
+    /// scale the data chose — instead of keeping all of them only if they
+    /// pay for their freedom (None: that).
+    pub prior_sd: Option<f64>,
     /// Also write an HTML page: measured against predicted per experiment
     /// and metric, before and after, held-out points marked.
     pub html: Option<PathBuf>,
@@ -237,6 +243,7 @@ pub fn run_fit_with(args: &FitArgs, cancel: Option<Arc<AtomicBool>>) -> Result<O
         sim_seeds: args.sim_seeds,
         progress: &progress,
         cancel,
+        prior_sd: args.prior_sd,
     };
 
     // The start: every row must be readable from its run's report.
@@ -580,7 +587,7 @@ fn check_outputs(args: &FitArgs, m: &Measured) -> Result<Vec<(String, PathBuf)>,
     Ok(inputs)
 }
 
-/// `--jobs` (default: the CPUs) and `--sim-seeds`, checked.
+/// `--jobs` (default: the CPUs), `--sim-seeds` and `--prior-sd`, checked.
 fn check_runs(args: &FitArgs) -> Result<usize, FitError> {
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -592,6 +599,13 @@ fn check_runs(args: &FitArgs) -> Result<usize, FitError> {
         return Err(FitError::Input(
             "--sim-seeds must be ≥ 1 (the workload seeds each deployment is simulated at)".into(),
         ));
+    }
+    if let Some(sd) = args.prior_sd.filter(|sd| !(sd.is_finite() && *sd > 0.0)) {
+        return Err(FitError::Input(format!(
+            "--prior-sd {sd}: the prior's standard deviation is in log units and must be a \
+             positive number (0.1: each coefficient within about ±10 % of its group's factor; \
+             leave it out to keep every coefficient only if it pays for its freedom)"
+        )));
     }
     Ok(jobs)
 }
@@ -932,13 +946,17 @@ fn build_profile(b: BuildInputs) -> Result<profile::Profile, String> {
             objective: format!("weighted mean absolute percentage error (%) over the table's rows and the traces' requests and means (a trace's requests of one metric weigh as one row, its means of one metric as {TRACE_MEAN_WEIGHT})"),
             method: with_seeds(b.args.sim_seeds, {
                 let stages = "Levenberg-Marquardt on log-factors (iteratively reweighted squares of the relative errors): one factor per family (every alpha, every beta), then from there one per group (each alpha, every beta together), then every coefficient";
+                let stages = match b.args.prior_sd {
+                    Some(sd) => format!("{stages}, with a Gaussian prior of standard deviation {sd} (log units) around the one-per-group point"),
+                    None => stages.to_string(),
+                };
                 if b.args.iterations > 0 {
                     format!(
                         "{stages}; then {} Nelder-Mead (argmin) iterations on the weighted MAPE",
                         b.args.iterations
                     )
                 } else {
-                    stages.to_string()
+                    stages
                 }
             }),
             seed: b.args.seed,

@@ -144,6 +144,10 @@ pub struct Objective<'a> {
     pub progress: &'a Progress,
     /// Stops every simulation once set (the fit then fails).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// `--prior-sd`: the every-coefficient stage shrunk toward the
+    /// one-factor-per-group point ([`Prior`]) instead of judged by its
+    /// freedom.
+    pub prior_sd: Option<f64>,
 }
 
 impl Objective<'_> {
@@ -281,6 +285,7 @@ struct Stage<'a, 'o> {
     rows: &'a [usize],
     expand: &'a dyn Fn(&[f64]) -> Vec<f64>,
     name: &'a str,
+    prior: Option<&'a Prior>,
     best: Cell<f64>,
     failure: Mutex<Option<FitError>>,
 }
@@ -293,7 +298,11 @@ impl CostFunction for Stage<'_, '_> {
         let x = (self.expand)(p);
         let (_, outside) = self.obj.space.at(&x);
         let value = match self.obj.predict(self.rows, &x) {
-            Ok(pred) => mape(self.obj.rows, self.obj.weights, self.rows, &pred) + 1e3 * outside,
+            Ok(pred) => {
+                mape(self.obj.rows, self.obj.weights, self.rows, &pred)
+                    + 1e3 * outside
+                    + self.prior.map_or(0.0, |p| p.penalty(&x))
+            }
             Err(e) => {
                 if let Ok(mut f) = self.failure.lock() {
                     f.get_or_insert(e);
@@ -350,32 +359,47 @@ impl CostFunction for &Stage<'_, '_> {
     }
 }
 
-/// Fit the coordinates on `rows` from the start (0): Levenberg–Marquardt
-/// on one factor per family (every alpha, every beta), then from there on
-/// one factor per group ([`super::params::Group`]: each alpha, the betas),
-/// then on every coefficient, then
-/// Nelder–Mead on the weighted MAPE itself for at most `iters` iterations.
-/// Returns the best coordinates.
-pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<Vec<f64>, FitError> {
-    let n = obj.space.fitted.len();
-    let (groups, member) = obj.space.groups();
-    let factors = |x: &[f64]| -> String {
-        obj.space
-            .fitted
-            .iter()
-            .zip(x)
-            .map(|(f, v)| format!("{} ×{:.4}", f.name(), v.exp()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut x = vec![0.0; n];
-    let mut best_cost = f64::INFINITY;
-    let mut best_params = 0;
-    // The independent units of the rows that count (weight > 0): what an
-    // extra coordinate is paid for with. Not the rows: an experiment's
-    // dozen metrics move together with its deployment's physics, and twelve
-    // coefficients fitted to twelve experiments' 200 metrics fit those
-    // experiments, not the next one.
+/// A Gaussian prior on every fitted coordinate around `anchor` (the
+/// one-factor-per-group point: the shipped coefficients' shape at the
+/// scale the data chose), `--prior-sd SD` in log units. In the objective's
+/// units it adds `kappa · Σ (xᵢ − anchorᵢ)²` with
+/// `kappa = anchor's weighted MAPE / (2 · SD² · m)`, m the independent units
+/// (experiments) fitted: the negative log posterior of a Laplace likelihood
+/// of each unit's relative error, its scale the anchor's mean error, and
+/// the prior, divided by the likelihood's weight per unit of MAPE. So a
+/// coefficient moves off its group's factor by SD only where that lowers
+/// the error by anchor MAPE / (2 m) or more, and the more experiments
+/// there are, the freer it is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prior {
+    pub anchor: Vec<f64>,
+    pub kappa: f64,
+}
+
+impl Prior {
+    /// The prior of standard deviation `sd` around `anchor`, whose
+    /// weighted MAPE is `anchor_cost`, for a fit on `units` units.
+    pub fn new(anchor: Vec<f64>, sd: f64, anchor_cost: f64, units: usize) -> Prior {
+        let kappa = anchor_cost.max(1e-9) / (2.0 * sd * sd * units.max(1) as f64);
+        Prior { anchor, kappa }
+    }
+
+    /// The penalty at full coordinates `x` (weighted-MAPE units).
+    pub fn penalty(&self, x: &[f64]) -> f64 {
+        self.kappa
+            * x.iter()
+                .zip(&self.anchor)
+                .map(|(xi, ai)| (xi - ai).powi(2))
+                .sum::<f64>()
+    }
+}
+
+/// The independent units of the rows that count (weight > 0): what an
+/// extra coordinate is paid for with. Not the rows: an experiment's dozen
+/// metrics move together with its deployment's physics, and twelve
+/// coefficients fitted to twelve experiments' 200 metrics fit those
+/// experiments, not the next one.
+fn count_units(obj: &Objective, rows: &[usize]) -> usize {
     let mut units: Vec<usize> = rows
         .iter()
         .filter(|&&r| obj.weights[r] > 0.0)
@@ -383,53 +407,124 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
         .collect();
     units.sort_unstable();
     units.dedup();
-    let m = units.len();
-    if groups.len() < n {
-        let expand = |g: &[f64]| -> Vec<f64> { member.iter().map(|&m| g[m]).collect() };
-        // First every alpha by one factor and every beta by another (the
-        // coarsest miscalibration), then each group from there: from the
-        // start itself, a nearly free α₂ can trade against the betas into
-        // a worse optimum (the golden fit: 1.24 % with α₂ ×2.9, against
-        // 1.09 % from the families' point).
-        let mut g0 = vec![0.0; groups.len()];
-        let (families, family_member) = obj.space.families();
-        if families < groups.len() {
-            let expand_f =
-                |f: &[f64]| -> Vec<f64> { family_member.iter().map(|&m| f[m]).collect() };
-            let name = format!("{label}, stage 1a (one factor per family)");
-            let (f, c) = levenberg_marquardt(
-                obj,
-                rows,
-                &expand_f,
-                vec![0.0; families],
-                LM_ITERS_FAMILIES,
-                &name,
-            )?;
-            let xf = expand_f(&f);
-            for (k, &grp) in member.iter().enumerate() {
-                g0[grp] = xf[k];
-            }
-            obj.progress.note(&format!(
-                "{name}: weighted MAPE {c:.3} % ({})",
-                factors(&xf)
-            ));
-        }
-        let name = format!("{label}, stage 1 (one factor per group: each alpha, the betas)");
-        let (g, c) = levenberg_marquardt(obj, rows, &expand, g0, LM_ITERS_FAMILIES, &name)?;
-        x = expand(&g);
-        best_cost = c;
-        best_params = groups.len();
-        obj.progress
-            .note(&format!("{name}: weighted MAPE {c:.3} % ({})", factors(&x)));
+    units.len()
+}
+
+/// "alpha[0] ×0.5000, …" of full coordinates `x`.
+fn factors(space: &Space, x: &[f64]) -> String {
+    space
+        .fitted
+        .iter()
+        .zip(x)
+        .map(|(f, v)| format!("{} ×{:.4}", f.name(), v.exp()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Stages 1a and 1 of [`fit`]: one factor per family, then one per group.
+/// The point, its cost and its free coordinates (0: the model has no
+/// coarser grouping than its coefficients; the start).
+fn coarse_stages(
+    obj: &Objective,
+    rows: &[usize],
+    label: &str,
+) -> Result<(Vec<f64>, f64, usize), FitError> {
+    let n = obj.space.fitted.len();
+    let (groups, member) = obj.space.groups();
+    if groups.len() >= n {
+        return Ok((vec![0.0; n], f64::INFINITY, 0));
     }
-    let ident = |p: &[f64]| p.to_vec();
-    let name = format!("{label}, stage 2 (every coefficient)");
-    let (x2, c2) = levenberg_marquardt(obj, rows, &ident, x.clone(), LM_ITERS_EVERY, &name)?;
+    let expand = |g: &[f64]| -> Vec<f64> { member.iter().map(|&m| g[m]).collect() };
+    // First every alpha by one factor and every beta by another (the
+    // coarsest miscalibration), then each group from there: from the
+    // start itself, a nearly free α₂ can trade against the betas into
+    // a worse optimum (the golden fit: 1.24 % with α₂ ×2.9, against
+    // 1.09 % from the families' point).
+    let mut g0 = vec![0.0; groups.len()];
+    let (families, family_member) = obj.space.families();
+    if families < groups.len() {
+        let expand_f = |f: &[f64]| -> Vec<f64> { family_member.iter().map(|&m| f[m]).collect() };
+        let name = format!("{label}, stage 1a (one factor per family)");
+        let (f, c) = levenberg_marquardt(
+            obj,
+            rows,
+            &expand_f,
+            vec![0.0; families],
+            LM_ITERS_FAMILIES,
+            None,
+            &name,
+        )?;
+        let xf = expand_f(&f);
+        for (k, &grp) in member.iter().enumerate() {
+            g0[grp] = xf[k];
+        }
+        obj.progress.note(&format!(
+            "{name}: weighted MAPE {c:.3} % ({})",
+            factors(obj.space, &xf)
+        ));
+    }
+    let name = format!("{label}, stage 1 (one factor per group: each alpha, the betas)");
+    let (g, c) = levenberg_marquardt(obj, rows, &expand, g0, LM_ITERS_FAMILIES, None, &name)?;
+    let x = expand(&g);
     obj.progress.note(&format!(
-        "{name}: weighted MAPE {c2:.3} % ({})",
-        factors(&x2)
+        "{name}: weighted MAPE {c:.3} % ({})",
+        factors(obj.space, &x)
     ));
-    if best_params == 0 || better_per_freedom(c2, n, best_cost, best_params, m) {
+    Ok((x, c, groups.len()))
+}
+
+/// Fit the coordinates on `rows` from the start (0): Levenberg–Marquardt
+/// on one factor per family (every alpha, every beta), then from there on
+/// one factor per group ([`super::params::Group`]: each alpha, the betas),
+/// then on every coefficient — kept only if it pays for its freedom, or,
+/// with `--prior-sd`, shrunk toward the group point by [`Prior`] — then
+/// Nelder–Mead on the weighted MAPE itself (plus the prior's penalty) for
+/// at most `iters` iterations. Returns the best coordinates.
+pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<Vec<f64>, FitError> {
+    let n = obj.space.fitted.len();
+    let m = count_units(obj, rows);
+    let (mut x, mut best_cost, mut best_params) = coarse_stages(obj, rows, label)?;
+    let ident = |p: &[f64]| p.to_vec();
+    let prior = match obj.prior_sd {
+        Some(sd) => {
+            let anchor_cost = if best_params == 0 {
+                mape(obj.rows, obj.weights, rows, &obj.predict(rows, &x)?)
+            } else {
+                best_cost
+            };
+            Some(Prior::new(x.clone(), sd, anchor_cost, m))
+        }
+        None => None,
+    };
+    let name = match (&prior, obj.prior_sd) {
+        (Some(p), Some(sd)) => format!(
+            "{label}, stage 2 (every coefficient, prior sd {sd} around stage 1, {:.4} per log unit²)",
+            p.kappa
+        ),
+        _ => format!("{label}, stage 2 (every coefficient)"),
+    };
+    let (x2, c2) = levenberg_marquardt(
+        obj,
+        rows,
+        &ident,
+        x.clone(),
+        LM_ITERS_EVERY,
+        prior.as_ref(),
+        &name,
+    )?;
+    obj.progress.note(&format!(
+        "{name}: weighted MAPE {:.3} %{} ({})",
+        c2,
+        if prior.is_some() {
+            " with the prior's penalty"
+        } else {
+            ""
+        },
+        factors(obj.space, &x2)
+    ));
+    // With a prior the penalty guards the freedom (LM keeps only steps that
+    // lower the penalised error); without, the freedom is counted.
+    if prior.is_some() || best_params == 0 || better_per_freedom(c2, n, best_cost, best_params, m) {
         x = x2;
         best_cost = c2;
         best_params = n;
@@ -445,6 +540,7 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
             rows,
             expand: &ident,
             name: &name,
+            prior: prior.as_ref(),
             best: Cell::new(f64::INFINITY),
             failure: Mutex::new(None),
         };
@@ -552,6 +648,36 @@ const IRLS_FLOOR: f64 = 1e-3;
 /// The largest move of one coordinate in one step (log units: × e).
 const MAX_LOG_STEP: f64 = 1.0;
 
+/// The prior's rows appended to a linearised least-squares problem at
+/// group coordinates `g`: per full coordinate its distance from the anchor,
+/// its derivative in `g` (`expand` is linear: a coordinate is its group's),
+/// and a weight that makes the rows' weighted squares, on the scale the
+/// reweighted errors have (½ · Σ w|r|/|r₀| · r² ≈ Σ w|r|), the penalty:
+/// 2 · Σw · kappa / 100.
+#[allow(clippy::type_complexity)]
+fn prior_rows(
+    p: &Prior,
+    expand: &dyn Fn(&[f64]) -> Vec<f64>,
+    g: &[f64],
+    w_sum: f64,
+    (res, jac, w): (&mut Vec<f64>, &mut Vec<Vec<f64>>, &mut Vec<f64>),
+) {
+    let x = expand(g);
+    let zero = expand(&vec![0.0; g.len()]);
+    let unit: Vec<Vec<f64>> = (0..g.len())
+        .map(|q| {
+            let mut e = vec![0.0; g.len()];
+            e[q] = 1.0;
+            expand(&e)
+        })
+        .collect();
+    for (i, (xi, ai)) in x.iter().zip(&p.anchor).enumerate() {
+        res.push(xi - ai);
+        jac.push(unit.iter().map(|u| u[i] - zero[i]).collect());
+        w.push(2.0 * w_sum * p.kappa / 100.0);
+    }
+}
+
 /// Levenberg–Marquardt on the weighted squared relative errors of `rows`,
 /// over coordinates `g` (mapped to the full coordinates by `expand`) from
 /// `g0`; a step is kept only if it lowers the weighted MAPE (plus the
@@ -565,13 +691,16 @@ fn levenberg_marquardt(
     expand: &dyn Fn(&[f64]) -> Vec<f64>,
     g0: Vec<f64>,
     iters: usize,
+    prior: Option<&Prior>,
     name: &str,
 ) -> Result<(Vec<f64>, f64), FitError> {
     let n = g0.len();
     let w: Vec<f64> = rows.iter().map(|&r| obj.weights[r]).collect();
-    let ones = vec![1.0; rows.len()];
     let cost_of = |g: &[f64], pred: &[f64]| {
-        mape(obj.rows, obj.weights, rows, pred) + 1e3 * obj.space.at(&expand(g)).1
+        let x = expand(g);
+        mape(obj.rows, obj.weights, rows, pred)
+            + 1e3 * obj.space.at(&x).1
+            + prior.map_or(0.0, |p| p.penalty(&x))
     };
     let mut g = g0;
     let mut pred = obj.predict(rows, &expand(&g))?;
@@ -590,7 +719,7 @@ fn levenberg_marquardt(
         for _ in 0..n {
             obj.progress.evaluated(name, f64::NAN, cost);
         }
-        let (res, jac) = linearise(obj, rows, &pred, &shifted, &steps);
+        let (mut res, mut jac) = linearise(obj, rows, &pred, &shifted, &steps);
         // Iteratively reweighted: each squared error weighed by 1 / |error|
         // makes the squares' step a step on the absolute errors, the
         // objective. The errors below the median (at least 0.1 %) weigh
@@ -601,6 +730,17 @@ fn levenberg_marquardt(
             .zip(&res)
             .map(|(wi, ri)| wi / ri.abs().max(floor))
             .collect();
+        let mut w_abs = w_abs;
+        if let Some(p) = prior {
+            prior_rows(
+                p,
+                expand,
+                &g,
+                w.iter().sum(),
+                (&mut res, &mut jac, &mut w_abs),
+            );
+        }
+        let ones = vec![1.0; res.len()];
         let trials: Vec<Vec<f64>> = TRIALS
             .iter()
             .map(|&(l, len)| {
@@ -895,6 +1035,34 @@ fn solve_damped(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prior's scale by hand: anchor MAPE 8 %, sd 0.1, 4 experiments:
+    /// kappa = 8 / (2 · 0.01 · 4) = 100 per log unit²; at (0.1, 0.3)
+    /// around (0, 0.5) the penalty is 100 · (0.01 + 0.04) = 5. Its rows at
+    /// a group point (both coordinates one group at 0.2) are the distances
+    /// (0.2, −0.3) with derivative 1 each, and on the reweighted squares'
+    /// scale — 100 / Σw · ½ · Σ wᵢ rᵢ² — they are the penalty there, 13.
+    #[test]
+    fn the_prior_penalty_and_its_rows() {
+        let p = Prior::new(vec![0.0, 0.5], 0.1, 8.0, 4);
+        assert!((p.kappa - 100.0).abs() < 1e-9, "{}", p.kappa);
+        assert!((p.penalty(&[0.1, 0.3]) - 5.0).abs() < 1e-9);
+        assert_eq!(p.penalty(&[0.0, 0.5]), 0.0);
+        let expand = |g: &[f64]| vec![g[0], g[0]];
+        let (mut res, mut jac, mut w) = (vec![0.07], vec![vec![0.5]], vec![1.0]);
+        let w_sum = 3.0;
+        prior_rows(&p, &expand, &[0.2], w_sum, (&mut res, &mut jac, &mut w));
+        assert_eq!(res.len(), 3);
+        assert!((res[1] - 0.2).abs() < 1e-12 && (res[2] + 0.3).abs() < 1e-12);
+        assert_eq!(jac[1..], [vec![1.0], vec![1.0]]);
+        let squares: f64 = (1..3).map(|i| w[i] * res[i] * res[i]).sum();
+        let on_scale = 100.0 / w_sum * 0.5 * squares;
+        assert!(
+            (on_scale - p.penalty(&[0.2, 0.2])).abs() < 1e-9,
+            "{on_scale}"
+        );
+        assert!((on_scale - 13.0).abs() < 1e-9);
+    }
 
     /// A 2 % step of α₂ ≈ 46 µs stays inside one tick (46.5 and 47.4 both
     /// round to 47): the step grows until α₂ moves by 1.5 µs; large alphas
