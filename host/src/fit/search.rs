@@ -496,12 +496,12 @@ pub fn fit(obj: &Objective, rows: &[usize], iters: u64, label: &str) -> Result<V
         }
         None => None,
     };
-    let name = match (&prior, obj.prior_sd) {
-        (Some(p), Some(sd)) => format!(
+    let name = match obj.prior_sd.zip(prior.as_ref()) {
+        Some((sd, p)) => format!(
             "{label}, stage 2 (every coefficient, prior sd {sd} around stage 1, {:.4} per log unit²)",
             p.kappa
         ),
-        _ => format!("{label}, stage 2 (every coefficient)"),
+        None => format!("{label}, stage 2 (every coefficient)"),
     };
     let (x2, c2) = levenberg_marquardt(
         obj,
@@ -725,12 +725,11 @@ fn levenberg_marquardt(
         // objective. The errors below the median (at least 0.1 %) weigh
         // alike, so that the rows a start happens to fit do not pin it.
         let floor = median_abs(&res).max(IRLS_FLOOR);
-        let w_abs: Vec<f64> = w
+        let mut w_abs: Vec<f64> = w
             .iter()
             .zip(&res)
             .map(|(wi, ri)| wi / ri.abs().max(floor))
             .collect();
-        let mut w_abs = w_abs;
         if let Some(p) = prior {
             prior_rows(
                 p,

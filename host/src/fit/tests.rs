@@ -53,21 +53,21 @@ fn truth() -> Coefficients {
 
 const METRICS: [&str; 4] = ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms", "e2e_p90_ms"];
 
-/// `dir/m.csv`: each run file's `metrics` simulated at the truth, each
+/// `dir/m.csv`: each run file's `metrics` simulated at `truth`, each
 /// value passed through `measure` (the measurement's noise); returns the
 /// noise-free values in the table's order.
 fn truth_table(
     dir: &Path,
     names: &[String],
+    truth: &Coefficients,
     metrics: &[&str],
     mut measure: impl FnMut(f64) -> f64,
 ) -> Vec<f64> {
-    let truth = truth();
     let mut csv = String::from("run_file,metric,value\n");
     let mut exact = Vec::new();
     for (i, n) in names.iter().enumerate() {
         let e = Experiment::load(n, &dir.join(n), i as u64 + 2, "m.csv").unwrap();
-        let report = e.simulate(&truth).unwrap();
+        let report = e.simulate(truth).unwrap();
         for m in metrics {
             let v = report["cluster"][m].as_f64().unwrap();
             exact.push(v);
@@ -108,7 +108,7 @@ fn synthetic_recovery() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     // Noise-free truth per (run file, metric), to judge held-out
     // predictions; measured with ±0.5 % uniform noise.
-    let exact = truth_table(dir.path(), &names, &METRICS, |v| {
+    let exact = truth_table(dir.path(), &names, &truth, &METRICS, |v| {
         v * (1.0 + rng.random_range(-0.005..0.005))
     });
     let args = FitArgs {
@@ -283,6 +283,7 @@ fn held_out_by_model_and_experiment() {
     truth_table(
         dir.path(),
         &names,
+        &truth(),
         &["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"],
         |v| v,
     );
@@ -348,16 +349,13 @@ fn a_prior_keeps_the_shape_unless_the_data_move_it() {
         alpha: ITER29_ALPHA,
         beta: Some(beta),
     };
-    let mut csv = String::from("run_file,metric,value\n");
-    for (i, n) in names.iter().enumerate() {
-        let e = Experiment::load(n, &dir.path().join(n), i as u64 + 2, "m.csv").unwrap();
-        let report = e.simulate(&truth).unwrap();
-        for m in ["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"] {
-            let v = report["cluster"][m].as_f64().unwrap();
-            csv.push_str(&format!("{n},{m},{v}\n"));
-        }
-    }
-    std::fs::write(dir.path().join("m.csv"), csv).unwrap();
+    truth_table(
+        dir.path(),
+        &names,
+        &truth,
+        &["ttft_mean_ms", "e2e_mean_ms", "itl_mean_ms"],
+        |v| v,
+    );
     // (β₄ / β₂ against the start's, train MAPE, method) of a fit.
     let fitted = |sd: Option<f64>, out: &str| {
         let args = FitArgs {
