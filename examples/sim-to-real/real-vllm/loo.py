@@ -113,6 +113,8 @@ CLIENT_ITL = True
 # first of them (--seed; None: the run file's).
 SIM_SEEDS = 1
 SEED = None
+# The start's factor on the shipped coefficients (--start).
+START = 1.5
 # The issue's target for the median |held-out error|, %.
 TARGET = {"e2e": 6.7, "ttft": 12.0, "itl": 8.0}
 # --weights tolerance: each metric's weight, 1 / its tolerance with E2E's as
@@ -181,10 +183,12 @@ def write_start(work, run_file, scale):
 
 def fit(work, name, rows, measured, fit_args):
     """`blis calibrate fit` on rows; the profile's path (reused if its
-    table, its arguments and RUN_SETS are unchanged)."""
+    table, its arguments, RUN_SETS, the seed and the start are unchanged)."""
     name += "".join("-" + v.split("=", 1)[1].strip('"') for v in RUN_SETS)
     if SEED is not None:
         name += f"-seed{SEED}"
+    if START != 1.5:
+        name += f"-start{START}"
     table = os.path.join(work, f"{name}.csv")
     profile = os.path.join(work, f"{name}.profile.toml")
     args = os.path.join(work, f"{name}.args")
@@ -324,9 +328,10 @@ def main():
                     help="workload seeds per prediction, fitted and judged (their mean)")
     ap.add_argument("--seed", type=int, help="the first workload seed (default: the run files')")
     a = ap.parse_args()
-    global CLIENT_ITL, SIM_SEEDS, SEED
+    global CLIENT_ITL, SIM_SEEDS, SEED, START
     SIM_SEEDS = a.sim_seeds
     SEED = a.seed
+    START = a.start
     if SIM_SEEDS < 1:
         sys.exit("--sim-seeds: at least 1")
     if SEED is not None and SEED < 0:
