@@ -113,8 +113,9 @@ CLIENT_ITL = True
 # first of them (--seed; None: the run file's).
 SIM_SEEDS = 1
 SEED = None
-# The start's factor on the shipped coefficients (--start).
-START = 1.5
+# The start's factor on the shipped coefficients (--start), and its default.
+DEFAULT_START = 1.5
+START = DEFAULT_START
 # The issue's target for the median |held-out error|, %.
 TARGET = {"e2e": 6.7, "ttft": 12.0, "itl": 8.0}
 # --weights tolerance: each metric's weight, 1 / its tolerance with E2E's as
@@ -187,7 +188,7 @@ def fit(work, name, rows, measured, fit_args):
     name += "".join("-" + v.split("=", 1)[1].strip('"') for v in RUN_SETS)
     if SEED is not None:
         name += f"-seed{SEED}"
-    if START != 1.5:
+    if START != DEFAULT_START:
         name += f"-start{START}"
     table = os.path.join(work, f"{name}.csv")
     profile = os.path.join(work, f"{name}.profile.toml")
@@ -316,7 +317,7 @@ def table(title, errors):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--by", choices=["experiment", "model", "both", "in-sample", "grid"], default="both")
-    ap.add_argument("--start", type=float, default=1.5, help="start = shipped coefficients × this")
+    ap.add_argument("--start", type=float, default=DEFAULT_START, help="start = shipped coefficients × this")
     ap.add_argument("--expert-load", choices=["touched", "all"], default="touched")
     ap.add_argument("--itl", choices=["client", "generated"], default="client")
     ap.add_argument("--async-scheduling", choices=["on", "off"], default="on")
